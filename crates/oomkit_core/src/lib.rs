@@ -1,0 +1,22 @@
+//! Shared facts for every oomkit capability: no I/O, no printing, no CLI types.
+//!
+//! - [`bytes`]: [`Bytes`], the only parser and formatter of sizes.
+//! - [`dtype`]: element types and their sizes.
+//! - [`gpus`]: the GPU catalogue ([`gpus::find`] resolves `4090`, `a100-40gb`, …).
+//! - [`remedies`]: the fix ladder, one id per remedy ([`remedies::get`]).
+//!
+//! ```
+//! use oomkit_core::Bytes;
+//! let b: Bytes = "17.79G (19104890880 bytes)".parse().unwrap();
+//! assert_eq!(b.get(), 19_104_890_880);
+//! assert_eq!(Bytes::gib(2).to_string(), "2.00 GiB");
+//! ```
+#![warn(missing_docs)]
+
+pub mod bytes;
+pub mod dtype;
+pub mod gpus;
+pub mod remedies;
+
+pub use bytes::Bytes;
+pub use dtype::DType;
