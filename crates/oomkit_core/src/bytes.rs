@@ -31,7 +31,9 @@ use serde::{Deserialize, Serialize};
 pub const SIZE_PATTERN: &str = r"\d[\d,]*(?:\.\d+)?(?:[eE][+-]?\d+)?\s?(?:bytes|byte|KiB|MiB|GiB|TiB|KB|kB|MB|GB|TB|B|K|M|G|T)(?:\s?\(\d+\s?(?:bytes|B)\))?";
 
 /// A number of bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(transparent)]
 pub struct Bytes(pub u64);
 
@@ -164,10 +166,7 @@ fn parse(input: &str, prefixes: Prefixes) -> Result<Bytes, ParseSizeError> {
     // `17.79G (19104890880 bytes)`: the exact count in parentheses wins.
     if let Some(open) = s.find('(') {
         let inner = s[open + 1..].trim_end_matches(')').trim();
-        let digits = inner
-            .trim_end_matches("bytes")
-            .trim_end_matches('B')
-            .trim();
+        let digits = inner.trim_end_matches("bytes").trim_end_matches('B').trim();
         if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
             return digits
                 .parse::<u64>()
@@ -177,7 +176,15 @@ fn parse(input: &str, prefixes: Prefixes) -> Result<Bytes, ParseSizeError> {
         return parse(&s[..open], prefixes);
     }
     let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ',' || c == 'e' || c == 'E' || c == '+' || c == '-'))
+        .find(|c: char| {
+            !(c.is_ascii_digit()
+                || c == '.'
+                || c == ','
+                || c == 'e'
+                || c == 'E'
+                || c == '+'
+                || c == '-')
+        })
         .unwrap_or(s.len());
     // An exponent marker is only part of the number when digits follow it;
     // otherwise `E`… starts a unit (none of ours does, but keep it strict).
@@ -197,7 +204,12 @@ fn parse(input: &str, prefixes: Prefixes) -> Result<Bytes, ParseSizeError> {
         ("M" | "MB", Prefixes::Si) => 1_000_000,
         ("G" | "GB", Prefixes::Si) => 1_000_000_000,
         ("T" | "TB", Prefixes::Si) => 1_000_000_000_000,
-        _ => return Err(err(input, "unknown unit (expected bytes, KiB, MiB, GiB, KB, MB, GB, K, M or G)")),
+        _ => {
+            return Err(err(
+                input,
+                "unknown unit (expected bytes, KiB, MiB, GiB, KB, MB, GB, K, M or G)",
+            ));
+        }
     };
     let num = num.replace(',', "");
     if num.is_empty() {
@@ -240,14 +252,18 @@ fn decimal_times(num: &str, scale: u64) -> Option<Bytes> {
         }
         value = value * 10 + u128::from(b - b'0');
     }
-    value = value.checked_mul(u128::from(scale)).unwrap_or(u128::MAX);
+    value = value.saturating_mul(u128::from(scale));
     while pow10 > 0 {
         value = value.saturating_mul(10);
         pow10 -= 1;
     }
     while pow10 < 0 {
         // Round half up on the last division.
-        value = if pow10 == -1 { (value + 5) / 10 } else { value / 10 };
+        value = if pow10 == -1 {
+            (value + 5) / 10
+        } else {
+            value / 10
+        };
         pow10 += 1;
     }
     Some(Bytes(u64::try_from(value).unwrap_or(u64::MAX)))
@@ -324,7 +340,13 @@ mod tests {
 
     #[test]
     fn round_trips_through_display() {
-        for s in ["2.00 GiB", "1024.00 KiB", "576.00 KiB", "30.96 MiB", "10.84 GiB"] {
+        for s in [
+            "2.00 GiB",
+            "1024.00 KiB",
+            "576.00 KiB",
+            "30.96 MiB",
+            "10.84 GiB",
+        ] {
             assert_eq!(b(s).to_string().parse::<Bytes>().unwrap().to_string(), s);
             assert_eq!(Bytes(b(s)).to_string(), s);
         }
@@ -338,6 +360,9 @@ mod tests {
     #[test]
     fn size_pattern_is_a_valid_fragment() {
         // The pattern is used by regex users; here we only check it is balanced.
-        assert_eq!(SIZE_PATTERN.matches('(').count(), SIZE_PATTERN.matches(')').count());
+        assert_eq!(
+            SIZE_PATTERN.matches('(').count(),
+            SIZE_PATTERN.matches(')').count()
+        );
     }
 }

@@ -85,10 +85,14 @@ impl DType {
             "tf32" => DType::Tf32,
             "half" | "float16" | "f16" | "fp16" => DType::F16,
             "bfloat16" | "bf16" => DType::Bf16,
-            "float8" | "fp8" | "float8_e4m3fn" | "float8_e5m2" | "f8e4m3fn" | "f8e5m2" => DType::Fp8,
+            "float8" | "fp8" | "float8_e4m3fn" | "float8_e5m2" | "f8e4m3fn" | "f8e5m2" => {
+                DType::Fp8
+            }
             "int64" | "long" | "i64" | "s64" | "uint64" | "u64" => DType::I64,
             "int32" | "int" | "i32" | "s32" | "uint32" | "u32" | "qint32" => DType::I32,
-            "int16" | "short" | "i16" | "s16" | "uint16" | "u16" | "qint16" | "quint16" => DType::I16,
+            "int16" | "short" | "i16" | "s16" | "uint16" | "u16" | "qint16" | "quint16" => {
+                DType::I16
+            }
             "int8" | "i8" | "s8" | "qint8" | "char" => DType::I8,
             "uint8" | "u8" | "quint8" | "byte" => DType::U8,
             "bool" | "pred" => DType::Bool,
