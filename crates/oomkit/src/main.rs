@@ -1,1 +1,26 @@
-fn main() {}
+//! The `oomkit` binary: parse arguments, run one subcommand, map the outcome
+//! to an exit code (0 ok, 1 findings-dependent, 2 error). All logic lives in
+//! the library crates; see ARCHITECTURE.md.
+
+mod cli;
+mod commands;
+mod input;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    match commands::run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            if output::is_broken_pipe(&err) {
+                return ExitCode::SUCCESS;
+            }
+            output::print_error(&err);
+            ExitCode::from(2)
+        }
+    }
+}

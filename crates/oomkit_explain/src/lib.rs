@@ -1,1 +1,109 @@
-//! placeholder
+//! `oomkit explain`: find every out-of-memory error in a log and say what
+//! happened, why, and what to do.
+//!
+//! Pipeline (one pass, bounded memory):
+//! 1. [`scan`] streams the input and cuts out regions around anchor phrases;
+//! 2. [`normalize`] cleans each region (prefixes, ANSI, wraps, JSON escapes);
+//! 3. [`detect`] reads each message family's fields into signals;
+//! 4. `assemble` merges multi-line messages, attaches context, folds repeats;
+//! 5. [`diagnose`] computes what the numbers mean, the cause and the fixes.
+//!
+//! Entry points: [`Explainer::explain_reader`] for streams and
+//! [`Explainer::explain_str`] for text; [`render::human`] and serde for output.
+//!
+//! ```
+//! let ex = oomkit_explain::Explainer::new();
+//! let report = ex.explain_str(
+//!     "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.65 GiB total capacity; \
+//!      1.06 GiB already allocated; 1.45 GiB free; 12.53 GiB reserved in total by PyTorch)",
+//! );
+//! let e = &report.events[0];
+//! assert_eq!(e.requested_bytes, Some(oomkit_core::Bytes::gib(2)));
+//! assert_eq!(e.cause, oomkit_explain::Cause::Fragmentation);
+//! ```
+#![warn(missing_docs)]
+
+mod assemble;
+mod detect;
+mod diagnose;
+mod event;
+pub mod formats;
+pub mod normalize;
+pub mod render;
+pub mod scan;
+
+use std::io::Read;
+
+pub use event::{
+    Backend, Cause, Event, Fix, Framework, GpuGuess, Numbers, ProcessUse, Report, TensorInfo,
+};
+
+/// At most this many distinct events are kept; the rest are counted as repeats
+/// of the last one so memory stays bounded on pathological input.
+pub const MAX_EVENTS: usize = 10_000;
+
+/// Errors reading the input.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The input could not be read.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The explainer: compiled automata and regexes, built once.
+pub struct Explainer {
+    scanner: scan::Scanner,
+}
+
+impl Default for Explainer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Explainer {
+    /// Builds the scanner; detector regexes compile lazily on first use.
+    pub fn new() -> Explainer {
+        Explainer {
+            scanner: scan::Scanner::new(),
+        }
+    }
+
+    /// Explains a whole stream, reading it once in fixed-size chunks.
+    pub fn explain_reader<R: Read>(&self, reader: R) -> Result<Report, Error> {
+        let mut findings = Vec::new();
+        self.scanner.scan(reader, |region| {
+            let lines = normalize::clean(region.first_line, &region.lines);
+            let doc = normalize::build(lines);
+            let signals = detect::detect(&doc);
+            if signals.is_empty() {
+                return;
+            }
+            findings.extend(assemble::findings(&doc, signals));
+            if findings.len() > MAX_EVENTS * 4 {
+                findings = assemble::fold(std::mem::take(&mut findings));
+                findings.truncate(MAX_EVENTS);
+            }
+        })?;
+        let folded = assemble::fold(findings);
+        Ok(Report {
+            version: 1,
+            events: folded
+                .into_iter()
+                .take(MAX_EVENTS)
+                .map(diagnose::diagnose)
+                .collect(),
+        })
+    }
+
+    /// Explains text already in memory.
+    pub fn explain_str(&self, text: &str) -> Report {
+        match self.explain_reader(text.as_bytes()) {
+            Ok(r) => r,
+            Err(_) => Report {
+                version: 1,
+                events: Vec::new(),
+            },
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! `oomkit explain`: read logs, explain every OOM, print human text or JSON.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use oomkit_explain::{Explainer, Report, formats, render};
+use serde_json::json;
+
+use crate::cli::{ColorChoice, ExplainArgs, Format};
+use crate::{input, output};
+
+pub fn run(args: ExplainArgs, color: ColorChoice) -> anyhow::Result<u8> {
+    let mut out = output::stdout(color);
+    if args.list_formats {
+        list_formats(&mut out, args.format)?;
+        return Ok(0);
+    }
+    let files = if args.files.is_empty() {
+        vec![PathBuf::from("-")]
+    } else {
+        args.files
+    };
+    let explainer = Explainer::new();
+    let mut reports: Vec<(String, Report)> = Vec::new();
+    let mut failed = false;
+    for path in &files {
+        let result = input::open(path).and_then(|inp| {
+            let name = inp.name.clone();
+            explainer
+                .explain_reader(inp.reader)
+                .with_context(|| format!("cannot read {name}"))
+                .map(|r| (name, r))
+        });
+        match result {
+            Ok(r) => reports.push(r),
+            Err(e) => {
+                output::print_input_error(&e);
+                failed = true;
+            }
+        }
+    }
+    match args.format {
+        Format::Json => {
+            let events: Vec<serde_json::Value> = reports
+                .iter()
+                .flat_map(|(name, r)| {
+                    r.events.iter().map(move |e| {
+                        let mut v = serde_json::to_value(e).unwrap_or_default();
+                        if let Some(o) = v.as_object_mut() {
+                            o.insert("source".into(), json!(name));
+                        }
+                        v
+                    })
+                })
+                .collect();
+            let doc = json!({ "version": 1, "events": events });
+            serde_json::to_writer_pretty(&mut out, &doc)?;
+            writeln!(out)?;
+        }
+        Format::Human => {
+            for (i, (name, r)) in reports.iter().enumerate() {
+                if i > 0 {
+                    writeln!(out)?;
+                }
+                write!(out, "{}", render::human(r, name))?;
+            }
+        }
+    }
+    out.flush()?;
+    if failed {
+        return Ok(2);
+    }
+    Ok(if reports.iter().any(|(_, r)| r.has_oom()) {
+        0
+    } else {
+        1
+    })
+}
+
+fn list_formats(out: &mut impl Write, format: Format) -> anyhow::Result<()> {
+    match format {
+        Format::Json => {
+            serde_json::to_writer_pretty(
+                &mut *out,
+                &json!({ "version": 1, "formats": formats::FORMATS }),
+            )?;
+            writeln!(out)?;
+        }
+        Format::Human => {
+            let mut last = "";
+            for f in formats::FORMATS {
+                if f.framework != last {
+                    writeln!(out, "\n{}", f.framework)?;
+                    last = f.framework;
+                }
+                let tag = if f.is_oom {
+                    ""
+                } else {
+                    "  (look-alike: not a device OOM)"
+                };
+                writeln!(out, "  {}{tag}\n      {}", f.id, f.example)?;
+            }
+        }
+    }
+    Ok(())
+}

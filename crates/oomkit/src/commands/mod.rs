@@ -1,0 +1,13 @@
+//! One file per subcommand; each turns its arguments into library calls and
+//! returns the exit code.
+
+mod explain;
+
+use crate::cli::{Cli, Command};
+
+/// Runs the chosen subcommand.
+pub fn run(cli: Cli) -> anyhow::Result<u8> {
+    match cli.command {
+        Command::Explain(args) => explain::run(args, cli.color),
+    }
+}

@@ -1,0 +1,209 @@
+//! Opening inputs: files or stdin, sniffed so that a model checkpoint passed
+//! by mistake is refused in one line (exit 2) instead of being scanned, and
+//! UTF-16 logs (PowerShell's `>` redirect) are decoded. Invalid UTF-8 inside
+//! a text log is normal (progress bars, other encodings) and is replaced
+//! later, line by line.
+
+use std::fs::File;
+use std::io::{self, Cursor, Read};
+use std::path::Path;
+
+use anyhow::{Context, bail};
+
+const SNIFF: usize = 8192;
+
+/// An opened input.
+pub struct Input {
+    /// How to name it in messages (`-` is "standard input").
+    pub name: String,
+    /// The text, decoded to UTF-8 where it was UTF-16.
+    pub reader: Box<dyn Read>,
+}
+
+/// Opens a path, or stdin for `-`.
+pub fn open(path: &Path) -> anyhow::Result<Input> {
+    if path.as_os_str() == "-" {
+        return sniffed("standard input".into(), Box::new(io::stdin()));
+    }
+    let name = path.display().to_string();
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {name}"))?;
+    if meta.is_dir() {
+        bail!("{name} is a directory, not a log file (pass the log files inside it)");
+    }
+    let file = File::open(path).with_context(|| format!("cannot read {name}"))?;
+    sniffed(name, Box::new(file))
+}
+
+fn sniffed(name: String, mut r: Box<dyn Read>) -> anyhow::Result<Input> {
+    let mut head = Vec::with_capacity(SNIFF);
+    (&mut r)
+        .take(SNIFF as u64)
+        .read_to_end(&mut head)
+        .with_context(|| format!("cannot read {name}"))?;
+    if let Some(rest) = head.strip_prefix(&[0xFF, 0xFE]) {
+        let inner = Cursor::new(rest.to_vec()).chain(r);
+        return Ok(Input {
+            name,
+            reader: Box::new(Utf16Reader::new(inner, true)),
+        });
+    }
+    if let Some(rest) = head.strip_prefix(&[0xFE, 0xFF]) {
+        let inner = Cursor::new(rest.to_vec()).chain(r);
+        return Ok(Input {
+            name,
+            reader: Box::new(Utf16Reader::new(inner, false)),
+        });
+    }
+    if let Some(kind) = binary_kind(&head) {
+        bail!("{name} is not a text log: it looks like {kind}");
+    }
+    let head = head
+        .strip_prefix(&[0xEF, 0xBB, 0xBF])
+        .map(<[u8]>::to_vec)
+        .unwrap_or(head);
+    Ok(Input {
+        name,
+        reader: Box::new(Cursor::new(head).chain(r)),
+    })
+}
+
+/// Recognises files users pass by mistake.
+fn binary_kind(head: &[u8]) -> Option<&'static str> {
+    let magic: &[(&[u8], &str)] = &[
+        (
+            b"PK\x03\x04",
+            "a zip archive (a PyTorch .pt/.pth checkpoint?)",
+        ),
+        (b"GGUF", "a GGUF model file"),
+        (b"\x89HDF", "an HDF5 file (a Keras .h5 model?)"),
+        (
+            b"\x1f\x8b",
+            "gzip-compressed data (decompress it first: zcat FILE | oomkit explain)",
+        ),
+        (
+            b"\x28\xb5\x2f\xfd",
+            "zstd-compressed data (decompress it first: zstdcat FILE | oomkit explain)",
+        ),
+        (b"\x7fELF", "an executable"),
+        (
+            b"\x80\x02",
+            "a Python pickle (a checkpoint or memory snapshot? try `oomkit snapshot`)",
+        ),
+        (
+            b"\x80\x03",
+            "a Python pickle (a checkpoint or memory snapshot? try `oomkit snapshot`)",
+        ),
+        (
+            b"\x80\x04",
+            "a Python pickle (a checkpoint or memory snapshot? try `oomkit snapshot`)",
+        ),
+        (
+            b"\x80\x05",
+            "a Python pickle (a checkpoint or memory snapshot? try `oomkit snapshot`)",
+        ),
+        (b"\x93NUMPY", "a NumPy array file"),
+    ];
+    if let Some((_, kind)) = magic.iter().find(|(m, _)| head.starts_with(m)) {
+        return Some(kind);
+    }
+    // safetensors: u64 little-endian header length, then a JSON object.
+    if head.len() > 9 && head[8] == b'{' {
+        let n = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
+        if n > 1 && n < (100 << 20) {
+            return Some("a safetensors model file");
+        }
+    }
+    let nul = head.iter().filter(|&&b| b == 0).count();
+    if nul > 0 && nul * 100 >= head.len() {
+        return Some("binary data (it contains NUL bytes)");
+    }
+    None
+}
+
+/// Decodes UTF-16 to UTF-8 in a stream, replacing unpaired surrogates.
+struct Utf16Reader<R> {
+    inner: R,
+    little_endian: bool,
+    out: Vec<u8>,
+    pos: usize,
+    odd: Option<u8>,
+    buf: Vec<u8>,
+}
+
+impl<R: Read> Utf16Reader<R> {
+    fn new(inner: R, little_endian: bool) -> Self {
+        Utf16Reader {
+            inner,
+            little_endian,
+            out: Vec::new(),
+            pos: 0,
+            odd: None,
+            buf: vec![0; 64 << 10],
+        }
+    }
+}
+
+impl<R: Read> Read for Utf16Reader<R> {
+    fn read(&mut self, dst: &mut [u8]) -> io::Result<usize> {
+        while self.pos >= self.out.len() {
+            let n = self.inner.read(&mut self.buf)?;
+            if n == 0 {
+                return Ok(0);
+            }
+            let mut bytes: Vec<u8> = self.odd.take().into_iter().collect();
+            bytes.extend_from_slice(&self.buf[..n]);
+            if bytes.len() % 2 == 1 {
+                self.odd = bytes.pop();
+            }
+            let units = bytes.chunks_exact(2).map(|c| {
+                if self.little_endian {
+                    u16::from_le_bytes([c[0], c[1]])
+                } else {
+                    u16::from_be_bytes([c[0], c[1]])
+                }
+            });
+            let text: String = char::decode_utf16(units)
+                .map(|c| c.unwrap_or('\u{FFFD}'))
+                .collect();
+            self.out = text.into_bytes();
+            self.pos = 0;
+        }
+        let n = dst.len().min(self.out.len() - self.pos);
+        dst[..n].copy_from_slice(&self.out[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recognises_checkpoints_and_compressed_files() {
+        assert!(
+            binary_kind(b"PK\x03\x04rest")
+                .unwrap()
+                .contains("checkpoint")
+        );
+        assert!(binary_kind(b"\x1f\x8b\x08").unwrap().contains("zcat"));
+        let mut st = 20u64.to_le_bytes().to_vec();
+        st.extend_from_slice(b"{\"__metadata__\":{}}");
+        assert!(binary_kind(&st).unwrap().contains("safetensors"));
+        assert!(binary_kind(b"plain text\n").is_none());
+        assert!(binary_kind(b"progress \xff\xfe bar\n").is_none());
+    }
+
+    #[test]
+    fn decodes_utf16_logs() {
+        let text = "CUDA out of memory. Tried to allocate 2.00 GiB\n";
+        let mut bytes = vec![0xFF, 0xFE];
+        for u in text.encode_utf16() {
+            bytes.extend_from_slice(&u.to_le_bytes());
+        }
+        let mut input = sniffed("x".into(), Box::new(Cursor::new(bytes))).unwrap();
+        let mut s = String::new();
+        input.reader.read_to_string(&mut s).unwrap();
+        assert_eq!(s, text);
+    }
+}

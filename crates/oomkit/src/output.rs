@@ -1,0 +1,43 @@
+//! Where results go: stdout (styled only on a terminal), errors on stderr.
+
+use std::io::{self, Write};
+
+use crate::cli::ColorChoice;
+
+/// A locked stdout that strips ANSI styles unless colour is wanted.
+pub fn stdout(color: ColorChoice) -> anstream::AutoStream<io::StdoutLock<'static>> {
+    let choice = match color {
+        ColorChoice::Auto => anstream::ColorChoice::Auto,
+        ColorChoice::Always => anstream::ColorChoice::Always,
+        ColorChoice::Never => anstream::ColorChoice::Never,
+    };
+    anstream::AutoStream::new(io::stdout().lock(), choice)
+}
+
+/// Prints `error: …` and one `caused by: …` line per source, on stderr.
+pub fn print_error(err: &anyhow::Error) {
+    let mut e = anstream::stderr();
+    let _ = writeln!(e, "error: {err}");
+    for cause in err.chain().skip(1) {
+        let _ = writeln!(e, "  caused by: {cause}");
+    }
+}
+
+/// Prints a one-line error about one input, on stderr, and goes on.
+pub fn print_input_error(err: &anyhow::Error) {
+    let mut e = anstream::stderr();
+    let mut msg = err.to_string();
+    for cause in err.chain().skip(1) {
+        msg.push_str(": ");
+        msg.push_str(&cause.to_string());
+    }
+    let _ = writeln!(e, "error: {msg}");
+}
+
+/// A closed pipe (`oomkit explain log | head`) is not an error (ripgrep's rule).
+pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    })
+}

@@ -1,0 +1,346 @@
+//! Detectors: one file per source of errors, each turning message text into [`Signal`]s.
+//!
+//! A detector owns one headline regex (the phrase that starts a message) and
+//! a parser that reads the message's fields from the text that follows, up
+//! to the next headline. Field regexes are written with single spaces that
+//! [`re`] turns into `\s*`, so one pattern matches both joined views of a
+//! [`Doc`](crate::normalize::Doc): the `spaced` view first, the `tight` view
+//! (line breaks deleted, for messages wrapped mid-word) when a field is missing.
+//!
+//! Formats, eras and field meanings: `shared/reference/oom-messages.md`.
+
+mod others;
+mod pytorch;
+mod serving;
+mod tensorflow;
+
+use std::sync::LazyLock;
+
+use oomkit_core::Bytes;
+use oomkit_core::bytes::SIZE_PATTERN;
+use regex::{Captures, Regex};
+
+use crate::event::{Backend, Cause, Framework, ProcessUse, TensorInfo};
+use crate::normalize::Doc;
+
+/// Fields read from one message. `None` = not stated.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Fields {
+    pub device: Option<u32>,
+    pub requested: Option<Bytes>,
+    pub total: Option<Bytes>,
+    pub free: Option<Bytes>,
+    pub allocated: Option<Bytes>,
+    pub reserved: Option<Bytes>,
+    /// PyTorch ≥ 2.1 "reserved by PyTorch but unallocated", legacy `cached`.
+    pub unallocated: Option<Bytes>,
+    /// A user-set limit (PyTorch `allowed`, cudaMallocAsync "PyTorch limit", MPS max allowed).
+    pub limit: Option<Bytes>,
+    pub private_pool: Option<Bytes>,
+    /// Memory used by others that the message names directly (MPS "other allocations").
+    pub others: Option<Bytes>,
+    pub processes: Vec<ProcessUse>,
+    pub tensor: Option<TensorInfo>,
+    pub op: Option<String>,
+    pub details: Vec<(String, String)>,
+}
+
+/// Whether a signal is an OOM.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// A device out-of-memory error.
+    Oom,
+    /// A look-alike: the reason it is not a device OOM.
+    NotOom(&'static str),
+    /// May hide an OOM, but the text cannot tell.
+    Undetermined(&'static str),
+}
+
+/// One recognised message (or one line of a multi-line family).
+#[derive(Debug, Clone)]
+pub struct Signal {
+    /// Message shape, unique per detector branch.
+    pub kind: &'static str,
+    /// Signals of one chain that follow each other describe one error
+    /// (ggml's three lines, TF's BFC log then the exception).
+    pub chain: &'static str,
+    /// Which signal's numbers win when a chain disagrees (higher wins).
+    pub rank: u8,
+    /// Index of the headline's line in the doc.
+    pub line_idx: usize,
+    pub framework: Framework,
+    pub backend: Option<Backend>,
+    pub status: Status,
+    /// Context that belongs to a neighbouring error (ComfyUI's tip).
+    pub context_only: bool,
+    pub fields: Fields,
+    pub format: &'static str,
+    pub version_hint: Option<&'static str>,
+    /// The headline text, cleaned.
+    pub message: String,
+    /// A cause the message's family implies by itself, with evidence.
+    pub implied: Option<(Cause, String)>,
+}
+
+/// Text a detector reads: the message span in the spaced view, and the same
+/// lines in the tight view for fields lost to mid-word wraps.
+pub struct Span<'a> {
+    pub spaced: &'a str,
+    pub tight: &'a str,
+    /// The whole region, spaced, for context hints.
+    pub region: &'a str,
+}
+
+impl Span<'_> {
+    /// First match of `re` in the spaced span, else in the tight span.
+    pub fn cap(&self, re: &Regex) -> Option<Captures<'_>> {
+        re.captures(self.spaced).or_else(|| re.captures(self.tight))
+    }
+
+    /// A size captured by group 1 of `re`.
+    pub fn size(&self, re: &Regex) -> Option<Bytes> {
+        self.cap(re).and_then(|c| size_of(&c, 1))
+    }
+
+    /// An integer captured by group 1 of `re`.
+    pub fn int(&self, re: &Regex) -> Option<u64> {
+        self.cap(re).and_then(|c| int_of(&c, 1))
+    }
+
+    /// Whether `re` matches anywhere in the span.
+    pub fn has(&self, re: &Regex) -> bool {
+        re.is_match(self.spaced) || re.is_match(self.tight)
+    }
+}
+
+/// Parses group `i` as a size.
+pub fn size_of(c: &Captures<'_>, i: usize) -> Option<Bytes> {
+    c.get(i).and_then(|m| m.as_str().parse::<Bytes>().ok())
+}
+
+/// Parses group `i` as an integer (commas allowed).
+pub fn int_of(c: &Captures<'_>, i: usize) -> Option<u64> {
+    c.get(i)
+        .and_then(|m| m.as_str().replace(',', "").parse().ok())
+}
+
+/// Compiles a field template: `{SIZE}` becomes a size capture, `{N}` an
+/// integer capture, and each literal space `\s*`.
+pub fn re(template: &str) -> Regex {
+    let size = format!("({SIZE_PATTERN})");
+    let pat = template
+        .replace(' ', r"\s*")
+        .replace("{SIZE}", &size)
+        .replace("{N}", r"(\d+)");
+    Regex::new(&pat).unwrap_or_else(|e| panic!("bad detector regex {template:?}: {e}"))
+}
+
+/// A compiled template, built on first use.
+pub type Lazy = LazyLock<Regex>;
+
+/// One detector.
+pub struct Detector {
+    /// Headline regex, matched on the spaced and tight views.
+    pub headline: &'static Lazy,
+    /// How far past the headline the message may reach, in bytes.
+    pub max_span: usize,
+    /// Reads the message; `m` is the headline match.
+    pub parse: fn(m: &Captures<'_>, span: &Span<'_>) -> Option<Signal>,
+}
+
+/// Every detector, in no particular order (each headline is distinct).
+pub fn detectors() -> impl Iterator<Item = &'static Detector> {
+    pytorch::DETECTORS
+        .iter()
+        .chain(tensorflow::DETECTORS)
+        .chain(serving::DETECTORS)
+        .chain(others::DETECTORS)
+}
+
+/// A signal with defaults for the common fields.
+pub fn signal(
+    kind: &'static str,
+    chain: &'static str,
+    framework: Framework,
+    format: &'static str,
+) -> Signal {
+    Signal {
+        kind,
+        chain,
+        rank: 1,
+        line_idx: 0,
+        framework,
+        backend: None,
+        status: Status::Oom,
+        context_only: false,
+        fields: Fields::default(),
+        format,
+        version_hint: None,
+        message: String::new(),
+        implied: None,
+    }
+}
+
+static CODE_CONTEXT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"(?:\braise\b|\bif\b|\bin str\(|\bexcept\b|\(["']$|["']$)"#).expect("valid")
+});
+
+/// Runs every detector over a doc. Headlines found in the tight view only
+/// (wrapped mid-phrase) are added when no spaced match covers that line.
+pub fn detect(doc: &Doc) -> Vec<Signal> {
+    struct Hit<'d> {
+        det: &'d Detector,
+        start: usize,
+        end: usize,
+        tight: bool,
+        line_idx: usize,
+    }
+    let mut hits: Vec<Hit<'_>> = Vec::new();
+    for det in detectors() {
+        for m in det.headline.find_iter(&doc.spaced) {
+            let line_idx = doc.line_index_spaced(m.start());
+            if is_code(&doc.spaced[doc.spaced_starts[line_idx]..m.start()]) {
+                continue;
+            }
+            hits.push(Hit {
+                det,
+                start: m.start(),
+                end: m.end(),
+                tight: false,
+                line_idx,
+            });
+        }
+    }
+    // Tight-view headlines: a phrase broken across lines.
+    for det in detectors() {
+        for m in det.headline.find_iter(&doc.tight) {
+            let line_idx = doc
+                .tight_starts
+                .partition_point(|&s| s <= m.start())
+                .saturating_sub(1);
+            let end_line = doc
+                .tight_starts
+                .partition_point(|&s| s < m.end())
+                .saturating_sub(1);
+            if end_line == line_idx {
+                continue; // on one line: the spaced view saw it
+            }
+            if hits.iter().any(|h| {
+                !h.tight && std::ptr::eq(h.det, det) && (line_idx..=end_line).contains(&h.line_idx)
+            }) {
+                continue;
+            }
+            hits.push(Hit {
+                det,
+                start: m.start(),
+                end: m.end(),
+                tight: true,
+                line_idx,
+            });
+        }
+    }
+    hits.sort_by_key(|h| (h.line_idx, h.start));
+    let mut out = Vec::new();
+    for (i, h) in hits.iter().enumerate() {
+        // The message runs to the next headline on a later line (or the cap).
+        let next_line = hits[i + 1..]
+            .iter()
+            .find(|n| n.line_idx > h.line_idx || (!n.tight && !h.tight && n.start >= h.end))
+            .map(|n| n.line_idx);
+        let stop_line = next_line.unwrap_or(doc.lines.len());
+        let (spaced, tight, anchor_text) = if h.tight {
+            let r = doc.tight_range(h.line_idx, stop_line.max(h.line_idx + 1));
+            let tspan = &doc.tight[h.start.min(r.end)..r.end];
+            (tspan, tspan, &doc.tight[h.start..])
+        } else {
+            let end = hits[i + 1..]
+                .iter()
+                .filter(|n| !n.tight && n.start >= h.end)
+                .map(|n| n.start)
+                .min()
+                .unwrap_or(doc.spaced.len());
+            let end = floor_char(&doc.spaced, end.min(h.start + h.det.max_span).max(h.end));
+            let r = doc.tight_range(h.line_idx, stop_line.max(h.line_idx + 1));
+            (
+                &doc.spaced[h.start..end],
+                &doc.tight[r],
+                &doc.spaced[h.start..],
+            )
+        };
+        let Some(caps) = h.det.headline.captures(anchor_text) else {
+            continue;
+        };
+        let span = Span {
+            spaced,
+            tight,
+            region: &doc.spaced,
+        };
+        if let Some(mut s) = (h.det.parse)(&caps, &span) {
+            s.line_idx = h.line_idx;
+            if s.message.is_empty() {
+                s.message = headline_text(doc, h.line_idx, (!h.tight).then_some(h.start), spaced);
+            }
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn floor_char(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn is_code(before_on_line: &str) -> bool {
+    CODE_CONTEXT.is_match(before_on_line.trim_end())
+}
+
+/// The message as a person would quote it: the exception name before the
+/// headline on its line, then the message, at most ~400 characters.
+fn headline_text(doc: &Doc, line_idx: usize, anchor_start: Option<usize>, span: &str) -> String {
+    let prefix = match anchor_start {
+        Some(a) => {
+            let ls = doc.spaced_starts.get(line_idx).copied().unwrap_or(a).min(a);
+            let p = &doc.spaced[ls..a];
+            if p.len() <= 100 { p } else { "" }
+        }
+        None => "",
+    };
+    let body = span
+        .split(" Traceback (most recent call last)")
+        .next()
+        .unwrap_or(span);
+    let mut text = format!("{prefix}{body}").trim().to_string();
+    if text.len() > 400 {
+        let cut = floor_char(&text, 400);
+        text.truncate(cut);
+        text.push('…');
+    }
+    text
+}
+
+/// Whether the region (spaced) mentions any of these words.
+pub fn region_has(span: &Span<'_>, needles: &[&str]) -> bool {
+    needles.iter().any(|n| span.region.contains(n))
+}
+
+/// Builds a `TensorInfo` and its size from TF/XLA shape text like `128,128,109,109`.
+pub fn tensor_bytes(shape: &str, dtype: &str) -> (TensorInfo, Option<Bytes>) {
+    let dims: Vec<u64> = shape
+        .split(',')
+        .filter_map(|d| d.trim().parse().ok())
+        .collect();
+    let elems = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+    let size = oomkit_core::DType::from_name(dtype)
+        .zip(elems)
+        .map(|(t, n)| Bytes(t.bytes_for(n)));
+    (
+        TensorInfo {
+            shape: dims,
+            dtype: dtype.to_string(),
+        },
+        size,
+    )
+}

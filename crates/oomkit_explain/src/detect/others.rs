@@ -1,0 +1,296 @@
+//! NCCL, PaddlePaddle, CuPy/Chainer, ONNX Runtime, ComfyUI's and A1111's own
+//! texts, and host-memory look-alikes (CPU allocator, the kernel OOM killer).
+//!
+//! Formats: `shared/reference/oom-messages.md` §1.8 and §1.11.
+
+use std::sync::LazyLock;
+
+use oomkit_core::Bytes;
+use regex::Captures;
+
+use super::{Detector, Lazy, Signal, Span, Status, int_of, re, signal, size_of};
+use crate::event::{Backend, Framework};
+
+pub(super) static DETECTORS: &[Detector] = &[
+    Detector {
+        headline: &NCCL_OOM,
+        max_span: 600,
+        parse: nccl_oom,
+    },
+    Detector {
+        headline: &NCCL_UNHANDLED,
+        max_span: 600,
+        parse: nccl_unhandled,
+    },
+    Detector {
+        headline: &PADDLE,
+        max_span: 500,
+        parse: paddle,
+    },
+    Detector {
+        headline: &PADDLE_2018,
+        max_span: 200,
+        parse: paddle_2018,
+    },
+    Detector {
+        headline: &CUPY,
+        max_span: 300,
+        parse: cupy,
+    },
+    Detector {
+        headline: &ORT,
+        max_span: 300,
+        parse: ort,
+    },
+    Detector {
+        headline: &COMFY_TIP,
+        max_span: 300,
+        parse: comfy_tip,
+    },
+    Detector {
+        headline: &COMFY_VAE,
+        max_span: 200,
+        parse: comfy_vae,
+    },
+    Detector {
+        headline: &A1111_SUMMARY,
+        max_span: 200,
+        parse: a1111_summary,
+    },
+    Detector {
+        headline: &HOST_RAM,
+        max_span: 300,
+        parse: host_ram,
+    },
+];
+
+static NCCL_OOM: Lazy = LazyLock::new(|| re(r"Cuda failure (?:2 )?'out of memory'"));
+static NCCL_UNHANDLED: Lazy = LazyLock::new(|| re(r"unhandled cuda error|ncclUnhandledCudaError"));
+static NCCL_CALLOC: Lazy =
+    LazyLock::new(|| re(r"Failed to CUDA (?:calloc|malloc|host alloc) {N} bytes"));
+static NCCL_DEV: Lazy = LazyLock::new(|| re(r"\S+:\d+:\d+ \[(\d+)\] \S+ NCCL WARN Cuda failure"));
+static NCCL_VERSION: Lazy = LazyLock::new(|| re(r"NCCL version ([\d.+a-z]+)"));
+
+fn nccl_oom(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "nccl-oom",
+        "nccl",
+        Framework::Nccl,
+        "nccl-cuda-failure-out-of-memory",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.rank = 2;
+    sig.fields.requested = s.int(&NCCL_CALLOC).map(Bytes);
+    sig.fields.device = NCCL_DEV
+        .captures(s.region)
+        .and_then(|c| int_of(&c, 1))
+        .and_then(|d| u32::try_from(d).ok());
+    if let Some(v) = NCCL_VERSION.captures(s.region).and_then(|c| c.get(1)) {
+        sig.fields
+            .details
+            .push(("nccl_version".into(), v.as_str().to_string()));
+    }
+    Some(sig)
+}
+
+fn nccl_unhandled(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "nccl-unhandled",
+        "nccl",
+        Framework::Nccl,
+        "nccl-unhandled-cuda-error",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.status = Status::Undetermined(
+        "NCCL reports an unhandled CUDA error without saying which; it is often an out-of-memory while NCCL allocates its buffers: rerun with NCCL_DEBUG=INFO to see the CUDA call that failed",
+    );
+    if let Some(v) = NCCL_VERSION.captures(s.spaced).and_then(|c| c.get(1)) {
+        sig.fields
+            .details
+            .push(("nccl_version".into(), v.as_str().to_string()));
+    }
+    Some(sig)
+}
+
+static PADDLE: Lazy = LazyLock::new(|| re(r"Out of memory error on GPU {N}\."));
+static PADDLE_REQ: Lazy = LazyLock::new(|| re(r"Cannot allocate {SIZE} memory on GPU"));
+static PADDLE_ALLOC: Lazy = LazyLock::new(|| re(r"{SIZE} memory has been allocated"));
+static PADDLE_FREE: Lazy = LazyLock::new(|| re(r"available memory is only {SIZE}"));
+static PADDLE_2018: Lazy =
+    LazyLock::new(|| re(r"enforce allocating ?<= ?available failed, {N} > {N}"));
+
+fn paddle(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "paddle-oom",
+        "paddle",
+        Framework::Paddle,
+        "paddle-resource-exhausted",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.version_hint = Some("PaddlePaddle ≥ 2.0");
+    let f = &mut sig.fields;
+    f.device = int_of(m, 1).and_then(|d| u32::try_from(d).ok());
+    f.requested = s.size(&PADDLE_REQ);
+    f.allocated = s.size(&PADDLE_ALLOC);
+    f.free = s.size(&PADDLE_FREE);
+    Some(sig)
+}
+
+fn paddle_2018(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "paddle-enforce",
+        "paddle",
+        Framework::Paddle,
+        "paddle-enforce-allocating",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.version_hint = Some("PaddlePaddle 2018 (EnforceNotMet)");
+    sig.fields.requested = int_of(m, 1).map(Bytes);
+    sig.fields.free = int_of(m, 2).map(Bytes);
+    Some(sig)
+}
+
+static CUPY: Lazy = LazyLock::new(|| {
+    re(
+        r"(?:out of memory to allocate ([\d,]+) bytes \(total ([\d,]+) bytes\)|Out of memory allocating ([\d,]+) bytes \(allocated so far: ([\d,]+) bytes\))",
+    )
+});
+
+fn cupy(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal("cupy-oom", "cupy", Framework::Cupy, "cupy-out-of-memory");
+    sig.backend = Some(Backend::Cuda);
+    sig.fields.requested = int_of(m, 1).or_else(|| int_of(m, 3)).map(Bytes);
+    sig.fields.allocated = int_of(m, 2).or_else(|| int_of(m, 4)).map(Bytes);
+    sig.version_hint = Some(if m.get(3).is_some() {
+        "CuPy ≥ 7 / Chainer"
+    } else {
+        "CuPy ≤ 6"
+    });
+    if s.region.contains("chainer") {
+        sig.fields.details.push(("app".into(), "chainer".into()));
+    }
+    Some(sig)
+}
+
+static ORT: Lazy =
+    LazyLock::new(|| re(r"Failed to allocate memory for requested buffer of size {N}"));
+static ORT_NODE: Lazy = LazyLock::new(|| re(r"while running (\w+) node\. Name:'([^']*)'"));
+
+fn ort(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "ort-bfc-arena",
+        "ort",
+        Framework::Onnxruntime,
+        "onnxruntime-bfc-arena",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.fields.requested = int_of(m, 1).map(Bytes);
+    if let Some(c) = ORT_NODE.captures(s.region) {
+        sig.fields.op = Some(format!(
+            "{} {}",
+            c.get(1).map_or("", |g| g.as_str()),
+            c.get(2).map_or("", |g| g.as_str())
+        ));
+    }
+    Some(sig)
+}
+
+static COMFY_TIP: Lazy = LazyLock::new(|| {
+    re(
+        r"This error means you ran out of memory on your GPU|Got an OOM, unloading all loaded models",
+    )
+});
+static COMFY_VAE: Lazy = LazyLock::new(|| {
+    re(r"Ran out of memory when regular VAE decoding, retrying with tiled VAE decoding")
+});
+
+fn comfy_tip(_m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "comfyui-tip",
+        "comfyui",
+        Framework::Comfyui,
+        "comfyui-oom-tip",
+    );
+    sig.context_only = true;
+    Some(sig)
+}
+
+fn comfy_vae(_m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "comfyui-tiled-vae",
+        "comfyui-vae",
+        Framework::Comfyui,
+        "comfyui-tiled-vae-fallback",
+    );
+    sig.status = Status::NotOom(
+        "ComfyUI ran out of memory in the regular VAE decode and recovered by retrying with tiled decoding; nothing failed",
+    );
+    Some(sig)
+}
+
+static A1111_SUMMARY: Lazy =
+    LazyLock::new(|| re(r"\bA: ?{SIZE}, R: ?{SIZE}, Sys: ?([\d.]+)/([\d.]+) ?GB \(([\d.]+)%\)"));
+
+fn a1111_summary(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "a1111-summary",
+        "a1111",
+        Framework::A1111,
+        "a1111-memory-summary",
+    );
+    sig.context_only = true;
+    let f = &mut sig.fields;
+    if let Some(a) = size_of(m, 1) {
+        f.details
+            .push(("a1111_peak_allocated".into(), a.to_string()));
+    }
+    if let Some(r) = size_of(m, 2) {
+        f.details
+            .push(("a1111_peak_reserved".into(), r.to_string()));
+    }
+    if let (Some(u), Some(t), Some(p)) = (m.get(3), m.get(4), m.get(5)) {
+        f.details.push((
+            "a1111_system".into(),
+            format!("{}/{} GiB used ({}%)", u.as_str(), t.as_str(), p.as_str()),
+        ));
+    }
+    Some(sig)
+}
+
+static HOST_RAM: Lazy = LazyLock::new(|| {
+    re(
+        r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate {N} bytes|Out of memory: Kill(?:ed)? process {N}|(?:^|\s)MemoryError(?::|\s|$)",
+    )
+});
+
+fn host_ram(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let text = m.get(0).map_or("", |g| g.as_str());
+    if text.trim_start().starts_with("MemoryError") && s.region.contains("OutOfMemoryError") {
+        return None;
+    }
+    let (kind, why) = if text.contains("DefaultCPUAllocator") {
+        (
+            "cpu-allocator",
+            "PyTorch's CPU allocator ran out of system RAM; the GPU was not involved",
+        )
+    } else if text.contains("Kill") {
+        (
+            "oom-killer",
+            "the Linux kernel's OOM killer ended a process because system RAM ran out; GPU memory was not the problem",
+        )
+    } else {
+        (
+            "python-memory-error",
+            "Python's MemoryError means system RAM ran out, not GPU memory",
+        )
+    };
+    let mut sig = signal(kind, "host", Framework::Pytorch, "host-memory");
+    sig.status = Status::NotOom(why);
+    sig.fields.requested = int_of(m, 1).map(Bytes);
+    if let Some(pid) = int_of(m, 2) {
+        sig.fields
+            .details
+            .push(("killed_pid".into(), pid.to_string()));
+    }
+    Some(sig)
+}

@@ -1,0 +1,357 @@
+//! Inference servers: vLLM (v0 and v1), llama.cpp/ggml/Ollama, and TGI.
+//!
+//! Formats: `shared/reference/oom-messages.md` §1.9, §1.10 and §1.11.
+
+use std::sync::LazyLock;
+
+use oomkit_core::Bytes;
+use regex::Captures;
+
+use super::{Detector, Lazy, Signal, Span, Status, int_of, re, signal, size_of};
+use crate::event::{Backend, Cause, Framework};
+
+pub(super) static DETECTORS: &[Detector] = &[
+    Detector {
+        headline: &VLLM_NO_BLOCKS,
+        max_span: 300,
+        parse: vllm_no_blocks,
+    },
+    Detector {
+        headline: &VLLM_V0_LEN,
+        max_span: 400,
+        parse: vllm_v0_len,
+    },
+    Detector {
+        headline: &VLLM_V1_LEN,
+        max_span: 600,
+        parse: vllm_v1_len,
+    },
+    Detector {
+        headline: &GGML_MALLOC,
+        max_span: 300,
+        parse: ggml_malloc,
+    },
+    Detector {
+        headline: &GGML_BUFFER,
+        max_span: 300,
+        parse: ggml_buffer,
+    },
+    Detector {
+        headline: &GGML_FAILED,
+        max_span: 300,
+        parse: ggml_failed,
+    },
+    Detector {
+        headline: &GGML_PINNED,
+        max_span: 300,
+        parse: ggml_pinned,
+    },
+    Detector {
+        headline: &TGI,
+        max_span: 400,
+        parse: tgi,
+    },
+];
+
+static VLLM_NO_BLOCKS: Lazy = LazyLock::new(|| re(r"No available memory for the cache blocks"));
+static VLLM_V0_LEN: Lazy = LazyLock::new(|| {
+    re(
+        r"The model's max seq len \({N}\) is larger than the maximum number of tokens that can be stored in KV cache \({N}\)",
+    )
+});
+static VLLM_V1_LEN: Lazy = LazyLock::new(|| {
+    re(
+        r"To serve at least one request with the models?'s? max seq len \({N}\), \({SIZE} KV cache is needed, which is larger than the available KV cache memory \({SIZE}\)\.(?: Based on the available memory,? the estimated maximum model length is {N}\.)?",
+    )
+});
+static PROFILE_TOTAL: Lazy = LazyLock::new(|| re(r"total_gpu_memory={SIZE}"));
+static PROFILE_UTIL: Lazy = LazyLock::new(|| re(r"gpu_memory_utilization=([\d.]+)"));
+static PROFILE_KV: Lazy = LazyLock::new(|| re(r"kv_cache_size={SIZE}"));
+static PROFILE_NON_TORCH: Lazy = LazyLock::new(|| re(r"non_torch_memory={SIZE}"));
+static AVAILABLE_KV: Lazy = LazyLock::new(|| re(r"Available KV cache memory: {SIZE}"));
+
+fn vllm_context(sig: &mut Signal, s: &Span<'_>) {
+    let f = &mut sig.fields;
+    for (key, r) in [
+        ("profiled_total_gpu_memory", &PROFILE_TOTAL),
+        ("profiled_kv_cache_size", &PROFILE_KV),
+        ("profiled_non_torch_memory", &PROFILE_NON_TORCH),
+        ("available_kv_cache_memory", &AVAILABLE_KV),
+    ] {
+        if let Some(v) = r.captures(s.region).and_then(|c| size_of(&c, 1)) {
+            f.details.push((key.into(), v.to_string()));
+        }
+    }
+    if let Some(u) = PROFILE_UTIL.captures(s.region).and_then(|c| c.get(1)) {
+        f.details
+            .push(("gpu_memory_utilization".into(), u.as_str().to_string()));
+    }
+}
+
+fn vllm_no_blocks(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "vllm-no-blocks",
+        "vllm",
+        Framework::Vllm,
+        "vllm-no-cache-blocks",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.version_hint = Some(
+        if s.region.contains("EngineCore") || s.region.contains("kv_cache_utils") {
+            "vLLM v1 (≥ 0.8)"
+        } else {
+            "vLLM v0"
+        },
+    );
+    sig.implied = Some((
+        Cause::KvCache,
+        "after loading the weights and profiling activations nothing was left for the KV cache within gpu_memory_utilization × total".into(),
+    ));
+    vllm_context(&mut sig, s);
+    Some(sig)
+}
+
+fn vllm_v0_len(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "vllm-v0-max-len",
+        "vllm",
+        Framework::Vllm,
+        "vllm-v0-max-seq-len",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.version_hint = Some("vLLM v0 (≥ 0.2.7)");
+    let (len, tokens) = (int_of(m, 1), int_of(m, 2));
+    if let Some(l) = len {
+        sig.fields
+            .details
+            .push(("max_model_len".into(), l.to_string()));
+    }
+    if let Some(t) = tokens {
+        sig.fields
+            .details
+            .push(("kv_cache_tokens".into(), t.to_string()));
+        sig.fields
+            .details
+            .push(("suggested_max_model_len".into(), t.to_string()));
+    }
+    sig.implied = Some((
+        Cause::KvCache,
+        format!(
+            "the KV cache holds {} tokens but max_model_len is {}",
+            tokens.map_or("fewer".into(), |t| t.to_string()),
+            len.map_or("larger".into(), |l| l.to_string())
+        ),
+    ));
+    vllm_context(&mut sig, s);
+    Some(sig)
+}
+
+fn vllm_v1_len(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "vllm-v1-max-len",
+        "vllm",
+        Framework::Vllm,
+        "vllm-v1-kv-cache-needed",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.rank = 3;
+    let typo = m.get(0).is_some_and(|g| g.as_str().contains("models's"));
+    sig.version_hint = Some(if typo {
+        "vLLM v1, 2025 (\"models's\" typo)"
+    } else {
+        "vLLM v1 (≥ 0.8)"
+    });
+    let f = &mut sig.fields;
+    f.requested = size_of(m, 2);
+    f.free = size_of(m, 3);
+    if let Some(l) = int_of(m, 1) {
+        f.details.push(("max_model_len".into(), l.to_string()));
+    }
+    if let Some(e) = int_of(m, 4) {
+        f.details
+            .push(("suggested_max_model_len".into(), e.to_string()));
+    }
+    sig.implied = Some((
+        Cause::KvCache,
+        format!(
+            "one request at max_model_len {} needs {} of KV cache, but only {} is available",
+            int_of(m, 1).map_or("?".into(), |l| l.to_string()),
+            f.requested.unwrap_or_default(),
+            f.free.unwrap_or_default()
+        ),
+    ));
+    vllm_context(&mut sig, s);
+    Some(sig)
+}
+
+static GGML_MALLOC: Lazy = LazyLock::new(|| {
+    re(
+        r"(?:allocating {SIZE} on device {N}: )?(cudaMalloc|hipMalloc|cuMemCreate|cudaMallocHost) failed: out of memory",
+    )
+});
+static GGML_BUFFER: Lazy = LazyLock::new(|| {
+    re(
+        r"(alloc_tensor_range|ggml_gallocr_reserve_n(?:_impl)?|ggml_gallocr_\w+|\w+): failed to allocate (CUDA|ROCm|SYCL|Vulkan|Metal|CANN|MUSA)(\d+) buffer of size {N}",
+    )
+});
+static GGML_FAILED: Lazy = LazyLock::new(|| {
+    re(
+        r"(?:unable to allocate (CUDA|ROCm|SYCL|Vulkan|Metal)(\d+) buffer|failed to allocate compute buffers|compute buffer allocation failed)",
+    )
+});
+static GGML_PINNED: Lazy =
+    LazyLock::new(|| re(r"ggml_cuda_host_malloc: failed to allocate {SIZE} of pinned memory"));
+static KV_SIZE: Lazy = LazyLock::new(|| re(r"(CUDA|ROCm)\d+ KV buffer size = ([\d.]+ MiB)"));
+static MODEL_SIZE: Lazy = LazyLock::new(|| re(r"(CUDA|ROCm)\d+ model buffer size = ([\d.]+ MiB)"));
+static COMPUTE_SIZE: Lazy =
+    LazyLock::new(|| re(r"(CUDA|ROCm)\d+ compute buffer size = ([\d.]+ MiB)"));
+
+fn ggml_backend(name: &str) -> Option<Backend> {
+    match name {
+        "CUDA" => Some(Backend::Cuda),
+        "ROCm" => Some(Backend::Hip),
+        "SYCL" => Some(Backend::Xpu),
+        _ => None,
+    }
+}
+
+fn ggml_context(sig: &mut Signal, s: &Span<'_>) {
+    for (key, r) in [
+        ("kv_buffer", &KV_SIZE),
+        ("model_buffer", &MODEL_SIZE),
+        ("compute_buffer", &COMPUTE_SIZE),
+    ] {
+        if let Some(v) = r.captures(s.region).and_then(|c| size_of(&c, 2)) {
+            sig.fields.details.push((key.into(), v.to_string()));
+        }
+    }
+    if s.region.contains("llama runner")
+        || s.region.contains("ollama")
+        || s.region.contains("Ollama")
+    {
+        sig.fields.details.push(("app".into(), "ollama".into()));
+    }
+}
+
+fn ggml_malloc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "ggml-malloc",
+        "ggml",
+        Framework::LlamaCpp,
+        "ggml-cuda-buffer-alloc",
+    );
+    let api = m.get(3).map_or("", |g| g.as_str());
+    sig.backend = Some(if api == "hipMalloc" {
+        Backend::Hip
+    } else {
+        Backend::Cuda
+    });
+    if api == "cudaMallocHost" {
+        sig.status = Status::NotOom("cudaMallocHost allocates pinned host RAM, not GPU memory");
+    }
+    sig.fields.requested = size_of(m, 1);
+    sig.fields.device = int_of(m, 2).and_then(|d| u32::try_from(d).ok());
+    sig.version_hint = Some(if s.region.contains("llama runner") {
+        "Ollama"
+    } else {
+        "llama.cpp ≥ 2024"
+    });
+    if s.region.contains("ROCm") || s.region.contains("hipMalloc") {
+        sig.backend = Some(Backend::Hip);
+    }
+    ggml_context(&mut sig, s);
+    Some(sig)
+}
+
+fn ggml_buffer(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "ggml-buffer",
+        "ggml",
+        Framework::LlamaCpp,
+        "ggml-failed-to-allocate-buffer",
+    );
+    sig.rank = 3;
+    let func = m.get(1).map_or("", |g| g.as_str());
+    sig.backend = m.get(2).and_then(|g| ggml_backend(g.as_str()));
+    sig.fields.device = int_of(m, 3).and_then(|d| u32::try_from(d).ok());
+    sig.fields.requested = int_of(m, 4).map(Bytes);
+    let kind = if func == "alloc_tensor_range" {
+        "model weights"
+    } else if func.starts_with("ggml_gallocr") {
+        "compute buffer"
+    } else {
+        "buffer"
+    };
+    sig.fields.details.push(("buffer".into(), kind.into()));
+    sig.version_hint = Some("llama.cpp ≥ 2024");
+    ggml_context(&mut sig, s);
+    Some(sig)
+}
+
+fn ggml_failed(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "ggml-failed",
+        "ggml",
+        Framework::LlamaCpp,
+        "ggml-failed-to-allocate-buffer",
+    );
+    sig.rank = 1;
+    if let Some(b) = m.get(1) {
+        sig.backend = ggml_backend(b.as_str());
+        sig.fields.device = int_of(m, 2).and_then(|d| u32::try_from(d).ok());
+        sig.fields
+            .details
+            .push(("buffer".into(), "model weights".into()));
+    } else {
+        sig.fields
+            .details
+            .push(("buffer".into(), "compute buffer".into()));
+    }
+    ggml_context(&mut sig, s);
+    Some(sig)
+}
+
+fn ggml_pinned(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "ggml-pinned",
+        "ggml-host",
+        Framework::LlamaCpp,
+        "ggml-pinned-host-memory",
+    );
+    sig.fields.requested = size_of(m, 1);
+    sig.status = Status::NotOom(
+        "llama.cpp could not pin host RAM for faster transfers and fell back to pageable memory; this is a warning about system RAM",
+    );
+    Some(sig)
+}
+
+static TGI: Lazy = LazyLock::new(|| {
+    re(
+        r"Not enough memory to handle {N} (prefill tokens|total tokens)(?: with {N} prefill tokens)?",
+    )
+});
+
+fn tgi(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "tgi-warmup",
+        "tgi",
+        Framework::Tgi,
+        "tgi-warmup-not-enough-memory",
+    );
+    sig.backend = Some(Backend::Cuda);
+    let what = m.get(2).map_or("", |g| g.as_str());
+    if let Some(n) = int_of(m, 1) {
+        let key = if what == "total tokens" {
+            "max_batch_total_tokens"
+        } else {
+            "max_batch_prefill_tokens"
+        };
+        sig.fields.details.push((key.into(), n.to_string()));
+    }
+    if let Some(n) = int_of(m, 3) {
+        sig.fields
+            .details
+            .push(("max_batch_prefill_tokens".into(), n.to_string()));
+    }
+    Some(sig)
+}

@@ -1,0 +1,427 @@
+//! TensorFlow/Keras (BFC allocator, op kernels, stream executor) and JAX/XLA.
+//!
+//! Formats: `shared/reference/oom-messages.md` §1.6 and §1.7.
+
+use std::sync::LazyLock;
+
+use oomkit_core::Bytes;
+use regex::Captures;
+
+use super::{
+    Detector, Lazy, Signal, Span, Status, int_of, re, region_has, signal, size_of, tensor_bytes,
+};
+use crate::event::{Backend, Cause, Framework};
+
+pub(super) static DETECTORS: &[Detector] = &[
+    Detector {
+        headline: &OOM_TENSOR,
+        max_span: 1200,
+        parse: oom_tensor,
+    },
+    Detector {
+        headline: &BFC,
+        max_span: 400_000,
+        parse: bfc,
+    },
+    Detector {
+        headline: &STREAM_EXECUTOR,
+        max_span: 300,
+        parse: stream_executor,
+    },
+    Detector {
+        headline: &HOST,
+        max_span: 300,
+        parse: host,
+    },
+    Detector {
+        headline: &DST_TENSOR,
+        max_span: 300,
+        parse: dst_tensor,
+    },
+    Detector {
+        headline: &TF_CONV_ALGO,
+        max_span: 300,
+        parse: conv_algo,
+    },
+    Detector {
+        headline: &JAX_OOM,
+        max_span: 200_000,
+        parse: jax_oom,
+    },
+    Detector {
+        headline: &JAX_REQUEST,
+        max_span: 400,
+        parse: jax_request,
+    },
+];
+
+static OOM_TENSOR: Lazy = LazyLock::new(|| {
+    re(
+        r"OOM when allocating tensor (?:with|of) shape ?\[([\d, ]*)\] and type (\w+)(?: on (\S+?))?(?: by allocator (\w+))?(?:\s|$|\[)",
+    )
+});
+static BFC: Lazy = LazyLock::new(|| {
+    re(
+        r"(?:Allocator \((\w+)\) ran|\bRan) out of memory trying to allocate {SIZE}(?: \(rounded to {N}\))?(?: ?requested by op ([\w/.-]*))?",
+    )
+});
+static STREAM_EXECUTOR: Lazy =
+    LazyLock::new(|| re(r"failed to allocate {SIZE} from device: CUDA_ERROR_OUT_OF_MEMORY"));
+static HOST: Lazy = LazyLock::new(|| {
+    re(r"failed to alloc {N} bytes on host|could not allocate pinned host memory of size: ?{N}")
+});
+static DST_TENSOR: Lazy = LazyLock::new(|| re(r"Dst tensor is not initialized"));
+static TF_CONV_ALGO: Lazy = LazyLock::new(|| {
+    re(r"Failed to get convolution algorithm\. This is probably because cuDNN failed to initialize")
+});
+static JAX_OOM: Lazy = LazyLock::new(|| {
+    re(
+        r"(RESOURCE_EXHAUSTED|Resource exhausted): Out of memory while trying to allocate ({SIZE}|\d+(?: bytes)?)",
+    )
+});
+static JAX_REQUEST: Lazy = LazyLock::new(|| {
+    re(
+        r"(RESOURCE_EXHAUSTED|Resource exhausted): Failed to allocate request for {SIZE} on device ordinal {N}",
+    )
+});
+
+static DEVICE_GPU: Lazy = LazyLock::new(|| re(r"(?:device:GPU:|GPU_)(\d+)"));
+static NODE: Lazy =
+    LazyLock::new(|| re(r"\[\[\{\{node ([^}]+)\}\}\]\]|\[\[Node: ([^ =]+)|\[Op:(\w+)\]"));
+static STAT_LIMIT: Lazy = LazyLock::new(|| re(r"\bLimit: {N}"));
+static STAT_INUSE: Lazy = LazyLock::new(|| re(r"\bInUse: {N}"));
+static STAT_PEAK: Lazy = LazyLock::new(|| re(r"\bMaxInUse: {N}"));
+static STAT_LARGEST_FREE: Lazy = LazyLock::new(|| re(r"\bLargestFreeBlock: {N}"));
+static NOT_A_FAILURE: Lazy =
+    LazyLock::new(|| re(r"The caller indicates that this is not a failure|freed_by_count="));
+
+fn device_of(text: &str) -> Option<u32> {
+    DEVICE_GPU
+        .captures(text)
+        .and_then(|c| int_of(&c, 1))
+        .and_then(|d| u32::try_from(d).ok())
+}
+
+fn tf_version(s: &Span<'_>) -> Option<&'static str> {
+    let r = s.region;
+    if r.contains("external/local_xla/xla/tsl/framework/bfc_allocator") {
+        Some("TensorFlow ≥ 2.16")
+    } else if r.contains("external/local_tsl/tsl/framework") {
+        Some("TensorFlow 2.15")
+    } else if r.contains("tensorflow/tsl/framework") {
+        Some("TensorFlow 2.12–2.14")
+    } else if r.contains("Graph execution error") {
+        Some("TensorFlow ≥ 2.8")
+    } else if r.contains("tensorflow/core/common_runtime/bfc_allocator") {
+        Some("TensorFlow ≤ 2.11")
+    } else {
+        None
+    }
+}
+
+fn oom_tensor(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "tf-oom-tensor",
+        "tf",
+        Framework::Tensorflow,
+        "tensorflow-oom-when-allocating",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.rank = 3;
+    let shape = m.get(1).map_or("", |g| g.as_str());
+    let dtype = m.get(2).map_or("", |g| g.as_str());
+    let (tensor, size) = tensor_bytes(shape, dtype);
+    sig.fields.requested = size;
+    sig.fields.tensor = Some(tensor);
+    let dev_text = format!(
+        "{} {}",
+        m.get(3).map_or("", |g| g.as_str()),
+        m.get(4).map_or("", |g| g.as_str())
+    );
+    // The device is in the headline (TF ≥ 1.5) or only in the node's `_device=` (TF 1.x).
+    sig.fields.device = device_of(&dev_text).or_else(|| device_of(s.spaced));
+    if let Some(c) = s.cap(&NODE) {
+        sig.fields.op = c
+            .get(1)
+            .or_else(|| c.get(2))
+            .or_else(|| c.get(3))
+            .map(|g| g.as_str().to_string());
+    }
+    if m.get(3).is_some_and(|d| d.as_str().contains("CPU")) || dev_text.contains("cpu") {
+        sig.status = Status::NotOom(
+            "the tensor was to be allocated on the CPU: this is host RAM, not GPU memory",
+        );
+        sig.backend = None;
+    }
+    sig.version_hint = if s.spaced.contains("of shape") {
+        Some("TensorFlow ≤ 1.4")
+    } else {
+        tf_version(s)
+    };
+    sig.format = if s.spaced.contains("of shape") {
+        "tensorflow-oom-when-allocating-1.x"
+    } else {
+        "tensorflow-oom-when-allocating"
+    };
+    Some(sig)
+}
+
+fn bfc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let jax = region_has(s, &["jax", "jaxlib", "XlaRuntimeError", "flax"]);
+    let fw = if jax {
+        Framework::Jax
+    } else {
+        Framework::Tensorflow
+    };
+    let mut sig = signal("tf-bfc", "tf", fw, "tensorflow-bfc-allocator");
+    sig.backend = Some(Backend::Cuda);
+    sig.rank = 2;
+    let allocator = m.get(1).map(|g| g.as_str());
+    sig.fields.device = allocator.and_then(device_of);
+    sig.fields.requested = int_of(m, 3).map(Bytes).or_else(|| size_of(m, 2));
+    if let Some(op) = m.get(4).filter(|g| !g.as_str().is_empty()) {
+        sig.fields.op = Some(op.as_str().to_string());
+    }
+    // The head of the message (before the dump) tells fatal from non-fatal.
+    let head = &s.spaced[..s.spaced.len().min(400)];
+    if NOT_A_FAILURE.is_match(head) {
+        sig.status = Status::NotOom(
+            "TensorFlow says \"the caller indicates that this is not a failure\": it retried with less memory and went on (a performance warning)",
+        );
+        sig.kind = "tf-bfc-warning";
+    }
+    // The allocator dump's Stats block, when the log has it.
+    let limit = s.int(&STAT_LIMIT).map(Bytes);
+    let in_use = s.int(&STAT_INUSE).map(Bytes);
+    if let Some(u) = in_use {
+        sig.fields.allocated = Some(u);
+    }
+    if let Some(l) = limit {
+        sig.fields
+            .details
+            .push(("pool_limit".into(), l.to_string()));
+    }
+    if let Some(p) = s.int(&STAT_PEAK) {
+        sig.fields
+            .details
+            .push(("pool_peak_in_use".into(), Bytes(p).to_string()));
+    }
+    if let Some(lf) = s.int(&STAT_LARGEST_FREE).map(Bytes) {
+        sig.fields
+            .details
+            .push(("largest_free_block".into(), lf.to_string()));
+        if let (Some(l), Some(u)) = (limit, in_use) {
+            let free = l.saturating_sub(u);
+            if free.0 > 0 {
+                // TF fragmentation = (free − largest free block) / free (oom-messages.md §1.6).
+                let frag = free.saturating_sub(lf);
+                sig.fields.details.push((
+                    "pool_fragmentation".into(),
+                    format!(
+                        "{frag} of {free} free ({:.0}%)",
+                        frag.0 as f64 * 100.0 / free.0 as f64
+                    ),
+                ));
+            }
+        }
+    }
+    sig.version_hint = if s.spaced.starts_with("Ran out") {
+        Some("TensorFlow ≤ 1.1")
+    } else if s.spaced.contains("Current allocation summary follows")
+        && !s.spaced.contains("rounded to")
+    {
+        Some("TensorFlow 1.2–2.3")
+    } else {
+        tf_version(s).or(Some("TensorFlow ≥ 2.4"))
+    };
+    Some(sig)
+}
+
+fn stream_executor(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let jax = region_has(s, &["jax", "jaxlib", "xla/pjrt", "XlaRuntimeError"]);
+    let fw = if jax {
+        Framework::Jax
+    } else {
+        Framework::Tensorflow
+    };
+    let mut sig = signal(
+        "stream-executor-device",
+        "tf",
+        fw,
+        "stream-executor-failed-to-allocate",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.rank = 1;
+    sig.fields.requested = size_of(m, 1);
+    sig.implied = Some((
+        Cause::Preallocation,
+        format!(
+            "the framework could not reserve {} for its memory pool: the GPU is already held, usually by another process's preallocated pool (TF and JAX grab most of the GPU at start-up)",
+            sig.fields.requested.unwrap_or_default()
+        ),
+    ));
+    Some(sig)
+}
+
+fn host(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "host-pinned",
+        "host",
+        Framework::Tensorflow,
+        "tensorflow-host-allocation",
+    );
+    sig.fields.requested = int_of(m, 1).or_else(|| int_of(m, 2)).map(Bytes);
+    sig.status = Status::NotOom(
+        "pinned host memory could not be allocated: this is system RAM (page-locked), not GPU memory",
+    );
+    Some(sig)
+}
+
+fn dst_tensor(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "tf-dst-tensor",
+        "tf",
+        Framework::Tensorflow,
+        "tensorflow-dst-tensor-not-initialized",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.version_hint = tf_version(s);
+    sig.fields.details.push((
+        "meaning".into(),
+        "copying an input to the GPU failed because the destination tensor could not be allocated (an OOM in disguise)".into(),
+    ));
+    Some(sig)
+}
+
+fn conv_algo(_m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "tf-cudnn-algo",
+        "tf-cudnn",
+        Framework::Tensorflow,
+        "tensorflow-cudnn-handle",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.implied = Some((
+        Cause::Preallocation,
+        "cuDNN failed to initialize: TensorFlow had already reserved the GPU for its own pool, leaving cuDNN nothing".into(),
+    ));
+    Some(sig)
+}
+
+static BA_TOTAL: Lazy = LazyLock::new(|| re(r"total allocation: {SIZE}"));
+static BA_TEMP: Lazy = LazyLock::new(|| re(r"preallocated temp allocation: {SIZE}"));
+static BA_PARAMS: Lazy = LazyLock::new(|| re(r"parameter allocation: {SIZE}"));
+static BA_LIVE: Lazy = LazyLock::new(|| re(r"maybe_live_out allocation: {SIZE}"));
+static BA_FRAG: Lazy = LazyLock::new(|| re(r"total fragmentation: {SIZE}(?: \(([\d.]+)%\))?"));
+static BA_PEAK: Lazy = LazyLock::new(|| {
+    re(r#"Buffer 1: Size: {SIZE}(?: Operator: op_name="([^"]+)")?(?:.{0,300}?Shape: (\S+))?"#)
+});
+
+fn jax_device(s: &Span<'_>) -> Option<u32> {
+    static ORD: Lazy = LazyLock::new(|| re(r"device ordinal {N}|on device {N}|cuda:(\d+)"));
+    ORD.captures(s.spaced).and_then(|c| {
+        (1..=3)
+            .find_map(|i| int_of(&c, i))
+            .and_then(|d| u32::try_from(d).ok())
+    })
+}
+
+fn jax_oom(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let tf = region_has(s, &["tensorflow/python", "keras"]) && !region_has(s, &["jax", "flax"]);
+    let fw = if tf {
+        Framework::Tensorflow
+    } else {
+        Framework::Jax
+    };
+    let mut sig = signal("xla-oom", "xla", fw, "xla-resource-exhausted");
+    sig.backend = Some(Backend::Cuda);
+    sig.rank = 3;
+    let raw = m.get(2).map_or("", |g| g.as_str());
+    sig.fields.requested = raw.parse::<Bytes>().ok();
+    sig.fields.device = jax_device(s);
+    sig.version_hint = Some(
+        if m.get(1).is_some_and(|g| g.as_str() == "Resource exhausted") {
+            "jaxlib ≤ 0.1.x (2019–21)"
+        } else if s.region.contains("JaxRuntimeError") {
+            "jax ≥ 0.4.3x (2024+)"
+        } else {
+            "jaxlib 0.3–0.4 (2022–24)"
+        },
+    );
+    let f = &mut sig.fields;
+    if let Some(t) = s.size(&BA_TOTAL) {
+        f.details
+            .push(("program_total_allocation".into(), t.to_string()));
+    }
+    for (key, r) in [
+        ("parameters", &BA_PARAMS),
+        ("maybe_live_out", &BA_LIVE),
+        ("preallocated_temp", &BA_TEMP),
+    ] {
+        if let Some(v) = s.size(r) {
+            f.details.push((key.into(), v.to_string()));
+        }
+    }
+    if let Some(c) = s.cap(&BA_FRAG) {
+        if let Some(v) = size_of(&c, 1) {
+            let pct = c
+                .get(2)
+                .map_or(String::new(), |p| format!(" ({}%)", p.as_str()));
+            f.details
+                .push(("xla_fragmentation".into(), format!("{v}{pct}")));
+        }
+    }
+    if let Some(c) = s.cap(&BA_PEAK) {
+        if let Some(v) = size_of(&c, 1) {
+            f.details.push(("largest_buffer".into(), v.to_string()));
+        }
+        if let Some(op) = c.get(2) {
+            f.op = Some(op.as_str().to_string());
+        }
+        if let Some(shape) = c.get(3) {
+            f.details
+                .push(("largest_buffer_shape".into(), shape.as_str().to_string()));
+        }
+    }
+    jax_preallocation_hint(&mut sig);
+    Some(sig)
+}
+
+fn jax_request(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        "xla-request",
+        "xla",
+        Framework::Jax,
+        "xla-failed-to-allocate-request",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.rank = 2;
+    sig.fields.requested = size_of(m, 2);
+    sig.fields.device = int_of(m, 3).and_then(|d| u32::try_from(d).ok());
+    sig.version_hint = Some(
+        if m.get(1).is_some_and(|g| g.as_str() == "Resource exhausted") {
+            "jaxlib ≤ 0.1.x (2019–21)"
+        } else {
+            "jaxlib ≥ 0.3"
+        },
+    );
+    let _ = s;
+    jax_preallocation_hint(&mut sig);
+    Some(sig)
+}
+
+/// A tiny request failing means the pool was already full: XLA preallocated
+/// 75 % of the GPU (90 % before jax 0.4.x) and the program filled it
+/// (oom-messages.md §1.7).
+fn jax_preallocation_hint(sig: &mut Signal) {
+    if let Some(r) = sig.fields.requested {
+        if r <= Bytes::mib(16) {
+            sig.implied = Some((
+                Cause::Preallocation,
+                format!(
+                    "a request of only {r} failed, so XLA's preallocated pool (75% of the GPU by default) was already full"
+                ),
+            ));
+        }
+    }
+}

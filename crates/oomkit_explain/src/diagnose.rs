@@ -1,0 +1,766 @@
+//! From a finding's numbers to the cause, the evidence and the ranked fixes.
+//!
+//! Let T = total, F = free, R = requested, A = allocated, U = reserved but
+//! unallocated, S = this process's NVML usage, O = other processes, W = a
+//! user limit. The rules follow `shared/reference/oom-messages.md` §2 and
+//! its "Field conventions"; the first rule that applies wins:
+//!
+//! 1. R ≥ 2^48 → `size_overflow` (a negative size cast to unsigned).
+//! 2. R > T, or a family-declared per-allocation limit → `impossible_request`.
+//! 3. A > T or reserved > T → `wddm_sysmem_fallback`.
+//! 4. a limit W is set, A + R > W and F ≥ R → `memory_fraction_limit`.
+//! 5. a cause implied by the message family (vLLM → `kv_cache`, JAX tiny
+//!    request or TF cuDNN → `preallocation`).
+//! 6. U ≥ R and U ≥ 5 % of T → `fragmentation`.
+//! 7. O ≥ 5 % of T and F + O ≥ R → `other_processes` (legacy format: memory
+//!    outside PyTorch, T − F − reserved, minus ~512 MiB of context, ≥ R and ≥ 25 % of T).
+//! 8. (S − reserved) − 512 MiB ≥ R − F and ≥ 10 % of T → `non_framework_memory`.
+//! 9. any other message with numbers → `capacity`; none → `unknown`.
+//!
+//! 512 MiB is the usual CUDA context plus cuBLAS/cuDNN handles per process
+//! (pytorch#20532, #28113 report 300–700 MB).
+
+use oomkit_core::Bytes;
+use oomkit_core::remedies::{self, Flavor};
+
+use crate::assemble::Finding;
+use crate::detect::Status;
+use crate::event::{Backend, Cause, Event, Fix, Framework, Numbers, ProcessUse};
+
+const CONTEXT: Bytes = Bytes::mib(512);
+
+/// Diagnoses one finding.
+pub fn diagnose(f: Finding) -> Event {
+    let fields = &f.sig.fields;
+    let (processes, numbers) = numbers(&f);
+    let (cause, evidence) = cause(&f, &numbers);
+    let fixes = match f.sig.status {
+        Status::NotOom(_) => Vec::new(),
+        _ => fixes(&f, cause, &numbers),
+    };
+    Event {
+        line: f.line,
+        is_oom: f.sig.status == Status::Oom,
+        framework: f.sig.framework,
+        backend: f.sig.backend,
+        device: fields.device,
+        requested_bytes: fields.requested,
+        total_bytes: fields.total,
+        free_bytes: fields.free,
+        allocated_bytes: fields.allocated,
+        reserved_bytes: fields.reserved,
+        cause,
+        evidence,
+        fixes,
+        format: f.sig.format,
+        version_hint: f.sig.version_hint,
+        message: f.sig.message.clone(),
+        numbers,
+        processes,
+        tensor: fields.tensor.clone(),
+        op: fields.op.clone(),
+        gpu: f.gpu.clone(),
+        app: f.app,
+        phase: f.phase,
+        repeats: f.repeats,
+        ranks: f.ranks.clone(),
+        follows_line: f.follows_line,
+        details: fields.details.clone(),
+    }
+}
+
+fn numbers(f: &Finding) -> (Vec<ProcessUse>, Numbers) {
+    let x = &f.sig.fields;
+    let mut procs = x.processes.clone();
+    // In a container NVML returns host PIDs, so our own process is listed as
+    // `Process N` and no "this process" line appears: take the smallest
+    // process that holds at least what PyTorch has reserved.
+    if !procs.is_empty() && !procs.iter().any(|p| p.is_self) {
+        if let Some(res) = x.reserved {
+            if let Some(i) = procs
+                .iter()
+                .enumerate()
+                .filter(|(_, p)| p.used_bytes >= res)
+                .min_by_key(|(_, p)| p.used_bytes)
+                .map(|(i, _)| i)
+            {
+                procs[i].is_self = true;
+            }
+        }
+    }
+    let this = procs.iter().find(|p| p.is_self).map(|p| p.used_bytes);
+    let others: Option<Bytes> = if procs.iter().any(|p| !p.is_self) {
+        Some(Bytes(
+            procs
+                .iter()
+                .filter(|p| !p.is_self)
+                .map(|p| p.used_bytes.0)
+                .sum(),
+        ))
+    } else if x.others.is_some() {
+        x.others
+    } else if !procs.is_empty() {
+        Some(Bytes::ZERO)
+    } else {
+        None
+    };
+    let unallocated = x.unallocated.or_else(|| {
+        x.reserved
+            .zip(x.allocated)
+            .map(|(r, a)| r.saturating_sub(a))
+    });
+    let non_framework = this.zip(x.reserved).map(|(s, r)| s.saturating_sub(r));
+    let unaccounted = match (x.total, x.free) {
+        (Some(t), Some(fr)) if !procs.is_empty() => Some(
+            t.saturating_sub(fr)
+                .saturating_sub(this.unwrap_or_default())
+                .saturating_sub(others.unwrap_or_default()),
+        ),
+        (Some(t), Some(fr)) if x.reserved.is_some() && f.sig.backend != Some(Backend::Mps) => Some(
+            t.saturating_sub(fr)
+                .saturating_sub(x.reserved.unwrap_or_default()),
+        ),
+        _ => None,
+    };
+    let n = Numbers {
+        shortfall_bytes: x.requested.zip(x.free).map(|(r, fr)| r.saturating_sub(fr)),
+        reserved_unallocated_bytes: unallocated,
+        non_framework_bytes: non_framework,
+        other_processes_bytes: others,
+        unaccounted_bytes: unaccounted,
+        limit_bytes: x.limit,
+        private_pool_bytes: x.private_pool,
+        this_process_bytes: this,
+    };
+    (procs, n)
+}
+
+fn pct(part: Bytes, whole: Bytes) -> String {
+    if whole.0 == 0 {
+        return String::new();
+    }
+    format!("{:.0}%", part.0 as f64 * 100.0 / whole.0 as f64)
+}
+
+fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
+    let x = &f.sig.fields;
+    match f.sig.status {
+        Status::NotOom(why) => {
+            let mut e = why.to_string();
+            if let Some(l) = f.follows_line {
+                e.push_str(&format!(
+                    "; here it follows the out-of-memory error at line {l}, so fix that first"
+                ));
+            }
+            return (Cause::NotOom, e);
+        }
+        Status::Undetermined(why) => return (Cause::Unknown, why.to_string()),
+        Status::Oom => {}
+    }
+    let (r, t, fr, a) = (x.requested, x.total, x.free, x.allocated);
+    if let Some(r) = r {
+        if r.0 >= 1 << 48 {
+            return (
+                Cause::SizeOverflow,
+                format!(
+                    "the request of {r} ({} bytes) is impossibly large: a negative or overflowed size (e.g. an int32 product) reached the allocator",
+                    r.0
+                ),
+            );
+        }
+    }
+    if let Some((c @ Cause::ImpossibleRequest, e)) = &f.sig.implied {
+        return (*c, e.clone());
+    }
+    if let (Some(r), Some(t)) = (r, t) {
+        if r > t && f.sig.backend != Some(Backend::Mps) {
+            return (
+                Cause::ImpossibleRequest,
+                format!(
+                    "a single allocation of {r} is larger than the whole device ({t}); no setting makes it fit"
+                ),
+            );
+        }
+    }
+    if let Some(t) = t {
+        let over = [("allocated", a), ("reserved", x.reserved)]
+            .into_iter()
+            .find(|(_, v)| v.is_some_and(|v| v > t));
+        if let (Some((what, Some(v))), Some(Backend::Cuda)) = (over, f.sig.backend) {
+            return (
+                Cause::WddmSysmemFallback,
+                format!(
+                    "{v} is {what} on a GPU of {t}: more than the card has, which happens when Windows' CUDA sysmem fallback spills into slow shared system memory until that runs out too"
+                ),
+            );
+        }
+    }
+    if let (Some(w), Some(r)) = (x.limit, r) {
+        // The caching allocator grows by whole segments: requests of 1–10 MiB
+        // take a 20 MiB segment (kLargeBuffer in CUDACachingAllocator.cpp),
+        // so the limit bites up to 20 MiB before used + R reaches it.
+        let used = x.reserved.or(a).unwrap_or_default();
+        let room = fr.is_none_or(|fr| fr >= r);
+        let needs = used.saturating_add(r).saturating_add(Bytes::mib(20));
+        if needs > w && room && f.sig.backend != Some(Backend::Mps) {
+            let free = fr.map_or(String::new(), |fr| {
+                format!(" while the device still had {fr} free")
+            });
+            let of_t = t.map_or(String::new(), |t| format!(" of the {t} device"));
+            return (
+                Cause::MemoryFractionLimit,
+                format!(
+                    "a limit of {w}{of_t} is set (set_per_process_memory_fraction or an allocator limit); {used} already reserved plus the {r} request does not fit under it{free}"
+                ),
+            );
+        }
+    }
+    if let Some((c, e)) = &f.sig.implied {
+        return (*c, e.clone());
+    }
+    if let (Some(u), Some(r)) = (n.reserved_unallocated_bytes, r) {
+        let noticeable = t.is_none_or(|t| u.0 * 20 >= t.0);
+        if u >= r && noticeable && u.0 > 0 {
+            let share = t.map_or(String::new(), |t| {
+                format!(" ({} of the {t} GPU)", pct(u, t))
+            });
+            return (
+                Cause::Fragmentation,
+                format!(
+                    "{u} is reserved by the allocator but unallocated{share}, at least the {r} request: free space exists but is split across partly used blocks"
+                ),
+            );
+        }
+    }
+    if let (Some(o), Some(t), Some(r)) = (n.other_processes_bytes, t, r) {
+        let named = f.sig.fields.processes.iter().any(|p| p.pid.is_some()) || x.others.is_some();
+        let free = fr.unwrap_or_default();
+        if named
+            && o.0 * 20 >= t.0
+            && free.saturating_add(o) >= r
+            && f.sig.backend != Some(Backend::Mps)
+        {
+            return (
+                Cause::OtherProcesses,
+                format!(
+                    "other processes hold {o} of the {t} GPU; without them the {r} request would have fit ({free} free now)"
+                ),
+            );
+        }
+    }
+    if n.this_process_bytes.is_none() && x.reserved.is_some() {
+        if let (Some(out), Some(t), Some(r)) = (n.unaccounted_bytes, t, r) {
+            if out.saturating_sub(CONTEXT) >= r && out.0 * 4 >= t.0 {
+                return (
+                    Cause::OtherProcesses,
+                    format!(
+                        "{out} of the {t} GPU is held outside PyTorch (other processes, or a display), far more than a CUDA context; without it the {r} request would fit"
+                    ),
+                );
+            }
+        }
+    }
+    if let (Some(nf), Some(t), Some(r)) = (n.non_framework_bytes, t, r) {
+        let short = r.saturating_sub(fr.unwrap_or_default());
+        if nf.saturating_sub(CONTEXT) >= short && nf.0 * 10 >= t.0 {
+            return (
+                Cause::NonFrameworkMemory,
+                format!(
+                    "this process uses {} on the GPU but the allocator accounts for only {}: {nf} is held outside it (CUDA context, cuBLAS/cuDNN workspaces, NCCL buffers, other libraries such as TensorRT or bitsandbytes)",
+                    n.this_process_bytes.unwrap_or_default(),
+                    x.reserved.unwrap_or_default()
+                ),
+            );
+        }
+    }
+    if r.is_some() || t.is_some() || a.is_some() || fr.is_some() {
+        return (Cause::Capacity, capacity_evidence(f, n));
+    }
+    (Cause::Unknown, unknown_evidence(f))
+}
+
+fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
+    let x = &f.sig.fields;
+    let mut parts = Vec::new();
+    match (x.requested, x.free) {
+        (Some(r), Some(fr)) if fr < r => parts.push(format!("asked for {r} with only {fr} free")),
+        (Some(r), Some(fr)) => parts.push(format!("asked for {r} while {fr} was reported free (the allocator also needs room for its segment rounding)")),
+        (Some(r), None) => parts.push(format!("asked for {r}")),
+        _ => {}
+    }
+    if let Some(a) = x.allocated {
+        let held = match (x.reserved, x.total) {
+            (Some(res), Some(t)) => format!("{a} is already allocated ({res} reserved) of {t}"),
+            (None, Some(t)) => format!("{a} is already allocated of {t}"),
+            _ => format!("{a} is already allocated"),
+        };
+        parts.push(held);
+    } else if let Some(t) = x.total {
+        parts.push(format!("the device has {t}"));
+    }
+    if let Some(o) = n.other_processes_bytes.filter(|o| o.0 > 0) {
+        parts.push(format!("other processes hold {o}"));
+    }
+    let mut e = parts.join("; ");
+    if e.is_empty() {
+        e = "the allocation did not fit".into();
+    }
+    if let (Some(r), Some(t)) = (x.requested, x.total) {
+        if r.0 * 500 <= t.0 && x.free.is_some_and(|fr| fr.0 * 100 <= t.0) {
+            e.push_str(": a tiny request failed on a full GPU, so memory had built up before it (a leak, or tensors kept across steps)");
+            return e;
+        }
+    }
+    e.push_str(": the job needs more memory than the device offers");
+    e
+}
+
+fn unknown_evidence(f: &Finding) -> String {
+    let what = match f.sig.kind {
+        "cuda-error-oom" => {
+            "CUDA returned cudaErrorMemoryAllocation outside the caching allocator (context creation, a cuBLAS/cuDNN workspace, NCCL, or an extension's own cudaMalloc)"
+        }
+        "cublas-alloc-failed" => {
+            "cuBLAS could not allocate its handle or workspace: the GPU was already full when the first matrix multiply ran"
+        }
+        "cudnn-status" => {
+            "cuDNN failed to create its handle or load its kernels, which needs hundreds of MB (pytorch#81620): almost always the GPU was full"
+        }
+        "nvml-assert" => {
+            "PyTorch hit an OOM and then NVML failed while it built the report, so the real message was replaced by this assert"
+        }
+        "tf-dst-tensor" => {
+            "copying an input onto the GPU failed because the destination tensor could not be allocated"
+        }
+        "thc-error" | "thc-check" => "the CUDA runtime returned error 2 (out of memory)",
+        "comfyui-tip" => "ComfyUI reports that the GPU ran out of memory",
+        "ggml-cuda-error" | "ggml-malloc" | "ggml-failed" => {
+            "llama.cpp could not allocate a GPU buffer"
+        }
+        "nccl-oom" => "NCCL could not allocate its communication buffers on the GPU",
+        "tgi-warmup" => "TGI's warm-up could not fit the configured batch of tokens",
+        _ => "the device ran out of memory",
+    };
+    format!(
+        "{what}; the message states no memory figures, so check what holds the GPU (nvidia-smi, `oomkit monitor`)"
+    )
+}
+
+fn flavors(f: &Finding) -> Vec<Flavor> {
+    use Flavor::*;
+    match f.sig.framework {
+        Framework::Pytorch => match f.app {
+            Some("diffusers") => vec![Diffusers, Pytorch, Shell],
+            Some("a1111") => vec![A1111, Shell, Pytorch],
+            Some("comfyui") => vec![Comfyui, Shell, Pytorch],
+            Some("transformers-trainer" | "transformers") => {
+                vec![Transformers, Peft, Pytorch, Shell]
+            }
+            Some("deepspeed") => vec![Deepspeed, Transformers, Pytorch, Shell],
+            Some("accelerate") => vec![Accelerate, Transformers, Pytorch, Shell],
+            Some("vllm") => vec![Vllm, Shell, Pytorch],
+            _ => vec![Pytorch, Shell, Transformers],
+        },
+        Framework::Tensorflow => vec![Tensorflow, Shell],
+        Framework::Jax => vec![Jax, Shell],
+        Framework::Vllm => vec![Vllm, Shell],
+        Framework::LlamaCpp => vec![LlamaCpp, Shell],
+        Framework::Paddle => vec![Paddle, Shell],
+        Framework::Cupy => vec![Cupy, Shell],
+        Framework::Onnxruntime => vec![Onnxruntime, Shell],
+        Framework::Tgi => vec![Tgi, Shell],
+        Framework::Nccl => vec![Shell, Pytorch],
+        Framework::LuaTorch => vec![Shell],
+        Framework::A1111 => vec![A1111, Shell],
+        Framework::Comfyui => vec![Comfyui, Shell],
+    }
+}
+
+/// The capacity ladder for this framework and situation (seed 000's
+/// "Quick Reference: OOM Solutions by Situation", most effective first).
+fn ladder(f: &Finding) -> Vec<&'static str> {
+    match f.sig.framework {
+        Framework::Tensorflow => vec![
+            "reduce-batch",
+            "mixed-precision",
+            "tf-memory-growth",
+            "tf-cuda-malloc-async",
+            "tf-report-allocations",
+            "reduce-input-size",
+        ],
+        Framework::Jax => vec![
+            "jax-mem-fraction",
+            "jax-rematerialize",
+            "reduce-batch",
+            "jax-no-preallocate",
+        ],
+        Framework::Vllm => vec![
+            "vllm-max-model-len",
+            "vllm-gpu-memory-utilization",
+            "vllm-kv-cache-dtype",
+            "vllm-tensor-parallel",
+            "vllm-enforce-eager",
+        ],
+        Framework::LlamaCpp => {
+            let weights = f
+                .sig
+                .fields
+                .details
+                .iter()
+                .any(|(k, v)| k == "buffer" && v == "model weights");
+            if weights {
+                vec![
+                    "llamacpp-gpu-layers",
+                    "quantize-4bit",
+                    "llamacpp-context",
+                    "free-other-processes",
+                ]
+            } else {
+                vec![
+                    "llamacpp-context",
+                    "llamacpp-batch",
+                    "llamacpp-kv-cache-quant",
+                    "llamacpp-gpu-layers",
+                    "free-other-processes",
+                ]
+            }
+        }
+        Framework::Paddle => vec![
+            "reduce-batch",
+            "paddle-memory-flags",
+            "free-other-processes",
+            "mixed-precision",
+        ],
+        Framework::Cupy => vec!["cupy-memory-pool", "reduce-batch", "free-other-processes"],
+        Framework::Onnxruntime => vec!["onnxruntime-arena", "reduce-batch", "free-other-processes"],
+        Framework::Tgi => vec![
+            "tgi-max-batch-prefill-tokens",
+            "quantize-4bit",
+            "vllm-tensor-parallel",
+        ],
+        Framework::Nccl => vec![
+            "nccl-reduce-buffers",
+            "free-other-processes",
+            "reduce-batch",
+            "nccl-debug",
+        ],
+        Framework::LuaTorch => vec!["reduce-batch", "free-other-processes"],
+        Framework::Comfyui | Framework::A1111 => {
+            vec!["comfyui-lowvram", "reduce-batch", "reduce-input-size"]
+        }
+        Framework::Pytorch => pytorch_ladder(f),
+    }
+}
+
+fn pytorch_ladder(f: &Finding) -> Vec<&'static str> {
+    if f.sig.backend == Some(Backend::Mps) {
+        let mut v = vec!["reduce-batch", "half-precision-weights", "unload-models"];
+        if f.app == Some("diffusers") {
+            v.insert(0, "diffusers-slicing");
+        }
+        v.push("mps-high-watermark");
+        return v;
+    }
+    match (f.app, f.phase) {
+        (Some("a1111"), _) => vec![
+            "a1111-medvram",
+            "a1111-lowvram",
+            "efficient-attention",
+            "reduce-input-size",
+            "reduce-batch",
+        ],
+        (Some("comfyui"), _) => vec![
+            "comfyui-lowvram",
+            "reduce-batch",
+            "reduce-input-size",
+            "unload-models",
+        ],
+        (Some("diffusers"), _) => vec![
+            "diffusers-cpu-offload",
+            "diffusers-slicing",
+            "half-precision-weights",
+            "reduce-input-size",
+            "reduce-batch",
+        ],
+        (Some("vllm"), _) => vec![
+            "vllm-gpu-memory-utilization",
+            "vllm-max-model-len",
+            "vllm-enforce-eager",
+            "vllm-tensor-parallel",
+        ],
+        (_, Some("loading")) => vec![
+            "half-precision-weights",
+            "quantize-4bit",
+            "quantize-8bit",
+            "model-parallel",
+            "cpu-offload",
+        ],
+        (_, Some("inference")) => vec![
+            "inference-mode",
+            "half-precision-weights",
+            "reduce-batch",
+            "efficient-attention",
+            "quantize-4bit",
+            "cpu-offload",
+        ],
+        (_, Some("training")) => vec![
+            "reduce-batch",
+            "gradient-accumulation",
+            "mixed-precision",
+            "gradient-checkpointing",
+            "optimizer-8bit",
+            "lora",
+            "zero-sharding",
+        ],
+        _ => vec![
+            "reduce-batch",
+            "mixed-precision",
+            "gradient-checkpointing",
+            "inference-mode",
+            "quantize-4bit",
+            "cpu-offload",
+        ],
+    }
+}
+
+fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
+    let x = &f.sig.fields;
+    let pytorch_cuda = f.sig.framework == Framework::Pytorch
+        && matches!(f.sig.backend, Some(Backend::Cuda | Backend::Hip));
+    // (id, why override, saves)
+    let mut plan: Vec<(&'static str, Option<String>, Option<Bytes>)> = Vec::new();
+    let push_all = |plan: &mut Vec<(&'static str, Option<String>, Option<Bytes>)>,
+                    ids: Vec<&'static str>| {
+        for id in ids {
+            plan.push((id, None, None));
+        }
+    };
+    match cause {
+        Cause::Fragmentation => {
+            let u = n.reserved_unallocated_bytes.unwrap_or_default();
+            let why = format!(
+                "{u} is reserved but unallocated; growing segments instead of splitting them lets the allocator reuse it"
+            );
+            if matches!(f.sig.framework, Framework::Pytorch) {
+                plan.push(("expandable-segments", Some(why), Some(u)));
+                plan.push(("max-split-size", None, None));
+                plan.push(("empty-cache-between-phases", None, None));
+            } else {
+                plan.push(("tf-cuda-malloc-async", None, None));
+            }
+            push_all(&mut plan, ladder(f).into_iter().take(3).collect());
+        }
+        Cause::OtherProcesses => {
+            let o = n
+                .other_processes_bytes
+                .or(n.unaccounted_bytes)
+                .unwrap_or_default();
+            let pids: Vec<String> = f
+                .sig
+                .fields
+                .processes
+                .iter()
+                .filter_map(|p| p.pid.map(|pid| format!("{pid} ({})", p.used_bytes)))
+                .collect();
+            let who = if pids.is_empty() {
+                String::new()
+            } else {
+                format!(": PID {}", pids.join(", "))
+            };
+            plan.push((
+                "free-other-processes",
+                Some(format!("other processes hold {o}{who}")),
+                Some(o),
+            ));
+            push_all(&mut plan, ladder(f).into_iter().take(4).collect());
+        }
+        Cause::NonFrameworkMemory => {
+            let nf = n.non_framework_bytes.unwrap_or_default();
+            plan.push((
+                "unload-models",
+                Some(format!(
+                    "{nf} is held outside the allocator: another library or model in this process"
+                )),
+                None,
+            ));
+            plan.push(("cudnn-workspace", None, None));
+            plan.push(("nccl-reduce-buffers", None, None));
+            push_all(&mut plan, ladder(f).into_iter().take(3).collect());
+        }
+        Cause::ImpossibleRequest => {
+            if f.sig.backend == Some(Backend::Xpu) {
+                plan.push(("xpu-relaxed-allocation-limits", None, None));
+            }
+            plan.push((
+                "reduce-input-size",
+                Some(format!(
+                    "one tensor of {} cannot fit: split or chunk the work that creates it",
+                    x.requested.unwrap_or_default()
+                )),
+                None,
+            ));
+            push_all(
+                &mut plan,
+                vec![
+                    "fix-allocation-size",
+                    "model-parallel",
+                    "cpu-offload",
+                    "bigger-gpu",
+                ],
+            );
+        }
+        Cause::MemoryFractionLimit => {
+            let (w, t) = (x.limit.unwrap_or_default(), x.total.unwrap_or_default());
+            let saves = t.saturating_sub(w);
+            let id = match f.sig.framework {
+                Framework::Jax => "jax-mem-fraction",
+                Framework::Tensorflow => "tf-memory-limit",
+                _ => "raise-memory-fraction",
+            };
+            plan.push((
+                id,
+                Some(format!("the limit is {w}; the device has {t}")),
+                (saves.0 > 0).then_some(saves),
+            ));
+            push_all(&mut plan, ladder(f).into_iter().take(3).collect());
+        }
+        Cause::SizeOverflow => push_all(
+            &mut plan,
+            vec!["fix-allocation-size", "record-memory-history"],
+        ),
+        Cause::WddmSysmemFallback => {
+            plan.push(("disable-sysmem-fallback", None, None));
+            push_all(&mut plan, ladder(f).into_iter().take(4).collect());
+        }
+        Cause::Preallocation => {
+            let ids = match f.sig.framework {
+                Framework::Jax => vec![
+                    "jax-no-preallocate",
+                    "jax-mem-fraction",
+                    "free-other-processes",
+                    "jax-rematerialize",
+                    "jax-platform-allocator",
+                ],
+                _ => vec![
+                    "tf-memory-growth",
+                    "tf-memory-limit",
+                    "free-other-processes",
+                    "cudnn-workspace",
+                    "reduce-batch",
+                ],
+            };
+            push_all(&mut plan, ids);
+        }
+        Cause::KvCache => {
+            let suggested = x
+                .details
+                .iter()
+                .find(|(k, _)| k == "suggested_max_model_len")
+                .map(|(_, v)| v.clone());
+            let why = suggested.map(|s| {
+                format!("at most {s} tokens fit in the KV cache this engine can allocate")
+            });
+            plan.push(("vllm-max-model-len", why, None));
+            push_all(
+                &mut plan,
+                vec![
+                    "vllm-gpu-memory-utilization",
+                    "vllm-kv-cache-dtype",
+                    "vllm-tensor-parallel",
+                    "free-other-processes",
+                    "vllm-enforce-eager",
+                ],
+            );
+        }
+        Cause::Capacity => {
+            let leak = matches!(capacity_evidence(f, n), e if e.contains("tiny request"));
+            if leak {
+                push_all(
+                    &mut plan,
+                    vec!["release-references", "record-memory-history"],
+                );
+            }
+            if let Some(s) = n.shortfall_bytes.filter(|s| s.0 > 0) {
+                let ids = ladder(f);
+                if let Some(first) = ids.first() {
+                    plan.push((
+                        first,
+                        Some(format!("the step needed {s} more than was free")),
+                        None,
+                    ));
+                }
+                push_all(&mut plan, ids.into_iter().skip(1).collect());
+            } else {
+                push_all(&mut plan, ladder(f));
+            }
+            if pytorch_cuda
+                && n.reserved_unallocated_bytes
+                    .is_some_and(|u| u >= Bytes::mib(256))
+            {
+                let u = n.reserved_unallocated_bytes.unwrap_or_default();
+                plan.push((
+                    "expandable-segments",
+                    Some(format!(
+                        "{u} is reserved but unallocated and could be reused"
+                    )),
+                    Some(u),
+                ));
+            }
+            if n.private_pool_bytes.is_some_and(|p| p.0 > 0) {
+                plan.push((
+                    "disable-cuda-graphs",
+                    Some(format!(
+                        "{} sits in CUDA-graph private pools",
+                        n.private_pool_bytes.unwrap_or_default()
+                    )),
+                    n.private_pool_bytes,
+                ));
+            }
+        }
+        Cause::Unknown => {
+            let ids = match f.sig.kind {
+                "nccl-unhandled" => {
+                    vec!["nccl-debug", "nccl-reduce-buffers", "free-other-processes"]
+                }
+                "cudnn-status" => vec![
+                    "free-other-processes",
+                    "reduce-batch",
+                    "cudnn-workspace",
+                    "mixed-precision",
+                ],
+                "cublas-alloc-failed" | "nvml-assert" | "cuda-error-oom" => {
+                    let mut v = vec!["free-other-processes", "reduce-batch"];
+                    v.extend(ladder(f).into_iter().skip(1).take(3));
+                    v.push("record-memory-history");
+                    v
+                }
+                _ => {
+                    let mut v = ladder(f);
+                    v.push("free-other-processes");
+                    v
+                }
+            };
+            push_all(&mut plan, ids);
+        }
+        Cause::NotOom => {}
+    }
+    let prefs = flavors(f);
+    let mut out: Vec<Fix> = Vec::new();
+    for (id, why, saves) in plan {
+        if out.iter().any(|x| x.id == id) || out.len() >= 6 {
+            continue;
+        }
+        let Some(r) = remedies::get(id) else { continue };
+        let code = r
+            .snippet_for(&prefs)
+            .map_or(String::new(), |s| s.code.to_string());
+        out.push(Fix {
+            id: r.id,
+            title: r.title.to_string(),
+            why: why.unwrap_or_else(|| r.why.to_string()),
+            code,
+            saves_bytes: saves,
+        });
+    }
+    out
+}
