@@ -301,13 +301,16 @@ fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
     if let Some(o) = n.other_processes_bytes.filter(|o| o.0 > 0) {
         parts.push(format!("other processes hold {o}"));
     }
+    if let Some((_, v)) = x.details.iter().find(|(k, _)| k == "program_total_allocation") {
+        parts.push(format!("the compiled program needs {v} in total"));
+    }
     let mut e = parts.join("; ");
     if e.is_empty() {
         e = "the allocation did not fit".into();
     }
     if let (Some(r), Some(t)) = (x.requested, x.total) {
         if r.0 * 500 <= t.0 && x.free.is_some_and(|fr| fr.0 * 100 <= t.0) {
-            e.push_str(": a tiny request failed on a full GPU, so memory had built up before it (a leak, or tensors kept across steps)");
+            e.push_str(": a small request failed because the GPU was already full; if this happens only after many steps, memory is building up (tensors or graphs kept across steps)");
             return e;
         }
     }

@@ -1,1 +1,33 @@
+//! End-to-end tests: every test runs the real `oomkit` binary.
+//! One integration-test binary made of modules (ripgrep's and ruff's layout).
 
+mod explain;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The binary under test.
+pub fn oomkit() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_oomkit"));
+    c.env_remove("NO_COLOR").env("CLICOLOR", "0");
+    c
+}
+
+/// Runs the binary with `args` in `dir`, feeding `stdin`.
+pub fn run_in(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    use std::io::Write;
+    let mut cmd = oomkit();
+    cmd.current_dir(dir).args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    let mut child = cmd.spawn().expect("spawn oomkit");
+    if let Some(input) = stdin {
+        let mut si = child.stdin.take().expect("stdin");
+        si.write_all(input).expect("write stdin");
+    }
+    child.wait_with_output().expect("wait oomkit")
+}
+
+/// The explain fixtures folder.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../oomkit_explain/tests/fixtures")
+}

@@ -182,7 +182,7 @@ pub fn signal(
 }
 
 static CODE_CONTEXT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?:\braise\b|\bif\b|\bin str\(|\bexcept\b|\(["']$|["']$)"#).expect("valid")
+    Regex::new(r#"(?:\braise\b|\bif\b[^:]*["']$|\bin str\(|\bexcept\b.*["']$|\bprint\(["']$)"#).expect("valid")
 });
 
 /// Runs every detector over a doc. Headlines found in the tight view only
