@@ -119,6 +119,15 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
             continue;
         }
         if let Some(cur) = out.last_mut() {
+            // An undetermined message that names its phrase twice ("unhandled cuda
+            // error … ncclUnhandledCudaError") is one message.
+            let restated = cur.sig.kind == s.kind
+                && matches!(s.status, Status::Undetermined(_))
+                && s.line_idx <= cur.last_idx + 2;
+            if restated {
+                cur.last_idx = cur.last_idx.max(s.line_idx);
+                continue;
+            }
             if cur.sig.chain == s.chain
                 && !cur.kinds.contains(&s.kind)
                 && s.line_idx <= cur.last_idx + chain_gap(s.chain)

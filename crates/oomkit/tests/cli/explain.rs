@@ -65,7 +65,7 @@ fn is_fixture(p: &Path) -> bool {
 
 #[test]
 fn explains_every_fixture_as_expected() {
-    let root = fixtures();
+    let root = fixtures().canonicalize().expect("fixtures folder");
     let mut errs = Vec::new();
     let mut checked = 0;
     insta::glob!("../../../oomkit_explain/tests/fixtures", "**/*.*", |path| {

@@ -64,7 +64,8 @@ pub(super) static DETECTORS: &[Detector] = &[
     },
 ];
 
-static ALLOCATOR: Lazy = LazyLock::new(|| re(r"\b(CUDA|HIP|XPU|NPU|MUSA|DPCPP) out of memory"));
+// No word boundary: wrapper text is often glued on (`whyCUDA out of memory`).
+static ALLOCATOR: Lazy = LazyLock::new(|| re(r"(CUDA|HIP|XPU|NPU|MUSA|DPCPP) out of memory"));
 static IPEX_4GB: Lazy = LazyLock::new(|| {
     re(r"Current platform can NOT allocate memory block with size larger than 4GB!")
 });

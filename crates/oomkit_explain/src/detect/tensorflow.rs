@@ -173,7 +173,9 @@ fn bfc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     } else {
         Framework::Tensorflow
     };
-    let mut sig = signal("tf-bfc", "tf", fw, "tensorflow-bfc-allocator");
+    // JAX logs the same BFC allocator lines before its own RESOURCE_EXHAUSTED.
+    let chain = if jax { "xla" } else { "tf" };
+    let mut sig = signal("tf-bfc", chain, fw, "tensorflow-bfc-allocator");
     sig.backend = Some(Backend::Cuda);
     sig.rank = 2;
     let allocator = m.get(1).map(|g| g.as_str());
