@@ -34,15 +34,16 @@ fn chain_gap(chain: &str) -> usize {
 }
 
 fn compatible(a: &Signal, b: &Signal) -> bool {
-    if let (Some(x), Some(y)) = (a.fields.device, b.fields.device) {
-        if x != y {
-            return false;
-        }
+    if let (Some(x), Some(y)) = (a.fields.device, b.fields.device)
+        && x != y
+    {
+        return false;
     }
-    if let (Some(x), Some(y)) = (a.fields.requested, b.fields.requested) {
-        if x != y && a.rank == b.rank {
-            return false;
-        }
+    if let (Some(x), Some(y)) = (a.fields.requested, b.fields.requested)
+        && x != y
+        && a.rank == b.rank
+    {
+        return false;
     }
     !matches!(
         (a.status, b.status),

@@ -75,18 +75,17 @@ fn numbers(f: &Finding) -> (Vec<ProcessUse>, Numbers) {
     // In a container NVML returns host PIDs, so our own process is listed as
     // `Process N` and no "this process" line appears: take the smallest
     // process that holds at least what PyTorch has reserved.
-    if !procs.is_empty() && !procs.iter().any(|p| p.is_self) {
-        if let Some(res) = x.reserved {
-            if let Some(i) = procs
-                .iter()
-                .enumerate()
-                .filter(|(_, p)| p.used_bytes >= res)
-                .min_by_key(|(_, p)| p.used_bytes)
-                .map(|(i, _)| i)
-            {
-                procs[i].is_self = true;
-            }
-        }
+    if !procs.is_empty()
+        && !procs.iter().any(|p| p.is_self)
+        && let Some(res) = x.reserved
+        && let Some(i) = procs
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| p.used_bytes >= res)
+            .min_by_key(|(_, p)| p.used_bytes)
+            .map(|(i, _)| i)
+    {
+        procs[i].is_self = true;
     }
     let this = procs.iter().find(|p| p.is_self).map(|p| p.used_bytes);
     let others: Option<Bytes> = if procs.iter().any(|p| !p.is_self) {
@@ -158,29 +157,30 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
         Status::Oom => {}
     }
     let (r, t, fr, a) = (x.requested, x.total, x.free, x.allocated);
-    if let Some(r) = r {
-        if r.0 >= 1 << 48 {
-            return (
-                Cause::SizeOverflow,
-                format!(
-                    "the request of {r} ({} bytes) is impossibly large: a negative or overflowed size (e.g. an int32 product) reached the allocator",
-                    r.0
-                ),
-            );
-        }
+    if let Some(r) = r
+        && r.0 >= 1 << 48
+    {
+        return (
+            Cause::SizeOverflow,
+            format!(
+                "the request of {r} ({} bytes) is impossibly large: a negative or overflowed size (e.g. an int32 product) reached the allocator",
+                r.0
+            ),
+        );
     }
     if let Some((c @ Cause::ImpossibleRequest, e)) = &f.sig.implied {
         return (*c, e.clone());
     }
-    if let (Some(r), Some(t)) = (r, t) {
-        if r > t && f.sig.backend != Some(Backend::Mps) {
-            return (
-                Cause::ImpossibleRequest,
-                format!(
-                    "a single allocation of {r} is larger than the whole device ({t}); no setting makes it fit"
-                ),
-            );
-        }
+    if let (Some(r), Some(t)) = (r, t)
+        && r > t
+        && f.sig.backend != Some(Backend::Mps)
+    {
+        return (
+            Cause::ImpossibleRequest,
+            format!(
+                "a single allocation of {r} is larger than the whole device ({t}); no setting makes it fit"
+            ),
+        );
     }
     if let Some(t) = t {
         let over = [("allocated", a), ("reserved", x.reserved)]
@@ -248,17 +248,18 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
             );
         }
     }
-    if n.this_process_bytes.is_none() && x.reserved.is_some() {
-        if let (Some(out), Some(t), Some(r)) = (n.unaccounted_bytes, t, r) {
-            if out.saturating_sub(CONTEXT) >= r && out.0 * 4 >= t.0 {
-                return (
-                    Cause::OtherProcesses,
-                    format!(
-                        "{out} of the {t} GPU is held outside PyTorch (other processes, or a display), far more than a CUDA context; without it the {r} request would fit"
-                    ),
-                );
-            }
-        }
+    if n.this_process_bytes.is_none()
+        && x.reserved.is_some()
+        && let (Some(out), Some(t), Some(r)) = (n.unaccounted_bytes, t, r)
+        && out.saturating_sub(CONTEXT) >= r
+        && out.0 * 4 >= t.0
+    {
+        return (
+            Cause::OtherProcesses,
+            format!(
+                "{out} of the {t} GPU is held outside PyTorch (other processes, or a display), far more than a CUDA context; without it the {r} request would fit"
+            ),
+        );
     }
     if let (Some(nf), Some(t), Some(r)) = (n.non_framework_bytes, t, r) {
         let short = r.saturating_sub(fr.unwrap_or_default());
@@ -301,18 +302,23 @@ fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
     if let Some(o) = n.other_processes_bytes.filter(|o| o.0 > 0) {
         parts.push(format!("other processes hold {o}"));
     }
-    if let Some((_, v)) = x.details.iter().find(|(k, _)| k == "program_total_allocation") {
+    if let Some((_, v)) = x
+        .details
+        .iter()
+        .find(|(k, _)| k == "program_total_allocation")
+    {
         parts.push(format!("the compiled program needs {v} in total"));
     }
     let mut e = parts.join("; ");
     if e.is_empty() {
         e = "the allocation did not fit".into();
     }
-    if let (Some(r), Some(t)) = (x.requested, x.total) {
-        if r.0 * 500 <= t.0 && x.free.is_some_and(|fr| fr.0 * 100 <= t.0) {
-            e.push_str(": a small request failed because the GPU was already full; if this happens only after many steps, memory is building up (tensors or graphs kept across steps)");
-            return e;
-        }
+    if let (Some(r), Some(t)) = (x.requested, x.total)
+        && r.0 * 500 <= t.0
+        && x.free.is_some_and(|fr| fr.0 * 100 <= t.0)
+    {
+        e.push_str(": a small request failed because the GPU was already full; if this happens only after many steps, memory is building up (tensors or graphs kept across steps)");
+        return e;
     }
     e.push_str(": the job needs more memory than the device offers");
     e

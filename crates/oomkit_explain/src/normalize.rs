@@ -296,7 +296,7 @@ mod tests {
         assert_eq!(one("W0528 07:02:44.350251   27487 file.cc:12] msg"), "msg");
         assert_eq!(
             one("> **torch.OutOfMemoryError**: `x`"),
-            "torch.OutOfMemoryError:  x"
+            "torch.OutOfMemoryError:  x "
         );
     }
 

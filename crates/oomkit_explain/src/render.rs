@@ -46,7 +46,7 @@ pub fn human(report: &Report, source: &str) -> String {
 /// `CUDA out of memory on GPU 0 (RTX 4090, 23.65 GiB): asked for 2.00 GiB, 1.45 GiB free`.
 pub fn headline(e: &Event) -> String {
     let what = if e.is_oom {
-        let api = match (e.framework, e.backend) {
+        match (e.framework, e.backend) {
             (
                 Framework::Pytorch | Framework::LuaTorch | Framework::Comfyui | Framework::A1111,
                 Some(b),
@@ -55,8 +55,7 @@ pub fn headline(e: &Event) -> String {
             }
             (fw, Some(b)) => format!("{} {} out of memory", fw.label(), b.label()),
             (fw, None) => format!("{} out of memory", fw.label()),
-        };
-        api
+        }
     } else if e.cause == Cause::Unknown {
         format!("Possible out-of-memory ({})", e.framework.label())
     } else {

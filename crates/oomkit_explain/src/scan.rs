@@ -164,13 +164,17 @@ impl Scanner {
                 append_capped(&mut carry, data);
                 continue;
             };
-            if carry.is_empty() {
-                self.process(&data[..=last_nl], &mut st, &mut on_region);
-            } else {
-                append_capped(&mut carry, &data[..=last_nl]);
+            let mut rest = &data[..=last_nl];
+            if !carry.is_empty() {
+                // Finish the line that straddled the previous chunk, then go on in place.
+                let first_nl = memchr::memchr(b'\n', rest).unwrap_or(last_nl);
+                append_capped(&mut carry, &rest[..first_nl]);
+                carry.push(b'\n');
                 let joined = std::mem::take(&mut carry);
                 self.process(&joined, &mut st, &mut on_region);
+                rest = &rest[first_nl + 1..];
             }
+            self.process(rest, &mut st, &mut on_region);
             carry.clear();
             carry.extend_from_slice(&data[last_nl + 1..]);
         }

@@ -12,7 +12,10 @@ use super::{fixtures, run_in};
 
 fn json_of(out: &std::process::Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("stdout is not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout))
+        panic!(
+            "stdout is not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
     })
 }
 
@@ -34,7 +37,10 @@ fn check_expectations(name: &str, got: &Value, want: &Value) -> Vec<String> {
             "{name}: expected {} events, got {}: {:?}",
             want_events.len(),
             got_events.len(),
-            got_events.iter().map(|e| (e["line"].clone(), e["format"].clone())).collect::<Vec<_>>()
+            got_events
+                .iter()
+                .map(|e| (e["line"].clone(), e["format"].clone()))
+                .collect::<Vec<_>>()
         ));
         return errs;
     }
@@ -72,14 +78,28 @@ fn explains_every_fixture_as_expected() {
         if !is_fixture(path) {
             return;
         }
-        let rel = path.strip_prefix(&root).unwrap_or(path).to_string_lossy().replace('\\', "/");
+        let rel = path
+            .strip_prefix(&root)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .replace('\\', "/");
         let human = run_in(&root, &["explain", "--color", "never", &rel], None);
         let json = run_in(&root, &["explain", "--format", "json", &rel], None);
-        assert!(human.stderr.is_empty(), "{rel}: stderr {}", String::from_utf8_lossy(&human.stderr));
+        assert!(
+            human.stderr.is_empty(),
+            "{rel}: stderr {}",
+            String::from_utf8_lossy(&human.stderr)
+        );
         let got = json_of(&json);
         // Exit status follows the events: 0 with an OOM, 1 without.
-        let any_oom = got["events"].as_array().is_some_and(|a| a.iter().any(|e| e["is_oom"] == true));
-        assert_eq!(json.status.code(), Some(if any_oom { 0 } else { 1 }), "{rel}");
+        let any_oom = got["events"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|e| e["is_oom"] == true));
+        assert_eq!(
+            json.status.code(),
+            Some(if any_oom { 0 } else { 1 }),
+            "{rel}"
+        );
         assert_eq!(human.status.code(), json.status.code(), "{rel}");
         insta::assert_snapshot!("human", String::from_utf8_lossy(&human.stdout));
         insta::assert_json_snapshot!("json", got);
@@ -92,5 +112,273 @@ fn explains_every_fixture_as_expected() {
         }
     });
     assert!(checked >= 30, "only {checked} fixtures have expectations");
-    assert!(errs.is_empty(), "{} mismatches:\n{}", errs.len(), errs.join("\n"));
+    assert!(
+        errs.is_empty(),
+        "{} mismatches:\n{}",
+        errs.len(),
+        errs.join("\n")
+    );
+}
+
+fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Bad input: one line on stderr naming the input, exit 2, never a panic.
+fn assert_bad_input(out: &std::process::Output, name: &str, why: &str) {
+    let err = stderr_of(out);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    assert_eq!(err.lines().count(), 1, "one line expected: {err}");
+    assert!(err.starts_with("error: "), "{err}");
+    assert!(err.contains(name), "{err}");
+    assert!(err.contains(why), "{err}");
+    assert!(
+        !err.contains("panicked") && !err.contains("Traceback"),
+        "{err}"
+    );
+}
+
+#[test]
+fn missing_file_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), &["explain", "nope.log"], None);
+    assert_bad_input(&out, "nope.log", "No such file");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn directory_is_a_one_line_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("logs")).unwrap();
+    let out = run_in(dir.path(), &["explain", "logs"], None);
+    assert_bad_input(&out, "logs", "is a directory");
+}
+
+#[test]
+fn checkpoints_and_binaries_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut st = 20u64.to_le_bytes().to_vec();
+    st.extend_from_slice(b"{\"__metadata__\":{}}\0\0\0\0");
+    let cases: &[(&str, Vec<u8>, &str)] = &[
+        (
+            "model.pt",
+            b"PK\x03\x04\x14\x00\x00\x00archive/data.pkl".to_vec(),
+            "checkpoint",
+        ),
+        ("model.safetensors", st, "safetensors"),
+        (
+            "model.gguf",
+            b"GGUF\x03\x00\x00\x00\x00\x00".to_vec(),
+            "GGUF",
+        ),
+        ("snap.pickle", b"\x80\x04\x95\x00\x00".to_vec(), "pickle"),
+        ("blob.bin", vec![0u8; 4096], "binary"),
+        ("log.gz", b"\x1f\x8b\x08\x00".to_vec(), "zcat"),
+    ];
+    for (name, bytes, why) in cases {
+        std::fs::write(dir.path().join(name), bytes).unwrap();
+        let out = run_in(dir.path(), &["explain", name], None);
+        assert_bad_input(&out, name, why);
+    }
+}
+
+#[test]
+fn a_bad_file_does_not_stop_the_others() {
+    let root = fixtures().canonicalize().unwrap();
+    let out = run_in(
+        &root,
+        &["explain", "--format", "json", "missing.log", "real/005.txt"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let got = json_of(&out);
+    assert_eq!(got["events"][0]["cause"], "fragmentation");
+    assert_eq!(got["events"][0]["source"], "real/005.txt");
+    assert!(stderr_of(&out).contains("missing.log"));
+}
+
+#[test]
+fn empty_input_is_no_oom() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("empty.log"), b"").unwrap();
+    let out = run_in(dir.path(), &["explain", "empty.log"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "no out-of-memory error found in empty.log\n"
+    );
+    let out = run_in(dir.path(), &["explain", "--format", "json"], Some(b""));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        json_of(&out),
+        serde_json::json!({"version": 1, "events": []})
+    );
+}
+
+#[test]
+fn reads_standard_input_with_or_without_dash() {
+    let msg = b"RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.65 GiB total capacity; 21.58 GiB already allocated; 1.45 GiB free; 22.00 GiB reserved in total by PyTorch)\n";
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["explain", "--format", "json"],
+        vec!["explain", "--format", "json", "-"],
+    ] {
+        let out = run_in(dir.path(), &args, Some(msg));
+        assert_eq!(out.status.code(), Some(0));
+        let got = json_of(&out);
+        let e = &got["events"][0];
+        assert_eq!(e["requested_bytes"], 2u64 << 30);
+        assert_eq!(e["source"], "standard input");
+    }
+}
+
+#[test]
+fn human_headline_names_gpu_request_and_free() {
+    let msg = b"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB of which 1.45 GiB is free. Including non-PyTorch memory, this process has 22.18 GiB memory in use. Of the allocated memory 21.58 GiB is allocated by PyTorch, and 120.00 MiB is reserved by PyTorch but unallocated.\n";
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), &["explain", "--color", "never"], Some(msg));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        text.lines().next().unwrap(),
+        "CUDA out of memory on GPU 0 (likely RTX 4090, 23.65 GiB): asked for 2.00 GiB, 1.45 GiB free"
+    );
+    assert!(!text.contains('\u{1b}'), "no colour off a terminal");
+    let out = run_in(dir.path(), &["explain", "--color", "always"], Some(msg));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains('\u{1b}'),
+        "colour when asked"
+    );
+}
+
+#[test]
+fn json_contract_has_every_field_with_integer_bytes() {
+    let root = fixtures().canonicalize().unwrap();
+    let out = run_in(
+        &root,
+        &[
+            "explain",
+            "--format",
+            "json",
+            "real/005.txt",
+            "real/057.txt",
+            "real/084.txt",
+        ],
+        None,
+    );
+    let got = json_of(&out);
+    assert_eq!(got["version"], 1);
+    for e in got["events"].as_array().unwrap() {
+        for k in [
+            "line",
+            "is_oom",
+            "framework",
+            "backend",
+            "device",
+            "cause",
+            "evidence",
+            "fixes",
+        ] {
+            assert!(e.get(k).is_some(), "missing {k} in {e}");
+        }
+        for k in [
+            "requested_bytes",
+            "total_bytes",
+            "free_bytes",
+            "allocated_bytes",
+            "reserved_bytes",
+        ] {
+            assert!(
+                e[k].is_null() || e[k].is_u64(),
+                "{k} must be an integer or null: {}",
+                e[k]
+            );
+        }
+        for f in e["fixes"].as_array().unwrap() {
+            assert!(f["id"].is_string() && f["title"].is_string() && f["code"].is_string());
+            assert!(oomkit_core::remedies::get(f["id"].as_str().unwrap()).is_some());
+        }
+    }
+    let lookalike = &got["events"][2];
+    assert_eq!(lookalike["is_oom"], false);
+    assert_eq!(lookalike["cause"], "not_oom");
+}
+
+#[test]
+fn lists_formats_with_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run_in(dir.path(), &["explain", "--list-formats"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for id in [
+        "pytorch-caching-allocator-2.1",
+        "tensorflow-oom-when-allocating",
+        "vllm-v1-kv-cache-needed",
+        "ggml-failed-to-allocate-buffer",
+        "cuda-illegal-memory-access",
+    ] {
+        assert!(text.contains(id), "{id} missing");
+    }
+    let out = run_in(
+        dir.path(),
+        &["explain", "--list-formats", "--format", "json"],
+        None,
+    );
+    let got = json_of(&out);
+    assert!(got["formats"].as_array().unwrap().len() >= 30);
+}
+
+#[test]
+fn streams_a_large_log_and_keeps_exact_line_numbers() {
+    // 40 MB of ordinary output with two OOMs, one near a chunk boundary.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.log");
+    let mut text = String::with_capacity(41 << 20);
+    let mut line = 0u64;
+    let mut oom_lines = Vec::new();
+    while text.len() < 40 << 20 {
+        line += 1;
+        if line == 12_345 || line == 400_000 {
+            text.push_str("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 1 has a total capacity of 79.25 GiB of which 3.75 MiB is free. Of the allocated memory 77.90 GiB is allocated by PyTorch, and 310.29 MiB is reserved by PyTorch but unallocated.\n");
+            oom_lines.push(line);
+        } else {
+            text.push_str(&format!("2025-01-01 12:00:00,000 INFO step {line} loss 0.{line:04} lr 3e-4 memory_allocated=70.1GB\n"));
+        }
+    }
+    std::fs::write(&path, &text).unwrap();
+    let out = run_in(
+        dir.path(),
+        &["explain", "--format", "json", "big.log"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let got = json_of(&out);
+    let events = got["events"].as_array().unwrap();
+    assert_eq!(events.len(), 1, "the same error twice is one event");
+    assert_eq!(events[0]["line"], oom_lines[0]);
+    assert_eq!(events[0]["repeats"], 2);
+    assert_eq!(events[0]["device"], 1);
+    assert_eq!(events[0]["gpu"]["id"], "a100-80gb");
+}
+
+#[test]
+fn invalid_utf8_and_utf16_logs_are_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let msg = "CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.65 GiB total capacity; 21.58 GiB already allocated; 1.45 GiB free; 22.00 GiB reserved in total by PyTorch)\n";
+    let mut latin = b"100%|\xdb\xdb\xdb| 5/5 [00:01<00:00] caf\xe9\n".to_vec();
+    latin.extend_from_slice(msg.as_bytes());
+    std::fs::write(dir.path().join("latin.log"), latin).unwrap();
+    let mut utf16 = vec![0xFF, 0xFE];
+    for u in msg.encode_utf16() {
+        utf16.extend_from_slice(&u.to_le_bytes());
+    }
+    std::fs::write(dir.path().join("ps.log"), utf16).unwrap();
+    for name in ["latin.log", "ps.log"] {
+        let out = run_in(dir.path(), &["explain", "--format", "json", name], None);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr_of(&out));
+        assert_eq!(
+            json_of(&out)["events"][0]["free_bytes"],
+            1556925645u64,
+            "{name}"
+        );
+    }
 }

@@ -17,8 +17,15 @@ pub fn oomkit() -> Command {
 pub fn run_in(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
     use std::io::Write;
     let mut cmd = oomkit();
-    cmd.current_dir(dir).args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    cmd.stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() });
+    cmd.current_dir(dir)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
     let mut child = cmd.spawn().expect("spawn oomkit");
     if let Some(input) = stdin {
         let mut si = child.stdin.take().expect("stdin");

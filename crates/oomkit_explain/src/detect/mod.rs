@@ -181,8 +181,18 @@ pub fn signal(
     }
 }
 
+/// Detectors whose message is at most this long stop at the next log record.
+const SHORT_SPAN: usize = 2000;
+
+/// A line that starts a new log record or traceback, ending the message before it.
+static RECORD_START: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"^(?:(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|Traceback \(most recent call last\)|File "|During handling of the above|The above exception was the direct cause|[IWEF]\d{4} \d)"#)
+        .expect("valid")
+});
+
 static CODE_CONTEXT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?:\braise\b|\bif\b[^:]*["']$|\bin str\(|\bexcept\b.*["']$|\bprint\(["']$)"#).expect("valid")
+    Regex::new(r#"(?:\braise\b|\bif\b[^:]*["']$|\bin str\(|\bexcept\b.*["']$|\bprint\(["']$)"#)
+        .expect("valid")
 });
 
 /// Runs every detector over a doc. Headlines found in the tight view only
@@ -247,7 +257,15 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
             .iter()
             .find(|n| n.line_idx > h.line_idx || (!n.tight && !h.tight && n.start >= h.end))
             .map(|n| n.line_idx);
-        let stop_line = next_line.unwrap_or(doc.lines.len());
+        let mut stop_line = next_line.unwrap_or(doc.lines.len());
+        // A short message ends where the next log record starts; dump readers
+        // (BFC, XLA) read on to their summary.
+        if h.det.max_span <= SHORT_SPAN
+            && let Some(end) =
+                (h.line_idx + 1..stop_line).find(|&i| RECORD_START.is_match(&doc.lines[i].text))
+        {
+            stop_line = end;
+        }
         let (spaced, tight, anchor_text) = if h.tight {
             let r = doc.tight_range(h.line_idx, stop_line.max(h.line_idx + 1));
             let tspan = &doc.tight[h.start.min(r.end)..r.end];
@@ -258,7 +276,13 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
                 .filter(|n| !n.tight && n.start >= h.end)
                 .map(|n| n.start)
                 .min()
-                .unwrap_or(doc.spaced.len());
+                .unwrap_or(doc.spaced.len())
+                .min(
+                    doc.spaced_starts
+                        .get(stop_line)
+                        .copied()
+                        .unwrap_or(doc.spaced.len()),
+                );
             let end = floor_char(&doc.spaced, end.min(h.start + h.det.max_span).max(h.end));
             let r = doc.tight_range(h.line_idx, stop_line.max(h.line_idx + 1));
             (

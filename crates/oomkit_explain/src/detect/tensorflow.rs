@@ -364,14 +364,14 @@ fn jax_oom(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
             f.details.push((key.into(), v.to_string()));
         }
     }
-    if let Some(c) = s.cap(&BA_FRAG) {
-        if let Some(v) = size_of(&c, 1) {
-            let pct = c
-                .get(2)
-                .map_or(String::new(), |p| format!(" ({}%)", p.as_str()));
-            f.details
-                .push(("xla_fragmentation".into(), format!("{v}{pct}")));
-        }
+    if let Some(c) = s.cap(&BA_FRAG)
+        && let Some(v) = size_of(&c, 1)
+    {
+        let pct = c
+            .get(2)
+            .map_or(String::new(), |p| format!(" ({}%)", p.as_str()));
+        f.details
+            .push(("xla_fragmentation".into(), format!("{v}{pct}")));
     }
     if let Some(c) = s.cap(&BA_PEAK) {
         if let Some(v) = size_of(&c, 1) {
@@ -416,14 +416,14 @@ fn jax_request(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 /// 75 % of the GPU (90 % before jax 0.4.x) and the program filled it
 /// (oom-messages.md §1.7).
 fn jax_preallocation_hint(sig: &mut Signal) {
-    if let Some(r) = sig.fields.requested {
-        if r <= Bytes::mib(16) {
-            sig.implied = Some((
-                Cause::Preallocation,
-                format!(
-                    "a request of only {r} failed, so XLA's preallocated pool (75% of the GPU by default) was already full"
-                ),
-            ));
-        }
+    if let Some(r) = sig.fields.requested
+        && r <= Bytes::mib(16)
+    {
+        sig.implied = Some((
+            Cause::Preallocation,
+            format!(
+                "a request of only {r} failed, so XLA's preallocated pool (75% of the GPU by default) was already full"
+            ),
+        ));
     }
 }
