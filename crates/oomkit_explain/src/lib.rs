@@ -4,9 +4,9 @@
 //! Pipeline (one pass, bounded memory):
 //! 1. [`scan`] streams the input and cuts out regions around anchor phrases;
 //! 2. [`normalize`] cleans each region (prefixes, ANSI, wraps, JSON escapes);
-//! 3. [`detect`] reads each message family's fields into signals;
+//! 3. `detect` reads each message family's fields into signals;
 //! 4. `assemble` merges multi-line messages, attaches context, folds repeats;
-//! 5. [`diagnose`] computes what the numbers mean, the cause and the fixes.
+//! 5. `diagnose` computes what the numbers mean, the cause and the fixes.
 //!
 //! Entry points: [`Explainer::explain_reader`] for streams and
 //! [`Explainer::explain_str`] for text; [`render::human`] and serde for output.
