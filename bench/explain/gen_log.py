@@ -76,6 +76,7 @@ class Log:
         self.epoch = 0
         self.run = 0  # restart counter
         self.steps_per_epoch = 25000
+        self.kv_metrics_every = 0
 
     # ---------- output ----------
     def add(self, lines):
@@ -263,6 +264,18 @@ class Log:
             f"train/learning_rate={self.lr():.3e} gpu.0.memoryAllocated={r.uniform(60, 92):.1f}"
         )
 
+    def k_vllm_metrics(self):
+        r = self.rng
+        tm = time.gmtime(BASE_EPOCH + int(self.t))
+        return (
+            f"(EngineCore_0 pid={PID + 900 + self.run}) INFO {tm.tm_mon:02d}-{tm.tm_mday:02d} "
+            f"{tm.tm_hour:02d}:{tm.tm_min:02d}:{tm.tm_sec:02d} [loggers.py:118] Engine 000: "
+            f"Avg prompt throughput: {r.uniform(300, 1500):.1f} tokens/s, Avg generation throughput: "
+            f"{r.uniform(800, 2500):.1f} tokens/s, Running: {r.randint(0, 64)} reqs, Waiting: "
+            f"{r.randint(0, 8)} reqs, GPU KV cache usage: {r.uniform(0, 95):.1f}%, Prefix cache hit "
+            f"rate: {r.uniform(20, 80):.1f}%"
+        )
+
     def memory_summary(self):
         r = self.rng
         alloc = r.randint(11000, 13500)
@@ -336,7 +349,10 @@ class Log:
             weights=(46, 16, 3, 7, 6, 1.2, 1.5, 1.0, 1.8, 1.0, 0.004),
             k=n,
         )
+        every = self.kv_metrics_every
         for k in kinds:
+            if every and r.random() * every < 1:
+                out.append(self.k_vllm_metrics())
             if k == 0:
                 out.append(self.k_step())
             elif k == 1:
@@ -543,6 +559,12 @@ def main():
     ap.add_argument("--out", required=True, help="log file to write")
     ap.add_argument("--seed", type=int, default=20250603)
     ap.add_argument("--manifest", help="manifest path (default OUT.manifest.json)")
+    ap.add_argument(
+        "--kv-metrics-every", type=int, default=0, metavar="N",
+        help="stress variant: about every N lines, print vLLM's periodic metrics line "
+        "(`... GPU KV cache usage: 41.2%%, ...`), as an RL run with vLLM rollouts does; "
+        "it holds the anchor phrase `KV cache` (default 0: never)",
+    )
     args = ap.parse_args()
 
     target = int(args.size_mb * (1 << 20))
@@ -553,6 +575,7 @@ def main():
     events = []
     with open(tmp, "wb") as f:
         log = Log(f, args.seed)
+        log.kv_metrics_every = args.kv_metrics_every
         log.startup()
         next_oom = 0
         while log.bytes < target or next_oom < len(OOMS):
@@ -580,6 +603,7 @@ def main():
     manifest = {
         "generator": "bench/explain/gen_log.py",
         "seed": args.seed,
+        "kv_metrics_every": args.kv_metrics_every,
         "size_mb_requested": args.size_mb,
         "bytes": log.bytes,
         "lines": log.lines,

@@ -302,7 +302,14 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
         if let Some(mut s) = (h.det.parse)(&caps, &span) {
             s.line_idx = h.line_idx;
             if s.message.is_empty() {
-                s.message = headline_text(doc, h.line_idx, (!h.tight).then_some(h.start), spaced);
+                s.message = if fixed_width_wrap(doc, h.line_idx, stop_line) {
+                    // Hard-wrapped at a fixed width (mid-word): show it unwrapped.
+                    let t = &doc.tight[doc.tight_range(h.line_idx, stop_line)];
+                    let lead = t.find(|c: char| c.is_alphanumeric()).unwrap_or(0);
+                    clip(t[lead..].trim())
+                } else {
+                    headline_text(doc, h.line_idx, (!h.tight).then_some(h.start), spaced)
+                };
             }
             out.push(s);
         }
@@ -336,13 +343,29 @@ fn headline_text(doc: &Doc, line_idx: usize, anchor_start: Option<usize>, span: 
         .split(" Traceback (most recent call last)")
         .next()
         .unwrap_or(span);
-    let mut text = format!("{prefix}{body}").trim().to_string();
+    clip(format!("{prefix}{body}").trim())
+}
+
+/// At most ~400 characters, cut on a character boundary.
+fn clip(text: &str) -> String {
+    let mut text = text.to_string();
     if text.len() > 400 {
         let cut = floor_char(&text, 400);
         text.truncate(cut);
         text.push('…');
     }
     text
+}
+
+/// Whether lines `from..to` look hard-wrapped at a fixed width: every line but
+/// the last has the same length, at least 60 characters (Windows consoles,
+/// `docker logs` and CI viewers wrap at 80/100/120 columns).
+fn fixed_width_wrap(doc: &Doc, from: usize, to: usize) -> bool {
+    if to < from + 2 || to > doc.lines.len() {
+        return false;
+    }
+    let lens: Vec<usize> = doc.lines[from..to - 1].iter().map(|l| l.text.chars().count()).collect();
+    lens[0] >= 60 && lens.iter().all(|&n| n == lens[0])
 }
 
 /// Whether the region (spaced) mentions any of these words.
