@@ -102,6 +102,11 @@ impl Span<'_> {
         self.cap(re).and_then(|c| size_of(&c, 1))
     }
 
+    /// A device index captured by group 1 of `re`.
+    pub fn device(&self, re: &Regex) -> Option<u32> {
+        self.cap(re).and_then(|c| u32_of(&c, 1))
+    }
+
     /// An integer captured by group 1 of `re`.
     pub fn int(&self, re: &Regex) -> Option<u64> {
         self.cap(re).and_then(|c| int_of(&c, 1))
@@ -116,6 +121,11 @@ impl Span<'_> {
 /// Parses group `i` as a size.
 pub fn size_of(c: &Captures<'_>, i: usize) -> Option<Bytes> {
     c.get(i).and_then(|m| m.as_str().parse::<Bytes>().ok())
+}
+
+/// Parses group `i` as a device index.
+pub fn u32_of(c: &Captures<'_>, i: usize) -> Option<u32> {
+    int_of(c, i).and_then(|d| u32::try_from(d).ok())
 }
 
 /// Parses group `i` as an integer (commas allowed).
@@ -364,7 +374,10 @@ fn fixed_width_wrap(doc: &Doc, from: usize, to: usize) -> bool {
     if to < from + 2 || to > doc.lines.len() {
         return false;
     }
-    let lens: Vec<usize> = doc.lines[from..to - 1].iter().map(|l| l.text.chars().count()).collect();
+    let lens: Vec<usize> = doc.lines[from..to - 1]
+        .iter()
+        .map(|l| l.text.chars().count())
+        .collect();
     lens[0] >= 60 && lens.iter().all(|&n| n == lens[0])
 }
 

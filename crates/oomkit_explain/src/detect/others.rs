@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use oomkit_core::Bytes;
 use regex::Captures;
 
-use super::{Detector, Lazy, Signal, Span, Status, int_of, re, signal, size_of};
+use super::{Detector, Lazy, Signal, Span, Status, int_of, re, signal, size_of, u32_of};
 use crate::event::{Backend, Framework};
 
 pub(super) static DETECTORS: &[Detector] = &[
@@ -129,7 +129,7 @@ fn paddle(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     sig.backend = Some(Backend::Cuda);
     sig.version_hint = Some("PaddlePaddle ≥ 2.0");
     let f = &mut sig.fields;
-    f.device = int_of(m, 1).and_then(|d| u32::try_from(d).ok());
+    f.device = u32_of(m, 1);
     f.requested = s.size(&PADDLE_REQ);
     f.allocated = s.size(&PADDLE_ALLOC);
     f.free = s.size(&PADDLE_FREE);

@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 use oomkit_core::Bytes;
 use regex::Captures;
 
-use super::{Detector, Lazy, Signal, Span, Status, re, region_has, signal, size_of};
+use super::{Detector, Lazy, Signal, Span, Status, re, region_has, signal, size_of, u32_of};
 use crate::event::{Backend, Cause, Framework, ProcessUse};
 
 pub(super) static DETECTORS: &[Detector] = &[
@@ -138,7 +138,7 @@ fn allocator(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     if let Some(c) = s.cap(&N_TOTAL) {
         // PyTorch ≥ 2.1 sentences.
         sig.format = "pytorch-caching-allocator-2.1";
-        f.device = super::int_of(&c, 1).and_then(|d| u32::try_from(d).ok());
+        f.device = u32_of(&c, 1);
         f.total = size_of(&c, 3);
         let typo = c.get(2).is_some_and(|g| g.as_str().is_empty());
         f.free = s.size(&N_FREE);
@@ -186,7 +186,7 @@ fn allocator(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         });
     } else if s.has(&L_TOTAL) || s.has(&L_GPU) {
         sig.format = "pytorch-caching-allocator-legacy";
-        f.device = s.int(&L_GPU).and_then(|d| u32::try_from(d).ok());
+        f.device = s.device(&L_GPU);
         f.total = s.size(&L_TOTAL);
         f.allocated = s.size(&L_ALLOC).or_else(|| s.size(&L_ACTIVE));
         f.free = s.size(&L_FREE);
@@ -249,7 +249,7 @@ fn ipex_4gb(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     sig.version_hint = Some("Intel Extension for PyTorch");
     let f = &mut sig.fields;
     f.requested = s.size(&TRIED);
-    f.device = s.int(&L_GPU).and_then(|d| u32::try_from(d).ok());
+    f.device = s.device(&L_GPU);
     f.total = s.size(&L_TOTAL);
     f.allocated = s.size(&L_ALLOC);
     f.reserved = s.size(&L_RESERVED);
@@ -291,7 +291,7 @@ fn malloc_async(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     sig.rank = 3;
     sig.version_hint = Some("PyTorch with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync");
     let f = &mut sig.fields;
-    f.device = super::int_of(m, 1).and_then(|d| u32::try_from(d).ok());
+    f.device = u32_of(m, 1);
     f.allocated = s.size(&MA_ALLOC);
     f.requested = s.size(&MA_REQ);
     f.total = s.size(&MA_LIMIT);
@@ -390,7 +390,7 @@ fn cuda_error(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
             "ggml-cuda-error",
         );
         if let Some(c) = s.cap(&CURRENT_DEVICE) {
-            sig.fields.device = super::int_of(&c, 1).and_then(|d| u32::try_from(d).ok());
+            sig.fields.device = u32_of(&c, 1);
             if let Some(func) = c.get(2) {
                 sig.fields.op = Some(func.as_str().to_string());
             }

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use oomkit_core::Bytes;
 use regex::Captures;
 
-use super::{Detector, Lazy, Signal, Span, Status, int_of, re, signal, size_of};
+use super::{Detector, Lazy, Signal, Span, Status, int_of, re, signal, size_of, u32_of};
 use crate::event::{Backend, Cause, Framework};
 
 pub(super) static DETECTORS: &[Detector] = &[
@@ -250,7 +250,7 @@ fn ggml_malloc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         sig.status = Status::NotOom("cudaMallocHost allocates pinned host RAM, not GPU memory");
     }
     sig.fields.requested = size_of(m, 1);
-    sig.fields.device = int_of(m, 2).and_then(|d| u32::try_from(d).ok());
+    sig.fields.device = u32_of(m, 2);
     sig.version_hint = Some(if s.region.contains("llama runner") {
         "Ollama"
     } else {
@@ -273,7 +273,7 @@ fn ggml_buffer(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     sig.rank = 3;
     let func = m.get(1).map_or("", |g| g.as_str());
     sig.backend = m.get(2).and_then(|g| ggml_backend(g.as_str()));
-    sig.fields.device = int_of(m, 3).and_then(|d| u32::try_from(d).ok());
+    sig.fields.device = u32_of(m, 3);
     sig.fields.requested = int_of(m, 4).map(Bytes);
     let kind = if func == "alloc_tensor_range" {
         "model weights"
@@ -298,7 +298,7 @@ fn ggml_failed(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     sig.rank = 1;
     if let Some(b) = m.get(1) {
         sig.backend = ggml_backend(b.as_str());
-        sig.fields.device = int_of(m, 2).and_then(|d| u32::try_from(d).ok());
+        sig.fields.device = u32_of(m, 2);
         sig.fields
             .details
             .push(("buffer".into(), "model weights".into()));

@@ -9,6 +9,7 @@ use regex::Captures;
 
 use super::{
     Detector, Lazy, Signal, Span, Status, int_of, re, region_has, signal, size_of, tensor_bytes,
+    u32_of,
 };
 use crate::event::{Backend, Cause, Framework};
 
@@ -399,7 +400,7 @@ fn jax_request(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     sig.backend = Some(Backend::Cuda);
     sig.rank = 2;
     sig.fields.requested = size_of(m, 2);
-    sig.fields.device = int_of(m, 3).and_then(|d| u32::try_from(d).ok());
+    sig.fields.device = u32_of(m, 3);
     sig.version_hint = Some(
         if m.get(1).is_some_and(|g| g.as_str() == "Resource exhausted") {
             "jaxlib ≤ 0.1.x (2019–21)"
