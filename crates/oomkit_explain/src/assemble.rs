@@ -192,20 +192,24 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
     out.sort_by_key(|f| f.line);
     let region = doc.spaced.as_str();
     let gpu_in_log = gpu_named_in(doc);
+    // Hints are read once per region (they describe the whole traceback).
+    let app = app_hint(region);
+    let phase = phase_hint(region);
     for f in &mut out {
-        if f.app.is_none() {
-            f.app = app_hint(region, f.sig.framework);
+        if f.app.is_none() && f.sig.framework == Framework::Pytorch {
+            f.app = app;
         }
-        f.phase = f.phase.or_else(|| phase_hint(region, f.sig.framework));
+        f.phase = f.phase.or(match f.sig.framework {
+            Framework::Vllm | Framework::Tgi => Some("serving"),
+            Framework::LlamaCpp => Some("inference"),
+            _ => phase,
+        });
         f.gpu = gpu_in_log.clone().or_else(|| gpu_from_total(&f.sig));
     }
     out
 }
 
-fn app_hint(region: &str, fw: Framework) -> Option<&'static str> {
-    if fw != Framework::Pytorch {
-        return None;
-    }
+fn app_hint(region: &str) -> Option<&'static str> {
     const HINTS: &[(&[&str], &str)] = &[
         (
             &[
@@ -251,12 +255,7 @@ fn app_hint(region: &str, fw: Framework) -> Option<&'static str> {
         .map(|(_, app)| *app)
 }
 
-fn phase_hint(region: &str, fw: Framework) -> Option<&'static str> {
-    match fw {
-        Framework::Vllm | Framework::Tgi => return Some("serving"),
-        Framework::LlamaCpp => return Some("inference"),
-        _ => {}
-    }
+fn phase_hint(region: &str) -> Option<&'static str> {
     const HINTS: &[(&[&str], &str)] = &[
         (
             &[
@@ -365,12 +364,28 @@ fn same_error(a: &Finding, b: &Finding) -> bool {
         && (x.processes.is_empty() || y.processes.is_empty() || x.processes == y.processes)
 }
 
+/// How many recent distinct errors a near copy is compared with.
+const NEAR_WINDOW: usize = 64;
+
 /// Folds repeated findings (every rank, every retry) into one with a count,
 /// and marks look-alikes that follow an OOM as its fallout.
 pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
     let mut out: Vec<Finding> = Vec::new();
+    // Exact copies are found by key in O(1); near copies (a truncated paste, a
+    // copy without the device) only among the last few distinct errors, which
+    // keeps folding linear on logs with thousands of different OOMs.
+    let mut exact: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     for f in all {
-        if let Some(e) = out.iter_mut().rev().find(|e| same_error(e, &f)) {
+        let key = format!(
+            "{}|{:?}|{:?}|{:?}",
+            f.sig.format, f.sig.status, f.sig.framework, f.sig.fields
+        );
+        let found = exact.get(&key).copied().or_else(|| {
+            let from = out.len().saturating_sub(NEAR_WINDOW);
+            (from..out.len()).rev().find(|&i| same_error(&out[i], &f))
+        });
+        if let Some(i) = found {
+            let e = &mut out[i];
             e.repeats += f.repeats;
             for r in f.ranks {
                 if !e.ranks.contains(&r) {
@@ -394,6 +409,14 @@ pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
             }
             continue;
         }
+        if out.len() >= crate::MAX_EVENTS {
+            // Bounded: further distinct errors count on the last one.
+            if let Some(last) = out.last_mut() {
+                last.repeats += f.repeats;
+            }
+            continue;
+        }
+        exact.insert(key, out.len());
         out.push(f);
     }
     let mut last_oom: Option<u64> = None;

@@ -10,6 +10,20 @@ use serde_json::json;
 use crate::cli::{ColorChoice, ExplainArgs, Format};
 use crate::{input, output};
 
+/// The JSON contract: the report, each event tagged with the input it came from.
+#[derive(serde::Serialize)]
+struct JsonReport<'a> {
+    version: u32,
+    events: Vec<Sourced<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct Sourced<'a> {
+    #[serde(flatten)]
+    event: &'a oomkit_explain::Event,
+    source: &'a str,
+}
+
 pub fn run(args: ExplainArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let mut out = output::stdout(color);
     if args.list_formats {
@@ -42,20 +56,16 @@ pub fn run(args: ExplainArgs, color: ColorChoice) -> anyhow::Result<u8> {
     }
     match args.format {
         Format::Json => {
-            let events: Vec<serde_json::Value> = reports
+            let events: Vec<Sourced<'_>> = reports
                 .iter()
                 .flat_map(|(name, r)| {
-                    r.events.iter().map(move |e| {
-                        let mut v = serde_json::to_value(e).unwrap_or_default();
-                        if let Some(o) = v.as_object_mut() {
-                            o.insert("source".into(), json!(name));
-                        }
-                        v
+                    r.events.iter().map(move |event| Sourced {
+                        event,
+                        source: name,
                     })
                 })
                 .collect();
-            let doc = json!({ "version": 1, "events": events });
-            serde_json::to_writer_pretty(&mut out, &doc)?;
+            serde_json::to_writer_pretty(&mut out, &JsonReport { version: 1, events })?;
             writeln!(out)?;
         }
         Format::Human => {

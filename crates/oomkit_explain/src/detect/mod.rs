@@ -260,6 +260,8 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
         }
     }
     hits.sort_by_key(|h| (h.line_idx, h.start));
+    let mut spaced_starts: Vec<usize> = hits.iter().filter(|h| !h.tight).map(|h| h.start).collect();
+    spaced_starts.sort_unstable();
     let mut out = Vec::new();
     for (i, h) in hits.iter().enumerate() {
         // The message runs to the next headline on a later line (or the cap).
@@ -281,11 +283,10 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
             let tspan = &doc.tight[h.start.min(r.end)..r.end];
             (tspan, tspan, &doc.tight[h.start..])
         } else {
-            let end = hits[i + 1..]
-                .iter()
-                .filter(|n| !n.tight && n.start >= h.end)
-                .map(|n| n.start)
-                .min()
+            let k = spaced_starts.partition_point(|&st| st < h.end);
+            let end = spaced_starts
+                .get(k)
+                .copied()
                 .unwrap_or(doc.spaced.len())
                 .min(
                     doc.spaced_starts
