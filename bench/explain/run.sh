@@ -5,8 +5,12 @@
 #   bash bench/explain/run.sh 256 1024     # several sizes, to show scaling
 #
 # Environment:
-#   RUNS=5            timed runs per command; the best (minimum) wall time is kept
+#   RUNS=5            timed runs per command, interleaved a b c a b c ...; the
+#                     best (minimum) wall time of each is kept
 #   OOMKIT=path       benchmark this binary instead of building target/release/oomkit
+#   GEN_ARGS, TAG     extra gen_log.py arguments for a variant, and a file-name tag
+#                     for it, e.g. GEN_ARGS="--kv-metrics-every 25" TAG=kv25
+#                     (bench/data/train_256m_kv25.log: an anchor phrase every ~25 lines)
 #   CARGO_TARGET_DIR  honoured when building
 #
 # For each size it generates bench/data/train_<N>m.log (+ .manifest.json) with
@@ -64,18 +68,20 @@ fi
 SINK=$(mktemp "${TMPDIR:-/tmp}/oomkit-bench.XXXXXX")
 trap 'rm -f "$SINK"' EXIT
 
-# best_time CMD...: minimum wall seconds of $RUNS runs of the command (stdout
-# to a scratch file, stderr to /dev/null), timed with bash's $EPOCHREALTIME so
-# no extra process is started around the command.
-best_time() {
-    local i t0 t1 times=()
-    for ((i = 0; i < RUNS; i++)); do
-        t0=$EPOCHREALTIME
-        "$@" >"$SINK" 2>/dev/null || true
-        t1=$EPOCHREALTIME
-        times+=("$t0:$t1")
-    done
-    python3 -c 'import sys; print("%.4f" % min(float(b) - float(a) for a, b in (x.split(":") for x in sys.argv[1:])))' "${times[@]}"
+# time_once CMD...: wall seconds of one run of the command (stdout to a
+# scratch file, stderr to /dev/null), timed with bash's $EPOCHREALTIME so no
+# extra process is started around the command.
+time_once() {
+    local t0 t1
+    t0=$EPOCHREALTIME
+    "$@" >"$SINK" 2>/dev/null || true
+    t1=$EPOCHREALTIME
+    echo "$t0 $t1"
+}
+
+# best_of TIMES...: the smallest of "t0 t1" pairs, in seconds.
+best_of() {
+    python3 -c 'import sys; a = sys.argv[1:]; print("%.4f" % min(float(a[i + 1]) - float(a[i]) for i in range(0, len(a), 2)))' "$@"
 }
 
 # peak_rss_kb CMD...: maximum resident set size in KiB (GNU time -v).
@@ -97,17 +103,19 @@ echo "- date: $(date -u +%Y-%m-%dT%H:%MZ)"
 echo "- machine: $(nproc) cores ($CPU), $MEM RAM, $(uname -sr)"
 echo "- $(grep --version | head -1), locale for (a): LANG=${LANG:-unset} LC_ALL=${LC_ALL:-unset}"
 echo "- oomkit: $OOMKIT ($("$OOMKIT" --version 2>/dev/null || echo '?')), tree $(git rev-parse --short HEAD 2>/dev/null || echo '?')$( [ -n "$(git --no-optional-locks status --porcelain --untracked-files=no 2>/dev/null)" ] && echo ' + uncommitted changes')"
-echo "- timing: best of $RUNS wall-clock runs (bash loop timed with \$EPOCHREALTIME; stdout to a file, never /dev/null), warm page cache; peak RSS from /usr/bin/time -v"
+echo "- load average before the runs: $(cut -d' ' -f1-3 /proc/loadavg) (other processes share these $(nproc) cores)"
+echo "- timing: best of $RUNS interleaved wall-clock runs (bash loop timed with \$EPOCHREALTIME; stdout to a file, never /dev/null), warm page cache; peak RSS from /usr/bin/time -v"
 echo
 
 status=0
 SCALING=()
 for size in "${SIZES[@]}"; do
-    file="$DATA/train_${size}m.log"
+    file="$DATA/train_${size}m${TAG:+_$TAG}.log"
     manifest="$file.manifest.json"
     if [ ! -s "$file" ] || [ ! -s "$manifest" ]; then
         echo "# generating $file ($size MiB)" >&2
-        python3 bench/explain/gen_log.py --size-mb "$size" --out "$file" >&2
+        # shellcheck disable=SC2086 # GEN_ARGS is a list of words
+        python3 bench/explain/gen_log.py --size-mb "$size" ${GEN_ARGS:-} --out "$file" >&2
     fi
     bytes=$(stat -c %s "$file")
     cat "$file" >/dev/null # warm the page cache
@@ -119,15 +127,23 @@ for size in "${SIZES[@]}"; do
     # One untimed run of each for the checks.
     count_a=$("${cmd_a[@]}" || true)
     count_b=$("${cmd_b[@]}" || true)
-    json="$DATA/train_${size}m.oomkit.json"
+    json="${file%.log}.oomkit.json"
     set +e
     "${cmd_c[@]}" >"$json" 2>"$json.stderr"
     rc_c=$?
     set -e
 
-    t_a=$(best_time "${cmd_a[@]}")
-    t_b=$(best_time "${cmd_b[@]}")
-    t_c=$(best_time "${cmd_c[@]}")
+    # Interleaved (a b c a b c ...) so that load from other processes hits
+    # all three alike; the best of $RUNS is kept for each.
+    times_a=() times_b=() times_c=()
+    for ((i = 0; i < RUNS; i++)); do
+        times_a+=($(time_once "${cmd_a[@]}"))
+        times_b+=($(time_once "${cmd_b[@]}"))
+        times_c+=($(time_once "${cmd_c[@]}"))
+    done
+    t_a=$(best_of "${times_a[@]}")
+    t_b=$(best_of "${times_b[@]}")
+    t_c=$(best_of "${times_c[@]}")
     r_a=$(peak_rss_kb "${cmd_a[@]}")
     r_b=$(peak_rss_kb "${cmd_b[@]}")
     r_c=$(peak_rss_kb "${cmd_c[@]}")

@@ -107,3 +107,23 @@ impl Explainer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distinct_events_are_capped_and_counted() {
+        let mut log = String::new();
+        for i in 0..MAX_EVENTS + 500 {
+            log.push_str(&format!(
+                "RuntimeError: CUDA out of memory. Tried to allocate {}.00 MiB (GPU 0; 23.65 GiB total capacity; 1.06 GiB already allocated; 10.26 GiB free; 12.53 GiB reserved in total by PyTorch)\n",
+                i + 1
+            ));
+        }
+        let r = Explainer::new().explain_str(&log);
+        assert_eq!(r.events.len(), MAX_EVENTS);
+        let total: u64 = r.events.iter().map(|e| u64::from(e.repeats)).sum();
+        assert_eq!(total, (MAX_EVENTS + 500) as u64);
+    }
+}
