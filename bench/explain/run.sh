@@ -51,7 +51,7 @@ fi
 # ---- build -----------------------------------------------------------------
 if [ -z "${OOMKIT:-}" ]; then
     for attempt in 1 2 3; do
-        if cargo build --release --quiet -p oomkit; then break; fi
+        if cargo build --release --quiet; then break; fi
         [ "$attempt" = 3 ] && die "cargo build --release failed 3 times"
         echo "# cargo build failed (tree mid-edit?); retrying in 60 s" >&2
         sleep 60
@@ -118,7 +118,7 @@ for size in "${SIZES[@]}"; do
         python3 bench/explain/gen_log.py --size-mb "$size" ${GEN_ARGS:-} --out "$file" >&2
     fi
     bytes=$(stat -c %s "$file")
-    cat "$file" >/dev/null # warm the page cache
+    wc -l <"$file" >/dev/null # warm the page cache (wc -l must read every byte)
 
     cmd_a=(grep -c "$NEEDLE" "$file")
     cmd_b=(env LC_ALL=C grep -c "$NEEDLE" "$file")
