@@ -285,7 +285,7 @@ fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
     let mut parts = Vec::new();
     match (x.requested, x.free) {
         (Some(r), Some(fr)) if fr < r => parts.push(format!("asked for {r} with only {fr} free")),
-        (Some(r), Some(fr)) => parts.push(format!("asked for {r} while {fr} was reported free (the allocator also needs room for its segment rounding)")),
+        (Some(r), Some(fr)) => parts.push(format!("asked for {r} while {fr} was reported free")),
         (Some(r), None) => parts.push(format!("asked for {r}")),
         _ => {}
     }
@@ -301,6 +301,15 @@ fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
     }
     if let Some(o) = n.other_processes_bytes.filter(|o| o.0 > 0) {
         parts.push(format!("other processes hold {o}"));
+    }
+    if let (Some(fr), Some(t)) = (x.free, x.total)
+        && fr > t
+    {
+        // oom-messages.md §2 diagnosis 8: UMA/APU devices (Strix Halo, MI300A)
+        // report the GTT/carve-out as total and system RAM as free.
+        parts.push(format!(
+            "free ({fr}) exceeds total ({t}): a unified-memory APU reports its GPU carve-out as the total, and that carve-out is the real limit (raise it in the BIOS or with the amdgpu.gttsize / ttm page limits)"
+        ));
     }
     if let Some((_, v)) = x
         .details
