@@ -82,14 +82,6 @@ impl Bytes {
     pub const fn saturating_add(self, other: Bytes) -> Bytes {
         Bytes(self.0.saturating_add(other.0))
     }
-    /// The value in GiB, for display and ratios only (never stored).
-    pub fn as_gib_f64(self) -> f64 {
-        self.0 as f64 / GIB as f64
-    }
-    /// The value in MiB, for display and ratios only.
-    pub fn as_mib_f64(self) -> f64 {
-        self.0 as f64 / MIB as f64
-    }
 
     /// Parses a size where `KB`/`MB`/`GB` mean 10^3/10^6/10^9 (what a user
     /// typing "24GB" on a command line usually means); `KiB`/`MiB`/`GiB` stay binary.
@@ -100,20 +92,6 @@ impl Bytes {
     /// Formats as nvidia-smi does: whole MiB, rounded down, e.g. `81559MiB`.
     pub fn display_mib(self) -> String {
         format!("{}MiB", self.0 / MIB)
-    }
-
-    /// Formats with one decimal and a short unit, e.g. `23.6 GiB`, for tight tables.
-    pub fn display_short(self) -> String {
-        let v = self.0;
-        if v < KIB {
-            format!("{v} B")
-        } else if v < MIB {
-            format!("{:.1} KiB", v as f64 / KIB as f64)
-        } else if v < GIB {
-            format!("{:.1} MiB", v as f64 / MIB as f64)
-        } else {
-            format!("{:.1} GiB", v as f64 / GIB as f64)
-        }
     }
 }
 

@@ -124,11 +124,6 @@ impl Scanner {
         }
     }
 
-    /// Whether a line holds an anchor.
-    pub fn is_anchor_line(&self, line: &[u8]) -> bool {
-        self.anchors.is_match(line)
-    }
-
     /// Reads `reader` to the end, calling `on_region` for every region.
     /// Returns the number of bytes read.
     pub fn scan<R: Read>(
