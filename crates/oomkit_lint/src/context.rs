@@ -511,8 +511,8 @@ impl<'a> Checker<'a> {
                 _ => Kind::Unknown,
             },
             Expr::UnaryOp(u) => self.kind(&u.operand),
-            Expr::BinOp(b) => combine(self.kind(&b.left), self.kind(&b.right)),
-            Expr::Call(c) => self.call_kind(c, grad),
+            Expr::BinOp(b) => no_graph_unless(grad, combine(self.kind(&b.left), self.kind(&b.right))),
+            Expr::Call(c) => no_graph_unless(grad, self.call_kind(c, grad)),
             _ => Kind::Unknown,
         }
     }
@@ -773,6 +773,15 @@ impl<'a> Checker<'a> {
     }
 }
 
+/// A new op under `no_grad` records no graph, whatever its inputs.
+fn no_graph_unless(grad: bool, k: Kind) -> Kind {
+    if !grad && k.has_graph() {
+        Kind::Tensor { graph: false }
+    } else {
+        k
+    }
+}
+
 fn combine(a: Kind, b: Kind) -> Kind {
     use Kind::*;
     match (a, b) {
@@ -947,12 +956,12 @@ impl<'a> Visitor<'a> for Checker<'a> {
             Stmt::For(s) => {
                 self.visit_expr(&s.iter);
                 self.bind(&s.target, Kind::Unknown);
-                self.run_loop(&s.body);
+                self.run_loop(&s.body, Some(&s.target));
                 self.visit_body(&s.orelse);
             }
             Stmt::While(s) => {
                 self.visit_expr(&s.test);
-                self.run_loop(&s.body);
+                self.run_loop(&s.body, None);
                 self.visit_body(&s.orelse);
             }
             Stmt::If(s) => {
@@ -1050,9 +1059,13 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn run_loop(&mut self, body: &'a [Stmt]) {
+    fn run_loop(&mut self, body: &'a [Stmt], target: Option<&Expr>) {
+        let mut facts = BodyFacts::of(body);
+        if let Some(t) = target {
+            collect_targets(t, &mut facts.assigned);
+        }
         let frame = LoopFrame {
-            facts: BodyFacts::of(body),
+            facts,
             if_depth: 0,
             except_depth: 0,
         };
