@@ -349,6 +349,33 @@ pub struct LoopFrame<'a> {
     pub if_depth: u32,
     /// `except` depth inside this loop.
     pub except_depth: u32,
+    /// Whether it looks like a loop over data or training steps (`for batch in loader`,
+    /// `for step in range(max_steps)`, `while True`), not over layers, heads or images.
+    pub is_data_loop: bool,
+    /// Names bound by the `for` target.
+    pub targets: HashSet<String>,
+}
+
+const DATA_ITER_WORDS: &[&str] = &[
+    "loader", "batches", "dataset", "data", "epoch", "step", "iter", "train", "eval", "valid",
+    "test", "sample", "prompts",
+];
+const DATA_TARGET_WORDS: &[&str] = &["batch", "step", "epoch", "iteration", "sample", "inputs"];
+
+/// See [`LoopFrame::is_data_loop`].
+fn is_data_loop(iter: Option<&Expr>, target: Option<&Expr>, source: &str) -> bool {
+    let (Some(iter), Some(target)) = (iter, target) else {
+        return true; // `while`
+    };
+    let text = |e: &Expr| {
+        source
+            .get(e.range().start().to_usize()..e.range().end().to_usize())
+            .unwrap_or("")
+            .to_ascii_lowercase()
+    };
+    let it = text(iter);
+    let tg = text(target);
+    DATA_ITER_WORDS.iter().any(|w| it.contains(w)) || DATA_TARGET_WORDS.iter().any(|w| tg.contains(w))
 }
 
 impl<'a> Scope<'a> {
@@ -376,8 +403,9 @@ pub struct Checker<'a> {
     pub imports: HashMap<String, String>,
     /// Open scopes, innermost last (the module first).
     pub scopes: Vec<Scope<'a>>,
-    /// Enclosing classes: whether each has base classes.
-    classes: Vec<bool>,
+    /// Enclosing classes: whether each has base classes, and the `self.x = Class(...)`
+    /// attributes its `__init__` creates (submodules).
+    classes: Vec<(bool, HashSet<String>)>,
     /// Ranges already reported by OOM109 (a call's callee).
     pub handled: HashSet<TextRange>,
     rules: RuleSet,
@@ -563,14 +591,10 @@ impl<'a> Checker<'a> {
                 }
                 _ => {}
             }
-            // `self.layer(x)` inside forward
+            // `self.layer(x)` inside forward, `layer` a submodule made in `__init__`
             if self.scope().is_forward
                 && matches!(&*a.value, Expr::Name(n) if Some(n.id.as_str()) == self.scope().self_name.as_deref())
-                && !m.starts_with('_')
-                && !m.starts_with("get")
-                && !m.starts_with("is_")
-                && !m.starts_with("has_")
-                && !m.starts_with("num")
+                && self.classes.last().is_some_and(|c| c.1.contains(m))
             {
                 return Kind::Tensor { graph: grad };
             }
@@ -628,7 +652,10 @@ impl<'a> Checker<'a> {
         Some(Kind::Tensor { graph: any_graph() })
     }
 
-    /// A callee that is a model (by what it was bound to, or by its name).
+    /// A callee that is a model (by what it was bound to, or by its name): a variable
+    /// or `self.x` named like a model (`model`, `net`, `ddp_model`), never a module
+    /// attribute (`torch.Generator`), a class or a function named like a verb
+    /// (`create_model`, `_wrap_model`).
     pub fn is_model_callee(&self, func: &Expr) -> bool {
         if let Expr::Name(n) = func
             && let Some(k) = self.scope().env.get(n.id.as_str())
@@ -638,16 +665,24 @@ impl<'a> Checker<'a> {
         let Some(last) = last_segment(func) else {
             return false;
         };
-        if let Expr::Attribute(a) = func
-            && !matches!(&*a.value, Expr::Name(_) | Expr::Attribute(_))
-        {
+        if let Expr::Attribute(a) = func {
+            let is_self = matches!(&*a.value, Expr::Name(n) if Some(n.id.as_str()) == self.scope().self_name.as_deref());
+            let plain_var = matches!(&*a.value, Expr::Name(n) if !self.imports.contains_key(n.id.as_str()) && n.id.as_str() != "torch");
+            if !is_self && !plain_var {
+                return false;
+            }
+        } else if self.imports.contains_key(last) {
+            return false;
+        }
+        if !last.starts_with(|c: char| c.is_ascii_lowercase()) {
             return false;
         }
         let l = last.to_ascii_lowercase();
-        MODEL_NAMES.contains(&l.as_str())
-            || l.ends_with("_model")
-            || l.ends_with("_net")
-            || l.starts_with("model_")
+        if MODEL_NAMES.contains(&l.as_str()) {
+            return true;
+        }
+        let first_word = l.split('_').next().unwrap_or("");
+        (l.ends_with("_model") || l.ends_with("_net")) && !VERBS.contains(&first_word)
     }
 
     /// A callee that is a loss function.
@@ -750,7 +785,7 @@ impl<'a> Checker<'a> {
                     .iter()
                     .any(|d| self.is_grad_off(&d.expression)),
             );
-        let in_class = self.classes.last().copied();
+        let in_class = self.classes.last().map(|c| c.0);
         let first_param = f
             .parameters
             .posonlyargs
@@ -806,6 +841,12 @@ pub fn is_model_class(q: &str) -> bool {
         && !class.contains("Processor")
         && !class.contains("Config")
 }
+
+const VERBS: &[&str] = &[
+    "create", "get", "is", "has", "wrap", "unwrap", "load", "build", "make", "init", "prepare",
+    "setup", "to", "from", "save", "compute", "update", "set", "check", "validate", "apply",
+    "register", "convert", "find", "resolve", "patch", "copy", "push", "export",
+];
 
 const MODEL_NAMES: &[&str] = &[
     "model",
@@ -889,6 +930,32 @@ const NOT_TENSOR_OPS: &[&str] = &[
     "meshgrid",
 ];
 
+/// `self.x = SomeClass(...)` / `self.x = nn.Linear(...)` in a class's `__init__`.
+fn submodules(body: &[Stmt]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for stmt in body {
+        let Stmt::FunctionDef(f) = stmt else { continue };
+        if f.name.as_str() != "__init__" {
+            continue;
+        }
+        let facts = BodyFacts::of(&f.body);
+        for (targets, value, _) in &facts.assigns {
+            let Expr::Call(c) = value else { continue };
+            let class_like = last_segment(&c.func)
+                .is_some_and(|l| l.starts_with(|ch: char| ch.is_ascii_uppercase()));
+            if !class_like {
+                continue;
+            }
+            for t in targets {
+                if let Some(attr) = t.strip_prefix("self.") {
+                    out.insert(attr.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
 fn collect_imports(body: &[Stmt], out: &mut HashMap<String, String>) {
     for stmt in body {
         match stmt {
@@ -948,7 +1015,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     self.visit_expr(&d.expression);
                 }
                 let has_bases = c.arguments.as_ref().is_some_and(|a| !a.args.is_empty());
-                self.classes.push(has_bases);
+                self.classes.push((has_bases, submodules(&c.body)));
                 // a class body is its own namespace; its methods get their own scopes
                 self.visit_body(&c.body);
                 self.classes.pop();
@@ -956,12 +1023,12 @@ impl<'a> Visitor<'a> for Checker<'a> {
             Stmt::For(s) => {
                 self.visit_expr(&s.iter);
                 self.bind(&s.target, Kind::Unknown);
-                self.run_loop(&s.body, Some(&s.target));
+                self.run_loop(&s.body, Some(&s.iter), Some(&s.target));
                 self.visit_body(&s.orelse);
             }
             Stmt::While(s) => {
                 self.visit_expr(&s.test);
-                self.run_loop(&s.body, None);
+                self.run_loop(&s.body, None, None);
                 self.visit_body(&s.orelse);
             }
             Stmt::If(s) => {
@@ -1059,12 +1126,16 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn run_loop(&mut self, body: &'a [Stmt], target: Option<&Expr>) {
+    fn run_loop(&mut self, body: &'a [Stmt], iter: Option<&Expr>, target: Option<&Expr>) {
         let mut facts = BodyFacts::of(body);
+        let mut targets = HashSet::new();
         if let Some(t) = target {
-            collect_targets(t, &mut facts.assigned);
+            collect_targets(t, &mut targets);
+            facts.assigned.extend(targets.iter().cloned());
         }
         let frame = LoopFrame {
+            is_data_loop: is_data_loop(iter, target, self.source),
+            targets,
             facts,
             if_depth: 0,
             except_depth: 0,

@@ -7,8 +7,9 @@ use crate::rules::Rule;
 
 rule_doc! {
     /// ## What it does
-    /// Flags `torch.cuda.empty_cache()` called unconditionally in a loop body (not under an
-    /// `if` or in an `except` handler of that loop).
+    /// Flags `torch.cuda.empty_cache()` called unconditionally in the body of a loop over
+    /// data or steps (not under an `if` or in an `except` handler of that loop; a loop
+    /// over models or phases is fine).
     ///
     /// ## Why it costs memory
     /// `empty_cache()` only returns *unused* cached blocks to the driver; it cannot free
@@ -38,7 +39,7 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         return;
     }
     let Some(lp) = ch.innermost_loop() else { return };
-    if lp.if_depth > 0 || lp.except_depth > 0 {
+    if !lp.is_data_loop || lp.if_depth > 0 || lp.except_depth > 0 {
         return;
     }
     if ch.qualified(&call.func).as_deref() != Some("torch.cuda.empty_cache") {

@@ -79,7 +79,11 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         return;
     }
     let after_eval = scope.eval_models.contains(&callee);
-    let named = inference_named(&scope.name) && ch.is_model_callee(&call.func);
+    // methods and private helpers are called by frameworks that may disable grad
+    let named = scope.self_name.is_none()
+        && !scope.name.starts_with('_')
+        && inference_named(&scope.name)
+        && ch.is_model_callee(&call.func);
     if !after_eval && !named {
         return;
     }

@@ -38,6 +38,9 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
     let Some(lp) = ch.innermost_loop() else {
         return;
     };
+    if !lp.is_data_loop {
+        return;
+    }
     let name = text_of(target);
     if name.is_empty() || (lp.facts.assigned.contains(&name) && !is_only_accumulated(lp, &name)) {
         return;

@@ -8,7 +8,8 @@ use crate::rules::Rule;
 rule_doc! {
     /// ## What it does
     /// Flags `.backward(retain_graph=True)` (also `accelerator.backward(loss,
-    /// retain_graph=True)`) inside a loop.
+    /// retain_graph=True)`) inside a loop over data or steps (not a loop over several
+    /// losses of one step).
     ///
     /// ## Why it costs memory
     /// `retain_graph=True` keeps the saved activations of the graph after the backward
@@ -33,7 +34,7 @@ rule_doc! {
 
 /// Runs on every call.
 pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
-    if !ch.enabled(Rule::RetainGraphInLoop) || ch.innermost_loop().is_none() {
+    if !ch.enabled(Rule::RetainGraphInLoop) || !ch.innermost_loop().is_some_and(|l| l.is_data_loop) {
         return;
     }
     if backward_loss(call).is_none() {

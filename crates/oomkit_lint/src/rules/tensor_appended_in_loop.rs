@@ -8,7 +8,7 @@ use crate::rules::Rule;
 rule_doc! {
     /// ## What it does
     /// Flags `xs.append(t)` (also `xs.extend([t])`, `xs += [t]` and `d[step] = t`) inside a
-    /// loop when `t` is a tensor that carries an autograd graph: a loss, logits or model
+    /// loop over data or steps (`for batch in loader`, `for step in range(n)`, `while`) when `t` is a tensor that carries an autograd graph: a loss, logits or model
     /// outputs not reduced by `.item()`, `.detach()`, `.cpu()`, `.tolist()`, `.numpy()`,
     /// `float()` or `int()`.
     ///
@@ -40,6 +40,9 @@ fn in_loop_and_kept(ch: &Checker<'_>, container: &Expr) -> bool {
     let Some(lp) = ch.innermost_loop() else {
         return false;
     };
+    if !lp.is_data_loop {
+        return false;
+    }
     let name = text_of(container);
     // a list re-created inside the loop is dropped every iteration
     !name.is_empty() && !lp.facts.assigned.contains(&name) && !ch.consumed_as_loss(&name)
@@ -101,12 +104,14 @@ pub(crate) fn check_subscript_store(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
     let Some(lp) = ch.innermost_loop() else {
         return;
     };
-    let key_varies = lp
-        .facts
-        .assigned
-        .iter()
-        .any(|n| crate::context::mentions(&s.slice, n));
-    if key_varies && ch.kind(&a.value).has_graph() && in_loop_and_kept(ch, &s.value) {
+    // a new key per step (the loop variable), not a running sum per key
+    let key_is_step = matches!(&*s.slice, Expr::Name(n) if lp.targets.contains(n.id.as_str()));
+    let container = text_of(&s.value);
+    if key_is_step
+        && !crate::context::mentions(&a.value, &container)
+        && ch.kind(&a.value).has_graph()
+        && in_loop_and_kept(ch, &s.value)
+    {
         report(ch, a.range(), &s.value, &a.value);
     }
 }

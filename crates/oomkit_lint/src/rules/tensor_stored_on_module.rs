@@ -49,6 +49,11 @@ pub(crate) fn check(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
     if !matches!(&*target.value, Expr::Name(n) if n.id.as_str() == self_name) {
         return;
     }
+    // decode caches and recurrent state are kept on purpose
+    let attr = target.attr.as_str().to_ascii_lowercase();
+    if attr.contains("cache") || attr.ends_with("state") || attr.ends_with("states") {
+        return;
+    }
     if !ch.kind(&a.value).has_graph() {
         return;
     }
