@@ -78,7 +78,10 @@ mod tests {
         assert!(set.contains(Rule::TensorAppendedInLoop));
         assert!(!set.contains(Rule::EmptyCacheInLoop));
         assert!(!set.contains(Rule::DataParallel));
-        assert_eq!(LintConfig::from_pyproject("[project]\nname='x'\n").expect("ok"), None);
+        assert_eq!(
+            LintConfig::from_pyproject("[project]\nname='x'\n").expect("ok"),
+            None
+        );
         assert!(LintConfig::from_pyproject("[tool.oomkit.lint]\nselct = []\n").is_err());
         assert!(rule_set(None, &["NOPE".into()]).is_err());
     }

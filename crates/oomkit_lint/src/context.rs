@@ -375,7 +375,8 @@ fn is_data_loop(iter: Option<&Expr>, target: Option<&Expr>, source: &str) -> boo
     };
     let it = text(iter);
     let tg = text(target);
-    DATA_ITER_WORDS.iter().any(|w| it.contains(w)) || DATA_TARGET_WORDS.iter().any(|w| tg.contains(w))
+    DATA_ITER_WORDS.iter().any(|w| it.contains(w))
+        || DATA_TARGET_WORDS.iter().any(|w| tg.contains(w))
 }
 
 impl<'a> Scope<'a> {
@@ -458,7 +459,9 @@ impl<'a> Checker<'a> {
 
     /// The innermost scope.
     pub fn scope(&self) -> &Scope<'a> {
-        self.scopes.last().expect("the module scope is never popped")
+        self.scopes
+            .last()
+            .expect("the module scope is never popped")
     }
 
     fn scope_mut(&mut self) -> &mut Scope<'a> {
@@ -539,7 +542,9 @@ impl<'a> Checker<'a> {
                 _ => Kind::Unknown,
             },
             Expr::UnaryOp(u) => self.kind(&u.operand),
-            Expr::BinOp(b) => no_graph_unless(grad, combine(self.kind(&b.left), self.kind(&b.right))),
+            Expr::BinOp(b) => {
+                no_graph_unless(grad, combine(self.kind(&b.left), self.kind(&b.right)))
+            }
             Expr::Call(c) => no_graph_unless(grad, self.call_kind(c, grad)),
             _ => Kind::Unknown,
         }
@@ -557,10 +562,10 @@ impl<'a> Checker<'a> {
                 _ => {}
             }
         }
-        if let Some(q) = self.qualified(func) {
-            if let Some(k) = self.torch_call_kind(&q, c, grad) {
-                return k;
-            }
+        if let Some(q) = self.qualified(func)
+            && let Some(k) = self.torch_call_kind(&q, c, grad)
+        {
+            return k;
         }
         if let Expr::Attribute(a) = func {
             let recv = self.kind(&a.value);
@@ -646,7 +651,10 @@ impl<'a> Checker<'a> {
         if NOT_TENSOR_OPS.contains(&f) || f.starts_with("get_") || f.starts_with("set_") {
             return None;
         }
-        if matches!(f, "is_tensor" | "numel" | "is_floating_point" | "is_grad_enabled") {
+        if matches!(
+            f,
+            "is_tensor" | "numel" | "is_floating_point" | "is_grad_enabled"
+        ) {
             return Some(Kind::Number);
         }
         Some(Kind::Tensor { graph: any_graph() })
@@ -726,7 +734,7 @@ impl<'a> Checker<'a> {
                 let backward_like = matches!(&*c.func, Expr::Attribute(a)
                     if matches!(a.attr.as_str(), "backward" | "manual_backward" | "scale" | "append" | "extend"));
                 backward_like
-                    && (hit(&c.func) || c.arguments.args.iter().any(|a| hit(a)))
+                    && (hit(&c.func) || c.arguments.args.iter().any(&hit))
                     && !matches!(&*c.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "append" | "extend") && text_of(&a.value) == name)
             })
     }
@@ -769,7 +777,10 @@ impl<'a> Checker<'a> {
             Some("torch.set_grad_enabled" | "torch.autograd.set_grad_enabled") => {
                 matches!(expr, Expr::Call(c) if matches!(c.arguments.args.first(), Some(Expr::BooleanLiteral(b)) if !b.value))
             }
-            _ => matches!(last_segment(call_target), Some("no_grad" | "inference_mode")),
+            _ => matches!(
+                last_segment(call_target),
+                Some("no_grad" | "inference_mode")
+            ),
         }
     }
 
@@ -980,7 +991,10 @@ fn collect_imports(body: &[Stmt], out: &mut HashMap<String, String>) {
                         continue;
                     }
                     let local = a.asname.as_ref().unwrap_or(&a.name);
-                    out.insert(local.to_string(), format!("{}.{}", m.as_str(), a.name.as_str()));
+                    out.insert(
+                        local.to_string(),
+                        format!("{}.{}", m.as_str(), a.name.as_str()),
+                    );
                 }
             }
             Stmt::FunctionDef(f) => collect_imports(&f.body, out),
@@ -1163,7 +1177,10 @@ pub fn optimizer_step(ch: &Checker<'_>, call: &ast::ExprCall) -> Option<String> 
         return None;
     }
     let by_kind = matches!(&*a.value, Expr::Name(n) if ch.scope().env.get(n.id.as_str()) == Some(&Kind::Optimizer));
-    let by_name = (recv.contains("optim") || recv == "opt" || recv.starts_with("opt_") || recv.ends_with("_opt"))
+    let by_name = (recv.contains("optim")
+        || recv == "opt"
+        || recv.starts_with("opt_")
+        || recv.ends_with("_opt"))
         && !recv.contains("sched")
         && !recv.contains("lr");
     (by_kind || by_name).then(|| text_of(&a.value))
@@ -1191,7 +1208,10 @@ pub fn backward_loss(call: &ast::ExprCall) -> Option<&Expr> {
     let recv_name = last_segment(recv).unwrap_or("").to_ascii_lowercase();
     if let Some(first) = call.arguments.args.first()
         && (a.attr.as_str() == "manual_backward"
-            || matches!(recv_name.as_str(), "accelerator" | "fabric" | "self" | "engine" | "model_engine" | "autograd"))
+            || matches!(
+                recv_name.as_str(),
+                "accelerator" | "fabric" | "self" | "engine" | "model_engine" | "autograd"
+            ))
     {
         return Some(first);
     }

@@ -31,7 +31,7 @@ mod suppression;
 pub use config::{LintConfig, rule_set};
 pub use diagnostic::Diagnostic;
 pub use parse::SyntaxError;
-pub use rules::{Rule, RuleInfo, RuleSet, RULES};
+pub use rules::{RULES, Rule, RuleInfo, RuleSet};
 
 use crate::context::Checker;
 use crate::diagnostic::Violation;
@@ -67,7 +67,9 @@ pub enum Error {
     #[error("invalid [tool.oomkit.lint] configuration: {0}")]
     Config(String),
     /// A `--select`/`--ignore`/config selector that matches no rule.
-    #[error("unknown rule selector `{0}` (expected a code like OOM101, a prefix like OOM1, a rule name or ALL)")]
+    #[error(
+        "unknown rule selector `{0}` (expected a code like OOM101, a prefix like OOM1, a rule name or ALL)"
+    )]
     UnknownSelector(String),
 }
 
@@ -82,7 +84,11 @@ pub struct Fixed {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-fn violations(path: &str, source: &str, settings: &Settings) -> Result<(Vec<Violation>, Lines), Error> {
+fn violations(
+    path: &str,
+    source: &str,
+    settings: &Settings,
+) -> Result<(Vec<Violation>, Lines), Error> {
     let lines = Lines::new(source);
     let module = parse::parse_module(source, &lines).map_err(|error| Error::Syntax {
         path: path.to_string(),
@@ -123,7 +129,11 @@ fn to_diagnostic(path: &str, source: &str, lines: &Lines, v: Violation) -> Diagn
 }
 
 /// Lints one file's text. `path` is only used to name the file in diagnostics.
-pub fn lint_source(path: &str, source: &str, settings: &Settings) -> Result<Vec<Diagnostic>, Error> {
+pub fn lint_source(
+    path: &str,
+    source: &str,
+    settings: &Settings,
+) -> Result<Vec<Diagnostic>, Error> {
     let (found, lines) = violations(path, source, settings)?;
     Ok(found
         .into_iter()
@@ -156,7 +166,9 @@ pub fn explain(rule: &RuleInfo) -> String {
         out.push('\n');
     }
     if let Some(id) = rule.remedy {
-        out.push_str(&format!("\nSee also: remedy `{id}` (oomkit's fix catalogue).\n"));
+        out.push_str(&format!(
+            "\nSee also: remedy `{id}` (oomkit's fix catalogue).\n"
+        ));
     }
     out
 }

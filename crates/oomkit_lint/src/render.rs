@@ -68,7 +68,9 @@ pub fn github(diagnostics: &[Diagnostic]) -> String {
 }
 
 fn escape_data(s: &str) -> String {
-    s.replace('%', "%25").replace('\r', "%0D").replace('\n', "%0A")
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
 }
 
 fn escape_property(s: &str) -> String {
@@ -79,8 +81,9 @@ fn escape_property(s: &str) -> String {
 pub fn statistics(diagnostics: &[Diagnostic]) -> String {
     let mut counts: BTreeMap<&str, (usize, &str, bool)> = BTreeMap::new();
     for d in diagnostics {
-        let e = counts.entry(d.code).or_insert((0, d.name, d.fixable));
+        let e = counts.entry(d.code).or_insert((0, d.name, false));
         e.0 += 1;
+        e.2 |= d.fixable;
     }
     let mut out = String::new();
     for (code, (n, name, fixable)) in counts {

@@ -78,10 +78,18 @@ fn clean_corpus_of_real_training_loops_has_no_findings() {
         let source = std::fs::read_to_string(&path).expect("read");
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("?");
         let diags = lint_source(name, &source, &Settings::default()).expect("parses");
-        findings.extend(diags.into_iter().map(|d| format!("{}:{}: {} {}", d.path, d.line, d.code, d.message)));
+        findings.extend(
+            diags
+                .into_iter()
+                .map(|d| format!("{}:{}: {} {}", d.path, d.line, d.code, d.message)),
+        );
     }
     assert!(files >= 5, "the clean corpus is missing");
-    assert!(findings.is_empty(), "false positives:\n{}", findings.join("\n"));
+    assert!(
+        findings.is_empty(),
+        "false positives:\n{}",
+        findings.join("\n")
+    );
 }
 
 #[test]

@@ -21,7 +21,10 @@ struct FileError {
 }
 
 enum Outcome {
-    Linted { diagnostics: Vec<Diagnostic>, fixed: usize },
+    Linted {
+        diagnostics: Vec<Diagnostic>,
+        fixed: usize,
+    },
     Failed(FileError),
 }
 
@@ -58,14 +61,19 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let mut fixed = 0;
     for o in outcomes {
         match o {
-            Outcome::Linted { diagnostics: d, fixed: f } => {
+            Outcome::Linted {
+                diagnostics: d,
+                fixed: f,
+            } => {
                 diagnostics.extend(d);
                 fixed += f;
             }
             Outcome::Failed(e) => errors.push(e),
         }
     }
-    diagnostics.sort_by(|a, b| (&a.path, a.line, a.column, a.code).cmp(&(&b.path, b.line, b.column, b.code)));
+    diagnostics.sort_by(|a, b| {
+        (&a.path, a.line, a.column, a.code).cmp(&(&b.path, b.line, b.column, b.code))
+    });
     errors.sort_by(|a, b| a.path.cmp(&b.path));
     for e in &errors {
         output::print_input_error(&anyhow::anyhow!("{}", describe(e)));
@@ -106,7 +114,11 @@ fn print_results(
                 } else {
                     let n = errors.len();
                     let files = if n == 1 { "file" } else { "files" };
-                    writeln!(out, "Found {} problems; {n} {files} could not be linted.", diagnostics.len())?;
+                    writeln!(
+                        out,
+                        "Found {} problems; {n} {files} could not be linted.",
+                        diagnostics.len()
+                    )?;
                 }
             }
         }
@@ -122,7 +134,9 @@ fn print_results(
                 }
                 let stats: Vec<_> = counts
                     .into_iter()
-                    .map(|(code, (count, name))| json!({"code": code, "name": name, "count": count}))
+                    .map(
+                        |(code, (count, name))| json!({"code": code, "name": name, "count": count}),
+                    )
                     .collect();
                 json!({"version": 1, "statistics": stats, "errors": errs})
             } else {
@@ -183,7 +197,10 @@ fn display(path: &Path) -> String {
 
 /// Python files under `paths` (respecting .gitignore and `exclude`); explicitly named
 /// files are always linted.
-fn collect_files(paths: &[PathBuf], exclude: &[String]) -> anyhow::Result<(Vec<PathBuf>, Vec<FileError>)> {
+fn collect_files(
+    paths: &[PathBuf],
+    exclude: &[String],
+) -> anyhow::Result<(Vec<PathBuf>, Vec<FileError>)> {
     let mut errors = Vec::new();
     let mut files = Vec::new();
     let mut overrides = ignore::overrides::OverrideBuilder::new(".");
@@ -222,7 +239,12 @@ fn collect_files(paths: &[PathBuf], exclude: &[String]) -> anyhow::Result<(Vec<P
                     ),
                     _ => (String::new(), err.to_string()),
                 };
-                errors.push(FileError { path, line: None, column: None, message });
+                errors.push(FileError {
+                    path,
+                    line: None,
+                    column: None,
+                    message,
+                });
             }
         }
     }
@@ -230,27 +252,39 @@ fn collect_files(paths: &[PathBuf], exclude: &[String]) -> anyhow::Result<(Vec<P
 }
 
 fn read_text(bytes: Vec<u8>) -> Result<String, String> {
-    let text = String::from_utf8(bytes).map_err(|_| "not valid UTF-8 (is it a Python file?)".to_string())?;
-    Ok(text.strip_prefix('\u{feff}').map(str::to_string).unwrap_or(text))
+    let text = String::from_utf8(bytes)
+        .map_err(|_| "not valid UTF-8 (is it a Python file?)".to_string())?;
+    Ok(text
+        .strip_prefix('\u{feff}')
+        .map(str::to_string)
+        .unwrap_or(text))
 }
 
 fn lint_file(path: &Path, settings: &Settings, fix: bool) -> Outcome {
     let name = display(path);
     let fail = |message: String| {
-        Outcome::Failed(FileError { path: name.clone(), line: None, column: None, message })
+        Outcome::Failed(FileError {
+            path: name.clone(),
+            line: None,
+            column: None,
+            message,
+        })
     };
-    let source = match std::fs::read(path).map_err(|e| format!("cannot read: {e}")).and_then(read_text) {
+    let source = match std::fs::read(path)
+        .map_err(|e| format!("cannot read: {e}"))
+        .and_then(read_text)
+    {
         Ok(s) => s,
         Err(m) => return fail(m),
     };
     let result = if fix {
-        oomkit_lint::fix_source(&name, &source, settings).and_then(|f| {
+        oomkit_lint::fix_source(&name, &source, settings).map(|f| {
             if f.fixed > 0
                 && let Err(e) = std::fs::write(path, &f.source)
             {
-                return Ok(Err(format!("cannot write the fixes: {e}")));
+                return Err(format!("cannot write the fixes: {e}"));
             }
-            Ok(Ok((f.diagnostics, f.fixed)))
+            Ok((f.diagnostics, f.fixed))
         })
     } else {
         oomkit_lint::lint_source(&name, &source, settings).map(|d| Ok((d, 0)))
@@ -269,7 +303,10 @@ fn lint_file(path: &Path, settings: &Settings, fix: bool) -> Outcome {
 }
 
 fn stdin(out: &mut impl Write, args: &LintArgs, settings: &Settings) -> anyhow::Result<u8> {
-    let name = args.stdin_filename.clone().unwrap_or_else(|| "-".to_string());
+    let name = args
+        .stdin_filename
+        .clone()
+        .unwrap_or_else(|| "-".to_string());
     let mut bytes = Vec::new();
     std::io::stdin()
         .read_to_end(&mut bytes)

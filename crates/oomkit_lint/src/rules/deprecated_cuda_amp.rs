@@ -60,21 +60,19 @@ pub(crate) fn check_import(ch: &mut Checker<'_>, stmt: &Stmt) {
         return;
     }
     match stmt {
-        Stmt::ImportFrom(i) if i.level == 0 => {
-            match i.module.as_ref().map(|m| m.as_str()) {
-                Some("torch.cuda.amp") => {
-                    for a in &i.names {
-                        report(ch, a.range(), a.name.as_str(), Vec::new());
-                    }
+        Stmt::ImportFrom(i) if i.level == 0 => match i.module.as_ref().map(|m| m.as_str()) {
+            Some("torch.cuda.amp") => {
+                for a in &i.names {
+                    report(ch, a.range(), a.name.as_str(), Vec::new());
                 }
-                Some("torch.cuda.amp.autocast_mode") => {
-                    for a in &i.names {
-                        report(ch, a.range(), a.name.as_str(), Vec::new());
-                    }
-                }
-                _ => {}
             }
-        }
+            Some("torch.cuda.amp.autocast_mode") => {
+                for a in &i.names {
+                    report(ch, a.range(), a.name.as_str(), Vec::new());
+                }
+            }
+            _ => {}
+        },
         _ => {}
     }
 }
@@ -105,7 +103,11 @@ pub(crate) fn check_call(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         },
         Edit {
             range: TextRange::empty(open),
-            content: if has_args { "\"cuda\", ".into() } else { "\"cuda\"".into() },
+            content: if has_args {
+                "\"cuda\", ".into()
+            } else {
+                "\"cuda\"".into()
+            },
         },
     ];
     ch.handled.insert(call.func.range());

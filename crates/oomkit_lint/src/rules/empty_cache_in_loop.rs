@@ -38,7 +38,9 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !ch.enabled(Rule::EmptyCacheInLoop) {
         return;
     }
-    let Some(lp) = ch.innermost_loop() else { return };
+    let Some(lp) = ch.innermost_loop() else {
+        return;
+    };
     if !lp.is_data_loop || lp.if_depth > 0 || lp.except_depth > 0 {
         return;
     }

@@ -36,8 +36,18 @@ rule_doc! {
 }
 
 const INFERENCE_WORDS: &[&str] = &[
-    "eval", "evaluate", "evaluation", "validate", "validation", "val", "predict", "prediction",
-    "infer", "inference", "generate", "generation",
+    "eval",
+    "evaluate",
+    "evaluation",
+    "validate",
+    "validation",
+    "val",
+    "predict",
+    "prediction",
+    "infer",
+    "inference",
+    "generate",
+    "generation",
 ];
 
 fn inference_named(name: &str) -> bool {
@@ -90,7 +100,10 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     // a function that trains (backward, .train(), enable_grad) is not inference
     let trains = scope.facts.calls.iter().any(|c| {
         backward_loss(c.call).is_some()
-            || matches!(crate::context::last_segment(&c.call.func), Some("train" | "enable_grad" | "set_grad_enabled" | "requires_grad_"))
+            || matches!(
+                crate::context::last_segment(&c.call.func),
+                Some("train" | "enable_grad" | "set_grad_enabled" | "requires_grad_")
+            )
     });
     if trains {
         return;
@@ -100,7 +113,10 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     } else {
         format!("in `{}`", scope.name)
     };
-    ch.scopes.last_mut().expect("module scope").reported_inference = true;
+    ch.scopes
+        .last_mut()
+        .expect("module scope")
+        .reported_inference = true;
     ch.report(
         Rule::InferenceWithoutNoGrad,
         call.range(),

@@ -53,7 +53,9 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
     ch.report(
         Rule::LossAccumulatedWithGraph,
         range,
-        format!("`{t}` accumulates `{v}` with its autograd graph, keeping every step's graph alive"),
+        format!(
+            "`{t}` accumulates `{v}` with its autograd graph, keeping every step's graph alive"
+        ),
         format!("Accumulate `{v}.item()` instead"),
         Vec::new(),
     );

@@ -37,7 +37,9 @@ pub(crate) fn check(ch: &mut Checker<'_>) {
     if !ch.enabled(Rule::MissingZeroGrad) {
         return;
     }
-    let Some(lp) = ch.innermost_loop() else { return };
+    let Some(lp) = ch.innermost_loop() else {
+        return;
+    };
     let calls = &lp.facts.calls;
     if !lp.facts.grad_none.is_empty()
         || calls.iter().any(|c| zero_grad_receiver(c.call).is_some())

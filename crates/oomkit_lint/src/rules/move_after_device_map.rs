@@ -34,7 +34,10 @@ fn is_cuda_target(ch: &Checker<'_>, e: &Expr) -> bool {
         Expr::StringLiteral(s) => s.value.to_str().starts_with("cuda"),
         Expr::Call(c) => {
             ch.qualified(&c.func).as_deref() == Some("torch.device")
-                && c.arguments.args.first().is_some_and(|a| is_cuda_target(ch, a))
+                && c.arguments
+                    .args
+                    .first()
+                    .is_some_and(|a| is_cuda_target(ch, a))
         }
         _ => false,
     }
@@ -69,7 +72,9 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     ch.report(
         Rule::MoveAfterDeviceMap,
         call.range(),
-        format!("`{t}` moves a model loaded with `device_map=` onto one GPU, undoing its placement"),
+        format!(
+            "`{t}` moves a model loaded with `device_map=` onto one GPU, undoing its placement"
+        ),
         "Drop the move; send the inputs to `model.device` instead".to_string(),
         Vec::new(),
     );

@@ -34,7 +34,8 @@ rule_doc! {
 
 /// Runs on every call.
 pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
-    if !ch.enabled(Rule::RetainGraphInLoop) || !ch.innermost_loop().is_some_and(|l| l.is_data_loop) {
+    if !ch.enabled(Rule::RetainGraphInLoop) || !ch.innermost_loop().is_some_and(|l| l.is_data_loop)
+    {
         return;
     }
     if backward_loss(call).is_none() {
@@ -50,7 +51,9 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     ch.report(
         Rule::RetainGraphInLoop,
         call.range(),
-        format!("`{t}(retain_graph=True)` in a loop keeps each iteration's saved activations alive"),
+        format!(
+            "`{t}(retain_graph=True)` in a loop keeps each iteration's saved activations alive"
+        ),
         "Drop `retain_graph=True` and detach state carried across iterations".to_string(),
         Vec::new(),
     );

@@ -48,7 +48,12 @@ fn in_loop_and_kept(ch: &Checker<'_>, container: &Expr) -> bool {
     !name.is_empty() && !lp.facts.assigned.contains(&name) && !ch.consumed_as_loss(&name)
 }
 
-fn report(ch: &mut Checker<'_>, stmt_range: crate::parse::TextRange, container: &Expr, value: &Expr) {
+fn report(
+    ch: &mut Checker<'_>,
+    stmt_range: crate::parse::TextRange,
+    container: &Expr,
+    value: &Expr,
+) {
     let c = ch.text(container.range()).to_string();
     let v = ch.text(value.range()).to_string();
     ch.report(

@@ -44,9 +44,16 @@ pub(crate) fn check(ch: &mut Checker<'_>) {
     if !ch.enabled(Rule::UnscaledGradientAccumulation) || accumulating_optimizers(ch).is_none() {
         return;
     }
-    let Some(lp) = ch.innermost_loop() else { return };
+    let Some(lp) = ch.innermost_loop() else {
+        return;
+    };
     let mut found = None;
-    for site in lp.facts.calls.iter().filter(|c| !c.nested_loop && !c.modulo) {
+    for site in lp
+        .facts
+        .calls
+        .iter()
+        .filter(|c| !c.nested_loop && !c.modulo)
+    {
         let Some(loss) = backward_loss(site.call) else {
             continue;
         };
@@ -55,12 +62,13 @@ pub(crate) fn check(ch: &mut Checker<'_>) {
         }
         if let Expr::Name(_) = loss {
             let name = text_of(loss);
-            let scaled_in_loop = lp.facts.assigns.iter().any(|(targets, value, aug)| {
-                targets.contains(&name) && (*aug || is_scaled(value))
-            }) || lp.facts.calls.iter().any(|c| {
-                matches!(&*c.call.func, Expr::Attribute(a)
+            let scaled_in_loop =
+                lp.facts.assigns.iter().any(|(targets, value, aug)| {
+                    targets.contains(&name) && (*aug || is_scaled(value))
+                }) || lp.facts.calls.iter().any(|c| {
+                    matches!(&*c.call.func, Expr::Attribute(a)
                     if text_of(&a.value) == name && matches!(a.attr.as_str(), "div_" | "mul_"))
-            });
+                });
             if scaled_in_loop {
                 continue;
             }
