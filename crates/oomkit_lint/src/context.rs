@@ -728,7 +728,12 @@ impl<'a> Checker<'a> {
             }
         }
         let hit = |e: &Expr| names.iter().any(|n| mentions(e, n));
-        facts.returns.iter().any(|e| hit(e))
+        // returned as is (a summed loss), not averaged for logging (`total / n`)
+        let is_name = |e: &Expr| names.iter().any(|n| text_of(e) == *n);
+        facts.returns.iter().any(|e| match e {
+            Expr::Tuple(t) => t.elts.iter().any(is_name),
+            e => is_name(e),
+        })
             || facts.calls.iter().any(|cs| {
                 let c = cs.call;
                 let backward_like = matches!(&*c.func, Expr::Attribute(a)
