@@ -2,7 +2,7 @@
 //! dispatch that runs every selected rule during the single pass in `context`.
 //!
 //! To add a rule: write `rules/<name>.rs` (docs in the fixed sections through
-//! [`rule_doc!`], a `check` function), add a variant and a line below, and add
+//! `rule_doc!`, a `check` function), add a variant and a line below, and add
 //! `tests/fixtures/OOMxxx.py`.
 
 use crate::context::Checker;
