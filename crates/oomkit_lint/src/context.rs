@@ -1153,7 +1153,8 @@ impl<'a> Checker<'a> {
             facts.assigned.extend(targets.iter().cloned());
         }
         let frame = LoopFrame {
-            is_data_loop: is_data_loop(iter, target, self.source),
+            // a loop inside `forward` is model computation, never a loop over data
+            is_data_loop: !self.scope().is_forward && is_data_loop(iter, target, self.source),
             targets,
             facts,
             if_depth: 0,
