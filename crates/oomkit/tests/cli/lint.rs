@@ -396,3 +396,16 @@ fn pre_commit_hook_runs_oomkit_lint_on_python_files() {
     assert!(hooks.contains("entry: oomkit lint"));
     assert!(hooks.contains("types_or: [python, pyi]"));
 }
+
+#[test]
+fn colour_only_when_asked_or_on_a_terminal() {
+    let dir = lint_fixtures();
+    let plain = run_in(&dir, &["lint", "OOM204.py"], None);
+    assert!(!stdout(&plain).contains('\u{1b}'));
+    let coloured = run_in(&dir, &["--color", "always", "lint", "OOM204.py"], None);
+    assert!(
+        stdout(&coloured).contains("\u{1b}["),
+        "{}",
+        stdout(&coloured)
+    );
+}
