@@ -1134,19 +1134,6 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     self.scope_mut().no_grad += 1;
                 }
             }
-            Stmt::Expr(e) => {
-                self.visit_expr(&e.value);
-                // `torch.set_grad_enabled(False)` as a statement: grad is off from here on
-                if let Expr::Call(c) = &*e.value
-                    && matches!(
-                        self.qualified(&c.func).as_deref(),
-                        Some("torch.set_grad_enabled" | "torch.autograd.set_grad_enabled")
-                    )
-                    && self.is_grad_off(&e.value)
-                {
-                    self.scope_mut().no_grad += 1;
-                }
-            }
             _ => visitor::walk_stmt(self, stmt),
         }
     }
