@@ -56,7 +56,6 @@ pub fn to_sarif(diagnostics: &[Diagnostic], version: &str) -> Value {
         "runs": [{
             "tool": { "driver": {
                 "name": "oomkit",
-                "informationUri": "https://github.com/oomkit/oomkit",
                 "version": version,
                 "rules": rules,
             }},
