@@ -617,7 +617,11 @@ impl<'a> Checker<'a> {
                 .args
                 .iter()
                 .chain(c.arguments.keywords.iter().map(|k| &k.value))
-                .any(|a| self.kind(a).has_graph())
+                .any(|a| match a {
+                    Expr::List(l) => l.elts.iter().any(|e| self.kind(e).has_graph()),
+                    Expr::Tuple(t) => t.elts.iter().any(|e| self.kind(e).has_graph()),
+                    a => self.kind(a).has_graph(),
+                })
         };
         if let Some(f) = q.strip_prefix("torch.nn.functional.") {
             if f.contains('.') {
@@ -1247,4 +1251,84 @@ pub fn backward_loss(call: &ast::ExprCall) -> Option<&Expr> {
 /// The last dotted segment of a text (`model` for `self.model`).
 pub fn last_segment_of_text(text: &str) -> &str {
     text.rsplit('.').next().unwrap_or(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Settings, lint_source};
+
+    /// Codes found when `value` is appended in a training loop after `setup`.
+    fn appended(setup: &str, value: &str) -> Vec<&'static str> {
+        let src = format!(
+            "import torch\nimport torch.nn as nn\n{setup}\nxs = []\nfor batch in loader:\n    out = model(batch)\n    loss = criterion(out, batch.y)\n    xs.append({value})\n"
+        );
+        lint_source("t.py", &src, &Settings::default())
+            .expect("parses")
+            .into_iter()
+            .map(|d| d.code)
+            .collect()
+    }
+
+    #[test]
+    fn tensors_with_a_graph_are_told_apart_from_numbers() {
+        for graph in [
+            "loss",
+            "out",
+            "out.logits",
+            "out[0]",
+            "loss * 2",
+            "loss.mean()",
+            "torch.stack([loss, loss])",
+            "nn.functional.mse_loss(out, batch.y)",
+        ] {
+            assert_eq!(appended("", graph), vec!["OOM101"], "{graph}");
+        }
+        for clean in [
+            "loss.item()",
+            "float(loss)",
+            "int(loss)",
+            "loss.detach()",
+            "loss.cpu()",
+            "loss.tolist()",
+            "loss.detach().float()",
+            "batch.shape[0]",
+            "out.argmax(-1)",
+            "len(batch)",
+            "loss.item() * batch.size(0)",
+            "step",
+            "0.5",
+            "loss.data",
+        ] {
+            assert_eq!(appended("", clean), Vec::<&str>::new(), "{clean}");
+        }
+    }
+
+    #[test]
+    fn assignments_and_aliases_are_followed() {
+        let src = "xs = []\nfor batch in loader:\n    loss = model(batch)\n    kept = loss\n    xs.append(kept)\n";
+        let codes: Vec<_> = lint_source("t.py", src, &Settings::default())
+            .expect("ok")
+            .into_iter()
+            .map(|d| d.code)
+            .collect();
+        assert_eq!(codes, vec!["OOM101"]);
+        // a loss object built from torch.nn through an alias
+        let src = "import torch.nn as nn\nloss_obj = nn.CrossEntropyLoss()\nxs = []\nfor batch in loader:\n    l = loss_obj(batch.x, batch.y)\n    xs.append(l)\n";
+        let codes: Vec<_> = lint_source("t.py", src, &Settings::default())
+            .expect("ok")
+            .into_iter()
+            .map(|d| d.code)
+            .collect();
+        assert_eq!(codes, vec!["OOM101"]);
+    }
+
+    #[test]
+    fn no_grad_regions_and_decorators_drop_the_graph() {
+        let src = "import torch\nxs = []\nwith torch.no_grad():\n    for batch in loader:\n        xs.append(model(batch))\n@torch.inference_mode()\ndef f(loader):\n    ys = []\n    for batch in loader:\n        ys.append(model(batch))\n        def inner():\n            return model(batch)\n    return ys\n";
+        assert!(
+            lint_source("t.py", src, &Settings::default())
+                .expect("ok")
+                .is_empty()
+        );
+    }
 }
