@@ -7,7 +7,8 @@
 # Environment:
 #   WORK=/tmp/oomkit-lint-bench   venv (torchfix, ruff) and unpacked wheels go here
 #   RUNS=5                        timed runs per fast command (the minimum is kept)
-#   TORCHFIX_RUNS=1               timed runs of TorchFix (it takes minutes)
+#   TORCHFIX_RUNS=1               timed runs of TorchFix (it takes minutes); 0 skips it
+#   TORCHFIX_BIG=1                also time TorchFix on the big tree (20+ minutes)
 #   OOMKIT=path                   benchmark this binary instead of target/release/oomkit
 #
 # Corpus: every .py file of the transformers, accelerate, lightning, peft and
@@ -78,7 +79,7 @@ for tree in small big; do
     n=$(count "$dir"); l=$(lines "$dir")
     o=$(timeit "$RUNS" "$dir" "$OOMKIT" lint .)
     r=$(timeit "$RUNS" "$dir" ruff check --no-cache --isolated --exit-zero -q .)
-    if [[ $tree == small || ${TORCHFIX_BIG:-0} == 1 ]]; then
+    if [[ $TORCHFIX_RUNS -gt 0 && ( $tree == small || ${TORCHFIX_BIG:-0} == 1 ) ]]; then
         t=$(timeit "$TORCHFIX_RUNS" "$dir" torchfix .)
     else
         t=""
