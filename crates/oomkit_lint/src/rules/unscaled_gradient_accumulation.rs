@@ -10,7 +10,8 @@ rule_doc! {
     /// ## What it does
     /// Flags gradient accumulation (the optimizer steps only under a `%` guard, every k
     /// iterations) where the loss that is backpropagated every iteration is not divided by
-    /// the number of accumulation steps.
+    /// the number of accumulation steps. `accelerator.backward(loss)` and DeepSpeed's
+    /// `engine.backward(loss)` scale the loss themselves and are not flagged.
     ///
     /// ## Why it costs memory
     /// Accumulation is how a large effective batch fits in memory; without scaling, the
@@ -57,6 +58,15 @@ pub(crate) fn check(ch: &mut Checker<'_>) {
         let Some(loss) = backward_loss(site.call) else {
             continue;
         };
+        // accelerate's and DeepSpeed's backward divide by their accumulation steps
+        if let Expr::Attribute(a) = &*site.call.func
+            && matches!(
+                crate::context::last_segment(&a.value),
+                Some("accelerator" | "engine" | "model_engine")
+            )
+        {
+            continue;
+        }
         if is_scaled(loss) || !ch.kind(loss).has_graph() {
             continue;
         }
