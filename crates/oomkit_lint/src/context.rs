@@ -487,6 +487,43 @@ impl<'a> Checker<'a> {
             .unwrap_or("")
     }
 
+    /// Source text of a node for a message: whitespace runs collapsed, at most 60
+    /// characters (cut with `…`).
+    pub fn snippet(&self, range: TextRange) -> String {
+        const MAX: usize = 60;
+        let mut out = String::new();
+        for word in self.text(range).split_whitespace() {
+            if !out.is_empty()
+                && !out.ends_with(['(', '[', '{'])
+                && !word.starts_with([')', ']', '}'])
+            {
+                out.push(' ');
+            }
+            out.push_str(word);
+            if out.chars().count() > MAX {
+                let cut: String = out.chars().take(MAX - 1).collect();
+                return format!("{cut}…");
+            }
+        }
+        out
+    }
+
+    /// [`Self::snippet`] of an expression, parenthesised when a method call on it would
+    /// need it (`(a + b).item()`).
+    pub fn receiver_snippet(&self, expr: &Expr) -> String {
+        let s = self.snippet(expr.range());
+        match expr {
+            Expr::BinOp(_)
+            | Expr::UnaryOp(_)
+            | Expr::BoolOp(_)
+            | Expr::Compare(_)
+            | Expr::If(_) => {
+                format!("({s})")
+            }
+            _ => s,
+        }
+    }
+
     /// The qualified name of a name/attribute chain through the file's imports
     /// (`nn.DataParallel` → `torch.nn.DataParallel`). A bare `torch` counts even
     /// without its import (snippets often omit it).

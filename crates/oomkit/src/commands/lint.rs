@@ -53,10 +53,12 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
         return stdin(&mut out, &args, &settings);
     }
     let (files, mut errors) = collect_files(&paths, &config.exclude)?;
-    let outcomes: Vec<Outcome> = files
-        .par_iter()
-        .map(|path| lint_file(path, &settings, args.fix))
-        .collect();
+    let outcomes: Vec<Outcome> = pool()?.install(|| {
+        files
+            .par_iter()
+            .map(|path| lint_file(path, &settings, args.fix))
+            .collect()
+    });
     let mut diagnostics = Vec::new();
     let mut fixed = 0;
     for o in outcomes {
@@ -88,6 +90,18 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
         1
     })
 }
+
+/// Worker threads with a large stack: syntax trees of generated code can be very deep
+/// (a 200,000-term `a + b + …` chain), and the parser and the checker recurse. The stack
+/// is virtual memory; only what is touched is committed.
+fn pool() -> anyhow::Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .stack_size(STACK)
+        .build()
+        .context("cannot start worker threads")
+}
+
+const STACK: usize = 256 << 20;
 
 fn describe(e: &FileError) -> String {
     match (e.line, e.column) {
@@ -318,14 +332,18 @@ fn stdin(out: &mut impl Write, args: &LintArgs, settings: &Settings) -> anyhow::
     let mut errors = Vec::new();
     let mut diagnostics = Vec::new();
     let mut fixed_source = None;
-    let result = if args.fix {
-        oomkit_lint::fix_source(&name, &source, settings).map(|f| {
-            fixed_source = Some(f.source);
-            f.diagnostics
-        })
-    } else {
-        oomkit_lint::lint_source(&name, &source, settings)
-    };
+    let result = pool()?.install(|| {
+        if args.fix {
+            oomkit_lint::fix_source(&name, &source, settings)
+                .map(|f| (Some(f.source), f.diagnostics))
+        } else {
+            oomkit_lint::lint_source(&name, &source, settings).map(|d| (None, d))
+        }
+    });
+    let result = result.map(|(fixed, d)| {
+        fixed_source = fixed;
+        d
+    });
     match result {
         Ok(d) => diagnostics = d,
         Err(oomkit_lint::Error::Syntax { error, .. }) => errors.push(FileError {

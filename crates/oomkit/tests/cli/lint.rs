@@ -409,3 +409,24 @@ fn colour_only_when_asked_or_on_a_terminal() {
         stdout(&coloured)
     );
 }
+
+#[test]
+fn very_deep_expressions_do_not_crash_and_messages_stay_short() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let chain = vec!["y"; 100_000].join(" + ");
+    write(
+        tmp.path(),
+        "deep.py",
+        &format!("for batch in loader:\n    y = model(batch)\n    xs.append({chain})\n"),
+    );
+    let out = run_in(tmp.path(), &["lint", "deep.py"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("keeps `y + y + y"),
+        "{}",
+        &text[..200.min(text.len())]
+    );
+    assert!(text.contains("Store `(y + y + y"), "parenthesised receiver");
+    assert!(text.lines().all(|l| l.len() < 400), "messages are cut");
+}

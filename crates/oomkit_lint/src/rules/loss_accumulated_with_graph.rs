@@ -48,15 +48,15 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
     if !ch.kind(value).has_graph() || ch.consumed_as_loss(&name) {
         return;
     }
-    let t = ch.text(target.range()).to_string();
-    let v = ch.text(value.range()).to_string();
+    let t = ch.snippet(target.range()).to_string();
+    let v = ch.snippet(value.range()).to_string();
     ch.report(
         Rule::LossAccumulatedWithGraph,
         range,
         format!(
             "`{t}` accumulates `{v}` with its autograd graph, keeping every step's graph alive"
         ),
-        format!("Accumulate `{v}.item()` instead"),
+        format!("Accumulate `{}.item()` instead", ch.receiver_snippet(value)),
         Vec::new(),
     );
 }

@@ -53,7 +53,7 @@ pub(crate) fn check(ch: &mut Checker<'_>) {
     else {
         return;
     };
-    let step = ch.text(site.range()).to_string();
+    let step = ch.snippet(site.range()).to_string();
     ch.report(
         Rule::MissingZeroGrad,
         site.range(),

@@ -68,7 +68,7 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !moves {
         return;
     }
-    let t = ch.text(call.range()).to_string();
+    let t = ch.snippet(call.range()).to_string();
     ch.report(
         Rule::MoveAfterDeviceMap,
         call.range(),

@@ -47,7 +47,7 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !matches!(&kw.value, Expr::BooleanLiteral(b) if b.value) {
         return;
     }
-    let t = ch.text(call.func.range()).to_string();
+    let t = ch.snippet(call.func.range()).to_string();
     ch.report(
         Rule::RetainGraphInLoop,
         call.range(),

@@ -54,13 +54,14 @@ fn report(
     container: &Expr,
     value: &Expr,
 ) {
-    let c = ch.text(container.range()).to_string();
-    let v = ch.text(value.range()).to_string();
+    let c = ch.snippet(container.range()).to_string();
+    let v = ch.snippet(value.range()).to_string();
+    let r = ch.receiver_snippet(value);
     ch.report(
         Rule::TensorAppendedInLoop,
         stmt_range,
         format!("`{c}` keeps `{v}` and its autograd graph alive for every iteration of the loop"),
-        format!("Store `{v}.item()` (or `{v}.detach()`) instead"),
+        format!("Store `{r}.item()` (or `{r}.detach()`) instead"),
         Vec::new(),
     );
 }

@@ -57,13 +57,16 @@ pub(crate) fn check(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
     if !ch.kind(&a.value).has_graph() {
         return;
     }
-    let t = ch.text(target.range()).to_string();
-    let v = ch.text(a.value.range()).to_string();
+    let t = ch.snippet(target.range()).to_string();
+    let v = ch.snippet(a.value.range()).to_string();
     ch.report(
         Rule::TensorStoredOnModule,
         a.range(),
         format!("`{t} = {v}` in `forward` keeps the activation and its graph alive across steps"),
-        format!("Store `{v}.detach()` or return it instead"),
+        format!(
+            "Store `{}.detach()` or return it instead",
+            ch.receiver_snippet(&a.value)
+        ),
         Vec::new(),
     );
 }

@@ -44,7 +44,7 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     {
         return;
     }
-    let t = ch.text(call.func.range()).to_string();
+    let t = ch.snippet(call.func.range()).to_string();
     ch.report(
         Rule::TorchLoadWithoutMapLocation,
         call.range(),

@@ -87,7 +87,7 @@ pub(crate) fn check(ch: &mut Checker<'_>) {
         break;
     }
     let Some((call, loss)) = found else { return };
-    let l = ch.text(loss.range()).to_string();
+    let l = ch.snippet(loss.range()).to_string();
     ch.report(
         Rule::UnscaledGradientAccumulation,
         call.range(),

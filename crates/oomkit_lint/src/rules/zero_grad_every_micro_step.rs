@@ -71,7 +71,7 @@ pub(crate) fn check(ch: &mut Checker<'_>) -> bool {
     });
     let Some(site) = hit else { return false };
     let call = site.call;
-    let z = ch.text(call.range()).to_string();
+    let z = ch.snippet(call.range()).to_string();
     ch.report(
         Rule::ZeroGradEveryMicroStep,
         call.range(),
