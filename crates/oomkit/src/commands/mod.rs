@@ -2,6 +2,7 @@
 //! returns the exit code.
 
 mod explain;
+mod lint;
 
 use crate::cli::{Cli, Command};
 
@@ -9,5 +10,6 @@ use crate::cli::{Cli, Command};
 pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Explain(args) => explain::run(args, cli.color),
+        Command::Lint(args) => lint::run(args, cli.color),
     }
 }

@@ -2,6 +2,7 @@
 //! One integration-test binary made of modules (ripgrep's and ruff's layout).
 
 mod explain;
+mod lint;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -37,4 +38,9 @@ pub fn run_in(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
 /// The explain fixtures folder.
 pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../oomkit_explain/tests/fixtures")
+}
+
+/// The lint fixtures folder.
+pub fn lint_fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../oomkit_lint/tests/fixtures")
 }

@@ -1,0 +1,432 @@
+//! `oomkit lint` through the binary: every rule fixture in every output format, exit
+//! codes, errors, noqa, selection, pyproject configuration, .gitignore, `--fix`,
+//! `--explain`, `--statistics`, standard input.
+
+use std::fs;
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+
+use super::{lint_fixtures, run_in};
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
+}
+
+fn markers(source: &str) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for (i, line) in source.lines().enumerate() {
+        if let Some((_, rest)) = line.split_once("# expect:") {
+            for code in rest.split_whitespace() {
+                out.push((code.to_string(), i as u64 + 1));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+const CODES: &[&str] = &[
+    "OOM101", "OOM102", "OOM103", "OOM104", "OOM105", "OOM106", "OOM107", "OOM108", "OOM109",
+    "OOM110", "OOM201", "OOM202", "OOM203", "OOM204", "OOM205",
+];
+
+#[test]
+fn every_rule_fixture_gives_its_markers_in_every_format() {
+    let dir = lint_fixtures();
+    for code in CODES {
+        let file = format!("{code}.py");
+        let source = fs::read_to_string(dir.join(&file)).expect("fixture");
+        let want = markers(&source);
+
+        let out = run_in(
+            &dir,
+            &["lint", "--select", code, "--format", "json", &file],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(1), "{file}: {}", stderr(&out));
+        let doc = json(&out);
+        assert_eq!(doc["version"], 1);
+        assert_eq!(doc["errors"], Value::Array(vec![]));
+        let diags = doc["diagnostics"].as_array().expect("diagnostics");
+        let mut got: Vec<(String, u64)> = diags
+            .iter()
+            .map(|d| {
+                (
+                    d["code"].as_str().expect("code").to_string(),
+                    d["line"].as_u64().expect("line"),
+                )
+            })
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "{file} (json)");
+        for d in diags {
+            for key in ["name", "message", "fix", "path"] {
+                assert!(
+                    d[key].as_str().is_some_and(|s| !s.is_empty()),
+                    "{file}: {key} in {d}"
+                );
+            }
+            for key in ["column", "end_line", "end_column"] {
+                assert!(
+                    d[key].as_u64().is_some_and(|n| n > 0),
+                    "{file}: {key} in {d}"
+                );
+            }
+            assert_eq!(d["path"], file.as_str());
+        }
+
+        let out = run_in(&dir, &["lint", "--select", code, &file], None);
+        assert_eq!(out.status.code(), Some(1));
+        let text = stdout(&out);
+        let heads: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with(&format!("{file}:")))
+            .collect();
+        let helps = text.lines().filter(|l| l.starts_with("  help: ")).count();
+        assert_eq!(heads.len(), want.len(), "{file} (human):\n{text}");
+        assert_eq!(helps, want.len(), "{file} (human)");
+        for (h, (c, line)) in heads.iter().zip(&want) {
+            assert!(
+                h.starts_with(&format!("{file}:{line}:")) && h.contains(&format!(" {c} ")),
+                "{h}"
+            );
+        }
+        assert!(!text.contains('\u{1b}'), "no colour off a terminal");
+
+        let out = run_in(
+            &dir,
+            &["lint", "--select", code, "--format", "sarif", &file],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let sarif = json(&out);
+        assert_eq!(sarif["version"], "2.1.0");
+        let results = sarif["runs"][0]["results"].as_array().expect("results");
+        assert_eq!(results.len(), want.len(), "{file} (sarif)");
+        for r in results {
+            assert_eq!(r["ruleId"], *code);
+            assert_eq!(
+                r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+                file.as_str()
+            );
+            assert!(
+                r["locations"][0]["physicalLocation"]["region"]["startLine"]
+                    .as_u64()
+                    .is_some()
+            );
+        }
+        let rules = sarif["runs"][0]["tool"]["driver"]["rules"]
+            .as_array()
+            .expect("rules");
+        assert_eq!(rules.len(), CODES.len());
+
+        let out = run_in(
+            &dir,
+            &["lint", "--select", code, "--format", "github", &file],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(1));
+        let text = stdout(&out);
+        assert_eq!(text.lines().count(), want.len(), "{file} (github)");
+        for (l, (c, line)) in text.lines().zip(&want) {
+            assert!(
+                l.starts_with("::warning ")
+                    && l.contains(&format!("file={file},line={line},"))
+                    && l.contains(&format!("::{c} ")),
+                "{l}"
+            );
+        }
+    }
+}
+
+#[test]
+fn clean_corpus_exits_0() {
+    let out = run_in(&lint_fixtures(), &["lint", "clean"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(stdout(&out), "All checks passed!\n");
+}
+
+#[test]
+fn human_output_matches_snapshot() {
+    let out = run_in(&lint_fixtures(), &["lint", "OOM102.py", "OOM109.py"], None);
+    insta::assert_snapshot!(stdout(&out));
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    let path = dir.join(name);
+    if let Some(parent) = path.parent() {
+        fs::create_dir_all(parent).expect("mkdir");
+    }
+    fs::write(path, text).expect("write");
+}
+
+const LEAK: &str =
+    "losses = []\nfor batch in loader:\n    loss = model(batch)\n    losses.append(loss)\n";
+
+#[test]
+fn a_syntax_error_is_an_error_not_a_rule_code_and_other_files_are_still_linted() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    write(tmp.path(), "bad.py", "def f(:\n    pass\n");
+    write(tmp.path(), "train.py", LEAK);
+    write(tmp.path(), "latin1.py", "");
+    fs::write(tmp.path().join("latin1.py"), b"x = '\xe9'\n").expect("write");
+    let out = run_in(tmp.path(), &["lint", "--format", "json"], None);
+    assert_eq!(out.status.code(), Some(2));
+    let doc = json(&out);
+    let diags = doc["diagnostics"].as_array().expect("diagnostics");
+    assert_eq!(diags.len(), 1);
+    assert_eq!(diags[0]["code"], "OOM101");
+    assert_eq!(diags[0]["path"], "train.py");
+    let errors = doc["errors"].as_array().expect("errors");
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert_eq!(errors[0]["path"], "bad.py");
+    assert_eq!(errors[0]["line"], 1);
+    assert!(
+        errors[0]["message"]
+            .as_str()
+            .expect("msg")
+            .starts_with("syntax error")
+    );
+    assert_eq!(errors[1]["path"], "latin1.py");
+    let err = stderr(&out);
+    assert!(err.contains("error: bad.py:1:7: syntax error"), "{err}");
+    assert!(err.contains("error: latin1.py: not valid UTF-8"), "{err}");
+
+    let out = run_in(tmp.path(), &["lint", "missing.py"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("missing.py: cannot read"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn noqa_select_and_ignore() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    write(
+        tmp.path(),
+        "t.py",
+        "import torch\nfor batch in loader:\n    loss = model(batch)\n    a.append(loss)  # noqa: OOM101\n    b.append(loss)  # noqa\n    c.append(loss)  # noqa: E501\nstate = torch.load('x.pt')\n",
+    );
+    let codes = |args: &[&str]| -> Vec<(String, u64)> {
+        let mut a = vec!["lint", "--format", "json"];
+        a.extend_from_slice(args);
+        a.push("t.py");
+        let doc = json(&run_in(tmp.path(), &a, None));
+        doc["diagnostics"]
+            .as_array()
+            .expect("diags")
+            .iter()
+            .map(|d| {
+                (
+                    d["code"].as_str().expect("c").to_string(),
+                    d["line"].as_u64().expect("l"),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(codes(&[]), vec![("OOM101".into(), 6), ("OOM202".into(), 7)]);
+    assert_eq!(codes(&["--select", "OOM2"]), vec![("OOM202".into(), 7)]);
+    assert_eq!(codes(&["--ignore", "OOM202"]), vec![("OOM101".into(), 6)]);
+    assert_eq!(
+        codes(&["--select", "OOM101,OOM202", "--ignore", "OOM1"]),
+        vec![("OOM202".into(), 7)]
+    );
+    assert_eq!(
+        codes(&["--select", "torch-load-without-map-location"]),
+        vec![("OOM202".into(), 7)]
+    );
+    let out = run_in(tmp.path(), &["lint", "--select", "XYZ9", "t.py"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("unknown rule selector `XYZ9`"));
+}
+
+#[test]
+fn pyproject_config_selects_ignores_and_excludes_and_gitignore_is_respected() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    write(
+        tmp.path(),
+        "pyproject.toml",
+        "[project]\nname = \"x\"\n\n[tool.oomkit.lint]\nignore = [\"OOM202\"]\nexclude = [\"legacy/\"]\n",
+    );
+    write(
+        tmp.path(),
+        "train.py",
+        &format!("import torch\nstate = torch.load('x.pt')\n{LEAK}"),
+    );
+    write(tmp.path(), "legacy/old.py", LEAK);
+    write(tmp.path(), "build/gen.py", LEAK);
+    write(tmp.path(), ".gitignore", "build/\n");
+    write(tmp.path(), "notes.txt", LEAK);
+    let out = run_in(tmp.path(), &["lint", "--format", "json"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let doc = json(&out);
+    let got: Vec<(String, String)> = doc["diagnostics"]
+        .as_array()
+        .expect("diags")
+        .iter()
+        .map(|d| {
+            (
+                d["path"].as_str().expect("p").to_string(),
+                d["code"].as_str().expect("c").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(got, vec![("train.py".to_string(), "OOM101".to_string())]);
+
+    write(
+        tmp.path(),
+        "pyproject.toml",
+        "[tool.oomkit.lint]\nselekt = [\"OOM1\"]\n",
+    );
+    let out = run_in(tmp.path(), &["lint"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("pyproject.toml"), "{}", stderr(&out));
+}
+
+#[test]
+fn fix_rewrites_deprecated_amp_in_place_and_on_stdin() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let src = "import torch\nscaler = torch.cuda.amp.GradScaler()\nwith torch.cuda.amp.autocast():\n    pass\n";
+    let fixed = "import torch\nscaler = torch.amp.GradScaler(\"cuda\")\nwith torch.autocast(\"cuda\"):\n    pass\n";
+    write(tmp.path(), "amp.py", src);
+    let out = run_in(tmp.path(), &["lint", "--fix", "amp.py"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("All checks passed! (2 fixed)"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(tmp.path().join("amp.py")).expect("read"),
+        fixed
+    );
+
+    let out = run_in(tmp.path(), &["lint", "--fix", "-"], Some(src.as_bytes()));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(stdout(&out), fixed);
+}
+
+#[test]
+fn stdin_uses_the_given_file_name() {
+    let out = run_in(
+        &lint_fixtures(),
+        &[
+            "lint",
+            "-",
+            "--stdin-filename",
+            "train.py",
+            "--format",
+            "json",
+        ],
+        Some(LEAK.as_bytes()),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let doc = json(&out);
+    assert_eq!(doc["diagnostics"][0]["path"], "train.py");
+    assert_eq!(doc["diagnostics"][0]["line"], 4);
+}
+
+#[test]
+fn explain_prints_the_rule_doc() {
+    let out = run_in(&lint_fixtures(), &["lint", "--explain", "OOM101"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("tensor-appended-in-loop (OOM101)\n"),
+        "{text}"
+    );
+    for s in [
+        "## What it does",
+        "## Why it costs memory",
+        "## Example",
+        "## Use instead",
+        "release-references",
+    ] {
+        assert!(text.contains(s), "{s}");
+    }
+    let out = run_in(
+        &lint_fixtures(),
+        &[
+            "lint",
+            "--explain",
+            "loss-accumulated-with-graph",
+            "--format",
+            "json",
+        ],
+        None,
+    );
+    assert_eq!(json(&out)["code"], "OOM102");
+    let out = run_in(&lint_fixtures(), &["lint", "--explain", "OOM999"], None);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn statistics_count_per_rule() {
+    let out = run_in(
+        &lint_fixtures(),
+        &["lint", "--statistics", "OOM101.py", "OOM109.py"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        stdout(&out),
+        "    6\tOOM101\ttensor-appended-in-loop\n    8\tOOM109\t[*] deprecated-cuda-amp\n"
+    );
+}
+
+#[test]
+fn pre_commit_hook_runs_oomkit_lint_on_python_files() {
+    let hooks = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.pre-commit-hooks.yaml"),
+    )
+    .expect(".pre-commit-hooks.yaml at the repository root");
+    assert!(hooks.contains("id: oomkit-lint"));
+    assert!(hooks.contains("entry: oomkit lint"));
+    assert!(hooks.contains("types_or: [python, pyi]"));
+}
+
+#[test]
+fn colour_only_when_asked_or_on_a_terminal() {
+    let dir = lint_fixtures();
+    let plain = run_in(&dir, &["lint", "OOM204.py"], None);
+    assert!(!stdout(&plain).contains('\u{1b}'));
+    let coloured = run_in(&dir, &["--color", "always", "lint", "OOM204.py"], None);
+    assert!(
+        stdout(&coloured).contains("\u{1b}["),
+        "{}",
+        stdout(&coloured)
+    );
+}
+
+#[test]
+fn very_deep_expressions_do_not_crash_and_messages_stay_short() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let chain = vec!["y"; 100_000].join(" + ");
+    write(
+        tmp.path(),
+        "deep.py",
+        &format!("for batch in loader:\n    y = model(batch)\n    xs.append({chain})\n"),
+    );
+    let out = run_in(tmp.path(), &["lint", "deep.py"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("keeps `y + y + y"),
+        "{}",
+        &text[..200.min(text.len())]
+    );
+    assert!(text.contains("Store `(y + y + y"), "parenthesised receiver");
+    assert!(text.lines().all(|l| l.len() < 400), "messages are cut");
+}

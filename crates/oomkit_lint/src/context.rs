@@ -1,0 +1,1371 @@
+//! The shared context every rule queries, built in the same single pass that runs
+//! the rules: import aliases (`import torch.nn as nn`), which names hold tensors (and
+//! whether they carry an autograd graph) or plain numbers, loops, `no_grad` regions,
+//! `.eval()` state and the facts of each function body.
+//!
+//! The tensor inference is deliberately conservative (precision before recall): a value
+//! is a tensor with a graph only when it comes from a model, a loss function or a torch op
+//! on such a tensor, outside `torch.no_grad()`/`torch.inference_mode()`; `.item()`,
+//! `.detach()`, `.cpu()`, `float()`, `.shape[...]`… make it safe, and anything unknown is
+//! never flagged.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::diagnostic::{Edit, Violation};
+use crate::parse::ast::{self, Expr, Stmt};
+use crate::parse::visitor::{self, Visitor};
+use crate::parse::{Module, Ranged, TextRange};
+use crate::rules::{self, Rule, RuleSet};
+
+/// What a value is, as far as memory is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Nothing known: never flagged.
+    Unknown,
+    /// A Python number, bool or string (`.item()`, `len()`, `x.shape[0]`, a literal).
+    Number,
+    /// A tensor cut from the graph or moved to host (`.detach()`, `.cpu()`, `.data`).
+    Host,
+    /// A tensor; `graph` when it carries an autograd graph.
+    Tensor {
+        /// Built with grad enabled from a model, loss or such a tensor.
+        graph: bool,
+    },
+    /// An `nn.Module` / loaded model: calling it yields a tensor.
+    Model,
+    /// A loss function object (`nn.CrossEntropyLoss()`): calling it yields a tensor.
+    LossFn,
+    /// A `torch.optim` optimizer.
+    Optimizer,
+    /// A parameter of `forward` (maybe a tensor).
+    Param,
+}
+
+impl Kind {
+    /// A tensor that keeps an autograd graph alive.
+    pub fn has_graph(self) -> bool {
+        matches!(self, Kind::Tensor { graph: true })
+    }
+}
+
+/// Where a call sits inside a loop or function body.
+#[derive(Debug, Clone, Copy)]
+pub struct CallSite<'a> {
+    /// The call.
+    pub call: &'a ast::ExprCall,
+    /// Under any `if`.
+    pub in_if: bool,
+    /// Under an `if` whose test uses `%` (an accumulation guard).
+    pub modulo: bool,
+    /// Inside a loop nested in the scanned body.
+    pub nested_loop: bool,
+}
+
+/// Facts about a body (a loop's or a function's), gathered once when it is entered.
+/// Nested function and class bodies are not part of it.
+#[derive(Debug, Default)]
+pub struct BodyFacts<'a> {
+    /// Every name (or `self.x` text) assigned in the body.
+    pub assigned: HashSet<String>,
+    /// Every assignment: target texts and value (augmented ones included).
+    pub assigns: Vec<(Vec<String>, &'a Expr, bool)>,
+    /// Every call, with its guard.
+    pub calls: Vec<CallSite<'a>>,
+    /// `return` / `yield` values.
+    pub returns: Vec<&'a Expr>,
+    /// `p.grad = None` assignments: (in_if, modulo).
+    pub grad_none: Vec<(bool, bool)>,
+}
+
+impl<'a> BodyFacts<'a> {
+    /// Scans `body`.
+    pub fn of(body: &'a [Stmt]) -> Self {
+        let mut scan = BodyScan {
+            facts: BodyFacts::default(),
+            guards: Vec::new(),
+            loop_depth: 0,
+        };
+        scan.visit_body(body);
+        scan.facts
+    }
+}
+
+struct BodyScan<'a> {
+    facts: BodyFacts<'a>,
+    guards: Vec<bool>,
+    loop_depth: u32,
+}
+
+impl BodyScan<'_> {
+    fn guard(&self) -> (bool, bool) {
+        (!self.guards.is_empty(), self.guards.iter().any(|m| *m))
+    }
+}
+
+impl<'a> Visitor<'a> for BodyScan<'a> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
+            Stmt::For(s) => {
+                self.visit_expr(&s.iter);
+                self.loop_depth += 1;
+                collect_targets(&s.target, &mut self.facts.assigned);
+                self.visit_body(&s.body);
+                self.loop_depth -= 1;
+                self.visit_body(&s.orelse);
+            }
+            Stmt::While(s) => {
+                self.visit_expr(&s.test);
+                self.loop_depth += 1;
+                self.visit_body(&s.body);
+                self.loop_depth -= 1;
+                self.visit_body(&s.orelse);
+            }
+            Stmt::If(s) => {
+                self.visit_expr(&s.test);
+                self.guards.push(is_modulo(&s.test));
+                self.visit_body(&s.body);
+                self.guards.pop();
+                for clause in &s.elif_else_clauses {
+                    if let Some(t) = &clause.test {
+                        self.visit_expr(t);
+                    }
+                    self.guards.push(false);
+                    self.visit_body(&clause.body);
+                    self.guards.pop();
+                }
+            }
+            Stmt::Return(r) => {
+                if let Some(v) = &r.value {
+                    self.facts.returns.push(v);
+                }
+                visitor::walk_stmt(self, stmt);
+            }
+            Stmt::Assign(a) => {
+                let mut names = HashSet::new();
+                for t in &a.targets {
+                    collect_targets(t, &mut names);
+                    if let Expr::Attribute(at) = t
+                        && at.attr.as_str() == "grad"
+                        && a.value.is_none_literal_expr()
+                    {
+                        let g = self.guard();
+                        self.facts.grad_none.push(g);
+                    }
+                }
+                self.facts.assigned.extend(names.iter().cloned());
+                self.facts
+                    .assigns
+                    .push((names.into_iter().collect(), &a.value, false));
+                visitor::walk_stmt(self, stmt);
+            }
+            Stmt::AugAssign(a) => {
+                let mut names = HashSet::new();
+                collect_targets(&a.target, &mut names);
+                self.facts
+                    .assigns
+                    .push((names.into_iter().collect(), &a.value, true));
+                visitor::walk_stmt(self, stmt);
+            }
+            Stmt::AnnAssign(a) => {
+                if let Some(v) = &a.value {
+                    let mut names = HashSet::new();
+                    collect_targets(&a.target, &mut names);
+                    self.facts.assigned.extend(names.iter().cloned());
+                    self.facts
+                        .assigns
+                        .push((names.into_iter().collect(), v, false));
+                }
+                visitor::walk_stmt(self, stmt);
+            }
+            Stmt::With(w) => {
+                for item in &w.items {
+                    if let Some(v) = &item.optional_vars {
+                        collect_targets(v, &mut self.facts.assigned);
+                    }
+                }
+                visitor::walk_stmt(self, stmt);
+            }
+            _ => visitor::walk_stmt(self, stmt),
+        }
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        match expr {
+            Expr::Lambda(_) => {}
+            Expr::Call(call) => {
+                let (in_if, modulo) = self.guard();
+                self.facts.calls.push(CallSite {
+                    call,
+                    in_if,
+                    modulo,
+                    nested_loop: self.loop_depth > 0,
+                });
+                visitor::walk_expr(self, expr);
+            }
+            Expr::Yield(y) => {
+                if let Some(v) = &y.value {
+                    self.facts.returns.push(v);
+                }
+                visitor::walk_expr(self, expr);
+            }
+            Expr::Named(n) => {
+                collect_targets(&n.target, &mut self.facts.assigned);
+                self.facts
+                    .assigns
+                    .push((vec![text_of(&n.target)], &n.value, false));
+                visitor::walk_expr(self, expr);
+            }
+            _ => visitor::walk_expr(self, expr),
+        }
+    }
+}
+
+fn collect_targets(target: &Expr, out: &mut HashSet<String>) {
+    match target {
+        Expr::Tuple(t) => t.elts.iter().for_each(|e| collect_targets(e, out)),
+        Expr::List(t) => t.elts.iter().for_each(|e| collect_targets(e, out)),
+        Expr::Starred(s) => collect_targets(&s.value, out),
+        Expr::Name(_) | Expr::Attribute(_) => {
+            out.insert(text_of(target));
+        }
+        _ => {}
+    }
+}
+
+/// `a % b` where `a` is not a string (so not `%`-formatting), anywhere in `test`.
+pub fn is_modulo(test: &Expr) -> bool {
+    match test {
+        Expr::BinOp(b) if matches!(b.op, ast::Operator::Mod) => {
+            !matches!(*b.left, Expr::StringLiteral(_) | Expr::FString(_))
+        }
+        Expr::BinOp(b) => is_modulo(&b.left) || is_modulo(&b.right),
+        Expr::Compare(c) => is_modulo(&c.left) || c.comparators.iter().any(is_modulo),
+        Expr::BoolOp(b) => b.values.iter().any(is_modulo),
+        Expr::UnaryOp(u) => is_modulo(&u.operand),
+        _ => false,
+    }
+}
+
+/// Dotted text of a name/attribute chain (`self.model`, `outputs.loss`); `""` otherwise.
+pub fn text_of(expr: &Expr) -> String {
+    match expr {
+        Expr::Name(n) => n.id.to_string(),
+        Expr::Attribute(a) => {
+            let base = text_of(&a.value);
+            if base.is_empty() {
+                String::new()
+            } else {
+                format!("{base}.{}", a.attr.as_str())
+            }
+        }
+        _ => String::new(),
+    }
+}
+
+/// The last segment of a name/attribute chain (`model` for `self.model`).
+pub fn last_segment(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Name(n) => Some(n.id.as_str()),
+        Expr::Attribute(a) => Some(a.attr.as_str()),
+        _ => None,
+    }
+}
+
+/// Whether `name` (a simple name or dotted text) occurs in `expr`.
+pub fn mentions(expr: &Expr, name: &str) -> bool {
+    struct Finder<'n> {
+        name: &'n str,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for Finder<'_> {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if self.found {
+                return;
+            }
+            if matches!(expr, Expr::Name(_) | Expr::Attribute(_)) && text_of(expr) == self.name {
+                self.found = true;
+                return;
+            }
+            visitor::walk_expr(self, expr);
+        }
+    }
+    let mut f = Finder { name, found: false };
+    f.visit_expr(expr);
+    f.found
+}
+
+/// Whether `expr` contains a division or multiplication (a scaled loss).
+pub fn is_scaled(expr: &Expr) -> bool {
+    match expr {
+        Expr::BinOp(b) => {
+            matches!(
+                b.op,
+                ast::Operator::Div | ast::Operator::Mult | ast::Operator::FloorDiv
+            ) || is_scaled(&b.left)
+                || is_scaled(&b.right)
+        }
+        Expr::Call(c) => {
+            is_scaled(&c.func)
+                || c.arguments.args.iter().any(is_scaled)
+                || matches!(&*c.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "div" | "div_" | "mul" | "mul_"))
+        }
+        Expr::Attribute(a) => is_scaled(&a.value),
+        Expr::Subscript(s) => is_scaled(&s.value),
+        Expr::UnaryOp(u) => is_scaled(&u.operand),
+        _ => false,
+    }
+}
+
+/// One function (or the module) being checked.
+pub struct Scope<'a> {
+    /// Function name (`""` for the module).
+    pub name: String,
+    /// `forward` of a class with bases (an `nn.Module`).
+    pub is_forward: bool,
+    /// Name of the first parameter of a method (`self`).
+    pub self_name: Option<String>,
+    /// What each local name holds, updated in source order.
+    pub env: HashMap<String, Kind>,
+    /// Depth of `no_grad`/`inference_mode` regions (decorators included).
+    pub no_grad: u32,
+    /// Receivers of `.eval()` (text), until `.train()`.
+    pub eval_models: Vec<String>,
+    /// Whether OOM104 was reported here already.
+    pub reported_inference: bool,
+    /// Names bound to a model loaded with `device_map=`.
+    pub device_map_models: HashSet<String>,
+    /// Facts about the whole body.
+    pub facts: BodyFacts<'a>,
+    /// Loops currently open in this scope, innermost last.
+    pub loops: Vec<LoopFrame<'a>>,
+}
+
+/// A loop currently being visited.
+pub struct LoopFrame<'a> {
+    /// Facts about its body.
+    pub facts: BodyFacts<'a>,
+    /// `if` depth inside this loop.
+    pub if_depth: u32,
+    /// `except` depth inside this loop.
+    pub except_depth: u32,
+    /// Whether it looks like a loop over data or training steps (`for batch in loader`,
+    /// `for step in range(max_steps)`, `while True`), not over layers, heads or images.
+    pub is_data_loop: bool,
+    /// Names bound by the `for` target.
+    pub targets: HashSet<String>,
+}
+
+const DATA_ITER_WORDS: &[&str] = &[
+    "loader", "batches", "dataset", "data", "epoch", "step", "iter", "train", "eval", "valid",
+    "test", "sample", "prompts",
+];
+const DATA_TARGET_WORDS: &[&str] = &["batch", "step", "epoch", "iteration", "sample", "inputs"];
+
+/// See [`LoopFrame::is_data_loop`].
+fn is_data_loop(iter: Option<&Expr>, target: Option<&Expr>, source: &str) -> bool {
+    let (Some(iter), Some(target)) = (iter, target) else {
+        return true; // `while`
+    };
+    let text = |e: &Expr| {
+        source
+            .get(e.range().start().to_usize()..e.range().end().to_usize())
+            .unwrap_or("")
+            .to_ascii_lowercase()
+    };
+    let it = text(iter);
+    let tg = text(target);
+    DATA_ITER_WORDS.iter().any(|w| it.contains(w))
+        || DATA_TARGET_WORDS.iter().any(|w| tg.contains(w))
+}
+
+impl<'a> Scope<'a> {
+    fn new(name: &str, body: &'a [Stmt]) -> Self {
+        Self {
+            name: name.to_string(),
+            is_forward: false,
+            self_name: None,
+            env: HashMap::new(),
+            no_grad: 0,
+            eval_models: Vec::new(),
+            reported_inference: false,
+            device_map_models: HashSet::new(),
+            facts: BodyFacts::of(body),
+            loops: Vec::new(),
+        }
+    }
+}
+
+/// The checker: walks the module once, keeps the context, runs the rules.
+pub struct Checker<'a> {
+    /// The file's text.
+    pub source: &'a str,
+    /// Local name → qualified name, from every import in the file.
+    pub imports: HashMap<String, String>,
+    /// Open scopes, innermost last (the module first).
+    pub scopes: Vec<Scope<'a>>,
+    /// Enclosing classes: whether each has base classes, and the `self.x = Class(...)`
+    /// attributes its `__init__` creates (submodules).
+    classes: Vec<(bool, HashSet<String>)>,
+    /// Ranges already reported by OOM109 (a call's callee).
+    pub handled: HashSet<TextRange>,
+    rules: RuleSet,
+    /// What the rules found.
+    pub violations: Vec<Violation>,
+}
+
+impl<'a> Checker<'a> {
+    /// Checks a parsed module with the given rules.
+    pub fn check(module: &'a Module, source: &'a str, rules: RuleSet) -> Vec<Violation> {
+        let mut imports = HashMap::new();
+        collect_imports(&module.body, &mut imports);
+        let mut ch = Checker {
+            source,
+            imports,
+            scopes: vec![Scope::new("", &module.body)],
+            classes: Vec::new(),
+            handled: HashSet::new(),
+            rules,
+            violations: Vec::new(),
+        };
+        ch.visit_body(&module.body);
+        ch.violations
+    }
+
+    /// Whether a rule is selected.
+    pub fn enabled(&self, rule: Rule) -> bool {
+        self.rules.contains(rule)
+    }
+
+    /// Reports a violation (if the rule is selected).
+    pub fn report(
+        &mut self,
+        rule: Rule,
+        range: TextRange,
+        message: String,
+        fix_title: String,
+        edits: Vec<Edit>,
+    ) {
+        if self.enabled(rule) {
+            self.violations.push(Violation {
+                rule,
+                message,
+                fix_title,
+                range,
+                edits,
+            });
+        }
+    }
+
+    /// The innermost scope.
+    pub fn scope(&self) -> &Scope<'a> {
+        self.scopes
+            .last()
+            .expect("the module scope is never popped")
+    }
+
+    fn scope_mut(&mut self) -> &mut Scope<'a> {
+        self.scopes
+            .last_mut()
+            .expect("the module scope is never popped")
+    }
+
+    /// The innermost open loop of the current function.
+    pub fn innermost_loop(&self) -> Option<&LoopFrame<'a>> {
+        self.scope().loops.last()
+    }
+
+    /// Whether autograd is recording here.
+    pub fn grad_enabled(&self) -> bool {
+        self.scope().no_grad == 0
+    }
+
+    /// Source text of a node.
+    pub fn text(&self, range: TextRange) -> &'a str {
+        self.source
+            .get(range.start().to_usize()..range.end().to_usize())
+            .unwrap_or("")
+    }
+
+    /// Source text of a node for a message: whitespace runs collapsed, at most 60
+    /// characters (cut with `…`).
+    pub fn snippet(&self, range: TextRange) -> String {
+        const MAX: usize = 60;
+        let mut out = String::new();
+        for word in self.text(range).split_whitespace() {
+            if !out.is_empty()
+                && !out.ends_with(['(', '[', '{'])
+                && !word.starts_with([')', ']', '}'])
+            {
+                out.push(' ');
+            }
+            out.push_str(word);
+            if out.chars().count() > MAX {
+                let cut: String = out.chars().take(MAX - 1).collect();
+                return format!("{cut}…");
+            }
+        }
+        out
+    }
+
+    /// [`Self::snippet`] of an expression, parenthesised when a method call on it would
+    /// need it (`(a + b).item()`).
+    pub fn receiver_snippet(&self, expr: &Expr) -> String {
+        let s = self.snippet(expr.range());
+        match expr {
+            Expr::BinOp(_)
+            | Expr::UnaryOp(_)
+            | Expr::BoolOp(_)
+            | Expr::Compare(_)
+            | Expr::If(_) => {
+                format!("({s})")
+            }
+            _ => s,
+        }
+    }
+
+    /// The qualified name of a name/attribute chain through the file's imports
+    /// (`nn.DataParallel` → `torch.nn.DataParallel`). A bare `torch` counts even
+    /// without its import (snippets often omit it).
+    pub fn qualified(&self, expr: &Expr) -> Option<String> {
+        match expr {
+            Expr::Name(n) => match self.imports.get(n.id.as_str()) {
+                Some(q) => Some(q.clone()),
+                None if n.id.as_str() == "torch" => Some("torch".into()),
+                None => None,
+            },
+            Expr::Attribute(a) => self
+                .qualified(&a.value)
+                .map(|base| format!("{base}.{}", a.attr.as_str())),
+            _ => None,
+        }
+    }
+
+    /// What `expr` holds here.
+    pub fn kind(&self, expr: &Expr) -> Kind {
+        let grad = self.grad_enabled();
+        match expr {
+            Expr::NumberLiteral(_)
+            | Expr::BooleanLiteral(_)
+            | Expr::StringLiteral(_)
+            | Expr::FString(_)
+            | Expr::NoneLiteral(_)
+            | Expr::Compare(_) => Kind::Number,
+            Expr::Name(n) => self
+                .scope()
+                .env
+                .get(n.id.as_str())
+                .copied()
+                .unwrap_or(Kind::Unknown),
+            Expr::Attribute(a) => {
+                let env = self.scope().env.get(&text_of(expr)).copied();
+                if let Some(k) = env {
+                    return k;
+                }
+                match a.attr.as_str() {
+                    "shape" | "ndim" | "dtype" | "device" | "is_cuda" | "requires_grad" => {
+                        Kind::Number
+                    }
+                    "data" => Kind::Host,
+                    "grad" => Kind::Tensor { graph: false },
+                    _ => match self.kind(&a.value) {
+                        k @ (Kind::Tensor { .. } | Kind::Host | Kind::Number) => k,
+                        _ => Kind::Unknown,
+                    },
+                }
+            }
+            Expr::Subscript(s) => match self.kind(&s.value) {
+                k @ (Kind::Tensor { .. } | Kind::Host | Kind::Number) => k,
+                _ => Kind::Unknown,
+            },
+            Expr::UnaryOp(u) => self.kind(&u.operand),
+            Expr::BinOp(b) => {
+                no_graph_unless(grad, combine(self.kind(&b.left), self.kind(&b.right)))
+            }
+            Expr::Call(c) => no_graph_unless(grad, self.call_kind(c, grad)),
+            _ => Kind::Unknown,
+        }
+    }
+
+    fn call_kind(&self, c: &ast::ExprCall, grad: bool) -> Kind {
+        let func = &*c.func;
+        if let Expr::Name(n) = func
+            && !self.scope().env.contains_key(n.id.as_str())
+        {
+            match n.id.as_str() {
+                "float" | "int" | "len" | "round" | "bool" | "str" | "abs" | "isinstance" => {
+                    return Kind::Number;
+                }
+                _ => {}
+            }
+        }
+        if let Some(q) = self.qualified(func)
+            && let Some(k) = self.torch_call_kind(&q, c, grad)
+        {
+            return k;
+        }
+        if let Expr::Attribute(a) = func {
+            let recv = self.kind(&a.value);
+            let m = a.attr.as_str();
+            match recv {
+                Kind::Tensor { .. } | Kind::Param => {
+                    let graph = recv.has_graph() || (recv == Kind::Param && grad);
+                    return match m {
+                        "item" | "tolist" | "numpy" | "size" | "dim" | "numel" | "nelement"
+                        | "element_size" | "get_device" | "is_contiguous" => Kind::Number,
+                        "detach" | "cpu" | "detach_" => Kind::Host,
+                        "argmax" | "argmin" | "eq" | "ne" | "gt" | "lt" | "ge" | "le"
+                        | "nonzero" | "argsort" | "long" | "int" | "bool" | "sign" => {
+                            Kind::Tensor { graph: false }
+                        }
+                        _ if recv == Kind::Param && !TENSOR_METHODS.contains(&m) => Kind::Unknown,
+                        _ => Kind::Tensor { graph },
+                    };
+                }
+                Kind::Host => {
+                    return match m {
+                        "item" | "tolist" | "numpy" | "size" | "dim" | "numel" => Kind::Number,
+                        _ => Kind::Host,
+                    };
+                }
+                Kind::Model | Kind::LossFn if m == "forward" => {
+                    return Kind::Tensor { graph: grad };
+                }
+                _ => {}
+            }
+            // `self.layer(x)` inside forward, `layer` a submodule made in `__init__`
+            if self.scope().is_forward
+                && matches!(&*a.value, Expr::Name(n) if Some(n.id.as_str()) == self.scope().self_name.as_deref())
+                && self.classes.last().is_some_and(|c| c.1.contains(m))
+            {
+                return Kind::Tensor { graph: grad };
+            }
+        }
+        if self.is_model_callee(func) || self.is_loss_callee(func) {
+            return Kind::Tensor { graph: grad };
+        }
+        Kind::Unknown
+    }
+
+    fn torch_call_kind(&self, q: &str, c: &ast::ExprCall, grad: bool) -> Option<Kind> {
+        let any_graph = || {
+            grad && c
+                .arguments
+                .args
+                .iter()
+                .chain(c.arguments.keywords.iter().map(|k| &k.value))
+                .any(|a| match a {
+                    Expr::List(l) => l.elts.iter().any(|e| self.kind(e).has_graph()),
+                    Expr::Tuple(t) => t.elts.iter().any(|e| self.kind(e).has_graph()),
+                    a => self.kind(a).has_graph(),
+                })
+        };
+        if let Some(f) = q.strip_prefix("torch.nn.functional.") {
+            if f.contains('.') {
+                return None;
+            }
+            return Some(Kind::Tensor { graph: any_graph() });
+        }
+        if let Some(rest) = q.strip_prefix("torch.nn.")
+            && let Some(first) = rest.chars().next()
+            && first.is_uppercase()
+            && !rest.contains('.')
+        {
+            return Some(if rest.ends_with("Loss") {
+                Kind::LossFn
+            } else {
+                Kind::Model
+            });
+        }
+        if let Some(rest) = q.strip_prefix("torch.optim.")
+            && rest.chars().next().is_some_and(char::is_uppercase)
+        {
+            return Some(Kind::Optimizer);
+        }
+        if q.ends_with(".from_pretrained") && is_model_class(q) {
+            return Some(Kind::Model);
+        }
+        let f = q.strip_prefix("torch.")?;
+        if f.contains('.') || !f.chars().next().is_some_and(char::is_lowercase) {
+            return None;
+        }
+        if NOT_TENSOR_OPS.contains(&f) || f.starts_with("get_") || f.starts_with("set_") {
+            return None;
+        }
+        if matches!(
+            f,
+            "is_tensor" | "numel" | "is_floating_point" | "is_grad_enabled"
+        ) {
+            return Some(Kind::Number);
+        }
+        Some(Kind::Tensor { graph: any_graph() })
+    }
+
+    /// A callee that is a model (by what it was bound to, or by its name): a variable
+    /// or `self.x` named like a model (`model`, `net`, `ddp_model`), never a module
+    /// attribute (`torch.Generator`), a class or a function named like a verb
+    /// (`create_model`, `_wrap_model`).
+    pub fn is_model_callee(&self, func: &Expr) -> bool {
+        if let Expr::Name(n) = func
+            && let Some(k) = self.scope().env.get(n.id.as_str())
+        {
+            return *k == Kind::Model;
+        }
+        let Some(last) = last_segment(func) else {
+            return false;
+        };
+        if let Expr::Attribute(a) = func {
+            let is_self = matches!(&*a.value, Expr::Name(n) if Some(n.id.as_str()) == self.scope().self_name.as_deref());
+            let plain_var = matches!(&*a.value, Expr::Name(n) if !self.imports.contains_key(n.id.as_str()) && n.id.as_str() != "torch");
+            if !is_self && !plain_var {
+                return false;
+            }
+        } else if self.imports.contains_key(last) {
+            return false;
+        }
+        if !last.starts_with(|c: char| c.is_ascii_lowercase()) {
+            return false;
+        }
+        let l = last.to_ascii_lowercase();
+        if MODEL_NAMES.contains(&l.as_str()) {
+            return true;
+        }
+        let first_word = l.split('_').next().unwrap_or("");
+        (l.ends_with("_model") || l.ends_with("_net")) && !VERBS.contains(&first_word)
+    }
+
+    /// A callee that is a loss function.
+    pub fn is_loss_callee(&self, func: &Expr) -> bool {
+        if let Expr::Name(n) = func
+            && let Some(k) = self.scope().env.get(n.id.as_str())
+        {
+            return *k == Kind::LossFn;
+        }
+        let Some(last) = last_segment(func) else {
+            return false;
+        };
+        let l = last.to_ascii_lowercase();
+        l.contains("criterion")
+            || matches!(
+                l.as_str(),
+                "loss_fn" | "loss_func" | "loss_function" | "lossfn" | "compute_loss"
+            )
+            || l.ends_with("_loss_fn")
+    }
+
+    /// Whether the accumulator `name` is consumed as a loss in this function
+    /// (backpropagated or returned, directly or through a simple assignment).
+    pub fn consumed_as_loss(&self, name: &str) -> bool {
+        let facts = &self.scope().facts;
+        let mut names: Vec<String> = vec![name.to_string()];
+        // one pass of alias propagation in source order is enough for `loss = sum(losses)`
+        for (targets, value, _) in &facts.assigns {
+            if names.iter().any(|n| mentions(value, n)) {
+                for t in targets {
+                    if !names.contains(t) {
+                        names.push(t.clone());
+                    }
+                }
+            }
+        }
+        let hit = |e: &Expr| names.iter().any(|n| mentions(e, n));
+        // returned as is (a summed loss), not averaged for logging (`total / n`)
+        let is_name = |e: &Expr| names.iter().any(|n| text_of(e) == *n);
+        facts.returns.iter().any(|e| match e {
+            Expr::Tuple(t) => t.elts.iter().any(is_name),
+            e => is_name(e),
+        })
+            || facts.calls.iter().any(|cs| {
+                let c = cs.call;
+                let backward_like = matches!(&*c.func, Expr::Attribute(a)
+                    if matches!(a.attr.as_str(), "backward" | "manual_backward" | "scale" | "append" | "extend"));
+                backward_like
+                    && (hit(&c.func) || c.arguments.args.iter().any(&hit))
+                    && !matches!(&*c.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "append" | "extend") && text_of(&a.value) == name)
+            })
+    }
+
+    fn bind(&mut self, target: &Expr, kind: Kind) {
+        match target {
+            Expr::Name(_) | Expr::Attribute(_) => {
+                let t = text_of(target);
+                if !t.is_empty() {
+                    self.scope_mut().env.insert(t, kind);
+                }
+            }
+            Expr::Tuple(t) => {
+                let k = if matches!(kind, Kind::Tensor { .. }) {
+                    kind
+                } else {
+                    Kind::Unknown
+                };
+                for e in &t.elts {
+                    self.bind(e, k);
+                }
+            }
+            Expr::List(t) => {
+                for e in &t.elts {
+                    self.bind(e, Kind::Unknown);
+                }
+            }
+            Expr::Starred(s) => self.bind(&s.value, Kind::Unknown),
+            _ => {}
+        }
+    }
+
+    fn is_grad_off(&self, expr: &Expr) -> bool {
+        let call_target = match expr {
+            Expr::Call(c) => &*c.func,
+            e => e,
+        };
+        match self.qualified(call_target).as_deref() {
+            Some("torch.no_grad" | "torch.inference_mode" | "torch.autograd.no_grad") => true,
+            Some("torch.set_grad_enabled" | "torch.autograd.set_grad_enabled") => {
+                matches!(expr, Expr::Call(c) if matches!(c.arguments.args.first(), Some(Expr::BooleanLiteral(b)) if !b.value))
+            }
+            _ => matches!(
+                last_segment(call_target),
+                Some("no_grad" | "inference_mode")
+            ),
+        }
+    }
+
+    fn visit_function(&mut self, f: &'a ast::StmtFunctionDef) {
+        for d in &f.decorator_list {
+            self.visit_expr(&d.expression);
+        }
+        let outer_no_grad = self.scope().no_grad;
+        let mut scope = Scope::new(f.name.as_str(), &f.body);
+        scope.no_grad = outer_no_grad
+            + u32::from(
+                f.decorator_list
+                    .iter()
+                    .any(|d| self.is_grad_off(&d.expression)),
+            );
+        let in_class = self.classes.last().map(|c| c.0);
+        let first_param = f
+            .parameters
+            .posonlyargs
+            .iter()
+            .chain(f.parameters.args.iter())
+            .next()
+            .map(|p| p.parameter.name.to_string());
+        if in_class.is_some() {
+            scope.self_name.clone_from(&first_param);
+        }
+        if in_class == Some(true) && f.name.as_str() == "forward" {
+            scope.is_forward = true;
+            for p in f.parameters.iter_non_variadic_params().skip(1) {
+                scope.env.insert(p.parameter.name.to_string(), Kind::Param);
+            }
+        }
+        self.scopes.push(scope);
+        self.visit_body(&f.body);
+        self.scopes.pop();
+    }
+}
+
+/// A new op under `no_grad` records no graph, whatever its inputs.
+fn no_graph_unless(grad: bool, k: Kind) -> Kind {
+    if !grad && k.has_graph() {
+        Kind::Tensor { graph: false }
+    } else {
+        k
+    }
+}
+
+fn combine(a: Kind, b: Kind) -> Kind {
+    use Kind::*;
+    match (a, b) {
+        (Tensor { graph: true }, _) | (_, Tensor { graph: true }) => Tensor { graph: true },
+        (Tensor { graph: false }, _) | (_, Tensor { graph: false }) => Tensor { graph: false },
+        (Host, _) | (_, Host) => Host,
+        (Number, Number) => Number,
+        _ => Unknown,
+    }
+}
+
+/// Whether a qualified or plain name is a transformers model class
+/// (`AutoModelForCausalLM`, `LlamaForCausalLM`), not a tokenizer/processor/config.
+pub fn is_model_class(q: &str) -> bool {
+    let class = q
+        .trim_end_matches(".from_pretrained")
+        .rsplit('.')
+        .next()
+        .unwrap_or("");
+    (class.starts_with("AutoModel") || class.ends_with("ForCausalLM"))
+        && !class.contains("Tokenizer")
+        && !class.contains("Processor")
+        && !class.contains("Config")
+}
+
+const VERBS: &[&str] = &[
+    "create", "get", "is", "has", "wrap", "unwrap", "load", "build", "make", "init", "prepare",
+    "setup", "to", "from", "save", "compute", "update", "set", "check", "validate", "apply",
+    "register", "convert", "find", "resolve", "patch", "copy", "push", "export",
+];
+
+const MODEL_NAMES: &[&str] = &[
+    "model",
+    "net",
+    "network",
+    "encoder",
+    "decoder",
+    "generator",
+    "discriminator",
+    "unet",
+    "vae",
+    "backbone",
+    "teacher",
+    "student",
+    "classifier",
+    "critic",
+    "actor",
+    "netg",
+    "netd",
+    "ddp_model",
+    "raw_model",
+];
+
+const TENSOR_METHODS: &[&str] = &[
+    "view",
+    "reshape",
+    "transpose",
+    "permute",
+    "softmax",
+    "log_softmax",
+    "matmul",
+    "mm",
+    "bmm",
+    "flatten",
+    "unsqueeze",
+    "squeeze",
+    "contiguous",
+    "mean",
+    "sum",
+    "exp",
+    "log",
+    "relu",
+    "sigmoid",
+    "tanh",
+    "norm",
+    "expand",
+    "repeat",
+    "masked_fill",
+    "pow",
+    "sqrt",
+    "abs",
+    "clamp",
+    "float",
+    "half",
+    "to",
+    "cuda",
+];
+
+const NOT_TENSOR_OPS: &[&str] = &[
+    "no_grad",
+    "inference_mode",
+    "enable_grad",
+    "device",
+    "save",
+    "load",
+    "manual_seed",
+    "seed",
+    "compile",
+    "autocast",
+    "use_deterministic_algorithms",
+    "is_autocast_enabled",
+    "typename",
+    "dtype",
+    "Generator",
+    "finfo",
+    "iinfo",
+    "chunk",
+    "split",
+    "unbind",
+    "broadcast_tensors",
+    "meshgrid",
+];
+
+/// `self.x = SomeClass(...)` / `self.x = nn.Linear(...)` in a class's `__init__`.
+fn submodules(body: &[Stmt]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for stmt in body {
+        let Stmt::FunctionDef(f) = stmt else { continue };
+        if f.name.as_str() != "__init__" {
+            continue;
+        }
+        let facts = BodyFacts::of(&f.body);
+        for (targets, value, _) in &facts.assigns {
+            let Expr::Call(c) = value else { continue };
+            let class_like = last_segment(&c.func)
+                .is_some_and(|l| l.starts_with(|ch: char| ch.is_ascii_uppercase()));
+            if !class_like {
+                continue;
+            }
+            for t in targets {
+                if let Some(attr) = t.strip_prefix("self.") {
+                    out.insert(attr.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+fn collect_imports(body: &[Stmt], out: &mut HashMap<String, String>) {
+    for stmt in body {
+        match stmt {
+            Stmt::Import(i) => {
+                for a in &i.names {
+                    let full = a.name.as_str();
+                    match &a.asname {
+                        Some(asn) => {
+                            out.insert(asn.to_string(), full.to_string());
+                        }
+                        None => {
+                            let first = full.split('.').next().unwrap_or(full);
+                            out.insert(first.to_string(), first.to_string());
+                        }
+                    }
+                }
+            }
+            Stmt::ImportFrom(i) if i.level == 0 => {
+                let Some(m) = &i.module else { continue };
+                for a in &i.names {
+                    if a.name.as_str() == "*" {
+                        continue;
+                    }
+                    let local = a.asname.as_ref().unwrap_or(&a.name);
+                    out.insert(
+                        local.to_string(),
+                        format!("{}.{}", m.as_str(), a.name.as_str()),
+                    );
+                }
+            }
+            Stmt::FunctionDef(f) => collect_imports(&f.body, out),
+            Stmt::ClassDef(c) => collect_imports(&c.body, out),
+            Stmt::If(s) => {
+                collect_imports(&s.body, out);
+                for c in &s.elif_else_clauses {
+                    collect_imports(&c.body, out);
+                }
+            }
+            Stmt::Try(t) => {
+                collect_imports(&t.body, out);
+                for h in &t.handlers {
+                    let ast::ExceptHandler::ExceptHandler(h) = h;
+                    collect_imports(&h.body, out);
+                }
+                collect_imports(&t.orelse, out);
+            }
+            Stmt::With(w) => collect_imports(&w.body, out),
+            _ => {}
+        }
+    }
+}
+
+impl<'a> Visitor<'a> for Checker<'a> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        rules::on_stmt(self, stmt);
+        match stmt {
+            Stmt::FunctionDef(f) => self.visit_function(f),
+            Stmt::ClassDef(c) => {
+                for d in &c.decorator_list {
+                    self.visit_expr(&d.expression);
+                }
+                let has_bases = c.arguments.as_ref().is_some_and(|a| !a.args.is_empty());
+                self.classes.push((has_bases, submodules(&c.body)));
+                // a class body is its own namespace; its methods get their own scopes
+                self.visit_body(&c.body);
+                self.classes.pop();
+            }
+            Stmt::For(s) => {
+                self.visit_expr(&s.iter);
+                self.bind(&s.target, Kind::Unknown);
+                self.run_loop(&s.body, Some(&s.iter), Some(&s.target));
+                self.visit_body(&s.orelse);
+            }
+            Stmt::While(s) => {
+                self.visit_expr(&s.test);
+                self.run_loop(&s.body, None, None);
+                self.visit_body(&s.orelse);
+            }
+            Stmt::If(s) => {
+                self.visit_expr(&s.test);
+                self.loop_counter(|l| l.if_depth += 1);
+                self.visit_body(&s.body);
+                for clause in &s.elif_else_clauses {
+                    if let Some(t) = &clause.test {
+                        self.visit_expr(t);
+                    }
+                    self.visit_body(&clause.body);
+                }
+                self.loop_counter(|l| l.if_depth -= 1);
+            }
+            Stmt::Try(t) => {
+                self.visit_body(&t.body);
+                self.loop_counter(|l| l.except_depth += 1);
+                for h in &t.handlers {
+                    let ast::ExceptHandler::ExceptHandler(h) = h;
+                    self.visit_body(&h.body);
+                }
+                self.loop_counter(|l| l.except_depth -= 1);
+                self.visit_body(&t.orelse);
+                self.visit_body(&t.finalbody);
+            }
+            Stmt::With(w) => {
+                let off = w.items.iter().any(|i| self.is_grad_off(&i.context_expr));
+                for item in &w.items {
+                    self.visit_expr(&item.context_expr);
+                    if let Some(v) = &item.optional_vars {
+                        self.bind(v, Kind::Unknown);
+                    }
+                }
+                if off {
+                    self.scope_mut().no_grad += 1;
+                }
+                self.visit_body(&w.body);
+                if off {
+                    self.scope_mut().no_grad -= 1;
+                }
+            }
+            Stmt::Assign(a) => {
+                self.visit_expr(&a.value);
+                let kind = self.kind(&a.value);
+                if let Expr::Call(c) = &*a.value
+                    && text_of(&c.func).ends_with(".from_pretrained")
+                    && c.arguments.find_keyword("device_map").is_some()
+                {
+                    for t in &a.targets {
+                        let name = text_of(t);
+                        self.scope_mut().device_map_models.insert(name);
+                    }
+                }
+                for t in &a.targets {
+                    if !matches!(t, Expr::Name(_) | Expr::Tuple(_) | Expr::List(_)) {
+                        self.visit_expr(t);
+                    }
+                    // `x = x.to(...)` of a device_map model keeps it one
+                    self.bind(t, kind);
+                }
+            }
+            Stmt::AugAssign(a) => {
+                self.visit_expr(&a.value);
+                let k = combine(self.kind(&a.target), self.kind(&a.value));
+                self.bind(&a.target, k);
+            }
+            Stmt::AnnAssign(a) => {
+                if let Some(v) = &a.value {
+                    self.visit_expr(v);
+                    let k = self.kind(v);
+                    self.bind(&a.target, k);
+                }
+            }
+            Stmt::Expr(e) => {
+                self.visit_expr(&e.value);
+                // `torch.set_grad_enabled(False)` as a statement: grad is off from here on
+                if let Expr::Call(c) = &*e.value
+                    && matches!(
+                        self.qualified(&c.func).as_deref(),
+                        Some("torch.set_grad_enabled" | "torch.autograd.set_grad_enabled")
+                    )
+                    && self.is_grad_off(&e.value)
+                {
+                    self.scope_mut().no_grad += 1;
+                }
+            }
+            _ => visitor::walk_stmt(self, stmt),
+        }
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if let Expr::Call(c) = expr {
+            rules::on_call(self, c);
+        }
+        if let Expr::Attribute(_) = expr
+            && !self.handled.contains(&expr.range())
+        {
+            rules::on_attribute(self, expr);
+        }
+        visitor::walk_expr(self, expr);
+    }
+}
+
+impl<'a> Checker<'a> {
+    fn loop_counter(&mut self, f: impl FnOnce(&mut LoopFrame<'a>)) {
+        if let Some(l) = self.scope_mut().loops.last_mut() {
+            f(l);
+        }
+    }
+
+    fn run_loop(&mut self, body: &'a [Stmt], iter: Option<&Expr>, target: Option<&Expr>) {
+        let mut facts = BodyFacts::of(body);
+        let mut targets = HashSet::new();
+        if let Some(t) = target {
+            collect_targets(t, &mut targets);
+            facts.assigned.extend(targets.iter().cloned());
+        }
+        let frame = LoopFrame {
+            // a loop inside `forward` is model computation, never a loop over data
+            is_data_loop: !self.scope().is_forward && is_data_loop(iter, target, self.source),
+            targets,
+            facts,
+            if_depth: 0,
+            except_depth: 0,
+        };
+        self.scope_mut().loops.push(frame);
+        self.visit_body(body);
+        rules::on_loop_exit(self);
+        self.scope_mut().loops.pop();
+    }
+}
+
+/// The optimizer stepped by a call (`optimizer.step()`, `scaler.step(optimizer)`), as text.
+pub fn optimizer_step(ch: &Checker<'_>, call: &ast::ExprCall) -> Option<String> {
+    let Expr::Attribute(a) = &*call.func else {
+        return None;
+    };
+    if a.attr.as_str() != "step" {
+        return None;
+    }
+    let recv = last_segment(&a.value)?.to_ascii_lowercase();
+    if recv.contains("scaler") {
+        return call.arguments.args.first().map(text_of);
+    }
+    if !call.arguments.args.is_empty() {
+        return None;
+    }
+    let by_kind = matches!(&*a.value, Expr::Name(n) if ch.scope().env.get(n.id.as_str()) == Some(&Kind::Optimizer));
+    let by_name = (recv.contains("optim")
+        || recv == "opt"
+        || recv.starts_with("opt_")
+        || recv.ends_with("_opt"))
+        && !recv.contains("sched")
+        && !recv.contains("lr");
+    (by_kind || by_name).then(|| text_of(&a.value))
+}
+
+/// The receiver of a `zero_grad()` call (`optimizer`, `model`), as text.
+pub fn zero_grad_receiver(call: &ast::ExprCall) -> Option<String> {
+    match &*call.func {
+        Expr::Attribute(a) if a.attr.as_str().contains("zero_grad") => Some(text_of(&a.value)),
+        Expr::Name(n) if n.id.as_str().contains("zero_grad") => Some(String::new()),
+        _ => None,
+    }
+}
+
+/// The loss a backward call propagates: `loss.backward()`, `scaler.scale(loss).backward()`,
+/// `accelerator.backward(loss)`.
+pub fn backward_loss(call: &ast::ExprCall) -> Option<&Expr> {
+    let Expr::Attribute(a) = &*call.func else {
+        return None;
+    };
+    if !matches!(a.attr.as_str(), "backward" | "manual_backward") {
+        return None;
+    }
+    let recv = &*a.value;
+    let recv_name = last_segment(recv).unwrap_or("").to_ascii_lowercase();
+    if let Some(first) = call.arguments.args.first()
+        && (a.attr.as_str() == "manual_backward"
+            || matches!(
+                recv_name.as_str(),
+                "accelerator" | "fabric" | "self" | "engine" | "model_engine" | "autograd"
+            ))
+    {
+        return Some(first);
+    }
+    if let Expr::Call(inner) = recv
+        && let Expr::Attribute(ia) = &*inner.func
+        && ia.attr.as_str() == "scale"
+        && let Some(first) = inner.arguments.args.first()
+    {
+        return Some(first);
+    }
+    Some(recv)
+}
+
+/// The last dotted segment of a text (`model` for `self.model`).
+pub fn last_segment_of_text(text: &str) -> &str {
+    text.rsplit('.').next().unwrap_or(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Settings, lint_source};
+
+    /// Codes found when `value` is appended in a training loop after `setup`.
+    fn appended(setup: &str, value: &str) -> Vec<&'static str> {
+        let src = format!(
+            "import torch\nimport torch.nn as nn\n{setup}\nxs = []\nfor batch in loader:\n    out = model(batch)\n    loss = criterion(out, batch.y)\n    xs.append({value})\n"
+        );
+        lint_source("t.py", &src, &Settings::default())
+            .expect("parses")
+            .into_iter()
+            .map(|d| d.code)
+            .collect()
+    }
+
+    #[test]
+    fn tensors_with_a_graph_are_told_apart_from_numbers() {
+        for graph in [
+            "loss",
+            "out",
+            "out.logits",
+            "out[0]",
+            "loss * 2",
+            "loss.mean()",
+            "torch.stack([loss, loss])",
+            "nn.functional.mse_loss(out, batch.y)",
+        ] {
+            assert_eq!(appended("", graph), vec!["OOM101"], "{graph}");
+        }
+        for clean in [
+            "loss.item()",
+            "float(loss)",
+            "int(loss)",
+            "loss.detach()",
+            "loss.cpu()",
+            "loss.tolist()",
+            "loss.detach().float()",
+            "batch.shape[0]",
+            "out.argmax(-1)",
+            "len(batch)",
+            "loss.item() * batch.size(0)",
+            "step",
+            "0.5",
+            "loss.data",
+        ] {
+            assert_eq!(appended("", clean), Vec::<&str>::new(), "{clean}");
+        }
+    }
+
+    #[test]
+    fn assignments_and_aliases_are_followed() {
+        let src = "xs = []\nfor batch in loader:\n    loss = model(batch)\n    kept = loss\n    xs.append(kept)\n";
+        let codes: Vec<_> = lint_source("t.py", src, &Settings::default())
+            .expect("ok")
+            .into_iter()
+            .map(|d| d.code)
+            .collect();
+        assert_eq!(codes, vec!["OOM101"]);
+        // a loss object built from torch.nn through an alias
+        let src = "import torch.nn as nn\nloss_obj = nn.CrossEntropyLoss()\nxs = []\nfor batch in loader:\n    l = loss_obj(batch.x, batch.y)\n    xs.append(l)\n";
+        let codes: Vec<_> = lint_source("t.py", src, &Settings::default())
+            .expect("ok")
+            .into_iter()
+            .map(|d| d.code)
+            .collect();
+        assert_eq!(codes, vec!["OOM101"]);
+    }
+
+    #[test]
+    fn no_grad_regions_and_decorators_drop_the_graph() {
+        let src = "import torch\nxs = []\nwith torch.no_grad():\n    for batch in loader:\n        xs.append(model(batch))\n@torch.inference_mode()\ndef f(loader):\n    ys = []\n    for batch in loader:\n        ys.append(model(batch))\n        def inner():\n            return model(batch)\n    return ys\n";
+        assert!(
+            lint_source("t.py", src, &Settings::default())
+                .expect("ok")
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! `oomkit lint`: find memory leaks and out-of-memory traps in Python training code.
+//!
+//! One file is parsed once (`parse`, ruff's parser), then a single pass over the AST
+//! (`context::Checker`) builds the shared context — imports and aliases, which names are
+//! tensors with a graph and which are plain numbers, loops, `no_grad` regions — and runs
+//! every selected rule from [`rules::RULES`] as it goes. The caller (the `oomkit`
+//! binary) walks directories and lints files in parallel; this crate does no I/O.
+//!
+//! Entry points: [`lint_source`] (diagnostics for one file) and [`fix_source`]
+//! (`--fix`); [`render`] and [`sarif`] format the results.
+//!
+//! ```
+//! use oomkit_lint::{Settings, lint_source};
+//! let src = "losses = []\nfor batch in loader:\n    loss = model(batch)\n    losses.append(loss)\n";
+//! let diags = lint_source("train.py", src, &Settings::default()).unwrap();
+//! assert_eq!(diags[0].code, "OOM101");
+//! assert_eq!((diags[0].line, diags[0].column), (4, 5));
+//! ```
+#![warn(missing_docs)]
+
+pub mod config;
+mod context;
+mod diagnostic;
+mod fix;
+mod parse;
+pub mod render;
+pub mod rules;
+pub mod sarif;
+mod suppression;
+
+pub use config::{LintConfig, rule_set};
+pub use diagnostic::Diagnostic;
+pub use parse::SyntaxError;
+pub use rules::{RULES, Rule, RuleInfo, RuleSet};
+
+use crate::context::Checker;
+use crate::diagnostic::Violation;
+use crate::parse::Lines;
+
+/// What a lint run checks.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// The selected rules.
+    pub rules: RuleSet,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            rules: RuleSet::all(),
+        }
+    }
+}
+
+/// Errors of the lint library.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file is not valid Python.
+    #[error("{path}:{line}:{column}: syntax error: {message}", line = .error.line, column = .error.column, message = .error.message)]
+    Syntax {
+        /// The file.
+        path: String,
+        /// Where and what.
+        error: SyntaxError,
+    },
+    /// An invalid `pyproject.toml`.
+    #[error("invalid [tool.oomkit.lint] configuration: {0}")]
+    Config(String),
+    /// A `--select`/`--ignore`/config selector that matches no rule.
+    #[error(
+        "unknown rule selector `{0}` (expected a code like OOM101, a prefix like OOM1, a rule name or ALL)"
+    )]
+    UnknownSelector(String),
+}
+
+/// The result of `--fix` on one file.
+#[derive(Debug)]
+pub struct Fixed {
+    /// The new text (equal to the input when nothing was fixed).
+    pub source: String,
+    /// How many fixes were applied.
+    pub fixed: usize,
+    /// What remains after fixing.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+fn violations(
+    path: &str,
+    source: &str,
+    settings: &Settings,
+) -> Result<(Vec<Violation>, Lines), Error> {
+    let lines = Lines::new(source);
+    let module = parse::parse_module(source, &lines).map_err(|error| Error::Syntax {
+        path: path.to_string(),
+        error,
+    })?;
+    let mut found = Checker::check(&module, source, settings.rules);
+    // noqa on the first or last line of the flagged range
+    found.retain(|v| {
+        let (l1, _) = lines.line_col(source, v.range.start());
+        let (l2, _) = lines.line_col(source, v.range.end());
+        let code = v.rule.info().code;
+        ![l1, l2].iter().any(|l| {
+            suppression::noqa(lines.line_text(source, *l)).is_some_and(|n| n.silences(code))
+        })
+    });
+    found.sort_by_key(|v| (v.range.start(), v.rule));
+    found.dedup_by_key(|v| (v.range, v.rule));
+    Ok((found, lines))
+}
+
+fn to_diagnostic(path: &str, source: &str, lines: &Lines, v: Violation) -> Diagnostic {
+    let info = v.rule.info();
+    let (line, column) = lines.line_col(source, v.range.start());
+    let (end_line, end_column) = lines.line_col(source, v.range.end());
+    Diagnostic {
+        code: info.code,
+        name: info.name,
+        message: v.message,
+        fix: v.fix_title,
+        remedy: info.remedy,
+        fixable: !v.edits.is_empty(),
+        path: path.to_string(),
+        line,
+        column,
+        end_line,
+        end_column,
+    }
+}
+
+/// Lints one file's text. `path` is only used to name the file in diagnostics.
+pub fn lint_source(
+    path: &str,
+    source: &str,
+    settings: &Settings,
+) -> Result<Vec<Diagnostic>, Error> {
+    let (found, lines) = violations(path, source, settings)?;
+    Ok(found
+        .into_iter()
+        .map(|v| to_diagnostic(path, source, &lines, v))
+        .collect())
+}
+
+/// Applies every safe fix to one file's text and lints the result.
+pub fn fix_source(path: &str, source: &str, settings: &Settings) -> Result<Fixed, Error> {
+    let (found, _) = violations(path, source, settings)?;
+    let edits: Vec<_> = found
+        .into_iter()
+        .filter(|v| !v.edits.is_empty())
+        .map(|v| v.edits)
+        .collect();
+    let (new, fixed) = fix::apply(source, &edits);
+    let diagnostics = lint_source(path, &new, settings)?;
+    Ok(Fixed {
+        source: new,
+        fixed,
+        diagnostics,
+    })
+}
+
+/// A rule's documentation as `--explain` prints it: a title line, then the doc.
+pub fn explain(rule: &RuleInfo) -> String {
+    let mut out = format!("{} ({})\n\n", rule.name, rule.code);
+    for line in rule.doc.lines() {
+        out.push_str(line.strip_prefix(' ').unwrap_or(line));
+        out.push('\n');
+    }
+    if let Some(id) = rule.remedy {
+        out.push_str(&format!(
+            "\nSee also: remedy `{id}` (oomkit's fix catalogue).\n"
+        ));
+    }
+    out
+}

@@ -1,0 +1,55 @@
+//! OOM203 `deprecated-load-in-kbit`.
+
+use crate::context::{Checker, text_of};
+use crate::parse::Ranged;
+use crate::parse::ast::{self, Expr};
+use crate::rules::Rule;
+
+rule_doc! {
+    /// ## What it does
+    /// Flags `from_pretrained(..., load_in_8bit=True)` and `load_in_4bit=True`.
+    ///
+    /// ## Why it costs memory
+    /// The bare `load_in_8bit`/`load_in_4bit` arguments are deprecated in transformers and
+    /// removed in v5; when they are dropped the model silently loads unquantized (2-4× the
+    /// memory). `BitsAndBytesConfig` also exposes the settings that matter for memory
+    /// (`bnb_4bit_quant_type="nf4"`, double quantization, compute dtype).
+    ///
+    /// ## Example
+    /// ```python
+    /// model = AutoModelForCausalLM.from_pretrained(name, load_in_4bit=True)
+    /// ```
+    ///
+    /// ## Use instead
+    /// ```python
+    /// from transformers import BitsAndBytesConfig
+    /// model = AutoModelForCausalLM.from_pretrained(
+    ///     name, quantization_config=BitsAndBytesConfig(load_in_4bit=True)
+    /// )
+    /// ```
+}
+
+/// Runs on every call.
+pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
+    if !ch.enabled(Rule::DeprecatedLoadInKbit) {
+        return;
+    }
+    if !text_of(&call.func).ends_with("from_pretrained") {
+        return;
+    }
+    for k in &call.arguments.keywords {
+        let Some(arg) = &k.arg else { continue };
+        let a = arg.as_str();
+        if matches!(a, "load_in_8bit" | "load_in_4bit")
+            && !matches!(&k.value, Expr::BooleanLiteral(b) if !b.value)
+        {
+            ch.report(
+                Rule::DeprecatedLoadInKbit,
+                k.range(),
+                format!("`{a}=` in `from_pretrained` is deprecated (removed in transformers v5)"),
+                format!("Pass `quantization_config=BitsAndBytesConfig({a}=True)` instead"),
+                Vec::new(),
+            );
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! OOM104 `inference-without-no-grad`.
+
+use crate::context::{Checker, backward_loss, text_of};
+use crate::parse::Ranged;
+use crate::parse::ast::{self, Expr};
+use crate::rules::Rule;
+
+rule_doc! {
+    /// ## What it does
+    /// Flags a call of the model outside `torch.no_grad()`/`torch.inference_mode()` (as a
+    /// `with` block or a decorator) after `model.eval()`, or inside a function named like
+    /// an inference routine (`evaluate`, `validate`, `predict`, `infer`, `generate`…) that
+    /// does no training itself. Lightning's `*_step` hooks are not flagged: Lightning
+    /// disables grad for them.
+    ///
+    /// ## Why it costs memory
+    /// `model.eval()` only switches dropout and batch-norm behaviour; autograd still
+    /// records the graph and keeps every activation of the forward pass alive until the
+    /// output is freed. Under `no_grad`/`inference_mode` activations are freed layer by
+    /// layer, which typically cuts inference memory several times.
+    ///
+    /// ## Example
+    /// ```python
+    /// model.eval()
+    /// for batch in loader:
+    ///     preds = model(batch)
+    /// ```
+    ///
+    /// ## Use instead
+    /// ```python
+    /// model.eval()
+    /// with torch.inference_mode():
+    ///     for batch in loader:
+    ///         preds = model(batch)
+    /// ```
+}
+
+const INFERENCE_WORDS: &[&str] = &[
+    "eval",
+    "evaluate",
+    "evaluation",
+    "validate",
+    "validation",
+    "val",
+    "predict",
+    "prediction",
+    "infer",
+    "inference",
+    "generate",
+    "generation",
+];
+
+fn inference_named(name: &str) -> bool {
+    !name.ends_with("_step")
+        && name
+            .to_ascii_lowercase()
+            .split('_')
+            .any(|w| INFERENCE_WORDS.contains(&w))
+}
+
+/// Runs on every call.
+pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
+    if !ch.enabled(Rule::InferenceWithoutNoGrad) {
+        return;
+    }
+    // track `.eval()` / `.train()` on the receiver
+    if let Expr::Attribute(a) = &*call.func {
+        let recv = text_of(&a.value);
+        match a.attr.as_str() {
+            "eval" if call.arguments.is_empty() && !recv.is_empty() => {
+                let scope = ch.scopes.last_mut().expect("module scope");
+                scope.eval_models.push(recv);
+                return;
+            }
+            "train" => {
+                let scope = ch.scopes.last_mut().expect("module scope");
+                scope.eval_models.retain(|m| *m != recv);
+                return;
+            }
+            _ => {}
+        }
+    }
+    let scope = ch.scope();
+    if !ch.grad_enabled() || scope.reported_inference {
+        return;
+    }
+    let callee = text_of(&call.func);
+    if callee.is_empty() {
+        return;
+    }
+    let after_eval = scope.eval_models.contains(&callee);
+    // methods and private helpers are called by frameworks that may disable grad
+    let named = scope.self_name.is_none()
+        && !scope.name.starts_with('_')
+        && inference_named(&scope.name)
+        && ch.is_model_callee(&call.func);
+    if !after_eval && !named {
+        return;
+    }
+    // a function that trains (backward, .train(), enable_grad) is not inference
+    let trains = scope.facts.calls.iter().any(|c| {
+        backward_loss(c.call).is_some()
+            || matches!(
+                crate::context::last_segment(&c.call.func),
+                Some("train" | "enable_grad" | "set_grad_enabled" | "requires_grad_")
+            )
+    });
+    if trains {
+        return;
+    }
+    let why = if after_eval {
+        format!("after `{callee}.eval()`")
+    } else {
+        format!("in `{}`", scope.name)
+    };
+    ch.scopes
+        .last_mut()
+        .expect("module scope")
+        .reported_inference = true;
+    ch.report(
+        Rule::InferenceWithoutNoGrad,
+        call.range(),
+        format!("`{callee}` is called {why} outside `torch.no_grad()`/`torch.inference_mode()`: autograd keeps every activation"),
+        "Wrap inference in `with torch.inference_mode():`".to_string(),
+        Vec::new(),
+    );
+}

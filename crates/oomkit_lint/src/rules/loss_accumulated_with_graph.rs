@@ -1,0 +1,102 @@
+//! OOM102 `loss-accumulated-with-graph`.
+
+use crate::context::{Checker, text_of};
+use crate::parse::Ranged;
+use crate::parse::ast::{self, Expr};
+use crate::rules::Rule;
+
+rule_doc! {
+    /// ## What it does
+    /// Flags `total += loss` (or `total = total + loss`) inside a loop when `loss` carries an
+    /// autograd graph and the running total is only used for logging (it is not
+    /// backpropagated or returned as a loss).
+    ///
+    /// ## Why it costs memory
+    /// Adding a graph-carrying tensor to a running total chains every step's graph onto the
+    /// total: nothing from any step can be freed, and memory grows until the run fails.
+    ///
+    /// ## Example
+    /// ```python
+    /// total_loss = 0
+    /// for batch in loader:
+    ///     loss = model(batch).loss
+    ///     loss.backward()
+    ///     total_loss += loss
+    /// ```
+    ///
+    /// ## Use instead
+    /// ```python
+    /// total_loss = 0
+    /// for batch in loader:
+    ///     loss = model(batch).loss
+    ///     loss.backward()
+    ///     total_loss += loss.item()
+    /// ```
+}
+
+fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, value: &Expr) {
+    let Some(lp) = ch.innermost_loop() else {
+        return;
+    };
+    if !lp.is_data_loop {
+        return;
+    }
+    let name = text_of(target);
+    if name.is_empty() || (lp.facts.assigned.contains(&name) && !is_only_accumulated(lp, &name)) {
+        return;
+    }
+    if !ch.kind(value).has_graph() || ch.consumed_as_loss(&name) {
+        return;
+    }
+    let t = ch.snippet(target.range()).to_string();
+    let v = ch.snippet(value.range()).to_string();
+    ch.report(
+        Rule::LossAccumulatedWithGraph,
+        range,
+        format!(
+            "`{t}` accumulates `{v}` with its autograd graph, keeping every step's graph alive"
+        ),
+        format!("Accumulate `{}.item()` instead", ch.receiver_snippet(value)),
+        Vec::new(),
+    );
+}
+
+/// `total` is assigned in the loop only by `total = total + …` (not reset per iteration).
+fn is_only_accumulated(lp: &crate::context::LoopFrame<'_>, name: &str) -> bool {
+    lp.facts.assigns.iter().all(|(targets, value, aug)| {
+        !targets.iter().any(|t| t == name) || *aug || crate::context::mentions(value, name)
+    })
+}
+
+/// `total += loss`.
+pub(crate) fn check_aug_assign(ch: &mut Checker<'_>, a: &ast::StmtAugAssign) {
+    if ch.enabled(Rule::LossAccumulatedWithGraph)
+        && matches!(a.op, ast::Operator::Add)
+        && !matches!(&*a.value, Expr::List(_))
+    {
+        flag(ch, a.range(), &a.target, &a.value);
+    }
+}
+
+/// `total = total + loss`.
+pub(crate) fn check_assign(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
+    if !ch.enabled(Rule::LossAccumulatedWithGraph) {
+        return;
+    }
+    let [target @ Expr::Name(_)] = &*a.targets else {
+        return;
+    };
+    let Expr::BinOp(b) = &*a.value else { return };
+    if !matches!(b.op, ast::Operator::Add) {
+        return;
+    }
+    let name = text_of(target);
+    let other = if text_of(&b.left) == name {
+        &b.right
+    } else if text_of(&b.right) == name {
+        &b.left
+    } else {
+        return;
+    };
+    flag(ch, a.range(), target, other);
+}

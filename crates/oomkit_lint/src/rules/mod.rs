@@ -1,0 +1,352 @@
+//! THE rule table: one line per rule (code, name, remedy, autofix, docs), then the
+//! dispatch that runs every selected rule during the single pass in `context`.
+//!
+//! To add a rule: write `rules/<name>.rs` (docs in the fixed sections through
+//! `rule_doc!`, a `check` function), add a variant and a line below, and add
+//! `tests/fixtures/OOMxxx.py`.
+
+use crate::context::Checker;
+use crate::parse::ast::{Expr, ExprCall, Stmt};
+
+/// Declares a rule's documentation: the `///` lines become both rustdoc and a
+/// `pub const DOC: &str` that `oomkit lint --explain` prints.
+macro_rules! rule_doc {
+    ($(#[doc = $doc:literal])*) => {
+        $(#[doc = $doc])*
+        pub const DOC: &str = concat!($($doc, "\n"),*);
+    };
+}
+
+mod data_parallel;
+mod deprecated_cuda_amp;
+mod deprecated_load_in_kbit;
+mod empty_cache_in_loop;
+mod from_pretrained_default_dtype;
+mod inference_without_no_grad;
+mod loss_accumulated_with_graph;
+mod missing_zero_grad;
+mod move_after_device_map;
+mod retain_graph_in_loop;
+mod tensor_appended_in_loop;
+mod tensor_stored_on_module;
+mod torch_load_without_map_location;
+mod unscaled_gradient_accumulation;
+mod zero_grad_every_micro_step;
+
+/// A rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)]
+pub enum Rule {
+    TensorAppendedInLoop,
+    LossAccumulatedWithGraph,
+    MissingZeroGrad,
+    InferenceWithoutNoGrad,
+    EmptyCacheInLoop,
+    UnscaledGradientAccumulation,
+    ZeroGradEveryMicroStep,
+    RetainGraphInLoop,
+    DeprecatedCudaAmp,
+    TensorStoredOnModule,
+    FromPretrainedDefaultDtype,
+    TorchLoadWithoutMapLocation,
+    DeprecatedLoadInKbit,
+    DataParallel,
+    MoveAfterDeviceMap,
+}
+
+/// A rule's fixed facts.
+#[derive(Debug)]
+pub struct RuleInfo {
+    /// The rule.
+    pub rule: Rule,
+    /// `OOM101`…
+    pub code: &'static str,
+    /// kebab-case name, read as "allow …".
+    pub name: &'static str,
+    /// The `oomkit_core::remedies` id its help points to.
+    pub remedy: Option<&'static str>,
+    /// Whether `--fix` can fix it (some cases).
+    pub fixable: bool,
+    /// The documentation (`## What it does`, `## Why it costs memory`, `## Example`,
+    /// `## Use instead`).
+    pub doc: &'static str,
+}
+
+use Rule as R;
+
+/// Every rule, in code order.
+pub static RULES: &[RuleInfo] = &[
+    RuleInfo {
+        rule: R::TensorAppendedInLoop,
+        code: "OOM101",
+        name: "tensor-appended-in-loop",
+        remedy: Some("release-references"),
+        fixable: false,
+        doc: tensor_appended_in_loop::DOC,
+    },
+    RuleInfo {
+        rule: R::LossAccumulatedWithGraph,
+        code: "OOM102",
+        name: "loss-accumulated-with-graph",
+        remedy: Some("release-references"),
+        fixable: false,
+        doc: loss_accumulated_with_graph::DOC,
+    },
+    RuleInfo {
+        rule: R::MissingZeroGrad,
+        code: "OOM103",
+        name: "missing-zero-grad",
+        remedy: None,
+        fixable: false,
+        doc: missing_zero_grad::DOC,
+    },
+    RuleInfo {
+        rule: R::InferenceWithoutNoGrad,
+        code: "OOM104",
+        name: "inference-without-no-grad",
+        remedy: Some("inference-mode"),
+        fixable: false,
+        doc: inference_without_no_grad::DOC,
+    },
+    RuleInfo {
+        rule: R::EmptyCacheInLoop,
+        code: "OOM105",
+        name: "empty-cache-in-loop",
+        remedy: Some("empty-cache-between-phases"),
+        fixable: false,
+        doc: empty_cache_in_loop::DOC,
+    },
+    RuleInfo {
+        rule: R::UnscaledGradientAccumulation,
+        code: "OOM106",
+        name: "unscaled-gradient-accumulation",
+        remedy: Some("gradient-accumulation"),
+        fixable: false,
+        doc: unscaled_gradient_accumulation::DOC,
+    },
+    RuleInfo {
+        rule: R::ZeroGradEveryMicroStep,
+        code: "OOM107",
+        name: "zero-grad-every-micro-step",
+        remedy: Some("gradient-accumulation"),
+        fixable: false,
+        doc: zero_grad_every_micro_step::DOC,
+    },
+    RuleInfo {
+        rule: R::RetainGraphInLoop,
+        code: "OOM108",
+        name: "retain-graph-in-loop",
+        remedy: Some("release-references"),
+        fixable: false,
+        doc: retain_graph_in_loop::DOC,
+    },
+    RuleInfo {
+        rule: R::DeprecatedCudaAmp,
+        code: "OOM109",
+        name: "deprecated-cuda-amp",
+        remedy: Some("mixed-precision"),
+        fixable: true,
+        doc: deprecated_cuda_amp::DOC,
+    },
+    RuleInfo {
+        rule: R::TensorStoredOnModule,
+        code: "OOM110",
+        name: "tensor-stored-on-module",
+        remedy: Some("release-references"),
+        fixable: false,
+        doc: tensor_stored_on_module::DOC,
+    },
+    RuleInfo {
+        rule: R::FromPretrainedDefaultDtype,
+        code: "OOM201",
+        name: "from-pretrained-default-dtype",
+        remedy: Some("half-precision-weights"),
+        fixable: false,
+        doc: from_pretrained_default_dtype::DOC,
+    },
+    RuleInfo {
+        rule: R::TorchLoadWithoutMapLocation,
+        code: "OOM202",
+        name: "torch-load-without-map-location",
+        remedy: None,
+        fixable: false,
+        doc: torch_load_without_map_location::DOC,
+    },
+    RuleInfo {
+        rule: R::DeprecatedLoadInKbit,
+        code: "OOM203",
+        name: "deprecated-load-in-kbit",
+        remedy: Some("quantize-8bit"),
+        fixable: false,
+        doc: deprecated_load_in_kbit::DOC,
+    },
+    RuleInfo {
+        rule: R::DataParallel,
+        code: "OOM204",
+        name: "data-parallel",
+        remedy: Some("zero-sharding"),
+        fixable: false,
+        doc: data_parallel::DOC,
+    },
+    RuleInfo {
+        rule: R::MoveAfterDeviceMap,
+        code: "OOM205",
+        name: "move-after-device-map",
+        remedy: Some("model-parallel"),
+        fixable: false,
+        doc: move_after_device_map::DOC,
+    },
+];
+
+impl Rule {
+    /// The rule's table entry.
+    pub fn info(self) -> &'static RuleInfo {
+        &RULES[self as usize]
+    }
+
+    /// Looks a rule up by code (`OOM101`) or name (`tensor-appended-in-loop`).
+    pub fn from_code(code: &str) -> Option<Rule> {
+        RULES
+            .iter()
+            .find(|r| r.code.eq_ignore_ascii_case(code) || r.name == code)
+            .map(|r| r.rule)
+    }
+}
+
+/// A set of rules (a bit per rule).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RuleSet(u32);
+
+impl RuleSet {
+    /// Every rule.
+    pub fn all() -> Self {
+        Self((1u32 << RULES.len()) - 1)
+    }
+
+    /// No rule.
+    pub fn empty() -> Self {
+        Self(0)
+    }
+
+    /// Whether `rule` is in the set.
+    pub fn contains(self, rule: Rule) -> bool {
+        self.0 & (1 << rule as u32) != 0
+    }
+
+    /// Adds a rule.
+    pub fn insert(&mut self, rule: Rule) {
+        self.0 |= 1 << rule as u32;
+    }
+
+    /// Removes a rule.
+    pub fn remove(&mut self, rule: Rule) {
+        self.0 &= !(1 << rule as u32);
+    }
+
+    /// The rules matching a selector: `ALL`, a code, a code prefix (`OOM1`) or a name.
+    pub fn matching(selector: &str) -> Option<Self> {
+        let s = selector.trim();
+        if s.eq_ignore_ascii_case("ALL") {
+            return Some(Self::all());
+        }
+        let mut set = Self::empty();
+        for r in RULES {
+            let upper = s.to_ascii_uppercase();
+            if (!upper.is_empty() && r.code.starts_with(&upper)) || r.name == s {
+                set.insert(r.rule);
+            }
+        }
+        (set.0 != 0).then_some(set)
+    }
+
+    /// Union.
+    pub fn union(self, other: Self) -> Self {
+        Self(self.0 | other.0)
+    }
+
+    /// Difference.
+    pub fn minus(self, other: Self) -> Self {
+        Self(self.0 & !other.0)
+    }
+}
+
+/// Statement-level rules (before the statement's own bindings take effect).
+pub(crate) fn on_stmt<'a>(ch: &mut Checker<'a>, stmt: &'a Stmt) {
+    match stmt {
+        Stmt::AugAssign(a) => {
+            tensor_appended_in_loop::check_aug_assign(ch, a);
+            loss_accumulated_with_graph::check_aug_assign(ch, a);
+        }
+        Stmt::Assign(a) => {
+            tensor_appended_in_loop::check_subscript_store(ch, a);
+            loss_accumulated_with_graph::check_assign(ch, a);
+            tensor_stored_on_module::check(ch, a);
+        }
+        Stmt::Import(_) | Stmt::ImportFrom(_) => deprecated_cuda_amp::check_import(ch, stmt),
+        _ => {}
+    }
+}
+
+/// Call-level rules.
+pub(crate) fn on_call<'a>(ch: &mut Checker<'a>, call: &'a ExprCall) {
+    tensor_appended_in_loop::check_call(ch, call);
+    inference_without_no_grad::check(ch, call);
+    empty_cache_in_loop::check(ch, call);
+    retain_graph_in_loop::check(ch, call);
+    deprecated_cuda_amp::check_call(ch, call);
+    from_pretrained_default_dtype::check(ch, call);
+    torch_load_without_map_location::check(ch, call);
+    deprecated_load_in_kbit::check(ch, call);
+    data_parallel::check(ch, call);
+    move_after_device_map::check(ch, call);
+}
+
+/// Attribute-level rules (uses that are not calls).
+pub(crate) fn on_attribute<'a>(ch: &mut Checker<'a>, expr: &'a Expr) {
+    deprecated_cuda_amp::check_attribute(ch, expr);
+}
+
+/// Loop-level rules, run when a loop's body has been visited.
+pub(crate) fn on_loop_exit(ch: &mut Checker<'_>) {
+    missing_zero_grad::check(ch);
+    let broken = zero_grad_every_micro_step::check(ch);
+    if !broken {
+        unscaled_gradient_accumulation::check(ch);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_is_in_enum_order_with_unique_codes_and_sections() {
+        for (i, r) in RULES.iter().enumerate() {
+            assert_eq!(r.rule as usize, i, "{}", r.code);
+            for section in [
+                "## What it does",
+                "## Why it costs memory",
+                "## Example",
+                "## Use instead",
+            ] {
+                assert!(r.doc.contains(section), "{} lacks {section}", r.code);
+            }
+            if let Some(id) = r.remedy {
+                assert!(oomkit_core::remedies::get(id).is_some(), "{}: {id}", r.code);
+            }
+        }
+        let mut codes: Vec<_> = RULES.iter().map(|r| r.code).collect();
+        codes.dedup();
+        assert_eq!(codes.len(), RULES.len());
+    }
+
+    #[test]
+    fn selectors_match_codes_prefixes_and_names() {
+        assert_eq!(RuleSet::matching("ALL"), Some(RuleSet::all()));
+        let s = RuleSet::matching("OOM1").expect("prefix");
+        assert!(s.contains(Rule::TensorStoredOnModule) && !s.contains(Rule::DataParallel));
+        let s = RuleSet::matching("data-parallel").expect("name");
+        assert!(s.contains(Rule::DataParallel));
+        assert_eq!(RuleSet::matching("XYZ"), None);
+    }
+}

@@ -1,0 +1,123 @@
+//! OOM101 `tensor-appended-in-loop`.
+
+use crate::context::{Checker, text_of};
+use crate::parse::Ranged;
+use crate::parse::ast::{self, Expr};
+use crate::rules::Rule;
+
+rule_doc! {
+    /// ## What it does
+    /// Flags `xs.append(t)` (also `xs.extend([t])`, `xs += [t]` and `d[step] = t`) inside a
+    /// loop over data or steps (`for batch in loader`, `for step in range(n)`, `while`) when `t` is a tensor that carries an autograd graph: a loss, logits or model
+    /// outputs not reduced by `.item()`, `.detach()`, `.cpu()`, `.tolist()`, `.numpy()`,
+    /// `float()` or `int()`.
+    ///
+    /// ## Why it costs memory
+    /// The list keeps every step's tensor on the GPU and, through its `grad_fn`, the whole
+    /// computation graph of that step (all saved activations). Memory grows with every
+    /// iteration until the run fails with an out-of-memory error.
+    ///
+    /// ## Example
+    /// ```python
+    /// losses = []
+    /// for batch in loader:
+    ///     loss = criterion(model(batch), batch.y)
+    ///     loss.backward()
+    ///     losses.append(loss)
+    /// ```
+    ///
+    /// ## Use instead
+    /// ```python
+    /// losses = []
+    /// for batch in loader:
+    ///     loss = criterion(model(batch), batch.y)
+    ///     loss.backward()
+    ///     losses.append(loss.item())
+    /// ```
+}
+
+fn in_loop_and_kept(ch: &Checker<'_>, container: &Expr) -> bool {
+    let Some(lp) = ch.innermost_loop() else {
+        return false;
+    };
+    if !lp.is_data_loop {
+        return false;
+    }
+    let name = text_of(container);
+    // a list re-created inside the loop is dropped every iteration
+    !name.is_empty() && !lp.facts.assigned.contains(&name) && !ch.consumed_as_loss(&name)
+}
+
+fn report(
+    ch: &mut Checker<'_>,
+    stmt_range: crate::parse::TextRange,
+    container: &Expr,
+    value: &Expr,
+) {
+    let c = ch.snippet(container.range()).to_string();
+    let v = ch.snippet(value.range()).to_string();
+    let r = ch.receiver_snippet(value);
+    ch.report(
+        Rule::TensorAppendedInLoop,
+        stmt_range,
+        format!("`{c}` keeps `{v}` and its autograd graph alive for every iteration of the loop"),
+        format!("Store `{r}.item()` (or `{r}.detach()`) instead"),
+        Vec::new(),
+    );
+}
+
+/// `xs.append(t)` / `xs.extend([t])`.
+pub(crate) fn check_call(ch: &mut Checker<'_>, call: &ast::ExprCall) {
+    if !ch.enabled(Rule::TensorAppendedInLoop) {
+        return;
+    }
+    let Expr::Attribute(a) = &*call.func else {
+        return;
+    };
+    let value = match (a.attr.as_str(), &*call.arguments.args) {
+        ("append", [v]) => v,
+        ("extend", [Expr::List(l)]) if l.elts.len() == 1 => &l.elts[0],
+        ("extend", [Expr::Tuple(l)]) if l.elts.len() == 1 => &l.elts[0],
+        _ => return,
+    };
+    if ch.kind(value).has_graph() && in_loop_and_kept(ch, &a.value) {
+        report(ch, call.range(), &a.value, value);
+    }
+}
+
+/// `xs += [t]`.
+pub(crate) fn check_aug_assign(ch: &mut Checker<'_>, a: &ast::StmtAugAssign) {
+    if !ch.enabled(Rule::TensorAppendedInLoop) || !matches!(a.op, ast::Operator::Add) {
+        return;
+    }
+    let Expr::List(l) = &*a.value else { return };
+    if let [v] = &*l.elts
+        && ch.kind(v).has_graph()
+        && in_loop_and_kept(ch, &a.target)
+    {
+        report(ch, a.range(), &a.target, v);
+    }
+}
+
+/// `d[step] = t` where the key changes with the loop.
+pub(crate) fn check_subscript_store(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
+    if !ch.enabled(Rule::TensorAppendedInLoop) {
+        return;
+    }
+    let [Expr::Subscript(s)] = &*a.targets else {
+        return;
+    };
+    let Some(lp) = ch.innermost_loop() else {
+        return;
+    };
+    // a new key per step (the loop variable), not a running sum per key
+    let key_is_step = matches!(&*s.slice, Expr::Name(n) if lp.targets.contains(n.id.as_str()));
+    let container = text_of(&s.value);
+    if key_is_step
+        && !crate::context::mentions(&a.value, &container)
+        && ch.kind(&a.value).has_graph()
+        && in_loop_and_kept(ch, &s.value)
+    {
+        report(ch, a.range(), &s.value, &a.value);
+    }
+}

@@ -1,0 +1,98 @@
+//! OOM106 `unscaled-gradient-accumulation`.
+
+use crate::context::{Checker, backward_loss, is_scaled, text_of};
+use crate::parse::Ranged;
+use crate::parse::ast::Expr;
+use crate::rules::Rule;
+use crate::rules::zero_grad_every_micro_step::accumulating_optimizers;
+
+rule_doc! {
+    /// ## What it does
+    /// Flags gradient accumulation (the optimizer steps only under a `%` guard, every k
+    /// iterations) where the loss that is backpropagated every iteration is not divided by
+    /// the number of accumulation steps. `accelerator.backward(loss)` and DeepSpeed's
+    /// `engine.backward(loss)` scale the loss themselves and are not flagged.
+    ///
+    /// ## Why it costs memory
+    /// Accumulation is how a large effective batch fits in memory; without scaling, the
+    /// accumulated gradient is k times too large, the effective learning rate is k times
+    /// too high, and users "fix" the divergence by going back to a large per-step batch
+    /// that does not fit.
+    ///
+    /// ## Example
+    /// ```python
+    /// for i, batch in enumerate(loader):
+    ///     loss = model(batch).loss
+    ///     loss.backward()
+    ///     if (i + 1) % accum_steps == 0:
+    ///         optimizer.step()
+    ///         optimizer.zero_grad()
+    /// ```
+    ///
+    /// ## Use instead
+    /// ```python
+    /// for i, batch in enumerate(loader):
+    ///     loss = model(batch).loss / accum_steps
+    ///     loss.backward()
+    ///     if (i + 1) % accum_steps == 0:
+    ///         optimizer.step()
+    ///         optimizer.zero_grad()
+    /// ```
+}
+
+/// Runs when a loop's body has been visited.
+pub(crate) fn check(ch: &mut Checker<'_>) {
+    if !ch.enabled(Rule::UnscaledGradientAccumulation) || accumulating_optimizers(ch).is_none() {
+        return;
+    }
+    let Some(lp) = ch.innermost_loop() else {
+        return;
+    };
+    let mut found = None;
+    for site in lp
+        .facts
+        .calls
+        .iter()
+        .filter(|c| !c.nested_loop && !c.modulo)
+    {
+        let Some(loss) = backward_loss(site.call) else {
+            continue;
+        };
+        // accelerate's and DeepSpeed's backward divide by their accumulation steps
+        if let Expr::Attribute(a) = &*site.call.func
+            && matches!(
+                crate::context::last_segment(&a.value),
+                Some("accelerator" | "engine" | "model_engine")
+            )
+        {
+            continue;
+        }
+        if is_scaled(loss) || !ch.kind(loss).has_graph() {
+            continue;
+        }
+        if let Expr::Name(_) = loss {
+            let name = text_of(loss);
+            let scaled_in_loop =
+                lp.facts.assigns.iter().any(|(targets, value, aug)| {
+                    targets.contains(&name) && (*aug || is_scaled(value))
+                }) || lp.facts.calls.iter().any(|c| {
+                    matches!(&*c.call.func, Expr::Attribute(a)
+                    if text_of(&a.value) == name && matches!(a.attr.as_str(), "div_" | "mul_"))
+                });
+            if scaled_in_loop {
+                continue;
+            }
+        }
+        found = Some((site.call, loss));
+        break;
+    }
+    let Some((call, loss)) = found else { return };
+    let l = ch.snippet(loss.range()).to_string();
+    ch.report(
+        Rule::UnscaledGradientAccumulation,
+        call.range(),
+        format!("`{l}` is backpropagated every iteration but the optimizer steps only under a `%` guard: the accumulated gradient is not divided by the accumulation steps"),
+        format!("Divide `{l}` by the number of accumulation steps before `.backward()`"),
+        Vec::new(),
+    );
+}
