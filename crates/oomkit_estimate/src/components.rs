@@ -1,0 +1,394 @@
+//! One small pure function per memory component. Formula references are to
+//! `shared/reference/memory-estimation.md` (§3 is the consolidated formula
+//! sheet); each function says which item it implements.
+
+use crate::model::ModelConfig;
+use crate::setup::{Attention, Method, Optimizer, Precision, Quant, Setup, Task};
+
+/// Bits per quantized linear weight, including quantization constants
+/// (§3.1): bnb NF4 stores one fp32 absmax per 64 weights (+0.5 bit); double
+/// quantization stores it as 8 bits plus one fp32 per 256 blocks (+0.127);
+/// GPTQ/AWQ group 128 stores an fp16 scale and zero per group (+0.25);
+/// LLM.int8 and FP8 store one scale per row or tensor (negligible here, the
+/// row scales are added by [`weights_bytes`]).
+pub fn quant_bits_x1000(q: Quant) -> u64 {
+    match q {
+        Quant::None => 16_000,
+        Quant::Int8 | Quant::Fp8 => 8_000,
+        Quant::Nf4 => 4_500,
+        Quant::Nf4Dq => 4_127,
+        Quant::Int4 => 4_250,
+    }
+}
+
+/// Trainable adapter parameters: r·(in + out) per adapted linear (LoRA
+/// paper §4.1), for every matching linear of every layer.
+pub fn lora_params(cfg: &ModelConfig, s: &Setup) -> u64 {
+    (0..cfg.layers)
+        .flat_map(|i| cfg.layer_linears(i))
+        .filter(|(name, ..)| s.lora_targets.matches(name))
+        .map(|(_, a, b, n)| s.lora_rank * (a + b) * n)
+        .sum()
+}
+
+/// Parameters that receive gradients and optimizer state.
+pub fn trainable_params(cfg: &ModelConfig, s: &Setup) -> u64 {
+    match (s.task, s.method) {
+        (Task::Infer, _) => 0,
+        (Task::Train, Method::Full) => cfg.params(),
+        (Task::Train, _) => lora_params(cfg, s),
+    }
+}
+
+/// Weights on the GPU (§3.1). Unquantized: P × bytes of the precision (fp32
+/// for mixed precision, which keeps fp32 master weights as the model).
+/// Quantized: the block linears at [`quant_bits_x1000`], embeddings, LM head
+/// and norms in 16-bit (QLoRA Fig. 6: a 4-bit 7B takes 5 GB, not 3.5),
+/// plus LoRA adapters at the precision's bytes when training adapters.
+pub fn weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let p = cfg.params();
+    let base = if s.quant == Quant::None {
+        p * s.precision.param_bytes()
+    } else {
+        let lin = cfg.block_linear_params();
+        let rows: u64 = if s.quant == Quant::Int8 {
+            (0..cfg.layers)
+                .flat_map(|i| cfg.layer_linears(i))
+                .map(|(_, _, out, n)| out * n * 4)
+                .sum()
+        } else {
+            0
+        };
+        lin * quant_bits_x1000(s.quant) / 8_000 + rows + (p - lin) * 2
+    };
+    let adapters = if s.task == Task::Train && s.method != Method::Full {
+        lora_params(cfg, s) * s.precision.param_bytes()
+    } else {
+        0
+    };
+    base + adapters
+}
+
+/// Gradients (§3.2): one per trainable parameter, in the parameters' dtype
+/// (fp32 under mixed precision, since autocast keeps fp32 parameters).
+pub fn gradients_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    trainable_params(cfg, s) * s.precision.param_bytes()
+}
+
+/// Optimizer state (§3.3), on trainable parameters only: AdamW keeps m and v
+/// in the parameter dtype (8 B fp32, 4 B pure bf16); bnb 8-bit AdamW 2 B;
+/// SGD+momentum and Lion one state; Adafactor (HF defaults, no momentum) a
+/// row and a column vector per matrix, fp32.
+pub fn optimizer_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let t = trainable_params(cfg, s);
+    let pb = s.precision.param_bytes();
+    match s.optimizer {
+        Optimizer::Adamw => 2 * pb * t,
+        Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit => 2 * t,
+        Optimizer::Sgd => 0,
+        Optimizer::SgdMomentum | Optimizer::Lion => pb * t,
+        Optimizer::Adafactor => adafactor_bytes(cfg, s),
+    }
+}
+
+/// Adafactor's factored second moment: (rows + cols) fp32 per matrix, and a
+/// full fp32 vector for 1-D parameters (Shazeer & Stern 2018, §3).
+fn adafactor_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if s.task != Task::Train {
+        return 0;
+    }
+    let lin = (0..cfg.layers).flat_map(|i| cfg.layer_linears(i));
+    let elems: u64 = if s.method == Method::Full {
+        let mats: u64 = lin.map(|(_, a, b, n)| (a + b) * n).sum();
+        let vectors = cfg.params() - cfg.block_linear_params() - cfg.vocab * cfg.hidden;
+        mats + cfg.vocab + cfg.hidden + vectors.min(cfg.layers * 8 * cfg.hidden)
+    } else {
+        lin.filter(|(name, ..)| s.lora_targets.matches(name))
+            .map(|(_, a, b, n)| (a + 2 * s.lora_rank + b) * n)
+            .sum()
+    };
+    elems * 4
+}
+
+/// Activation elements one token saves for backward in one layer, in units
+/// of the activation dtype (§3.5, Korthikanti et al. 2022 restated): attention
+/// inputs and outputs 5h + 3·kv (q, k, v, rotated q/k, output, o_proj input),
+/// the MLP input h plus 4f for a gated MLP (gate, up, act, product) or 2f for
+/// fc1/GELU, and each norm's saved input (2h: RMSNorm upcasts to fp32; h for
+/// LayerNorm). MoE tokens pass through `active` experts.
+pub fn layer_token_elems(cfg: &ModelConfig, layer: u64) -> u64 {
+    let h = cfg.hidden;
+    let kv = match &cfg.mla {
+        Some(m) => cfg.heads * (m.nope_dim + m.rope_dim),
+        None => cfg.kv_heads * cfg.head_dim,
+    };
+    let q = cfg.heads * cfg.head_dim.max(1);
+    let attn = 3 * h + 2 * q.max(h) - h + 3 * kv;
+    let mlp_one = |f: u64| if cfg.glu { 4 * f } else { 2 * f };
+    let mlp = match &cfg.moe {
+        Some(m) if layer >= m.dense_layers => {
+            h + m.active * (h + mlp_one(m.intermediate))
+                + m.shared * mlp_one(m.intermediate)
+                + 2 * m.experts
+        }
+        _ => h + mlp_one(cfg.intermediate),
+    };
+    let layer_norm = matches!(
+        cfg.model_type.as_str(),
+        "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox"
+    );
+    let norms = cfg.norms_per_layer * if layer_norm { h } else { 2 * h };
+    attn + mlp + norms
+}
+
+/// Bytes of one layer's saved activations for `b` samples of `s` tokens:
+/// [`layer_token_elems`] × β, plus the a·s² score and probability matrices
+/// with eager attention (Korthikanti's 5·a·s²·b: scores, softmax, dropout
+/// mask and output), or the O(s) log-sum-exp with flash/SDPA kernels, plus
+/// 1-byte dropout masks when the config enables dropout.
+pub fn layer_activation_bytes(cfg: &ModelConfig, s: &Setup, layer: u64, b: u64, seq: u64) -> u64 {
+    let beta = s.precision.act_bytes();
+    let t = b * seq;
+    let mut bytes = layer_token_elems(cfg, layer) * beta * t;
+    if cfg.hidden_dropout {
+        bytes += 2 * t * cfg.hidden; // two residual dropout masks, 1 B each
+    }
+    let scores = cfg.heads * seq * seq * b;
+    bytes += match s.attention {
+        Attention::Eager => {
+            let drop = if cfg.attn_dropout {
+                scores * (1 + beta)
+            } else {
+                0
+            };
+            2 * scores * beta + drop
+        }
+        Attention::Sdpa | Attention::Flash => cfg.heads * t * 4,
+    };
+    bytes
+}
+
+/// Training activations kept alive at the end of the forward pass (§3.5):
+/// every layer, the embedding output and the final norm; with HF gradient
+/// checkpointing only each layer's input (h per token) plus one layer's full
+/// activations while it is recomputed.
+pub fn training_activations_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let beta = s.precision.act_bytes();
+    let t = s.batch * s.seq;
+    let edges = 3 * t * cfg.hidden * beta;
+    if s.grad_checkpointing {
+        let one = (0..cfg.layers)
+            .map(|i| layer_activation_bytes(cfg, s, i, s.batch, s.seq))
+            .max()
+            .unwrap_or(0);
+        cfg.layers * t * cfg.hidden * beta + one + edges
+    } else {
+        (0..cfg.layers)
+            .map(|i| layer_activation_bytes(cfg, s, i, s.batch, s.seq))
+            .sum::<u64>()
+            + edges
+    }
+}
+
+/// Output rows the head produces per token: the vocabulary for causal LMs,
+/// two labels for an encoder's classification head.
+fn head_width(cfg: &ModelConfig) -> u64 {
+    if cfg.encoder { 2 } else { cfg.vocab }
+}
+
+/// Logits kept for the loss (§3.6): the head output in β, its fp32 upcast
+/// (transformers' loss calls `.float()`), and log-softmax's fp32 output saved
+/// by cross-entropy.
+pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let tv = s.batch * s.seq * head_width(cfg);
+    let beta = s.precision.act_bytes();
+    let upcast = if beta < 4 { 4 } else { 0 };
+    tv * (beta + upcast + 4)
+}
+
+/// The first backward step through the loss (§3.6): the fp32 gradient of the
+/// log-softmax input is allocated while everything saved is still alive.
+pub fn loss_backward_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    s.batch * s.seq * head_width(cfg) * 4
+}
+
+/// Optimizer-step temporaries (§3.7): torch's foreach AdamW/Lion/SGD
+/// allocate one intermediate per parameter tensor of the group (one extra
+/// copy of the trainable parameters); bnb 8-bit optimizers update in place.
+pub fn optimizer_step_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    match s.optimizer {
+        Optimizer::Adamw | Optimizer::Lion | Optimizer::SgdMomentum => {
+            trainable_params(cfg, s) * s.precision.param_bytes()
+        }
+        _ => 0,
+    }
+}
+
+/// bitsandbytes dequantizes one linear at a time to the compute dtype during
+/// forward and backward: the largest linear in 16-bit.
+pub fn dequant_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if s.quant == Quant::None {
+        return 0;
+    }
+    (0..cfg.layers.min(4))
+        .flat_map(|i| cfg.layer_linears(i))
+        .map(|(_, a, b, _)| a * b * 2)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Bytes per KV-cache element.
+pub fn kv_elem_bits(s: &Setup) -> u64 {
+    s.kv_bits
+}
+
+/// KV cache for `tokens` tokens per sequence (§3.8): 2·n_kv·d_head per token
+/// per layer, capped at the window on sliding-window layers; MLA models in
+/// transformers cache the decompressed per-head keys (nope + rope) and values.
+pub fn kv_cache_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u64 {
+    if cfg.encoder {
+        return 0;
+    }
+    let per_token_layer = match &cfg.mla {
+        Some(m) => cfg.heads * (m.nope_dim + m.rope_dim + m.v_dim),
+        None => 2 * cfg.kv_heads * cfg.head_dim,
+    };
+    let full_layers = cfg.layers - cfg.sliding_layers;
+    let window = cfg.sliding_window.unwrap_or(tokens).min(tokens);
+    let elems = per_token_layer * (full_layers * tokens + cfg.sliding_layers * window) * s.batch;
+    elems * kv_elem_bits(s) / 8
+}
+
+/// The prefill transient of one layer at `seq` prompt tokens (§3.8): the
+/// residual stream and norm output plus the larger of the attention working
+/// set (q, k, v, output; eager adds the a·s² scores in β and the fp32 softmax)
+/// and the MLP working set (gate, up and their product: 3f; fc1 and GELU: 2f).
+pub fn prefill_transient_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let beta = s.precision.act_bytes();
+    let t = s.batch * s.seq;
+    let h = cfg.hidden;
+    let q = cfg.heads * cfg.head_dim;
+    let kv = cfg.kv_heads * cfg.head_dim;
+    let mut attn = t * (2 * q + 2 * kv) * beta;
+    if s.attention == Attention::Eager {
+        attn += cfg.heads * s.seq * s.seq * s.batch * (beta + 4);
+    }
+    let f = match &cfg.moe {
+        Some(m) => m.intermediate * m.active.max(1) + m.intermediate * m.shared,
+        None => cfg.intermediate,
+    };
+    let mlp = t * f * if cfg.glu { 3 } else { 2 } * beta;
+    2 * t * h * beta + attn.max(mlp)
+}
+
+/// Logits during inference (§3.8): `generate` keeps only the last position
+/// (`logits_to_keep=1`) in β plus its fp32 copy for sampling; a plain
+/// forward (no new tokens) produces every position.
+pub fn inference_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let beta = s.precision.act_bytes();
+    let v = head_width(cfg);
+    if s.new_tokens > 0 {
+        s.batch * v * (beta + 4)
+    } else {
+        s.batch * s.seq * v * beta
+    }
+}
+
+/// `DynamicCache` grows with `torch.cat`: appending a token briefly holds a
+/// second copy of one layer's cache (§3.8).
+pub fn cache_growth_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u64 {
+    kv_cache_bytes(cfg, s, tokens) / cfg.layers.max(1)
+}
+
+/// CUDA context, kernels and library handles as nvidia-smi shows them before
+/// any tensor: 1,343 MB measured by the HF "model training anatomy" doc
+/// (§2.5; 0.3–2 GiB across CUDA versions, §3.9), plus the cuBLAS/cuBLASLt
+/// workspaces (PyTorch's default `CUBLAS_WORKSPACE_CONFIG` :4096:8 = 32 MiB).
+pub fn cuda_context_bytes() -> u64 {
+    1_343_000_000 + 32 * 1024 * 1024
+}
+
+/// PyTorch's caching allocator reserves more than is allocated (§3.9:
+/// reserved/allocated 1.0–1.3): freed transient blocks of one size cannot
+/// always serve another, and blocks round up to 2 MiB. We take the static
+/// tensors at face value and 10 % on top of the transient working set.
+pub fn reserved_bytes(allocated: u64, transient: u64) -> u64 {
+    let slack = transient / 10;
+    (allocated + slack).div_ceil(2 << 20) * (2 << 20)
+}
+
+/// Weights for precision labels in outputs.
+pub fn precision_name(p: Precision) -> &'static str {
+    match p {
+        Precision::Fp32 => "fp32",
+        Precision::Fp16 => "fp16",
+        Precision::Bf16 => "bf16",
+        Precision::MixedFp16 => "mixed-fp16",
+        Precision::MixedBf16 => "mixed-bf16",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue;
+    use crate::setup::LoraTargets;
+
+    #[test]
+    fn mixed_adamw_is_16_bytes_per_param_plus_activations() {
+        let cfg = catalogue::find("meta-llama/Llama-2-7b-hf").expect("model");
+        let s = Setup {
+            task: Task::Train,
+            precision: Precision::MixedBf16,
+            ..Setup::default()
+        };
+        let p = cfg.params();
+        assert_eq!(weights_bytes(&cfg, &s), 4 * p);
+        assert_eq!(gradients_bytes(&cfg, &s), 4 * p);
+        assert_eq!(optimizer_bytes(&cfg, &s), 8 * p);
+    }
+
+    #[test]
+    fn llama3_8b_kv_cache_matches_hf_blog() {
+        // HF Llama 3.1 blog (§5.9): 8B KV at 1k tokens ≈ 0.125 GB (16-bit).
+        let cfg = catalogue::find("meta-llama/Llama-3.1-8B").expect("model");
+        let kv = kv_cache_bytes(&cfg, &Setup::default(), 1024);
+        assert_eq!(kv, 2 * 32 * 8 * 128 * 1024 * 2);
+        assert_eq!(kv, 134_217_728);
+    }
+
+    #[test]
+    fn lora_q_v_rank_8_on_llama2_7b() {
+        let cfg = catalogue::find("meta-llama/Llama-2-7b-hf").expect("model");
+        let s = Setup {
+            task: Task::Train,
+            method: Method::Lora,
+            lora_rank: 8,
+            lora_targets: LoraTargets::Names(vec!["q".into(), "v".into()]),
+            ..Setup::default()
+        };
+        // PEFT prints "trainable params: 4,194,304" for this setup.
+        assert_eq!(lora_params(&cfg, &s), 4_194_304);
+    }
+
+    #[test]
+    fn nf4_llama_7b_weights_near_qlora_paper() {
+        // QLoRA Fig. 6 (§5.6 F3): 4-bit LLaMA-7B footprint 5,046 MB (incl. LoRA, context).
+        let cfg = catalogue::find("meta-llama/Llama-2-7b-hf").expect("model");
+        let s = Setup {
+            quant: Quant::Nf4Dq,
+            ..Setup::default()
+        };
+        let w = weights_bytes(&cfg, &s) as f64 / 1e6;
+        assert!((3_600.0..4_200.0).contains(&w), "{w}");
+    }
+
+    #[test]
+    fn sliding_window_caps_gpt_oss_cache() {
+        let cfg = catalogue::find("openai/gpt-oss-20b").expect("model");
+        let s = Setup::default();
+        let long = kv_cache_bytes(&cfg, &s, 100_000);
+        let per = 2 * cfg.kv_heads * cfg.head_dim * 2;
+        assert_eq!(long, per * (12 * 100_000 + 12 * 128));
+    }
+}
