@@ -110,59 +110,136 @@ fn adafactor_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     elems * 4
 }
 
+/// Does training need the input of the linear `name` (its weight gets a
+/// gradient: full training, or a LoRA adapter sits on it)? A frozen linear's
+/// backward needs only its weight, so autograd saves nothing for it.
+fn trains(s: &Setup, name: &str) -> bool {
+    s.method == Method::Full || s.lora_targets.matches(name)
+}
+
 /// Activation elements one token saves for backward in one layer, in units
-/// of the activation dtype (§3.5, Korthikanti et al. 2022 restated): attention
-/// inputs and outputs 5h + 3·kv (q, k, v, rotated q/k, output, o_proj input),
-/// the MLP input h plus 4f for a gated MLP (gate, up, act, product) or 2f for
-/// fc1/GELU, and each norm's saved input (2h: RMSNorm upcasts to fp32; h for
-/// LayerNorm). MoE tokens pass through `active` experts.
-pub fn layer_token_elems(cfg: &ModelConfig, layer: u64) -> u64 {
+/// of the activation dtype (§3.5, Korthikanti et al. 2022 restated for
+/// PyTorch autograd without dropout):
+/// - attention: SDPA saves q, k, v (after RoPE) and its output (2h + 2·kv);
+///   the q/k/v projections' input (h) and `o_proj`'s input (h) are saved only
+///   when those weights train;
+/// - MLP, gated: gate output, SiLU output and up output (3f) always, the
+///   input (h) and the product (f, `down_proj`'s input) when they train;
+///   fc1/GELU: fc1 output (f), plus input h and GELU output f when trained;
+///   MoE tokens pass through `active` experts, plus fp32 router logits;
+/// - norms: RMSNorm saves its fp32-upcast input (2h) and, when its weight
+///   trains, the normalized bf16 tensor (h); LayerNorm saves its input (h).
+pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
     let h = cfg.hidden;
     let kv = match &cfg.mla {
         Some(m) => cfg.heads * (m.nope_dim + m.rope_dim),
         None => cfg.kv_heads * cfg.head_dim,
     };
-    let q = cfg.heads * cfg.head_dim.max(1);
-    let attn = 3 * h + 2 * q.max(h) - h + 3 * kv;
-    let mlp_one = |f: u64| if cfg.glu { 4 * f } else { 2 * f };
+    let q = (cfg.heads * cfg.head_dim).max(h);
+    let full = s.method == Method::Full;
+    let qkv_in = trains(s, "q_proj") || trains(s, "k_proj") || trains(s, "v_proj");
+    let attn =
+        2 * q + 2 * kv + if qkv_in { h } else { 0 } + if trains(s, "o_proj") { q } else { 0 };
+    let mlp_in = trains(s, "gate_proj") || trains(s, "up_proj");
+    let mlp_one = |f: u64| {
+        let down = if trains(s, "down_proj") { f } else { 0 };
+        if cfg.glu {
+            3 * f + down
+        } else {
+            f + down + if full || down > 0 { f } else { 0 }
+        }
+    };
+    let input = if mlp_in { h } else { 0 };
     let mlp = match &cfg.moe {
         Some(m) if layer >= m.dense_layers => {
-            h + m.active * (h + mlp_one(m.intermediate))
+            input
+                + m.active * (h + mlp_one(m.intermediate))
                 + m.shared * mlp_one(m.intermediate)
                 + 2 * m.experts
         }
-        _ => h + mlp_one(cfg.intermediate),
+        _ => input + mlp_one(cfg.intermediate),
     };
-    let layer_norm = matches!(
+    attn + mlp
+}
+
+/// Is this a LayerNorm (not RMSNorm) architecture?
+fn layer_norm(cfg: &ModelConfig) -> bool {
+    matches!(
         cfg.model_type.as_str(),
         "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox"
-    );
-    let norms = cfg.norms_per_layer * if layer_norm { h } else { 2 * h };
-    attn + mlp + norms
+    )
+}
+
+/// Is the residual stream fp32? Under autocast LayerNorm runs in fp32 and
+/// its output promotes the residual additions to fp32 (PyTorch autocast op
+/// lists: `layer_norm` is an fp32 op); in plain fp32 it is fp32 anyway.
+fn fp32_stream(cfg: &ModelConfig, s: &Setup) -> bool {
+    s.precision.act_bytes() == 4
+        || (layer_norm(cfg) && matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16))
+}
+
+/// Bytes one token's norms save in one layer: RMSNorm saves its fp32-upcast
+/// input (4h) plus, when its weight trains, the normalized tensor (β·h);
+/// LayerNorm saves its input (β·h, or 4h on an fp32 residual stream).
+pub fn layer_norm_token_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let h = cfg.hidden;
+    let beta = s.precision.act_bytes();
+    let per = if layer_norm(cfg) {
+        if fp32_stream(cfg, s) { 4 * h } else { beta * h }
+    } else if s.method == Method::Full {
+        4 * h + beta * h
+    } else {
+        4 * h
+    };
+    cfg.norms_per_layer * per
+}
+
+/// Bytes eager attention saves per score element: the softmax output (fp32
+/// under autocast, in fp32 training, and in Llama-family code that calls
+/// `softmax(dtype=float32)`), with attention dropout its 1-byte mask and
+/// output, and the cast back to β that the probabilities·V matmul saves.
+pub fn eager_score_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let beta = s.precision.act_bytes();
+    let mixed = matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16);
+    let sm = if mixed || beta == 4 || !layer_norm(cfg) {
+        4
+    } else {
+        beta
+    };
+    let drop = if cfg.attn_dropout { 1 + sm } else { 0 };
+    let cast = if sm != beta { beta } else { 0 };
+    sm + drop + cast
+}
+
+/// Autocast keeps a half-precision copy of every weight a matmul uses,
+/// saved for backward until the layer's backward runs (mixed precision only).
+pub fn autocast_weight_copies_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if !matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16) {
+        return 0;
+    }
+    let head = if cfg.encoder {
+        0
+    } else {
+        cfg.vocab * cfg.hidden
+    };
+    (cfg.block_linear_params() + head) * 2
 }
 
 /// Bytes of one layer's saved activations for `b` samples of `s` tokens:
-/// [`layer_token_elems`] × β, plus the a·s² score and probability matrices
-/// with eager attention (Korthikanti's 5·a·s²·b: scores, softmax, dropout
-/// mask and output), or the O(s) log-sum-exp with flash/SDPA kernels, plus
-/// 1-byte dropout masks when the config enables dropout.
+/// [`layer_token_elems`] × β and [`layer_norm_token_bytes`], plus the a·s²
+/// probability matrices with eager attention ([`eager_score_bytes`]; the
+/// Korthikanti 5·a·s²·b term), or the O(s) log-sum-exp with flash/SDPA
+/// kernels, plus 1-byte residual dropout masks when the config enables dropout.
 pub fn layer_activation_bytes(cfg: &ModelConfig, s: &Setup, layer: u64, b: u64, seq: u64) -> u64 {
     let beta = s.precision.act_bytes();
     let t = b * seq;
-    let mut bytes = layer_token_elems(cfg, layer) * beta * t;
+    let mut bytes = (layer_token_elems(cfg, s, layer) * beta + layer_norm_token_bytes(cfg, s)) * t;
     if cfg.hidden_dropout {
         bytes += 2 * t * cfg.hidden; // two residual dropout masks, 1 B each
     }
     let scores = cfg.heads * seq * seq * b;
     bytes += match s.attention {
-        Attention::Eager => {
-            let drop = if cfg.attn_dropout {
-                scores * (1 + beta)
-            } else {
-                0
-            };
-            2 * scores * beta + drop
-        }
+        Attention::Eager => scores * eager_score_bytes(cfg, s),
         Attention::Sdpa | Attention::Flash => cfg.heads * t * 4,
     };
     bytes
@@ -173,20 +250,26 @@ pub fn layer_activation_bytes(cfg: &ModelConfig, s: &Setup, layer: u64, b: u64, 
 /// checkpointing only each layer's input (h per token) plus one layer's full
 /// activations while it is recomputed.
 pub fn training_activations_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    let beta = s.precision.act_bytes();
+    let stream = if fp32_stream(cfg, s) {
+        4
+    } else {
+        s.precision.act_bytes()
+    };
     let t = s.batch * s.seq;
-    let edges = 3 * t * cfg.hidden * beta;
+    let edges = 3 * t * cfg.hidden * stream;
+    let copies = autocast_weight_copies_bytes(cfg, s);
     if s.grad_checkpointing {
         let one = (0..cfg.layers)
             .map(|i| layer_activation_bytes(cfg, s, i, s.batch, s.seq))
             .max()
             .unwrap_or(0);
-        cfg.layers * t * cfg.hidden * beta + one + edges
+        cfg.layers * t * cfg.hidden * stream + one + edges + copies
     } else {
         (0..cfg.layers)
             .map(|i| layer_activation_bytes(cfg, s, i, s.batch, s.seq))
             .sum::<u64>()
             + edges
+            + copies
     }
 }
 
@@ -213,14 +296,36 @@ pub fn loss_backward_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 }
 
 /// Optimizer-step temporaries (§3.7): torch's foreach AdamW/Lion/SGD
-/// allocate one intermediate per parameter tensor of the group (one extra
-/// copy of the trainable parameters); bnb 8-bit optimizers update in place.
+/// (the default on CUDA since torch 2.0) allocate one intermediate per
+/// parameter tensor of the group at once (one extra copy of the trainable
+/// parameters); the per-parameter loop (`foreach=False`, torch 1.x,
+/// transformers' old `adamw_hf`) needs only the largest tensor's worth; bnb
+/// 8-bit optimizers update in place.
 pub fn optimizer_step_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     match s.optimizer {
         Optimizer::Adamw | Optimizer::Lion | Optimizer::SgdMomentum => {
-            trainable_params(cfg, s) * s.precision.param_bytes()
+            let pb = s.precision.param_bytes();
+            if !s.foreach {
+                return largest_tensor(cfg, s) * pb;
+            }
+            trainable_params(cfg, s) * pb
         }
         _ => 0,
+    }
+}
+
+/// The largest trainable tensor (elements): the embedding for full
+/// training, else the largest adapter matrix.
+fn largest_tensor(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if s.method == Method::Full {
+        cfg.vocab * cfg.hidden
+    } else {
+        (0..cfg.layers.min(4))
+            .flat_map(|i| cfg.layer_linears(i))
+            .filter(|(name, ..)| s.lora_targets.matches(name))
+            .map(|(_, a, b, _)| s.lora_rank * a.max(b))
+            .max()
+            .unwrap_or(0)
     }
 }
 

@@ -136,7 +136,7 @@ impl ModelConfig {
         let multi_query = v.get("multi_query").and_then(Value::as_bool) == Some(true);
         let kv_heads = int(&v, &["num_key_value_heads", "num_kv_heads", "n_head_kv"])
             .unwrap_or(if multi_query { 1 } else { heads });
-        if kv_heads == 0 || heads % kv_heads != 0 {
+        if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
             return Err(ConfigError::Invalid(format!(
                 "num_key_value_heads {kv_heads} does not divide num_attention_heads {heads}"
             )));
@@ -303,7 +303,11 @@ impl ModelConfig {
             attn_dropout: false,
             hidden_dropout: false,
         };
-        if heads == 0 || kv_heads == 0 || heads % kv_heads != 0 || hidden % heads != 0 {
+        if heads == 0
+            || kv_heads == 0
+            || !heads.is_multiple_of(kv_heads)
+            || !hidden.is_multiple_of(heads)
+        {
             return Err(ConfigError::Invalid(format!(
                 "--heads {heads}, --kv-heads {kv_heads} and --hidden {hidden} do not fit together"
             )));

@@ -17,11 +17,18 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "{} ({} params, {} trainable) · {:?} · {} · batch {} × seq {}{}",
+        "{} ({} params, {} trainable) · {} · {} · batch {} × seq {}{}",
         cfg.id,
         human_count(est.params),
-        human_count(est.trainable_params.max(1)).replace("1K", "0"),
-        s.task,
+        if est.trainable_params == 0 {
+            "0".to_string()
+        } else {
+            human_count(est.trainable_params)
+        },
+        match s.task {
+            crate::setup::Task::Infer => "inference",
+            crate::setup::Task::Train => "training",
+        },
         components::precision_name(s.precision),
         s.batch,
         s.seq,

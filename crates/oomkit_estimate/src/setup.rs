@@ -108,13 +108,22 @@ pub enum Attention {
     Flash,
 }
 
-/// Which linears LoRA adapts.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// Which linears LoRA adapts. Serializes as `"all-linear"` or `"q,v"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LoraTargets {
     /// Every linear inside the blocks (`all-linear`).
     AllLinear,
     /// Named projections (`q`, `v`, `o_proj`, `gate_proj`, …).
     Names(Vec<String>),
+}
+
+impl Serialize for LoraTargets {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        match self {
+            LoraTargets::AllLinear => ser.serialize_str("all-linear"),
+            LoraTargets::Names(v) => ser.serialize_str(&v.join(",")),
+        }
+    }
 }
 
 impl LoraTargets {
@@ -161,6 +170,8 @@ pub struct Setup {
     pub lora_targets: LoraTargets,
     /// KV-cache element bits (16 by default; 8 for an int8/fp8 cache).
     pub kv_bits: u64,
+    /// The optimizer uses torch's multi-tensor (foreach) path.
+    pub foreach: bool,
 }
 
 impl Default for Setup {
@@ -180,6 +191,7 @@ impl Default for Setup {
             lora_rank: 8,
             lora_targets: LoraTargets::Names(vec!["q".into(), "v".into()]),
             kv_bits: 16,
+            foreach: true,
         }
     }
 }

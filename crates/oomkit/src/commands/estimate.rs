@@ -1,0 +1,235 @@
+//! `oomkit estimate`: resolve the model (catalogue, config.json, --params),
+//! build the setup, run the estimate and the fit, print, and exit 1 when it
+//! does not fit the chosen GPU.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use oomkit_estimate::fit::{self, Fit};
+use oomkit_estimate::model::parse_count;
+use oomkit_estimate::{
+    Attention, BareShape, Estimate, LoraTargets, Method, ModelConfig, Optimizer, Precision, Quant,
+    Setup, Task, catalogue, estimate, render,
+};
+use serde::Serialize;
+
+use crate::cli::{
+    ColorChoice, EstAttention, EstKvDtype, EstMethod, EstOptimizer, EstPrecision, EstQuant,
+    EstTask, EstimateArgs, Format,
+};
+use crate::output;
+
+/// The JSON contract (README "`oomkit estimate`").
+#[derive(Serialize)]
+struct JsonOut<'a> {
+    version: u32,
+    model: JsonModel<'a>,
+    setup: &'a Setup,
+    components: &'a oomkit_estimate::Components,
+    peak_allocated_bytes: u64,
+    peak_reserved_bytes: u64,
+    device_used_bytes: u64,
+    peak_phase: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fit: Option<&'a Fit>,
+}
+
+#[derive(Serialize)]
+struct JsonModel<'a> {
+    params: u64,
+    trainable_params: u64,
+    #[serde(flatten)]
+    config: &'a ModelConfig,
+}
+
+pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
+    let mut out = output::stdout(color);
+    if args.list_models {
+        for (id, _) in catalogue::MODELS {
+            let cfg = catalogue::find(id)?;
+            writeln!(
+                out,
+                "{id:<40} {:<16} {:>8}",
+                catalogue::alias(id),
+                oomkit_estimate::model::human_count(cfg.params())
+            )?;
+        }
+        out.flush()?;
+        return Ok(0);
+    }
+    if args.list_gpus {
+        for g in oomkit_core::gpus::GPUS {
+            writeln!(
+                out,
+                "{:<22} {:<28} {:>10}",
+                g.id,
+                g.short_name,
+                g.usable().to_string()
+            )?;
+        }
+        out.flush()?;
+        return Ok(0);
+    }
+    let cfg = resolve_model(&args)?;
+    let setup = build_setup(&args)?;
+    let est = estimate(&cfg, &setup);
+    let gpu = match &args.gpu {
+        Some(name) => Some(oomkit_core::gpus::find(name)?),
+        None => None,
+    };
+    let fit = gpu.map(|g| fit::fit(&cfg, &setup, g, &est));
+    match args.format {
+        Format::Json => {
+            let j = json(&cfg, &setup, &est, fit.as_ref());
+            serde_json::to_writer_pretty(&mut out, &j)?;
+            writeln!(out)?;
+        }
+        Format::Human => write!(out, "{}", render::human(&cfg, &setup, &est, fit.as_ref()))?,
+    }
+    out.flush()?;
+    Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
+}
+
+fn json<'a>(
+    cfg: &'a ModelConfig,
+    setup: &'a Setup,
+    est: &'a Estimate,
+    fit: Option<&'a Fit>,
+) -> JsonOut<'a> {
+    JsonOut {
+        version: 1,
+        model: JsonModel {
+            params: est.params,
+            trainable_params: est.trainable_params,
+            config: cfg,
+        },
+        setup,
+        components: &est.components,
+        peak_allocated_bytes: est.peak_allocated_bytes,
+        peak_reserved_bytes: est.peak_reserved_bytes,
+        device_used_bytes: est.device_used_bytes,
+        peak_phase: est.peak_phase,
+        fit,
+    }
+}
+
+fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
+    if let Some(p) = &args.params {
+        let n = parse_count(p).with_context(|| {
+            format!("--params {p:?}: expected a positive count like 7B or 350M")
+        })?;
+        let shape = BareShape {
+            layers: args.layers,
+            hidden: args.hidden,
+            heads: args.heads,
+            kv_heads: args.kv_heads,
+            vocab: args.vocab,
+            intermediate: args.intermediate,
+        };
+        for (name, v) in [
+            ("--layers", args.layers),
+            ("--hidden", args.hidden),
+            ("--heads", args.heads),
+            ("--kv-heads", args.kv_heads),
+            ("--vocab", args.vocab),
+            ("--intermediate", args.intermediate),
+        ] {
+            if v == Some(0) {
+                bail!("{name} must be positive");
+            }
+        }
+        return Ok(ModelConfig::bare(n, &shape)?);
+    }
+    let Some(name) = args.model.as_deref() else {
+        bail!("give a MODEL or --params");
+    };
+    let path = Path::new(name);
+    let looks_like_path = path.exists() || name.ends_with(".json");
+    if looks_like_path {
+        let file = if path.is_dir() {
+            path.join("config.json")
+        } else {
+            path.to_path_buf()
+        };
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let id = if path.is_dir() {
+            name
+        } else {
+            file.to_str().unwrap_or(name)
+        };
+        return ModelConfig::from_hf_json(id, &text)
+            .with_context(|| format!("{}: not a usable Hugging Face config.json", file.display()));
+    }
+    Ok(catalogue::find(name)?)
+}
+
+fn build_setup(a: &EstimateArgs) -> anyhow::Result<Setup> {
+    let precision = match a.precision {
+        EstPrecision::Fp32 => Precision::Fp32,
+        EstPrecision::Fp16 => Precision::Fp16,
+        EstPrecision::Bf16 => Precision::Bf16,
+        EstPrecision::MixedFp16 => Precision::MixedFp16,
+        EstPrecision::MixedBf16 => Precision::MixedBf16,
+    };
+    let targets = match a.lora_targets.trim() {
+        "all-linear" | "all" => LoraTargets::AllLinear,
+        list => LoraTargets::Names(
+            list.split(',')
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .collect(),
+        ),
+    };
+    let kv_bits = match a.kv_dtype {
+        EstKvDtype::Auto => 8 * precision.act_bytes(),
+        EstKvDtype::Fp16 | EstKvDtype::Bf16 => 16,
+        EstKvDtype::Fp8 | EstKvDtype::Int8 => 8,
+        EstKvDtype::Int4 => 4,
+    };
+    let s = Setup {
+        task: match a.task {
+            EstTask::Infer => Task::Infer,
+            EstTask::Train => Task::Train,
+        },
+        method: match a.method {
+            EstMethod::Full => Method::Full,
+            EstMethod::Lora => Method::Lora,
+            EstMethod::Qlora => Method::Qlora,
+        },
+        precision,
+        quant: match a.quant {
+            EstQuant::None => Quant::None,
+            EstQuant::Int8 => Quant::Int8,
+            EstQuant::Nf4 => Quant::Nf4,
+            EstQuant::Nf4Dq => Quant::Nf4Dq,
+            EstQuant::Int4 => Quant::Int4,
+            EstQuant::Fp8 => Quant::Fp8,
+        },
+        optimizer: match a.optimizer {
+            EstOptimizer::Adamw => Optimizer::Adamw,
+            EstOptimizer::Adamw8bit => Optimizer::Adamw8bit,
+            EstOptimizer::PagedAdamw8bit => Optimizer::PagedAdamw8bit,
+            EstOptimizer::Sgd => Optimizer::Sgd,
+            EstOptimizer::SgdMomentum => Optimizer::SgdMomentum,
+            EstOptimizer::Adafactor => Optimizer::Adafactor,
+            EstOptimizer::Lion => Optimizer::Lion,
+        },
+        batch: a.batch,
+        seq: a.seq,
+        new_tokens: a.new_tokens,
+        grad_checkpointing: a.grad_checkpointing,
+        grad_accum: a.grad_accum,
+        attention: match a.attention {
+            EstAttention::Eager => Attention::Eager,
+            EstAttention::Sdpa => Attention::Sdpa,
+            EstAttention::Flash => Attention::Flash,
+        },
+        lora_rank: a.lora_rank,
+        lora_targets: targets,
+        kv_bits,
+        foreach: !a.no_foreach,
+    };
+    Ok(s.validate()?)
+}
