@@ -279,20 +279,35 @@ fn head_width(cfg: &ModelConfig) -> u64 {
     if cfg.encoder { 2 } else { cfg.vocab }
 }
 
-/// Logits kept for the loss (§3.6): the head output in β, its fp32 upcast
-/// (transformers' loss calls `.float()`), and log-softmax's fp32 output saved
-/// by cross-entropy.
+/// Bytes per logit element the loss works in: fp32 (transformers'
+/// `ForCausalLMLoss` upcasts), or β for models whose own code does not.
+fn loss_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if cfg.half_precision_loss {
+        s.precision.act_bytes()
+    } else {
+        4
+    }
+}
+
+/// Logits kept for the loss (§3.6): the head output in β, the copy the loss
+/// works on (fp32 upcast, or the shifted `.contiguous()` copy in half-loss
+/// models), and log-softmax's output saved by cross-entropy.
 pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let tv = s.batch * s.seq * head_width(cfg);
     let beta = s.precision.act_bytes();
-    let upcast = if beta < 4 { 4 } else { 0 };
-    tv * (beta + upcast + 4)
+    let lb = loss_bytes(cfg, s);
+    let copy = if lb != beta || cfg.half_precision_loss {
+        lb
+    } else {
+        0
+    };
+    tv * (beta + copy + lb)
 }
 
-/// The first backward step through the loss (§3.6): the fp32 gradient of the
+/// The first backward step through the loss (§3.6): the gradient of the
 /// log-softmax input is allocated while everything saved is still alive.
 pub fn loss_backward_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    s.batch * s.seq * head_width(cfg) * 4
+    s.batch * s.seq * head_width(cfg) * loss_bytes(cfg, s)
 }
 
 /// Optimizer-step temporaries (§3.7): torch's foreach AdamW/Lion/SGD
@@ -361,7 +376,26 @@ pub fn kv_cache_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u64 {
     let full_layers = cfg.layers - cfg.sliding_layers;
     let window = cfg.sliding_window.unwrap_or(tokens).min(tokens);
     let elems = per_token_layer * (full_layers * tokens + cfg.sliding_layers * window) * s.batch;
-    elems * kv_elem_bits(s) / 8
+    // A quantized cache (HF QuantizedCache, Qwen `use_cache_quantization`) keeps a
+    // scale and a zero point (fp32) per token, head and head_dim group.
+    let constants = if kv_elem_bits(s) < 16 {
+        elems / cfg.head_dim.max(1) * 2 * 32
+    } else {
+        0
+    };
+    (elems * kv_elem_bits(s) + constants) / 8
+}
+
+/// Allocator slack of a cache grown by concatenation (§3.8 and §3.9): each
+/// decoding step frees every layer's cache and allocates one a token longer;
+/// the freed blocks stay reserved by the caching allocator but are too small
+/// for the next, larger request, so by the end reserved memory holds about
+/// one more cache's worth of freed blocks.
+pub fn cache_growth_slack_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u64 {
+    if s.new_tokens == 0 {
+        return 0;
+    }
+    kv_cache_bytes(cfg, s, tokens)
 }
 
 /// The prefill transient of one layer at `seq` prompt tokens (§3.8): the

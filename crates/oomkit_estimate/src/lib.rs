@@ -67,6 +67,8 @@ pub struct Estimate {
 struct Phase {
     name: &'static str,
     parts: Components,
+    /// Reserved-but-free bytes beyond the general slack.
+    extra_reserved: u64,
 }
 
 impl Phase {
@@ -113,6 +115,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
                     temporaries_bytes: c::loss_backward_bytes(cfg, s) + c::dequant_bytes(cfg, s),
                     ..Components::default()
                 },
+                extra_reserved: 0,
             };
             let step = Phase {
                 name: "optimizer-step",
@@ -123,6 +126,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
                     temporaries_bytes: c::optimizer_step_bytes(cfg, s),
                     ..Components::default()
                 },
+                extra_reserved: 0,
             };
             vec![backward, step]
         }
@@ -146,6 +150,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
                     temporaries_bytes: c::dequant_bytes(cfg, s),
                     ..Components::default()
                 },
+                extra_reserved: 0,
             };
             let mut v = vec![prefill];
             if s.new_tokens > 0 {
@@ -159,6 +164,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
                             + c::dequant_bytes(cfg, s),
                         ..Components::default()
                     },
+                    extra_reserved: c::cache_growth_slack_bytes(cfg, s, total),
                 });
             }
             v
@@ -167,7 +173,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
     let mut best: Option<(u64, u64, Phase)> = None;
     for ph in phases {
         let alloc = ph.allocated();
-        let reserved = c::reserved_bytes(alloc, ph.transient());
+        let reserved = c::reserved_bytes(alloc, ph.transient()) + ph.extra_reserved;
         if best.as_ref().is_none_or(|b| reserved > b.1) {
             best = Some((alloc, reserved, ph));
         }
@@ -178,6 +184,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
         Phase {
             name: "forward",
             parts: Components::default(),
+            extra_reserved: 0,
         },
     ));
     let mut components = phase.parts;

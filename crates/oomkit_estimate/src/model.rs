@@ -84,6 +84,10 @@ pub struct ModelConfig {
     pub attn_dropout: bool,
     /// Hidden/residual dropout is on (saves 1-byte masks).
     pub hidden_dropout: bool,
+    /// The model's own code computes cross-entropy on half-precision logits
+    /// (Qwen v1 remote code: `CrossEntropyLoss()(shift_logits, …)` with no
+    /// upcast) instead of transformers' `ForCausalLMLoss`, which upcasts to fp32.
+    pub half_precision_loss: bool,
 }
 
 /// A `config.json` that cannot be used.
@@ -229,6 +233,7 @@ impl ModelConfig {
             "attn_pdrop",
             "attention_dropout",
         ]);
+        let half_precision_loss = mt == "qwen";
         let hidden_dropout = positive(&["hidden_dropout_prob", "resid_pdrop", "hidden_dropout"]);
         Ok(ModelConfig {
             id: id.to_string(),
@@ -252,6 +257,7 @@ impl ModelConfig {
             encoder,
             attn_dropout,
             hidden_dropout,
+            half_precision_loss,
         })
     }
 
@@ -302,6 +308,7 @@ impl ModelConfig {
             encoder: false,
             attn_dropout: false,
             hidden_dropout: false,
+            half_precision_loss: false,
         };
         if heads == 0
             || kv_heads == 0

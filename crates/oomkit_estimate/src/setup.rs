@@ -1,10 +1,10 @@
 //! What the user runs: task, method, precision, quantization, optimizer and
 //! input sizes. Validated here so the formulas can trust it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What the model does.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Task {
     /// `model.generate` (or one forward pass for encoders).
@@ -14,7 +14,7 @@ pub enum Task {
 }
 
 /// Which parameters train.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Method {
     /// Every parameter.
@@ -26,7 +26,7 @@ pub enum Method {
 }
 
 /// Numeric precision of weights, gradients, optimizer states and activations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Precision {
     /// Everything fp32.
@@ -59,7 +59,7 @@ impl Precision {
 }
 
 /// Weight quantization of the frozen base.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Quant {
     /// Unquantized.
@@ -77,14 +77,16 @@ pub enum Quant {
 }
 
 /// Optimizer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Optimizer {
     /// torch AdamW: two states per parameter.
     Adamw,
     /// bitsandbytes 8-bit AdamW.
+    #[serde(rename = "adamw-8bit")]
     Adamw8bit,
     /// bitsandbytes paged 8-bit AdamW (states may page to the CPU).
+    #[serde(rename = "paged-adamw-8bit")]
     PagedAdamw8bit,
     /// Plain SGD: no state.
     Sgd,
@@ -97,7 +99,7 @@ pub enum Optimizer {
 }
 
 /// Attention kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Attention {
     /// Materialises the a·s² score and probability matrices.
@@ -126,7 +128,27 @@ impl Serialize for LoraTargets {
     }
 }
 
+impl<'de> Deserialize<'de> for LoraTargets {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(de)?;
+        Ok(LoraTargets::parse(&s))
+    }
+}
+
 impl LoraTargets {
+    /// `all-linear` (or `all`), else a comma-separated list of names.
+    pub fn parse(s: &str) -> LoraTargets {
+        match s.trim() {
+            "all-linear" | "all" => LoraTargets::AllLinear,
+            list => LoraTargets::Names(
+                list.split(',')
+                    .map(|t| t.trim().to_string())
+                    .filter(|t| !t.is_empty())
+                    .collect(),
+            ),
+        }
+    }
+
     /// Does this target list adapt the linear named `name` (e.g. `q_proj`)?
     pub fn matches(&self, name: &str) -> bool {
         match self {
@@ -139,8 +161,9 @@ impl LoraTargets {
     }
 }
 
-/// One complete setup.
-#[derive(Clone, Debug, Serialize)]
+/// One complete setup. Deserializes with defaults for missing fields.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Setup {
     /// Task.
     pub task: Task,

@@ -173,15 +173,7 @@ fn build_setup(a: &EstimateArgs) -> anyhow::Result<Setup> {
         EstPrecision::MixedFp16 => Precision::MixedFp16,
         EstPrecision::MixedBf16 => Precision::MixedBf16,
     };
-    let targets = match a.lora_targets.trim() {
-        "all-linear" | "all" => LoraTargets::AllLinear,
-        list => LoraTargets::Names(
-            list.split(',')
-                .map(|t| t.trim().to_string())
-                .filter(|t| !t.is_empty())
-                .collect(),
-        ),
-    };
+    let targets = LoraTargets::parse(&a.lora_targets);
     let kv_bits = match a.kv_dtype {
         EstKvDtype::Auto => 8 * precision.act_bytes(),
         EstKvDtype::Fp16 | EstKvDtype::Bf16 => 16,
