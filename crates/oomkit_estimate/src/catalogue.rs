@@ -234,23 +234,16 @@ pub fn find(name: &str) -> Result<ModelConfig, UnknownModel> {
             }
         }
     }
+    let key = norm(&alias(name.trim()));
     let mut scored: Vec<(usize, &'static str)> = MODELS
         .iter()
-        .map(|(id, _)| {
-            (
-                distance(
-                    &norm(&alias(id)),
-                    &want.rsplit('/').next().unwrap_or(&want).replace('/', ""),
-                ),
-                *id,
-            )
-        })
+        .map(|(id, _)| (distance(&norm(&alias(id)), &key), *id))
         .collect();
     scored.sort();
     let best = scored.first().map_or(usize::MAX, |s| s.0);
     let suggestions = scored
         .into_iter()
-        .filter(|(d, _)| *d <= best.max(1) && *d <= want.len() / 2 + 1)
+        .filter(|(d, _)| *d <= best.max(1) && *d <= key.len() / 2 + 1)
         .map(|(_, id)| id)
         .take(3)
         .collect();

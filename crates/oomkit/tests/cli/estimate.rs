@@ -1,0 +1,232 @@
+//! `oomkit estimate` through the binary: human and JSON output for a few setups
+//! (snapshots), the JSON contract, fit and exit codes, config.json paths,
+//! --params, the lists, and bad input (exit 2, one-line errors).
+
+use std::fs;
+use std::process::Output;
+
+use serde_json::Value;
+
+use super::run_in;
+
+fn est(args: &[&str]) -> Output {
+    let mut full = vec!["estimate"];
+    full.extend_from_slice(args);
+    run_in(&std::env::temp_dir(), &full, None)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
+}
+
+#[test]
+fn human_lora_8b_on_4090() {
+    let out = est(&[
+        "meta-llama/Llama-3.1-8B",
+        "--task",
+        "train",
+        "--method",
+        "lora",
+        "--batch",
+        "4",
+        "--seq",
+        "2048",
+        "--gpu",
+        "rtx-4090",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("does not fit on rtx-4090"), "{text}");
+    assert!(text.contains("[gradient-checkpointing]"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn human_inference_fits() {
+    let out = est(&[
+        "qwen2.5-7b",
+        "--seq",
+        "1024",
+        "--new-tokens",
+        "512",
+        "--gpu",
+        "a100-80gb",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    insta::assert_snapshot!(stdout(&out));
+}
+
+#[test]
+fn json_full_training_3b() {
+    let out = est(&[
+        "meta-llama/Llama-3.2-3B",
+        "--task",
+        "train",
+        "--batch",
+        "2",
+        "--seq",
+        "4096",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let v = json(&out);
+    insta::assert_json_snapshot!(v);
+}
+
+#[test]
+fn json_contract_shape_with_fit_and_plan() {
+    let out = est(&[
+        "meta-llama/Llama-3.1-8B",
+        "--task",
+        "train",
+        "--method",
+        "lora",
+        "--batch",
+        "8",
+        "--seq",
+        "2048",
+        "--gpu",
+        "4090",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v = json(&out);
+    assert_eq!(v["version"], 1);
+    for k in [
+        "weights_bytes",
+        "gradients_bytes",
+        "optimizer_bytes",
+        "activations_bytes",
+        "logits_bytes",
+        "kv_cache_bytes",
+        "temporaries_bytes",
+        "cuda_context_bytes",
+    ] {
+        assert!(v["components"][k].is_u64(), "{k}");
+    }
+    for k in [
+        "peak_allocated_bytes",
+        "peak_reserved_bytes",
+        "device_used_bytes",
+    ] {
+        assert!(v[k].is_u64(), "{k}");
+    }
+    assert!(v["peak_phase"].is_string());
+    let fit = &v["fit"];
+    assert_eq!(fit["gpu"], "rtx-4090");
+    assert_eq!(fit["fits"], false);
+    assert!(fit["usable_bytes"].is_u64());
+    assert!(fit["headroom_bytes"].as_i64().is_some_and(|h| h < 0));
+    let plan = fit["plan"].as_array().expect("plan");
+    assert!(!plan.is_empty());
+    let last = plan.last().expect("step");
+    assert!(last["peak_after_bytes"].as_u64() <= fit["usable_bytes"].as_u64());
+    for step in plan {
+        assert!(step["change"].is_string() && step["config"].is_string());
+        assert!(step["saves_bytes"].as_u64().is_some_and(|b| b > 0));
+        let id = step["remedy"].as_str().expect("remedy");
+        assert!(oomkit_core::remedies::get(id).is_some(), "{id}");
+    }
+}
+
+#[test]
+fn no_fit_object_without_gpu() {
+    let v = json(&est(&["gpt2", "--format", "json"]));
+    assert!(v.get("fit").is_none());
+    assert_eq!(v["model"]["id"], "openai-community/gpt2");
+}
+
+#[test]
+fn config_json_path_and_folder() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = r#"{"model_type":"llama","hidden_size":2048,"intermediate_size":5632,
+        "num_hidden_layers":22,"num_attention_heads":32,"num_key_value_heads":4,"vocab_size":32000}"#;
+    fs::write(dir.path().join("config.json"), cfg).expect("write");
+    let file = dir.path().join("config.json");
+    let a = json(&est(&[file.to_str().expect("utf8"), "--format", "json"]));
+    let b = json(&est(&[
+        dir.path().to_str().expect("utf8"),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(a["model"]["params"], b["model"]["params"]);
+    // TinyLlama-1.1B has 1,100,048,384 parameters.
+    assert_eq!(a["model"]["params"], 1_100_048_384u64);
+}
+
+#[test]
+fn bare_params() {
+    let out = est(&["--params", "7B", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = json(&out)["model"]["params"].as_u64().expect("params");
+    assert!((6_300_000_000..7_700_000_000).contains(&p), "{p}");
+}
+
+#[test]
+fn lists() {
+    let m = stdout(&est(&["--list-models"]));
+    assert!(m.contains("meta-llama/Llama-3.1-405B"));
+    let g = stdout(&est(&["--list-gpus"]));
+    assert!(g.contains("rtx-4090"));
+}
+
+#[test]
+fn unknown_model_suggests() {
+    let out = est(&["meta-llama/Llama-3.1-8C"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(e.contains("did you mean meta-llama/Llama-3.1-8B"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+}
+
+#[test]
+fn unknown_gpu_suggests() {
+    let out = est(&["gpt2", "--gpu", "rtx-409"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("unknown GPU"));
+}
+
+#[test]
+fn bad_sizes_exit_2() {
+    for args in [
+        &["gpt2", "--batch", "0"][..],
+        &["gpt2", "--seq", "-5"][..],
+        &["--params", "-7B"][..],
+        &["--params", "0"][..],
+        &["--params", "7B", "--layers", "0"][..],
+        &["gpt2", "--task", "train", "--quant", "nf4"][..],
+    ] {
+        let out = est(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).starts_with("error"), "{args:?}");
+    }
+}
+
+#[test]
+fn malformed_config_json_is_one_line_error() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bad = dir.path().join("config.json");
+    fs::write(&bad, "{\"hidden_size\": 64,").expect("write");
+    let out = est(&[bad.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(e.contains("not a usable Hugging Face config.json"), "{e}");
+    fs::write(&bad, "{\"hidden_size\": 64}").expect("write");
+    let out = est(&[bad.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("num_hidden_layers"),
+        "{}",
+        stderr(&out)
+    );
+}
