@@ -111,6 +111,16 @@ pub struct EstimateArgs {
     /// the multi-tensor path.
     #[arg(long)]
     pub no_foreach: bool,
+    /// Inference engine.
+    #[arg(long, value_enum, default_value_t = EstEngine::Hf)]
+    pub engine: EstEngine,
+    /// vLLM: fraction of the GPU's memory the engine may use.
+    #[arg(long, default_value_t = 0.9)]
+    pub gpu_memory_utilization: f64,
+    /// vLLM: the context length each request may reach (default: the prompt + new tokens,
+    /// at least 8192).
+    #[arg(long)]
+    pub max_model_len: Option<u64>,
     /// GPU to check the fit against (see --list-gpus).
     #[arg(long)]
     pub gpu: Option<String>,
@@ -129,6 +139,16 @@ pub struct EstimateArgs {
 pub enum EstTask {
     Infer,
     Train,
+    /// Serving with --engine vllm: the KV-cache pool (needs --gpu).
+    Serve,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstEngine {
+    /// Hugging Face transformers.
+    Hf,
+    /// vLLM (only with --task serve).
+    Vllm,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

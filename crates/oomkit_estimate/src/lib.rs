@@ -12,6 +12,7 @@ pub mod components;
 pub mod fit;
 pub mod model;
 pub mod render;
+pub mod serve;
 pub mod setup;
 
 use serde::Serialize;

@@ -6,7 +6,7 @@
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
-use oomkit_estimate::{Setup, catalogue, components, estimate, fit};
+use oomkit_estimate::{Setup, catalogue, components, estimate, fit, serve};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -26,6 +26,7 @@ struct Row {
     measured_bytes: u64,
     gpu: Option<String>,
     grade: String,
+    vllm_util: Option<f64>,
 }
 
 /// The tolerance; doubled for grade-B rows whose metric is unstated.
@@ -78,6 +79,16 @@ fn accuracy_table() {
             "device_used" => est.device_used_bytes,
             "weights" => components::weights_bytes(&cfg, &s),
             "kv" => components::kv_cache_bytes(&cfg, &s, s.seq + s.new_tokens),
+            "vllm_pool" => {
+                let gpu = oomkit_core::gpus::find(row.gpu.as_deref().unwrap()).unwrap();
+                let args = serve::VllmArgs {
+                    gpu_memory_utilization: row.vllm_util.unwrap(),
+                    max_model_len: 8192,
+                    max_num_batched_tokens: 8192,
+                    max_num_seqs: 256,
+                };
+                serve::vllm(&cfg, &s, &args, gpu.usable().get()).kv_pool_bytes
+            }
             m => panic!("unknown metric {m}"),
         };
         let err = (got as f64 - row.measured_bytes as f64) / row.measured_bytes as f64 * 100.0;

@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use oomkit_estimate::fit::{self, Fit};
 use oomkit_estimate::model::parse_count;
+use oomkit_estimate::serve::{VllmArgs, vllm};
 use oomkit_estimate::{
     Attention, BareShape, Estimate, LoraTargets, Method, ModelConfig, Optimizer, Precision, Quant,
     Setup, Task, catalogue, estimate, render,
@@ -15,8 +16,8 @@ use oomkit_estimate::{
 use serde::Serialize;
 
 use crate::cli::{
-    ColorChoice, EstAttention, EstKvDtype, EstMethod, EstOptimizer, EstPrecision, EstQuant,
-    EstTask, EstimateArgs, Format,
+    ColorChoice, EstAttention, EstEngine, EstKvDtype, EstMethod, EstOptimizer, EstPrecision,
+    EstQuant, EstTask, EstimateArgs, Format,
 };
 use crate::output;
 
@@ -73,6 +74,9 @@ pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     }
     let cfg = resolve_model(&args)?;
     let setup = build_setup(&args)?;
+    if args.task == EstTask::Serve || args.engine == EstEngine::Vllm {
+        return serve(&args, &cfg, &setup, &mut out);
+    }
     let est = estimate(&cfg, &setup);
     let gpu = match &args.gpu {
         Some(name) => Some(oomkit_core::gpus::find(name)?),
@@ -89,6 +93,115 @@ pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     }
     out.flush()?;
     Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
+}
+
+/// `--engine vllm --task serve`: the pool on the chosen GPU.
+fn serve(
+    args: &EstimateArgs,
+    cfg: &ModelConfig,
+    setup: &Setup,
+    out: &mut impl Write,
+) -> anyhow::Result<u8> {
+    if args.task != EstTask::Serve || args.engine != EstEngine::Vllm {
+        bail!("serving is modelled for vLLM only: use --engine vllm --task serve");
+    }
+    let Some(name) = &args.gpu else {
+        bail!("--task serve needs --gpu (vLLM sizes its KV pool from the GPU's memory)");
+    };
+    let u = args.gpu_memory_utilization;
+    if !(u > 0.0 && u <= 1.0) {
+        bail!("--gpu-memory-utilization must be in (0, 1], got {u}");
+    }
+    if args.max_model_len == Some(0) {
+        bail!("--max-model-len must be positive");
+    }
+    let gpu = oomkit_core::gpus::find(name)?;
+    let vargs = VllmArgs {
+        gpu_memory_utilization: u,
+        max_model_len: args
+            .max_model_len
+            .unwrap_or((setup.seq + setup.new_tokens).max(8192)),
+        max_num_batched_tokens: 8192,
+        max_num_seqs: 256,
+    };
+    let r = vllm(cfg, setup, &vargs, gpu.usable().get());
+    let fits = r.fits && r.requested_bytes <= gpu.usable().get();
+    match args.format {
+        Format::Json => {
+            let components = oomkit_estimate::Components {
+                weights_bytes: r.weights_bytes,
+                activations_bytes: r.activation_bytes,
+                kv_cache_bytes: r.kv_pool_bytes,
+                cuda_context_bytes: r.non_torch_bytes,
+                ..Default::default()
+            };
+            let allocated = r.weights_bytes + r.activation_bytes + r.kv_pool_bytes;
+            let v = serde_json::json!({
+                "version": 1,
+                "model": {"id": cfg.id, "params": cfg.params()},
+                "setup": setup,
+                "components": components,
+                "peak_allocated_bytes": allocated,
+                "peak_reserved_bytes": allocated,
+                "device_used_bytes": r.requested_bytes,
+                "peak_phase": "serve",
+                "serve": r,
+                "fit": {
+                    "gpu": gpu.id,
+                    "usable_bytes": gpu.usable().get(),
+                    "fits": fits,
+                    "headroom_bytes": gpu.usable().get() as i64 - r.requested_bytes as i64,
+                    "plan": [],
+                },
+            });
+            serde_json::to_writer_pretty(&mut *out, &v)?;
+            writeln!(out)?;
+        }
+        Format::Human => {
+            writeln!(
+                out,
+                "{} on {} with vLLM (gpu_memory_utilization {u})",
+                cfg.id, gpu.id
+            )?;
+            writeln!(out)?;
+            for (k, b) in [
+                ("requested", r.requested_bytes),
+                ("weights", r.weights_bytes),
+                ("activations", r.activation_bytes),
+                ("non-torch", r.non_torch_bytes),
+                ("KV pool", r.kv_pool_bytes),
+            ] {
+                writeln!(out, "  {k:<13}{:>11}", oomkit_core::Bytes(b).to_string())?;
+            }
+            writeln!(out)?;
+            writeln!(
+                out,
+                "  {} tokens in {} blocks of 16; max concurrency {:.2}x at max_model_len {}",
+                r.kv_tokens, r.blocks, r.max_concurrency, r.max_model_len
+            )?;
+            writeln!(out)?;
+            let non_kv = r.weights_bytes + r.activation_bytes + r.non_torch_bytes;
+            if fits {
+                writeln!(out, "fits on {}", gpu.id)?;
+            } else if non_kv >= r.requested_bytes {
+                writeln!(
+                    out,
+                    "does not fit on {}: weights and activations need {} of the {} requested (quantize the weights [quantize-4bit] or split across GPUs [model-parallel])",
+                    gpu.id,
+                    oomkit_core::Bytes(non_kv),
+                    oomkit_core::Bytes(r.requested_bytes)
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "does not fit on {}: the pool holds {} tokens, one request needs {} (lower --max-model-len [vllm-max-model-len] or use --kv-dtype fp8 [vllm-kv-cache-dtype])",
+                    gpu.id, r.kv_tokens, r.max_model_len
+                )?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(if fits { 0 } else { 1 })
 }
 
 fn json<'a>(
@@ -182,7 +295,7 @@ fn build_setup(a: &EstimateArgs) -> anyhow::Result<Setup> {
     };
     let s = Setup {
         task: match a.task {
-            EstTask::Infer => Task::Infer,
+            EstTask::Infer | EstTask::Serve => Task::Infer,
             EstTask::Train => Task::Train,
         },
         method: match a.method {

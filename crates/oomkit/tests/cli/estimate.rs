@@ -230,3 +230,69 @@ fn malformed_config_json_is_one_line_error() {
         stderr(&out)
     );
 }
+
+#[test]
+fn vllm_serve_pool() {
+    let out = est(&[
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "h100-sxm",
+        "--gpu-memory-utilization",
+        "0.95",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let tokens = v["serve"]["kv_tokens"].as_u64().expect("tokens");
+    // llm-d measured 476,016 tokens (memory-estimation.md §5.8 K2).
+    assert!((462_000..491_000).contains(&tokens), "{tokens}");
+    assert_eq!(v["serve"]["block_bytes"], 16 * 2 * 8 * 128 * 32 * 2);
+    insta::assert_snapshot!(stdout(&est(&[
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "h100-sxm",
+        "--gpu-memory-utilization",
+        "0.95",
+    ])));
+}
+
+#[test]
+fn vllm_serve_errors_and_no_fit() {
+    let out = est(&[
+        "llama-3.1-70b",
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "rtx-4090",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("does not fit"));
+    let out = est(&["gpt2", "--task", "serve", "--engine", "vllm"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("needs --gpu"));
+    let out = est(&["gpt2", "--task", "serve", "--gpu", "h100-sxm"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = est(&[
+        "gpt2",
+        "--task",
+        "serve",
+        "--engine",
+        "vllm",
+        "--gpu",
+        "h100-sxm",
+        "--gpu-memory-utilization",
+        "1.5",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}
