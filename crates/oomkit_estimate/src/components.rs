@@ -47,7 +47,15 @@ pub fn trainable_params(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// plus LoRA adapters at the precision's bytes when training adapters.
 pub fn weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let p = cfg.params();
-    let base = if s.quant == Quant::None {
+    let base = if let Some(ck) = cfg.checkpoint.as_ref().filter(|_| s.quant == Quant::None) {
+        // Exact sizes from the safetensors headers: stored bytes for a
+        // pre-quantized checkpoint, else every element at the precision.
+        if ck.prequantized() {
+            ck.bytes
+        } else {
+            ck.elements * s.precision.param_bytes()
+        }
+    } else if s.quant == Quant::None {
         p * s.precision.param_bytes()
     } else {
         let lin = cfg.block_linear_params();

@@ -8,6 +8,7 @@
 //! phase of the peak; [`fit`] checks a GPU and builds the plan.
 
 pub mod catalogue;
+pub mod checkpoint;
 pub mod components;
 pub mod fit;
 pub mod model;

@@ -88,6 +88,9 @@ pub struct ModelConfig {
     /// (Qwen v1 remote code: `CrossEntropyLoss()(shift_logits, …)` with no
     /// upcast) instead of transformers' `ForCausalLMLoss`, which upcasts to fp32.
     pub half_precision_loss: bool,
+    /// Exact sizes from safetensors headers beside the config, when read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<crate::checkpoint::Checkpoint>,
 }
 
 /// A `config.json` that cannot be used.
@@ -258,6 +261,7 @@ impl ModelConfig {
             attn_dropout,
             hidden_dropout,
             half_precision_loss,
+            checkpoint: None,
         })
     }
 
@@ -309,6 +313,7 @@ impl ModelConfig {
             attn_dropout: false,
             hidden_dropout: false,
             half_precision_loss: false,
+            checkpoint: None,
         };
         if heads == 0
             || kv_heads == 0

@@ -6,6 +6,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, bail};
+use oomkit_estimate::checkpoint::{self, Checkpoint};
 use oomkit_estimate::fit::{self, Fit};
 use oomkit_estimate::model::parse_count;
 use oomkit_estimate::serve::{VllmArgs, vllm};
@@ -44,7 +45,19 @@ struct JsonModel<'a> {
     config: &'a ModelConfig,
 }
 
+/// Runs the subcommand; errors come back as one line (the cause chain joined
+/// with `: `), broken pipes untouched.
 pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
+    run_inner(args, color).map_err(|e| {
+        if output::is_broken_pipe(&e) {
+            return e;
+        }
+        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+        anyhow::anyhow!(parts.join(": "))
+    })
+}
+
+fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let mut out = output::stdout(color);
     if args.list_models {
         for (id, _) in catalogue::MODELS {
@@ -272,10 +285,51 @@ fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
         } else {
             file.to_str().unwrap_or(name)
         };
-        return ModelConfig::from_hf_json(id, &text)
-            .with_context(|| format!("{}: not a usable Hugging Face config.json", file.display()));
+        let mut cfg = ModelConfig::from_hf_json(id, &text).with_context(|| {
+            format!("{}: not a usable Hugging Face config.json", file.display())
+        })?;
+        let dir = file.parent().unwrap_or(Path::new("."));
+        cfg.checkpoint = read_safetensors(dir)?;
+        return Ok(cfg);
     }
     Ok(catalogue::find(name)?)
+}
+
+/// Sums the headers of every `*.safetensors` file in `dir` (never the data).
+fn read_safetensors(dir: &Path) -> anyhow::Result<Option<Checkpoint>> {
+    use std::io::Read;
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    if files.is_empty() {
+        return Ok(None);
+    }
+    files.sort();
+    let mut total = Checkpoint::default();
+    for f in files {
+        let read = || -> anyhow::Result<Checkpoint> {
+            let mut fh = std::fs::File::open(&f)?;
+            let mut prefix = [0u8; 8];
+            fh.read_exact(&mut prefix)
+                .context("malformed safetensors header: file shorter than 8 bytes")?;
+            let n = checkpoint::header_len(prefix)?;
+            let mut buf = Vec::new();
+            fh.take(n).read_to_end(&mut buf)?;
+            if buf.len() as u64 != n {
+                bail!(
+                    "malformed safetensors header: truncated ({} of {n} bytes)",
+                    buf.len()
+                );
+            }
+            Ok(checkpoint::parse_header(&buf)?)
+        };
+        let c = read().with_context(|| format!("{}", f.display()))?;
+        total.merge(c);
+    }
+    Ok(Some(total))
 }
 
 fn build_setup(a: &EstimateArgs) -> anyhow::Result<Setup> {

@@ -221,6 +221,7 @@ fn malformed_config_json_is_one_line_error() {
     assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
     assert!(e.contains("not a usable Hugging Face config.json"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
     fs::write(&bad, "{\"hidden_size\": 64}").expect("write");
     let out = est(&[bad.to_str().expect("utf8")]);
     assert_eq!(out.status.code(), Some(2));
@@ -295,4 +296,53 @@ fn vllm_serve_errors_and_no_fit() {
         "1.5",
     ]);
     assert_eq!(out.status.code(), Some(2));
+}
+
+fn safetensors(header: &str) -> Vec<u8> {
+    let mut v = (header.len() as u64).to_le_bytes().to_vec();
+    v.extend_from_slice(header.as_bytes());
+    v
+}
+
+#[test]
+fn safetensors_headers_give_exact_weights() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = r#"{"model_type":"llama","hidden_size":64,"intermediate_size":128,
+        "num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100}"#;
+    fs::write(dir.path().join("config.json"), cfg).expect("write");
+    // One 1000 x 1000 bf16 tensor in the header; no data needed.
+    let h = r#"{"w":{"dtype":"BF16","shape":[1000,1000],"data_offsets":[0,2000000]}}"#;
+    fs::write(dir.path().join("model.safetensors"), safetensors(h)).expect("write");
+    let v = json(&est(&[
+        dir.path().to_str().expect("utf8"),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["components"]["weights_bytes"], 2_000_000);
+    let v = json(&est(&[
+        dir.path().to_str().expect("utf8"),
+        "--precision",
+        "fp32",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["components"]["weights_bytes"], 4_000_000);
+}
+
+#[test]
+fn malformed_safetensors_is_an_error() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = r#"{"model_type":"llama","hidden_size":64,"intermediate_size":128,
+        "num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100}"#;
+    fs::write(dir.path().join("config.json"), cfg).expect("write");
+    let mut bad = 500u64.to_le_bytes().to_vec();
+    bad.extend_from_slice(b"{\"w\":");
+    fs::write(dir.path().join("model.safetensors"), bad).expect("write");
+    let out = est(&[dir.path().to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("malformed safetensors header"),
+        "{}",
+        stderr(&out)
+    );
 }
