@@ -111,6 +111,18 @@ pub struct EstimateArgs {
     /// the multi-tensor path.
     #[arg(long)]
     pub no_foreach: bool,
+    /// Data-parallel GPUs (per-GPU numbers are reported).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub gpus: u64,
+    /// DeepSpeed ZeRO stage.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub zero: u8,
+    /// FSDP full shard (same memory as ZeRO-3).
+    #[arg(long)]
+    pub fsdp: bool,
+    /// CPU offload.
+    #[arg(long, value_enum, default_value_t = EstOffload::None)]
+    pub offload: EstOffload,
     /// Inference engine.
     #[arg(long, value_enum, default_value_t = EstEngine::Hf)]
     pub engine: EstEngine,
@@ -141,6 +153,13 @@ pub enum EstTask {
     Train,
     /// Serving with --engine vllm: the KV-cache pool (needs --gpu).
     Serve,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstOffload {
+    None,
+    Optimizer,
+    Params,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

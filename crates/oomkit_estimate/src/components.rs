@@ -531,6 +531,40 @@ mod tests {
     }
 
     #[test]
+    fn zero_stages_shard_model_states() {
+        let cfg = catalogue::find("meta-llama/Llama-2-7b-hf").expect("model");
+        let base = Setup {
+            task: Task::Train,
+            precision: Precision::MixedBf16,
+            gpus: 8,
+            ..Setup::default()
+        };
+        let p = cfg.params();
+        let z = |zero| {
+            sharded_states(
+                &cfg,
+                &Setup {
+                    zero,
+                    ..base.clone()
+                },
+            )
+        };
+        assert_eq!(z(0).2, 8 * p);
+        assert_eq!(z(1).2, 8 * p / 8);
+        assert_eq!(z(2).1, 4 * p / 8);
+        assert!(z(3).0 < 4 * p / 4);
+        let off = sharded_states(
+            &cfg,
+            &Setup {
+                zero: 2,
+                offload: crate::setup::Offload::Optimizer,
+                ..base.clone()
+            },
+        );
+        assert_eq!(off.2, 0);
+    }
+
+    #[test]
     fn sliding_window_caps_gpt_oss_cache() {
         let cfg = catalogue::find("openai/gpt-oss-20b").expect("model");
         let s = Setup::default();
@@ -538,4 +572,41 @@ mod tests {
         let per = 2 * cfg.kv_heads * cfg.head_dim * 2;
         assert_eq!(long, per * (12 * 100_000 + 12 * 128));
     }
+}
+
+/// Per-GPU model states under ZeRO/FSDP (§2.4, §3.4: ZeRO-1 shards the
+/// optimizer, ZeRO-2 also the gradients, ZeRO-3/FSDP also the weights, which
+/// are gathered a layer at a time: the gathered layer plus the prefetched
+/// next one). Optimizer offload removes states and the step from the GPU;
+/// parameter offload leaves only the gathered layers. Returns (weights,
+/// gradients, optimizer, step temporaries) per GPU.
+pub fn sharded_states(cfg: &ModelConfig, s: &Setup) -> (u64, u64, u64, u64) {
+    let n = s.gpus.max(1);
+    let mut w = weights_bytes(cfg, s);
+    let mut g = gradients_bytes(cfg, s);
+    let mut o = optimizer_bytes(cfg, s);
+    let mut step = optimizer_step_bytes(cfg, s);
+    if s.zero >= 1 {
+        o /= n;
+        step /= n;
+    }
+    if s.zero >= 2 {
+        g /= n;
+    }
+    if s.zero >= 3 {
+        let largest = (0..cfg.layers)
+            .map(|i| cfg.layer_params(i))
+            .max()
+            .unwrap_or(0);
+        let gathered = 2 * largest * s.precision.param_bytes();
+        w = w / n + gathered;
+        if s.offload == crate::setup::Offload::Params {
+            w = gathered;
+        }
+    }
+    if s.offload != crate::setup::Offload::None {
+        o = 0;
+        step = 0;
+    }
+    (w, g, o, step)
 }

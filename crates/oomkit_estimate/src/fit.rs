@@ -10,7 +10,7 @@ use oomkit_core::gpus::Gpu;
 use serde::Serialize;
 
 use crate::model::ModelConfig;
-use crate::setup::{LoraTargets, Method, Optimizer, Precision, Quant, Setup, Task};
+use crate::setup::{LoraTargets, Method, Offload, Optimizer, Precision, Quant, Setup, Task};
 use crate::{Estimate, estimate};
 
 /// One step of the plan.
@@ -167,6 +167,36 @@ fn qlora(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> 
     })
 }
 
+fn zero3(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
+    (s.task == Task::Train && s.gpus > 1 && s.zero < 3).then(|| {
+        let mut t = s.clone();
+        t.zero = 3;
+        (
+            t,
+            format!("shard weights, gradients and optimizer over the {} GPUs (ZeRO-3 / FSDP)", s.gpus),
+            "{\"zero_optimization\": {\"stage\": 3, \"overlap_comm\": true}, \"bf16\": {\"enabled\": true}}  # DeepSpeed JSON; or FSDP full_shard".into(),
+        )
+    })
+}
+
+fn offload(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
+    (s.task == Task::Train && s.offload == Offload::None && s.optimizer_bytes_nonzero()).then(|| {
+        let mut t = s.clone();
+        t.offload = Offload::Optimizer;
+        if t.zero < 2 {
+            t.zero = 2;
+        }
+        (
+            t.clone(),
+            "offload the optimizer states and step to the CPU (ZeRO-Offload)".into(),
+            format!(
+                "{{\"zero_optimization\": {{\"stage\": {}, \"offload_optimizer\": {{\"device\": \"cpu\", \"pin_memory\": true}}}}}}  # DeepSpeed JSON",
+                t.zero
+            ),
+        )
+    })
+}
+
 const BNB_4BIT: &str = "BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)";
 
 fn quant8(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
@@ -236,6 +266,8 @@ pub const LADDER: &[(&str, Apply)] = &[
     ("optimizer-8bit", optimizer_8bit),
     ("lora", lora),
     ("qlora", qlora),
+    ("zero-sharding", zero3),
+    ("cpu-offload", offload),
     ("quantize-8bit", quant8),
     ("quantize-4bit", quant4),
     ("reduce-batch", smaller_batch),

@@ -19,7 +19,9 @@ pub mod setup;
 use serde::Serialize;
 
 pub use model::{BareShape, ConfigError, ModelConfig};
-pub use setup::{Attention, LoraTargets, Method, Optimizer, Precision, Quant, Setup, Task};
+pub use setup::{
+    Attention, LoraTargets, Method, Offload, Optimizer, Precision, Quant, Setup, Task,
+};
 
 use components as c;
 
@@ -101,8 +103,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
     let ctx = c::cuda_context_bytes();
     let phases: Vec<Phase> = match s.task {
         Task::Train => {
-            let grads = c::gradients_bytes(cfg, s);
-            let opt = c::optimizer_bytes(cfg, s);
+            let (weights, grads, opt, step_tmp) = c::sharded_states(cfg, s);
             // With accumulation, the previous micro-batches' gradients stay alive
             // through the forward and backward of the next ones (§3.7).
             let live_grads = if s.grad_accum > 1 { grads } else { 0 };
@@ -125,7 +126,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
                     weights_bytes: weights,
                     gradients_bytes: grads,
                     optimizer_bytes: opt,
-                    temporaries_bytes: c::optimizer_step_bytes(cfg, s),
+                    temporaries_bytes: step_tmp,
                     ..Components::default()
                 },
                 extra_reserved: 0,

@@ -110,6 +110,18 @@ pub enum Attention {
     Flash,
 }
 
+/// What DeepSpeed/FSDP moves to the CPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Offload {
+    /// Nothing.
+    None,
+    /// Optimizer states and the step (ZeRO-Offload).
+    Optimizer,
+    /// Optimizer and parameters (ZeRO-Infinity / FSDP CPU offload; needs stage 3).
+    Params,
+}
+
 /// Which linears LoRA adapts. Serializes as `"all-linear"` or `"q,v"`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LoraTargets {
@@ -195,6 +207,12 @@ pub struct Setup {
     pub kv_bits: u64,
     /// The optimizer uses torch's multi-tensor (foreach) path.
     pub foreach: bool,
+    /// Data-parallel GPUs.
+    pub gpus: u64,
+    /// ZeRO stage (0–3); FSDP full shard is stage 3.
+    pub zero: u8,
+    /// CPU offload.
+    pub offload: Offload,
 }
 
 impl Default for Setup {
@@ -215,6 +233,9 @@ impl Default for Setup {
             lora_targets: LoraTargets::Names(vec!["q".into(), "v".into()]),
             kv_bits: 16,
             foreach: true,
+            gpus: 1,
+            zero: 0,
+            offload: Offload::None,
         }
     }
 }
@@ -225,6 +246,11 @@ impl Default for Setup {
 pub struct SetupError(pub String);
 
 impl Setup {
+    /// Whether the optimizer keeps any state.
+    pub fn optimizer_bytes_nonzero(&self) -> bool {
+        self.optimizer != Optimizer::Sgd
+    }
+
     /// Checks sizes and combinations; QLoRA forces NF4 weights.
     pub fn validate(mut self) -> Result<Setup, SetupError> {
         for (name, v) in [
@@ -242,6 +268,17 @@ impl Setup {
         if !matches!(self.kv_bits, 4 | 8 | 16 | 32) {
             return Err(SetupError(
                 "KV-cache dtype must be 4, 8, 16 or 32 bits".into(),
+            ));
+        }
+        if self.gpus == 0 {
+            return Err(SetupError("--gpus must be at least 1".into()));
+        }
+        if self.zero > 3 {
+            return Err(SetupError("--zero must be 0, 1, 2 or 3".into()));
+        }
+        if self.offload == Offload::Params && self.zero < 3 {
+            return Err(SetupError(
+                "--offload params needs parameter sharding: --zero 3 or --fsdp".into(),
             ));
         }
         if self.method == Method::Qlora && matches!(self.quant, Quant::None) {

@@ -11,14 +11,14 @@ use oomkit_estimate::fit::{self, Fit};
 use oomkit_estimate::model::parse_count;
 use oomkit_estimate::serve::{VllmArgs, vllm};
 use oomkit_estimate::{
-    Attention, BareShape, Estimate, LoraTargets, Method, ModelConfig, Optimizer, Precision, Quant,
-    Setup, Task, catalogue, estimate, render,
+    Attention, BareShape, Estimate, LoraTargets, Method, ModelConfig, Offload, Optimizer,
+    Precision, Quant, Setup, Task, catalogue, estimate, render,
 };
 use serde::Serialize;
 
 use crate::cli::{
-    ColorChoice, EstAttention, EstEngine, EstKvDtype, EstMethod, EstOptimizer, EstPrecision,
-    EstQuant, EstTask, EstimateArgs, Format,
+    ColorChoice, EstAttention, EstEngine, EstKvDtype, EstMethod, EstOffload, EstOptimizer,
+    EstPrecision, EstQuant, EstTask, EstimateArgs, Format,
 };
 use crate::output;
 
@@ -389,6 +389,13 @@ fn build_setup(a: &EstimateArgs) -> anyhow::Result<Setup> {
         lora_targets: targets,
         kv_bits,
         foreach: !a.no_foreach,
+        gpus: a.gpus,
+        zero: if a.fsdp { 3 } else { a.zero },
+        offload: match a.offload {
+            EstOffload::None => Offload::None,
+            EstOffload::Optimizer => Offload::Optimizer,
+            EstOffload::Params => Offload::Params,
+        },
     };
     Ok(s.validate()?)
 }

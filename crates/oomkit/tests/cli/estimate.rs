@@ -346,3 +346,19 @@ fn malformed_safetensors_is_an_error() {
         stderr(&out)
     );
 }
+
+#[test]
+fn sharding_lowers_per_gpu_memory() {
+    let used = |extra: &[&str]| {
+        let mut a = vec!["llama-2-7b-hf", "--task", "train", "--format", "json"];
+        a.extend_from_slice(extra);
+        json(&est(&a))["device_used_bytes"].as_u64().expect("bytes")
+    };
+    let one = used(&[]);
+    let z2 = used(&["--gpus", "8", "--zero", "2"]);
+    let z3 = used(&["--gpus", "8", "--fsdp"]);
+    assert!(z3 < z2 && z2 < one, "{one} {z2} {z3}");
+    let out = est(&["gpt2", "--task", "train", "--offload", "params"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--zero 3"));
+}
