@@ -74,9 +74,10 @@ pub struct EstimateArgs {
     /// weights and states with autocast activations.
     #[arg(long, value_enum, default_value_t = EstPrecision::Bf16)]
     pub precision: EstPrecision,
-    /// Weight quantization (qlora implies nf4).
-    #[arg(long, value_enum, default_value_t = EstQuant::None)]
-    pub quant: EstQuant,
+    /// Weight quantization (qlora implies nf4; default: the checkpoint's own, e.g. FP8
+    /// for DeepSeek-V3, MXFP4 for gpt-oss, else none).
+    #[arg(long, value_enum)]
+    pub quant: Option<EstQuant>,
     /// Optimizer (training).
     #[arg(long, value_enum, default_value_t = EstOptimizer::Adamw)]
     pub optimizer: EstOptimizer,

@@ -88,6 +88,10 @@ pub struct ModelConfig {
     /// (Qwen v1 remote code: `CrossEntropyLoss()(shift_logits, …)` with no
     /// upcast) instead of transformers' `ForCausalLMLoss`, which upcasts to fp32.
     pub half_precision_loss: bool,
+    /// The published checkpoint's quantization (`quantization_config.quant_method`:
+    /// `fp8` → FP8, `mxfp4`/`gptq`/`awq` → 4-bit at 4.25 bits), used when the user
+    /// does not choose `--quant`.
+    pub native_quant: Option<crate::setup::Quant>,
     /// Exact sizes from safetensors headers beside the config, when read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<crate::checkpoint::Checkpoint>,
@@ -237,6 +241,16 @@ impl ModelConfig {
             "attention_dropout",
         ]);
         let half_precision_loss = mt == "qwen";
+        let native_quant = v
+            .get("quantization_config")
+            .and_then(|q| q.get("quant_method"))
+            .and_then(Value::as_str)
+            .and_then(|m| match m {
+                "fp8" | "fbgemm_fp8" | "compressed-tensors" => Some(crate::setup::Quant::Fp8),
+                "mxfp4" | "gptq" | "awq" => Some(crate::setup::Quant::Int4),
+                "bitsandbytes" => None,
+                _ => None,
+            });
         let hidden_dropout = positive(&["hidden_dropout_prob", "resid_pdrop", "hidden_dropout"]);
         Ok(ModelConfig {
             id: id.to_string(),
@@ -261,6 +275,7 @@ impl ModelConfig {
             attn_dropout,
             hidden_dropout,
             half_precision_loss,
+            native_quant,
             checkpoint: None,
         })
     }
@@ -313,6 +328,7 @@ impl ModelConfig {
             attn_dropout: false,
             hidden_dropout: false,
             half_precision_loss: false,
+            native_quant: None,
             checkpoint: None,
         };
         if heads == 0

@@ -86,7 +86,7 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let cfg = resolve_model(&args)?;
-    let setup = build_setup(&args)?;
+    let setup = build_setup(&args, &cfg)?;
     if args.task == EstTask::Serve || args.engine == EstEngine::Vllm {
         return serve(&args, &cfg, &setup, &mut out);
     }
@@ -332,7 +332,7 @@ fn read_safetensors(dir: &Path) -> anyhow::Result<Option<Checkpoint>> {
     Ok(Some(total))
 }
 
-fn build_setup(a: &EstimateArgs) -> anyhow::Result<Setup> {
+fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
     let precision = match a.precision {
         EstPrecision::Fp32 => Precision::Fp32,
         EstPrecision::Fp16 => Precision::Fp16,
@@ -359,12 +359,14 @@ fn build_setup(a: &EstimateArgs) -> anyhow::Result<Setup> {
         },
         precision,
         quant: match a.quant {
-            EstQuant::None => Quant::None,
-            EstQuant::Int8 => Quant::Int8,
-            EstQuant::Nf4 => Quant::Nf4,
-            EstQuant::Nf4Dq => Quant::Nf4Dq,
-            EstQuant::Int4 => Quant::Int4,
-            EstQuant::Fp8 => Quant::Fp8,
+            None if a.task == EstTask::Train && a.method == EstMethod::Full => Quant::None,
+            None => cfg.native_quant.unwrap_or(Quant::None),
+            Some(EstQuant::None) => Quant::None,
+            Some(EstQuant::Int8) => Quant::Int8,
+            Some(EstQuant::Nf4) => Quant::Nf4,
+            Some(EstQuant::Nf4Dq) => Quant::Nf4Dq,
+            Some(EstQuant::Int4) => Quant::Int4,
+            Some(EstQuant::Fp8) => Quant::Fp8,
         },
         optimizer: match a.optimizer {
             EstOptimizer::Adamw => Optimizer::Adamw,
