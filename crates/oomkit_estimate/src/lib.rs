@@ -11,6 +11,7 @@ pub mod catalogue;
 pub mod checkpoint;
 pub mod components;
 pub mod fit;
+pub mod gguf;
 pub mod model;
 pub mod render;
 pub mod serve;

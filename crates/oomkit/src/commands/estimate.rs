@@ -8,6 +8,7 @@ use std::path::Path;
 use anyhow::{Context, bail};
 use oomkit_estimate::checkpoint::{self, Checkpoint};
 use oomkit_estimate::fit::{self, Fit};
+use oomkit_estimate::gguf;
 use oomkit_estimate::model::parse_count;
 use oomkit_estimate::serve::{VllmArgs, vllm};
 use oomkit_estimate::{
@@ -271,6 +272,9 @@ fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
         bail!("give a MODEL or --params");
     };
     let path = Path::new(name);
+    if name.to_ascii_lowercase().ends_with(".gguf") {
+        return read_gguf(path);
+    }
     let looks_like_path = path.exists() || name.ends_with(".json");
     if looks_like_path {
         let file = if path.is_dir() {
@@ -293,6 +297,32 @@ fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
         return Ok(cfg);
     }
     Ok(catalogue::find(name)?)
+}
+
+/// Reads a GGUF header: a growing prefix of the file until the header parses.
+fn read_gguf(path: &Path) -> anyhow::Result<ModelConfig> {
+    use std::io::Read;
+    let fh =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let len = fh.metadata()?.len();
+    let mut want: u64 = 16 << 20;
+    loop {
+        let mut buf = Vec::new();
+        std::fs::File::open(path)?
+            .take(want.min(len))
+            .read_to_end(&mut buf)?;
+        match gguf::parse(&buf, &path.display().to_string()) {
+            Ok(cfg) => return Ok(cfg),
+            Err(gguf::GgufError::NeedMore) if want < len => want = want.saturating_mul(4),
+            Err(gguf::GgufError::NeedMore) => {
+                bail!(
+                    "{}: malformed GGUF header: the file ends inside it",
+                    path.display()
+                )
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(path.display().to_string())),
+        }
+    }
 }
 
 /// Sums the headers of every `*.safetensors` file in `dir` (never the data).

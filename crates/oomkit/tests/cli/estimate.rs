@@ -362,3 +362,73 @@ fn sharding_lowers_per_gpu_memory() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("--zero 3"));
 }
+
+/// A GGUF v3 header: llama, 2 layers, one Q8_0 and one Q4_K tensor.
+fn gguf_bytes() -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(2u64.to_le_bytes());
+    let kvs: &[(&str, u32)] = &[
+        ("llama.block_count", 2),
+        ("llama.embedding_length", 64),
+        ("llama.attention.head_count", 4),
+        ("llama.attention.head_count_kv", 2),
+        ("llama.feed_forward_length", 128),
+        ("llama.vocab_size", 100),
+    ];
+    b.extend((kvs.len() as u64 + 1).to_le_bytes());
+    let s = |b: &mut Vec<u8>, x: &str| {
+        b.extend((x.len() as u64).to_le_bytes());
+        b.extend(x.as_bytes());
+    };
+    s(&mut b, "general.architecture");
+    b.extend(8u32.to_le_bytes());
+    s(&mut b, "llama");
+    for (k, v) in kvs {
+        s(&mut b, k);
+        b.extend(4u32.to_le_bytes());
+        b.extend(v.to_le_bytes());
+    }
+    for (name, d0, d1, t, off) in [
+        ("token_embd.weight", 64u64, 100u64, 8u32, 0u64),
+        ("blk.0.ffn_up.weight", 256, 32, 12, 6400),
+    ] {
+        s(&mut b, name);
+        b.extend(2u32.to_le_bytes());
+        b.extend(d0.to_le_bytes());
+        b.extend(d1.to_le_bytes());
+        b.extend(t.to_le_bytes());
+        b.extend(off.to_le_bytes());
+    }
+    b
+}
+
+#[test]
+fn gguf_header_gives_architecture_and_sizes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = dir.path().join("tiny.gguf");
+    fs::write(&f, gguf_bytes()).expect("write");
+    let out = est(&[f.to_str().expect("utf8"), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["model"]["layers"], 2);
+    assert_eq!(v["components"]["weights_bytes"], 6400 / 32 * 34 + 32 * 144);
+    let mut bad = gguf_bytes();
+    bad.truncate(bad.len() - 5);
+    fs::write(&f, bad).expect("write");
+    let out = est(&[f.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("malformed GGUF header"),
+        "{}",
+        stderr(&out)
+    );
+    fs::write(&f, b"not a gguf at all").expect("write");
+    let out = est(&[f.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("malformed GGUF header"),
+        "{}",
+        stderr(&out)
+    );
+}
