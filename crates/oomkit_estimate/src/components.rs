@@ -475,6 +475,43 @@ pub fn precision_name(p: Precision) -> &'static str {
     }
 }
 
+/// Per-GPU model states under ZeRO/FSDP (§2.4, §3.4: ZeRO-1 shards the
+/// optimizer, ZeRO-2 also the gradients, ZeRO-3/FSDP also the weights, which
+/// are gathered a layer at a time: the gathered layer plus the prefetched
+/// next one). Optimizer offload removes states and the step from the GPU;
+/// parameter offload leaves only the gathered layers. Returns (weights,
+/// gradients, optimizer, step temporaries) per GPU.
+pub fn sharded_states(cfg: &ModelConfig, s: &Setup) -> (u64, u64, u64, u64) {
+    let n = s.gpus.max(1);
+    let mut w = weights_bytes(cfg, s);
+    let mut g = gradients_bytes(cfg, s);
+    let mut o = optimizer_bytes(cfg, s);
+    let mut step = optimizer_step_bytes(cfg, s);
+    if s.zero >= 1 {
+        o /= n;
+        step /= n;
+    }
+    if s.zero >= 2 {
+        g /= n;
+    }
+    if s.zero >= 3 {
+        let largest = (0..cfg.layers)
+            .map(|i| cfg.layer_params(i))
+            .max()
+            .unwrap_or(0);
+        let gathered = 2 * largest * s.precision.param_bytes();
+        w = w / n + gathered;
+        if s.offload == crate::setup::Offload::Params {
+            w = gathered;
+        }
+    }
+    if s.offload != crate::setup::Offload::None {
+        o = 0;
+        step = 0;
+    }
+    (w, g, o, step)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -572,41 +609,4 @@ mod tests {
         let per = 2 * cfg.kv_heads * cfg.head_dim * 2;
         assert_eq!(long, per * (12 * 100_000 + 12 * 128));
     }
-}
-
-/// Per-GPU model states under ZeRO/FSDP (§2.4, §3.4: ZeRO-1 shards the
-/// optimizer, ZeRO-2 also the gradients, ZeRO-3/FSDP also the weights, which
-/// are gathered a layer at a time: the gathered layer plus the prefetched
-/// next one). Optimizer offload removes states and the step from the GPU;
-/// parameter offload leaves only the gathered layers. Returns (weights,
-/// gradients, optimizer, step temporaries) per GPU.
-pub fn sharded_states(cfg: &ModelConfig, s: &Setup) -> (u64, u64, u64, u64) {
-    let n = s.gpus.max(1);
-    let mut w = weights_bytes(cfg, s);
-    let mut g = gradients_bytes(cfg, s);
-    let mut o = optimizer_bytes(cfg, s);
-    let mut step = optimizer_step_bytes(cfg, s);
-    if s.zero >= 1 {
-        o /= n;
-        step /= n;
-    }
-    if s.zero >= 2 {
-        g /= n;
-    }
-    if s.zero >= 3 {
-        let largest = (0..cfg.layers)
-            .map(|i| cfg.layer_params(i))
-            .max()
-            .unwrap_or(0);
-        let gathered = 2 * largest * s.precision.param_bytes();
-        w = w / n + gathered;
-        if s.offload == crate::setup::Offload::Params {
-            w = gathered;
-        }
-    }
-    if s.offload != crate::setup::Offload::None {
-        o = 0;
-        step = 0;
-    }
-    (w, g, o, step)
 }
