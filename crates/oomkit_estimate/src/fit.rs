@@ -47,6 +47,9 @@ pub struct Fit {
     pub plan: Vec<Step>,
     /// Whether the plan reaches a fit.
     pub plan_fits: bool,
+    /// With several GPUs for inference: a balanced `from_pretrained` placement.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_map: Option<String>,
 }
 
 const MAX_SEARCH: u64 = 1 << 22;
@@ -57,7 +60,10 @@ fn largest(cfg: &ModelConfig, s: &Setup, usable: u64, set: impl Fn(&mut Setup, u
     let fits = |v: u64| {
         let mut t = s.clone();
         set(&mut t, v);
-        estimate(cfg, &t).device_used_bytes <= usable
+        match t.validate() {
+            Ok(t) => estimate(cfg, &t).device_used_bytes <= usable,
+            Err(_) => false,
+        }
     };
     if !fits(1) {
         return 0;
@@ -316,7 +322,20 @@ pub fn fit(cfg: &ModelConfig, s: &Setup, gpu: &'static Gpu, est: &Estimate) -> F
         max_seq: largest(cfg, s, usable, |t, v| t.seq = v),
         plan,
         plan_fits,
+        device_map: (s.task == Task::Infer && s.gpus > 1).then(|| device_map(s.gpus, usable)),
     }
+}
+
+/// `max_memory` leaves each GPU the same budget so accelerate balances the
+/// layers; the budget keeps 10 % of the usable memory for activations and the
+/// cache (accelerate's own default reserves a share for the same reason).
+fn device_map(gpus: u64, usable: u64) -> String {
+    let gib = usable as f64 * 0.9 / (1u64 << 30) as f64;
+    let entries: Vec<String> = (0..gpus).map(|i| format!("{i}: \"{gib:.0}GiB\"")).collect();
+    format!(
+        "AutoModelForCausalLM.from_pretrained(model_id, device_map=\"auto\", max_memory={{{}}})",
+        entries.join(", ")
+    )
 }
 
 #[cfg(test)]

@@ -136,6 +136,10 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
         }
         Task::Infer => {
             let total = s.seq + s.new_tokens;
+            // `device_map="auto"` over `gpus` GPUs places whole layers in order:
+            // the busiest GPU holds 1/N of the blocks and of the cache plus the
+            // embedding (or the head) — see [`split_share`].
+            let weights = split_share(cfg, s, weights);
             let prefill = Phase {
                 name: if s.new_tokens > 0 {
                     "prefill"
@@ -147,7 +151,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
                     activations_bytes: c::prefill_transient_bytes(cfg, s),
                     logits_bytes: c::inference_logits_bytes(cfg, s),
                     kv_cache_bytes: if s.new_tokens > 0 {
-                        c::kv_cache_bytes(cfg, s, s.seq)
+                        c::kv_cache_bytes(cfg, s, s.seq).div_ceil(s.gpus.max(1))
                     } else {
                         0
                     },
@@ -163,7 +167,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
                     parts: Components {
                         weights_bytes: weights,
                         logits_bytes: c::inference_logits_bytes(cfg, s),
-                        kv_cache_bytes: c::kv_cache_bytes(cfg, s, total),
+                        kv_cache_bytes: c::kv_cache_bytes(cfg, s, total).div_ceil(s.gpus.max(1)),
                         temporaries_bytes: c::cache_growth_bytes(cfg, s, total)
                             + c::dequant_bytes(cfg, s),
                         ..Components::default()
@@ -202,4 +206,27 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
         params: cfg.params(),
         trainable_params: c::trainable_params(cfg, s),
     }
+}
+
+/// Weights on the busiest GPU when inference is split layer-wise over
+/// `s.gpus` GPUs (accelerate's `device_map="auto"`): ⌈L/N⌉ layers' share of
+/// the block weights plus the larger of the input embedding and the head
+/// (they land on the first and last GPU). One GPU: all weights.
+pub fn split_share(cfg: &ModelConfig, s: &Setup, weights: u64) -> u64 {
+    let n = s.gpus.max(1);
+    if n == 1 || s.task != Task::Infer {
+        return weights;
+    }
+    let emb_params = cfg.embedding_params();
+    let emb_bytes =
+        (u128::from(weights) * u128::from(emb_params) / u128::from(cfg.params().max(1))) as u64;
+    let blocks = weights - emb_bytes;
+    let per_layer = blocks / cfg.layers.max(1);
+    let layers_here = cfg.layers.div_ceil(n);
+    let edge = if cfg.tied_embeddings {
+        emb_bytes
+    } else {
+        emb_bytes / 2
+    };
+    per_layer * layers_here + edge
 }

@@ -106,6 +106,9 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
                 f.max_seq
             );
         }
+        if let Some(dm) = &f.device_map {
+            let _ = writeln!(o, "\nsplit over {} GPUs:\n       {dm}", s.gpus);
+        }
         if !f.plan.is_empty() {
             let _ = writeln!(
                 o,

@@ -270,6 +270,15 @@ impl Setup {
                 "KV-cache dtype must be 4, 8, 16 or 32 bits".into(),
             ));
         }
+        // Keeps every product of sizes inside u64 (a·s²·b for eager attention).
+        if self.seq > 1 << 24 || self.new_tokens > 1 << 24 || self.batch > 1 << 20 {
+            return Err(SetupError(
+                "sizes out of range: --seq and --new-tokens at most 16,777,216, --batch at most 1,048,576".into(),
+            ));
+        }
+        if self.batch * (self.seq + self.new_tokens) > 1 << 32 {
+            return Err(SetupError("--batch × tokens is above 2^32".into()));
+        }
         if self.gpus == 0 {
             return Err(SetupError("--gpus must be at least 1".into()));
         }

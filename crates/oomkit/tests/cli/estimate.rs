@@ -205,6 +205,7 @@ fn bad_sizes_exit_2() {
         &["--params", "0"][..],
         &["--params", "7B", "--layers", "0"][..],
         &["gpt2", "--task", "train", "--quant", "nf4"][..],
+        &["gpt2", "--batch", "1000000", "--seq", "1000000"][..],
     ] {
         let out = est(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
@@ -430,5 +431,33 @@ fn gguf_header_gives_architecture_and_sizes() {
         stderr(&out).contains("malformed GGUF header"),
         "{}",
         stderr(&out)
+    );
+}
+
+#[test]
+fn inference_split_over_gpus() {
+    let one = json(&est(&[
+        "llama-3.1-70b",
+        "--gpu",
+        "a100-80gb",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(one["fit"]["fits"], false);
+    let out = est(&[
+        "llama-3.1-70b",
+        "--gpus",
+        "2",
+        "--gpu",
+        "a100-80gb",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let two = json(&out);
+    assert!(
+        two["fit"]["device_map"]
+            .as_str()
+            .is_some_and(|d| d.contains("device_map=\"auto\""))
     );
 }
