@@ -264,6 +264,28 @@ fn shorter(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, 
     ))
 }
 
+fn more_gpus(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, String)> {
+    if s.task != Task::Infer {
+        return None;
+    }
+    let n = (s.gpus + 1..=16).find(|&n| {
+        let t = Setup {
+            gpus: n,
+            ..s.clone()
+        };
+        estimate(cfg, &t).device_used_bytes <= usable
+    })?;
+    let t = Setup {
+        gpus: n,
+        ..s.clone()
+    };
+    Some((
+        t,
+        format!("split the layers over {n} GPUs of this kind"),
+        device_map(n, usable),
+    ))
+}
+
 /// The ladder, cheapest first: (remedy id, step).
 pub const LADDER: &[(&str, Apply)] = &[
     ("gradient-checkpointing", checkpointing),
@@ -278,6 +300,7 @@ pub const LADDER: &[(&str, Apply)] = &[
     ("quantize-4bit", quant4),
     ("reduce-batch", smaller_batch),
     ("reduce-input-size", shorter),
+    ("model-parallel", more_gpus),
 ];
 
 /// Checks `cfg` under `s` against `gpu` and plans the cheapest fix.
@@ -295,7 +318,11 @@ pub fn fit(cfg: &ModelConfig, s: &Setup, gpu: &'static Gpu, est: &Estimate) -> F
                 continue;
             };
             let after = estimate(cfg, &next).device_used_bytes;
-            if after >= cur_used {
+            // A step must save something worth its cost (0.5 % of the GPU), and
+            // the last resorts (smaller batch, shorter inputs) only count when
+            // they reach a fit: shrinking the job without fitting helps nobody.
+            let last_resort = matches!(*remedy, "reduce-batch" | "reduce-input-size");
+            if after + usable / 200 >= cur_used || (last_resort && after > usable) {
                 continue;
             }
             plan.push(Step {
