@@ -88,6 +88,13 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     }
     let cfg = resolve_model(&args)?;
     let setup = build_setup(&args, &cfg)?;
+    if cfg.encoder && (setup.new_tokens > 0 || args.task == EstTask::Serve) {
+        bail!(
+            "{} is an encoder ({}): it does not generate; drop --new-tokens / --task serve",
+            cfg.id,
+            cfg.model_type
+        );
+    }
     if args.task == EstTask::Serve || args.engine == EstEngine::Vllm {
         return serve(&args, &cfg, &setup, &mut out);
     }

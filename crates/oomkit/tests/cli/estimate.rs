@@ -206,6 +206,7 @@ fn bad_sizes_exit_2() {
         &["--params", "7B", "--layers", "0"][..],
         &["gpt2", "--task", "train", "--quant", "nf4"][..],
         &["gpt2", "--batch", "1000000", "--seq", "1000000"][..],
+        &["bert-base-uncased", "--new-tokens", "10"][..],
     ] {
         let out = est(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
