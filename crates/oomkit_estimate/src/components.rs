@@ -70,17 +70,29 @@ pub fn weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
         lin * quant_bits_x1000(s.quant) / 8_000 + rows + (p - lin) * 2
     };
     let adapters = if s.task == Task::Train && s.method != Method::Full {
-        lora_params(cfg, s) * s.precision.param_bytes()
+        lora_params(cfg, s) * trainable_bytes(s)
     } else {
         0
     };
     base + adapters
 }
 
+/// Bytes per trainable parameter (and per gradient and AdamW state element):
+/// the precision's for full training; fp32 for LoRA adapters, which PEFT
+/// upcasts from fp16/bf16 by default (`autocast_adapter_dtype=True`, PEFT ≥ 0.12).
+pub fn trainable_bytes(s: &Setup) -> u64 {
+    if s.method == Method::Full {
+        s.precision.param_bytes()
+    } else {
+        4
+    }
+}
+
 /// Gradients (§3.2): one per trainable parameter, in the parameters' dtype
-/// (fp32 under mixed precision, since autocast keeps fp32 parameters).
+/// (fp32 under mixed precision, since autocast keeps fp32 parameters; fp32
+/// for PEFT adapters).
 pub fn gradients_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    trainable_params(cfg, s) * s.precision.param_bytes()
+    trainable_params(cfg, s) * trainable_bytes(s)
 }
 
 /// Optimizer state (§3.3), on trainable parameters only: AdamW keeps m and v
@@ -89,7 +101,7 @@ pub fn gradients_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// row and a column vector per matrix, fp32.
 pub fn optimizer_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let t = trainable_params(cfg, s);
-    let pb = s.precision.param_bytes();
+    let pb = trainable_bytes(s);
     match s.optimizer {
         Optimizer::Adamw => 2 * pb * t,
         Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit => 2 * t,
@@ -233,6 +245,20 @@ pub fn autocast_weight_copies_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     (cfg.block_linear_params() + head) * 2
 }
 
+/// Per token: PEFT casts each adapted linear's input to the fp32 adapter
+/// dtype (a separate copy per adapter, saved by `lora_A`) and saves the
+/// fp32 rank-r output for `lora_B`. Nothing when β is already fp32.
+pub fn lora_input_copies_bytes(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
+    if s.method == Method::Full || s.task != Task::Train || s.precision.act_bytes() == 4 {
+        return 0;
+    }
+    cfg.layer_linears(layer)
+        .into_iter()
+        .filter(|(name, ..)| s.lora_targets.matches(name))
+        .map(|(_, input, ..)| 4 * (input + s.lora_rank))
+        .sum()
+}
+
 /// Bytes of one layer's saved activations for `b` samples of `s` tokens:
 /// [`layer_token_elems`] × β and [`layer_norm_token_bytes`], plus the a·s²
 /// probability matrices with eager attention ([`eager_score_bytes`]; the
@@ -245,6 +271,7 @@ pub fn layer_activation_bytes(cfg: &ModelConfig, s: &Setup, layer: u64, b: u64, 
     if cfg.hidden_dropout {
         bytes += 2 * t * cfg.hidden; // two residual dropout masks, 1 B each
     }
+    bytes += lora_input_copies_bytes(cfg, s, layer) * t;
     let scores = cfg.heads * seq * seq * b;
     bytes += match s.attention {
         Attention::Eager => scores * eager_score_bytes(cfg, s),
@@ -327,7 +354,7 @@ pub fn loss_backward_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 pub fn optimizer_step_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     match s.optimizer {
         Optimizer::Adamw | Optimizer::Lion | Optimizer::SgdMomentum => {
-            let pb = s.precision.param_bytes();
+            let pb = trainable_bytes(s);
             if !s.foreach {
                 return largest_tensor(cfg, s) * pb;
             }
