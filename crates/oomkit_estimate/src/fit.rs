@@ -41,7 +41,8 @@ pub struct Fit {
     pub headroom_bytes: i64,
     /// Largest `--batch` that fits, other settings unchanged (0: none).
     pub max_batch: u64,
-    /// Longest `--seq` that fits, other settings unchanged (0: none).
+    /// Longest `--seq` that fits, other settings unchanged, capped at the
+    /// model's context length when the config states it (0: none).
     pub max_seq: u64,
     /// Cheapest changes that make it fit (empty when it fits).
     pub plan: Vec<Step>,
@@ -346,7 +347,11 @@ pub fn fit(cfg: &ModelConfig, s: &Setup, gpu: &'static Gpu, est: &Estimate) -> F
         fits,
         headroom_bytes: usable as i64 - used as i64,
         max_batch: largest(cfg, s, usable, |t, v| t.batch = v),
-        max_seq: largest(cfg, s, usable, |t, v| t.seq = v),
+        max_seq: {
+            let m = largest(cfg, s, usable, |t, v| t.seq = v);
+            cfg.max_positions
+                .map_or(m, |p| m.min(p.saturating_sub(s.new_tokens)))
+        },
         plan,
         plan_fits,
         device_map: (s.task == Task::Infer && s.gpus > 1).then(|| device_map(s.gpus, usable)),

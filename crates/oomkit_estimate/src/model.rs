@@ -88,6 +88,9 @@ pub struct ModelConfig {
     /// (Qwen v1 remote code: `CrossEntropyLoss()(shift_logits, …)` with no
     /// upcast) instead of transformers' `ForCausalLMLoss`, which upcasts to fp32.
     pub half_precision_loss: bool,
+    /// The longest context the model supports (`max_position_embeddings`,
+    /// `n_positions`, `seq_length`), when the config states it.
+    pub max_positions: Option<u64>,
     /// The published checkpoint's quantization (`quantization_config.quant_method`:
     /// `fp8` → FP8, `mxfp4`/`gptq`/`awq` → 4-bit at 4.25 bits), used when the user
     /// does not choose `--quant`.
@@ -275,6 +278,10 @@ impl ModelConfig {
             attn_dropout,
             hidden_dropout,
             half_precision_loss,
+            max_positions: int(
+                &v,
+                &["max_position_embeddings", "n_positions", "seq_length"],
+            ),
             native_quant,
             checkpoint: None,
         })
@@ -328,6 +335,7 @@ impl ModelConfig {
             attn_dropout: false,
             hidden_dropout: false,
             half_precision_loss: false,
+            max_positions: None,
             native_quant: None,
             checkpoint: None,
         };
