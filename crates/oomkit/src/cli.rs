@@ -29,6 +29,203 @@ pub enum Command {
     /// `-` reads standard input). Exit status: 0 clean, 1 findings, 2 a file could not
     /// be read or parsed (other files are still linted) or bad arguments/configuration.
     Lint(LintArgs),
+    /// Predict peak GPU memory for a model and setup, whether it fits a GPU,
+    /// and the cheapest change that makes it fit.
+    ///
+    /// MODEL is a catalogue id (Hugging Face repo id or alias, see --list-models),
+    /// a config.json path or a folder holding one; or use --params.
+    /// Exit status: 0 estimated (and fits the --gpu), 1 does not fit the --gpu, 2 error.
+    Estimate(EstimateArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct EstimateArgs {
+    /// Catalogue id or alias, config.json path, or a folder with a config.json.
+    #[arg(required_unless_present_any = ["params", "list_models", "list_gpus"])]
+    pub model: Option<String>,
+    /// A bare decoder of this many parameters (`7B`, `350M`) instead of MODEL.
+    #[arg(long, conflicts_with = "model")]
+    pub params: Option<String>,
+    /// With --params: number of layers.
+    #[arg(long)]
+    pub layers: Option<u64>,
+    /// With --params: hidden size.
+    #[arg(long)]
+    pub hidden: Option<u64>,
+    /// With --params: attention heads.
+    #[arg(long)]
+    pub heads: Option<u64>,
+    /// With --params: key/value heads (GQA).
+    #[arg(long)]
+    pub kv_heads: Option<u64>,
+    /// With --params: vocabulary size.
+    #[arg(long)]
+    pub vocab: Option<u64>,
+    /// With --params: MLP intermediate size.
+    #[arg(long)]
+    pub intermediate: Option<u64>,
+    /// What runs.
+    #[arg(long, value_enum, default_value_t = EstTask::Infer)]
+    pub task: EstTask,
+    /// Which parameters train.
+    #[arg(long, value_enum, default_value_t = EstMethod::Full)]
+    pub method: EstMethod,
+    /// Precision: pure half keeps weights, grads and states in half; mixed keeps fp32
+    /// weights and states with autocast activations.
+    #[arg(long, value_enum, default_value_t = EstPrecision::Bf16)]
+    pub precision: EstPrecision,
+    /// Weight quantization (qlora implies nf4; default: the checkpoint's own, e.g. FP8
+    /// for DeepSeek-V3, MXFP4 for gpt-oss, else none).
+    #[arg(long, value_enum)]
+    pub quant: Option<EstQuant>,
+    /// Optimizer (training).
+    #[arg(long, value_enum, default_value_t = EstOptimizer::Adamw)]
+    pub optimizer: EstOptimizer,
+    /// Micro-batch size.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch: u64,
+    /// Tokens per sample (training) or prompt tokens (inference).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+    pub seq: u64,
+    /// Generated tokens (inference).
+    #[arg(long, default_value_t = 0)]
+    pub new_tokens: u64,
+    /// Gradient (activation) checkpointing.
+    #[arg(long)]
+    pub grad_checkpointing: bool,
+    /// Gradient accumulation steps.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub grad_accum: u64,
+    /// Attention kernel.
+    #[arg(long, value_enum, default_value_t = EstAttention::Sdpa)]
+    pub attention: EstAttention,
+    /// LoRA rank.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
+    pub lora_rank: u64,
+    /// LoRA target modules: `q,v`, `all-linear` or a list (q,k,v,o,gate,up,down).
+    #[arg(long, default_value = "q,v")]
+    pub lora_targets: String,
+    /// KV-cache dtype.
+    #[arg(long, value_enum, default_value_t = EstKvDtype::Auto)]
+    pub kv_dtype: EstKvDtype,
+    /// The optimizer loops over parameters (torch `foreach=False`, torch 1.x) instead of
+    /// the multi-tensor path.
+    #[arg(long)]
+    pub no_foreach: bool,
+    /// Data-parallel GPUs (per-GPU numbers are reported).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub gpus: u64,
+    /// DeepSpeed ZeRO stage.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub zero: u8,
+    /// FSDP full shard (same memory as ZeRO-3).
+    #[arg(long)]
+    pub fsdp: bool,
+    /// CPU offload.
+    #[arg(long, value_enum, default_value_t = EstOffload::None)]
+    pub offload: EstOffload,
+    /// Inference engine.
+    #[arg(long, value_enum, default_value_t = EstEngine::Hf)]
+    pub engine: EstEngine,
+    /// vLLM: fraction of the GPU's memory the engine may use.
+    #[arg(long, default_value_t = 0.9)]
+    pub gpu_memory_utilization: f64,
+    /// vLLM: the context length each request may reach (default: the prompt + new tokens,
+    /// at least 8192).
+    #[arg(long)]
+    pub max_model_len: Option<u64>,
+    /// GPU to check the fit against (see --list-gpus).
+    #[arg(long)]
+    pub gpu: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// List the embedded model catalogue and exit.
+    #[arg(long)]
+    pub list_models: bool,
+    /// List the GPU catalogue and exit.
+    #[arg(long)]
+    pub list_gpus: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstTask {
+    Infer,
+    Train,
+    /// Serving with --engine vllm: the KV-cache pool (needs --gpu).
+    Serve,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstOffload {
+    None,
+    Optimizer,
+    Params,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstEngine {
+    /// Hugging Face transformers.
+    Hf,
+    /// vLLM (only with --task serve).
+    Vllm,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstMethod {
+    Full,
+    Lora,
+    Qlora,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstPrecision {
+    Fp32,
+    Fp16,
+    Bf16,
+    MixedFp16,
+    MixedBf16,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstQuant {
+    None,
+    Int8,
+    Nf4,
+    Nf4Dq,
+    Int4,
+    Fp8,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstOptimizer {
+    Adamw,
+    #[value(name = "adamw-8bit")]
+    Adamw8bit,
+    #[value(name = "paged-adamw-8bit")]
+    PagedAdamw8bit,
+    Sgd,
+    SgdMomentum,
+    Adafactor,
+    Lion,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstAttention {
+    Eager,
+    Sdpa,
+    Flash,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstKvDtype {
+    /// Same as the activations (16-bit; 32 with --precision fp32).
+    Auto,
+    Fp16,
+    Bf16,
+    Fp8,
+    Int8,
+    Int4,
 }
 
 #[derive(Debug, clap::Args)]

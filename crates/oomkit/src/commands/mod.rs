@@ -1,6 +1,7 @@
 //! One file per subcommand; each turns its arguments into library calls and
 //! returns the exit code.
 
+mod estimate;
 mod explain;
 mod lint;
 
@@ -11,5 +12,6 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Explain(args) => explain::run(args, cli.color),
         Command::Lint(args) => lint::run(args, cli.color),
+        Command::Estimate(args) => estimate::run(args, cli.color),
     }
 }

@@ -1,6 +1,7 @@
 //! End-to-end tests: every test runs the real `oomkit` binary.
 //! One integration-test binary made of modules (ripgrep's and ruff's layout).
 
+mod estimate;
 mod explain;
 mod lint;
 

@@ -1,0 +1,440 @@
+//! `oomkit estimate`: resolve the model (catalogue, config.json, --params),
+//! build the setup, run the estimate and the fit, print, and exit 1 when it
+//! does not fit the chosen GPU.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use oomkit_estimate::checkpoint::{self, Checkpoint};
+use oomkit_estimate::fit::{self, Fit};
+use oomkit_estimate::gguf;
+use oomkit_estimate::model::parse_count;
+use oomkit_estimate::serve::{VllmArgs, vllm};
+use oomkit_estimate::{
+    Attention, BareShape, Estimate, LoraTargets, Method, ModelConfig, Offload, Optimizer,
+    Precision, Quant, Setup, Task, catalogue, estimate, render,
+};
+use serde::Serialize;
+
+use crate::cli::{
+    ColorChoice, EstAttention, EstEngine, EstKvDtype, EstMethod, EstOffload, EstOptimizer,
+    EstPrecision, EstQuant, EstTask, EstimateArgs, Format,
+};
+use crate::output;
+
+/// The JSON contract (README "`oomkit estimate`").
+#[derive(Serialize)]
+struct JsonOut<'a> {
+    version: u32,
+    model: JsonModel<'a>,
+    setup: &'a Setup,
+    components: &'a oomkit_estimate::Components,
+    peak_allocated_bytes: u64,
+    peak_reserved_bytes: u64,
+    device_used_bytes: u64,
+    peak_phase: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fit: Option<&'a Fit>,
+}
+
+#[derive(Serialize)]
+struct JsonModel<'a> {
+    params: u64,
+    trainable_params: u64,
+    #[serde(flatten)]
+    config: &'a ModelConfig,
+}
+
+/// Runs the subcommand; errors come back as one line (the cause chain joined
+/// with `: `), broken pipes untouched.
+pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
+    run_inner(args, color).map_err(|e| {
+        if output::is_broken_pipe(&e) {
+            return e;
+        }
+        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+        anyhow::anyhow!(parts.join(": "))
+    })
+}
+
+fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
+    let mut out = output::stdout(color);
+    if args.list_models {
+        for (id, _) in catalogue::MODELS {
+            let cfg = catalogue::find(id)?;
+            writeln!(
+                out,
+                "{id:<40} {:<16} {:>8}",
+                catalogue::alias(id),
+                oomkit_estimate::model::human_count(cfg.params())
+            )?;
+        }
+        out.flush()?;
+        return Ok(0);
+    }
+    if args.list_gpus {
+        for g in oomkit_core::gpus::GPUS {
+            writeln!(
+                out,
+                "{:<22} {:<28} {:>10}",
+                g.id,
+                g.short_name,
+                g.usable().to_string()
+            )?;
+        }
+        out.flush()?;
+        return Ok(0);
+    }
+    let cfg = resolve_model(&args)?;
+    let setup = build_setup(&args, &cfg)?;
+    if cfg.encoder && (setup.new_tokens > 0 || args.task == EstTask::Serve) {
+        bail!(
+            "{} is an encoder ({}): it does not generate; drop --new-tokens / --task serve",
+            cfg.id,
+            cfg.model_type
+        );
+    }
+    if args.task == EstTask::Serve || args.engine == EstEngine::Vllm {
+        return serve(&args, &cfg, &setup, &mut out);
+    }
+    let est = estimate(&cfg, &setup);
+    let gpu = match &args.gpu {
+        Some(name) => Some(oomkit_core::gpus::find(name)?),
+        None => None,
+    };
+    let fit = gpu.map(|g| fit::fit(&cfg, &setup, g, &est));
+    match args.format {
+        Format::Json => {
+            let j = json(&cfg, &setup, &est, fit.as_ref());
+            serde_json::to_writer_pretty(&mut out, &j)?;
+            writeln!(out)?;
+        }
+        Format::Human => write!(out, "{}", render::human(&cfg, &setup, &est, fit.as_ref()))?,
+    }
+    out.flush()?;
+    Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
+}
+
+/// `--engine vllm --task serve`: the pool on the chosen GPU.
+fn serve(
+    args: &EstimateArgs,
+    cfg: &ModelConfig,
+    setup: &Setup,
+    out: &mut impl Write,
+) -> anyhow::Result<u8> {
+    if args.task != EstTask::Serve || args.engine != EstEngine::Vllm {
+        bail!("serving is modelled for vLLM only: use --engine vllm --task serve");
+    }
+    let Some(name) = &args.gpu else {
+        bail!("--task serve needs --gpu (vLLM sizes its KV pool from the GPU's memory)");
+    };
+    let u = args.gpu_memory_utilization;
+    if !(u > 0.0 && u <= 1.0) {
+        bail!("--gpu-memory-utilization must be in (0, 1], got {u}");
+    }
+    if args.max_model_len == Some(0) {
+        bail!("--max-model-len must be positive");
+    }
+    let gpu = oomkit_core::gpus::find(name)?;
+    let vargs = VllmArgs {
+        gpu_memory_utilization: u,
+        max_model_len: args
+            .max_model_len
+            .unwrap_or((setup.seq + setup.new_tokens).max(8192)),
+        max_num_batched_tokens: 8192,
+        max_num_seqs: 256,
+    };
+    let r = vllm(cfg, setup, &vargs, gpu.usable().get());
+    let fits = r.fits && r.requested_bytes <= gpu.usable().get();
+    match args.format {
+        Format::Json => {
+            let components = oomkit_estimate::Components {
+                weights_bytes: r.weights_bytes,
+                activations_bytes: r.activation_bytes,
+                kv_cache_bytes: r.kv_pool_bytes,
+                cuda_context_bytes: r.non_torch_bytes,
+                ..Default::default()
+            };
+            let allocated = r.weights_bytes + r.activation_bytes + r.kv_pool_bytes;
+            let v = serde_json::json!({
+                "version": 1,
+                "model": {"id": cfg.id, "params": cfg.params()},
+                "setup": setup,
+                "components": components,
+                "peak_allocated_bytes": allocated,
+                "peak_reserved_bytes": allocated,
+                "device_used_bytes": r.requested_bytes,
+                "peak_phase": "serve",
+                "serve": r,
+                "fit": {
+                    "gpu": gpu.id,
+                    "usable_bytes": gpu.usable().get(),
+                    "fits": fits,
+                    "headroom_bytes": gpu.usable().get() as i64 - r.requested_bytes as i64,
+                    "plan": [],
+                },
+            });
+            serde_json::to_writer_pretty(&mut *out, &v)?;
+            writeln!(out)?;
+        }
+        Format::Human => {
+            writeln!(
+                out,
+                "{} on {} with vLLM (gpu_memory_utilization {u})",
+                cfg.id, gpu.id
+            )?;
+            writeln!(out)?;
+            for (k, b) in [
+                ("requested", r.requested_bytes),
+                ("weights", r.weights_bytes),
+                ("activations", r.activation_bytes),
+                ("non-torch", r.non_torch_bytes),
+                ("KV pool", r.kv_pool_bytes),
+            ] {
+                writeln!(out, "  {k:<13}{:>11}", oomkit_core::Bytes(b).to_string())?;
+            }
+            writeln!(out)?;
+            writeln!(
+                out,
+                "  {} tokens in {} blocks of 16; max concurrency {:.2}x at max_model_len {}",
+                r.kv_tokens, r.blocks, r.max_concurrency, r.max_model_len
+            )?;
+            writeln!(out)?;
+            let non_kv = r.weights_bytes + r.activation_bytes + r.non_torch_bytes;
+            if fits {
+                writeln!(out, "fits on {}", gpu.id)?;
+            } else if non_kv >= r.requested_bytes {
+                writeln!(
+                    out,
+                    "does not fit on {}: weights and activations need {} of the {} requested (quantize the weights [quantize-4bit] or split across GPUs [model-parallel])",
+                    gpu.id,
+                    oomkit_core::Bytes(non_kv),
+                    oomkit_core::Bytes(r.requested_bytes)
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "does not fit on {}: the pool holds {} tokens, one request needs {} (lower --max-model-len [vllm-max-model-len] or use --kv-dtype fp8 [vllm-kv-cache-dtype])",
+                    gpu.id, r.kv_tokens, r.max_model_len
+                )?;
+            }
+        }
+    }
+    out.flush()?;
+    Ok(if fits { 0 } else { 1 })
+}
+
+fn json<'a>(
+    cfg: &'a ModelConfig,
+    setup: &'a Setup,
+    est: &'a Estimate,
+    fit: Option<&'a Fit>,
+) -> JsonOut<'a> {
+    JsonOut {
+        version: 1,
+        model: JsonModel {
+            params: est.params,
+            trainable_params: est.trainable_params,
+            config: cfg,
+        },
+        setup,
+        components: &est.components,
+        peak_allocated_bytes: est.peak_allocated_bytes,
+        peak_reserved_bytes: est.peak_reserved_bytes,
+        device_used_bytes: est.device_used_bytes,
+        peak_phase: est.peak_phase,
+        fit,
+    }
+}
+
+fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
+    if let Some(p) = &args.params {
+        let n = parse_count(p).with_context(|| {
+            format!("--params {p:?}: expected a positive count like 7B or 350M")
+        })?;
+        let shape = BareShape {
+            layers: args.layers,
+            hidden: args.hidden,
+            heads: args.heads,
+            kv_heads: args.kv_heads,
+            vocab: args.vocab,
+            intermediate: args.intermediate,
+        };
+        for (name, v) in [
+            ("--layers", args.layers),
+            ("--hidden", args.hidden),
+            ("--heads", args.heads),
+            ("--kv-heads", args.kv_heads),
+            ("--vocab", args.vocab),
+            ("--intermediate", args.intermediate),
+        ] {
+            if v == Some(0) {
+                bail!("{name} must be positive");
+            }
+        }
+        return Ok(ModelConfig::bare(n, &shape)?);
+    }
+    let Some(name) = args.model.as_deref() else {
+        bail!("give a MODEL or --params");
+    };
+    let path = Path::new(name);
+    if name.to_ascii_lowercase().ends_with(".gguf") {
+        return read_gguf(path);
+    }
+    let looks_like_path = path.exists() || name.ends_with(".json");
+    if looks_like_path {
+        let file = if path.is_dir() {
+            path.join("config.json")
+        } else {
+            path.to_path_buf()
+        };
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let id = if path.is_dir() {
+            name
+        } else {
+            file.to_str().unwrap_or(name)
+        };
+        let mut cfg = ModelConfig::from_hf_json(id, &text).with_context(|| {
+            format!("{}: not a usable Hugging Face config.json", file.display())
+        })?;
+        let dir = file.parent().unwrap_or(Path::new("."));
+        cfg.checkpoint = read_safetensors(dir)?;
+        return Ok(cfg);
+    }
+    Ok(catalogue::find(name)?)
+}
+
+/// Reads a GGUF header: a growing prefix of the file until the header parses.
+fn read_gguf(path: &Path) -> anyhow::Result<ModelConfig> {
+    use std::io::Read;
+    let fh =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let len = fh.metadata()?.len();
+    let mut want: u64 = 16 << 20;
+    loop {
+        let mut buf = Vec::new();
+        std::fs::File::open(path)?
+            .take(want.min(len))
+            .read_to_end(&mut buf)?;
+        match gguf::parse(&buf, &path.display().to_string()) {
+            Ok(cfg) => return Ok(cfg),
+            Err(gguf::GgufError::NeedMore) if want < len => want = want.saturating_mul(4),
+            Err(gguf::GgufError::NeedMore) => {
+                bail!(
+                    "{}: malformed GGUF header: the file ends inside it",
+                    path.display()
+                )
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(path.display().to_string())),
+        }
+    }
+}
+
+/// Sums the headers of every `*.safetensors` file in `dir` (never the data).
+fn read_safetensors(dir: &Path) -> anyhow::Result<Option<Checkpoint>> {
+    use std::io::Read;
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot list {}", dir.display()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
+    if files.is_empty() {
+        return Ok(None);
+    }
+    files.sort();
+    let mut total = Checkpoint::default();
+    for f in files {
+        let read = || -> anyhow::Result<Checkpoint> {
+            let mut fh = std::fs::File::open(&f)?;
+            let mut prefix = [0u8; 8];
+            fh.read_exact(&mut prefix)
+                .context("malformed safetensors header: file shorter than 8 bytes")?;
+            let n = checkpoint::header_len(prefix)?;
+            let mut buf = Vec::new();
+            fh.take(n).read_to_end(&mut buf)?;
+            if buf.len() as u64 != n {
+                bail!(
+                    "malformed safetensors header: truncated ({} of {n} bytes)",
+                    buf.len()
+                );
+            }
+            Ok(checkpoint::parse_header(&buf)?)
+        };
+        let c = read().with_context(|| format!("{}", f.display()))?;
+        total.merge(c);
+    }
+    Ok(Some(total))
+}
+
+fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
+    let precision = match a.precision {
+        EstPrecision::Fp32 => Precision::Fp32,
+        EstPrecision::Fp16 => Precision::Fp16,
+        EstPrecision::Bf16 => Precision::Bf16,
+        EstPrecision::MixedFp16 => Precision::MixedFp16,
+        EstPrecision::MixedBf16 => Precision::MixedBf16,
+    };
+    let targets = LoraTargets::parse(&a.lora_targets);
+    let kv_bits = match a.kv_dtype {
+        EstKvDtype::Auto => 8 * precision.act_bytes(),
+        EstKvDtype::Fp16 | EstKvDtype::Bf16 => 16,
+        EstKvDtype::Fp8 | EstKvDtype::Int8 => 8,
+        EstKvDtype::Int4 => 4,
+    };
+    let s = Setup {
+        task: match a.task {
+            EstTask::Infer | EstTask::Serve => Task::Infer,
+            EstTask::Train => Task::Train,
+        },
+        method: match a.method {
+            EstMethod::Full => Method::Full,
+            EstMethod::Lora => Method::Lora,
+            EstMethod::Qlora => Method::Qlora,
+        },
+        precision,
+        quant: match a.quant {
+            None if a.task == EstTask::Train && a.method == EstMethod::Full => Quant::None,
+            None => cfg.native_quant.unwrap_or(Quant::None),
+            Some(EstQuant::None) => Quant::None,
+            Some(EstQuant::Int8) => Quant::Int8,
+            Some(EstQuant::Nf4) => Quant::Nf4,
+            Some(EstQuant::Nf4Dq) => Quant::Nf4Dq,
+            Some(EstQuant::Int4) => Quant::Int4,
+            Some(EstQuant::Fp8) => Quant::Fp8,
+        },
+        optimizer: match a.optimizer {
+            EstOptimizer::Adamw => Optimizer::Adamw,
+            EstOptimizer::Adamw8bit => Optimizer::Adamw8bit,
+            EstOptimizer::PagedAdamw8bit => Optimizer::PagedAdamw8bit,
+            EstOptimizer::Sgd => Optimizer::Sgd,
+            EstOptimizer::SgdMomentum => Optimizer::SgdMomentum,
+            EstOptimizer::Adafactor => Optimizer::Adafactor,
+            EstOptimizer::Lion => Optimizer::Lion,
+        },
+        batch: a.batch,
+        seq: a.seq,
+        new_tokens: a.new_tokens,
+        grad_checkpointing: a.grad_checkpointing,
+        grad_accum: a.grad_accum,
+        attention: match a.attention {
+            EstAttention::Eager => Attention::Eager,
+            EstAttention::Sdpa => Attention::Sdpa,
+            EstAttention::Flash => Attention::Flash,
+        },
+        lora_rank: a.lora_rank,
+        lora_targets: targets,
+        kv_bits,
+        foreach: !a.no_foreach,
+        gpus: a.gpus,
+        zero: if a.fsdp { 3 } else { a.zero },
+        offload: match a.offload {
+            EstOffload::None => Offload::None,
+            EstOffload::Optimizer => Offload::Optimizer,
+            EstOffload::Params => Offload::Params,
+        },
+    };
+    Ok(s.validate()?)
+}

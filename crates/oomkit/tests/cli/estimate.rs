@@ -1,0 +1,464 @@
+//! `oomkit estimate` through the binary: human and JSON output for a few setups
+//! (snapshots), the JSON contract, fit and exit codes, config.json paths,
+//! --params, the lists, and bad input (exit 2, one-line errors).
+
+use std::fs;
+use std::process::Output;
+
+use serde_json::Value;
+
+use super::run_in;
+
+fn est(args: &[&str]) -> Output {
+    let mut full = vec!["estimate"];
+    full.extend_from_slice(args);
+    run_in(&std::env::temp_dir(), &full, None)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(o: &Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
+}
+
+#[test]
+fn human_lora_8b_on_4090() {
+    let out = est(&[
+        "meta-llama/Llama-3.1-8B",
+        "--task",
+        "train",
+        "--method",
+        "lora",
+        "--batch",
+        "4",
+        "--seq",
+        "2048",
+        "--gpu",
+        "rtx-4090",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("does not fit on rtx-4090"), "{text}");
+    assert!(text.contains("[gradient-checkpointing]"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn human_inference_fits() {
+    let out = est(&[
+        "qwen2.5-7b",
+        "--seq",
+        "1024",
+        "--new-tokens",
+        "512",
+        "--gpu",
+        "a100-80gb",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    insta::assert_snapshot!(stdout(&out));
+}
+
+#[test]
+fn json_full_training_3b() {
+    let out = est(&[
+        "meta-llama/Llama-3.2-3B",
+        "--task",
+        "train",
+        "--batch",
+        "2",
+        "--seq",
+        "4096",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let v = json(&out);
+    insta::assert_json_snapshot!(v);
+}
+
+#[test]
+fn json_contract_shape_with_fit_and_plan() {
+    let out = est(&[
+        "meta-llama/Llama-3.1-8B",
+        "--task",
+        "train",
+        "--method",
+        "lora",
+        "--batch",
+        "8",
+        "--seq",
+        "2048",
+        "--gpu",
+        "4090",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let v = json(&out);
+    assert_eq!(v["version"], 1);
+    for k in [
+        "weights_bytes",
+        "gradients_bytes",
+        "optimizer_bytes",
+        "activations_bytes",
+        "logits_bytes",
+        "kv_cache_bytes",
+        "temporaries_bytes",
+        "cuda_context_bytes",
+    ] {
+        assert!(v["components"][k].is_u64(), "{k}");
+    }
+    for k in [
+        "peak_allocated_bytes",
+        "peak_reserved_bytes",
+        "device_used_bytes",
+    ] {
+        assert!(v[k].is_u64(), "{k}");
+    }
+    assert!(v["peak_phase"].is_string());
+    let fit = &v["fit"];
+    assert_eq!(fit["gpu"], "rtx-4090");
+    assert_eq!(fit["fits"], false);
+    assert!(fit["usable_bytes"].is_u64());
+    assert!(fit["headroom_bytes"].as_i64().is_some_and(|h| h < 0));
+    let plan = fit["plan"].as_array().expect("plan");
+    assert!(!plan.is_empty());
+    let last = plan.last().expect("step");
+    assert!(last["peak_after_bytes"].as_u64() <= fit["usable_bytes"].as_u64());
+    for step in plan {
+        assert!(step["change"].is_string() && step["config"].is_string());
+        assert!(step["saves_bytes"].as_u64().is_some_and(|b| b > 0));
+        let id = step["remedy"].as_str().expect("remedy");
+        assert!(oomkit_core::remedies::get(id).is_some(), "{id}");
+    }
+}
+
+#[test]
+fn no_fit_object_without_gpu() {
+    let v = json(&est(&["gpt2", "--format", "json"]));
+    assert!(v.get("fit").is_none());
+    assert_eq!(v["model"]["id"], "openai-community/gpt2");
+}
+
+#[test]
+fn config_json_path_and_folder() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = r#"{"model_type":"llama","hidden_size":2048,"intermediate_size":5632,
+        "num_hidden_layers":22,"num_attention_heads":32,"num_key_value_heads":4,"vocab_size":32000}"#;
+    fs::write(dir.path().join("config.json"), cfg).expect("write");
+    let file = dir.path().join("config.json");
+    let a = json(&est(&[file.to_str().expect("utf8"), "--format", "json"]));
+    let b = json(&est(&[
+        dir.path().to_str().expect("utf8"),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(a["model"]["params"], b["model"]["params"]);
+    // TinyLlama-1.1B has 1,100,048,384 parameters.
+    assert_eq!(a["model"]["params"], 1_100_048_384u64);
+}
+
+#[test]
+fn bare_params() {
+    let out = est(&["--params", "7B", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let p = json(&out)["model"]["params"].as_u64().expect("params");
+    assert!((6_300_000_000..7_700_000_000).contains(&p), "{p}");
+}
+
+#[test]
+fn lists() {
+    let m = stdout(&est(&["--list-models"]));
+    assert!(m.contains("meta-llama/Llama-3.1-405B"));
+    let g = stdout(&est(&["--list-gpus"]));
+    assert!(g.contains("rtx-4090"));
+}
+
+#[test]
+fn unknown_model_suggests() {
+    let out = est(&["meta-llama/Llama-3.1-8C"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(e.contains("did you mean meta-llama/Llama-3.1-8B"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+}
+
+#[test]
+fn unknown_gpu_suggests() {
+    let out = est(&["gpt2", "--gpu", "rtx-409"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("unknown GPU"));
+}
+
+#[test]
+fn bad_sizes_exit_2() {
+    for args in [
+        &["gpt2", "--batch", "0"][..],
+        &["gpt2", "--seq", "-5"][..],
+        &["--params", "-7B"][..],
+        &["--params", "0"][..],
+        &["--params", "7B", "--layers", "0"][..],
+        &["gpt2", "--task", "train", "--quant", "nf4"][..],
+        &["gpt2", "--batch", "1000000", "--seq", "1000000"][..],
+        &["bert-base-uncased", "--new-tokens", "10"][..],
+    ] {
+        let out = est(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).starts_with("error"), "{args:?}");
+    }
+}
+
+#[test]
+fn malformed_config_json_is_one_line_error() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let bad = dir.path().join("config.json");
+    fs::write(&bad, "{\"hidden_size\": 64,").expect("write");
+    let out = est(&[bad.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(e.contains("not a usable Hugging Face config.json"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    fs::write(&bad, "{\"hidden_size\": 64}").expect("write");
+    let out = est(&[bad.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("num_hidden_layers"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn vllm_serve_pool() {
+    let out = est(&[
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "h100-sxm",
+        "--gpu-memory-utilization",
+        "0.95",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let tokens = v["serve"]["kv_tokens"].as_u64().expect("tokens");
+    // llm-d measured 476,016 tokens (memory-estimation.md §5.8 K2).
+    assert!((462_000..491_000).contains(&tokens), "{tokens}");
+    assert_eq!(v["serve"]["block_bytes"], 16 * 2 * 8 * 128 * 32 * 2);
+    insta::assert_snapshot!(stdout(&est(&[
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "h100-sxm",
+        "--gpu-memory-utilization",
+        "0.95",
+    ])));
+}
+
+#[test]
+fn vllm_serve_errors_and_no_fit() {
+    let out = est(&[
+        "llama-3.1-70b",
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "rtx-4090",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).contains("does not fit"));
+    let out = est(&["gpt2", "--task", "serve", "--engine", "vllm"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("needs --gpu"));
+    let out = est(&["gpt2", "--task", "serve", "--gpu", "h100-sxm"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = est(&[
+        "gpt2",
+        "--task",
+        "serve",
+        "--engine",
+        "vllm",
+        "--gpu",
+        "h100-sxm",
+        "--gpu-memory-utilization",
+        "1.5",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+fn safetensors(header: &str) -> Vec<u8> {
+    let mut v = (header.len() as u64).to_le_bytes().to_vec();
+    v.extend_from_slice(header.as_bytes());
+    v
+}
+
+#[test]
+fn safetensors_headers_give_exact_weights() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = r#"{"model_type":"llama","hidden_size":64,"intermediate_size":128,
+        "num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100}"#;
+    fs::write(dir.path().join("config.json"), cfg).expect("write");
+    // One 1000 x 1000 bf16 tensor in the header; no data needed.
+    let h = r#"{"w":{"dtype":"BF16","shape":[1000,1000],"data_offsets":[0,2000000]}}"#;
+    fs::write(dir.path().join("model.safetensors"), safetensors(h)).expect("write");
+    let v = json(&est(&[
+        dir.path().to_str().expect("utf8"),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["components"]["weights_bytes"], 2_000_000);
+    let v = json(&est(&[
+        dir.path().to_str().expect("utf8"),
+        "--precision",
+        "fp32",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["components"]["weights_bytes"], 4_000_000);
+}
+
+#[test]
+fn malformed_safetensors_is_an_error() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = r#"{"model_type":"llama","hidden_size":64,"intermediate_size":128,
+        "num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100}"#;
+    fs::write(dir.path().join("config.json"), cfg).expect("write");
+    let mut bad = 500u64.to_le_bytes().to_vec();
+    bad.extend_from_slice(b"{\"w\":");
+    fs::write(dir.path().join("model.safetensors"), bad).expect("write");
+    let out = est(&[dir.path().to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("malformed safetensors header"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn sharding_lowers_per_gpu_memory() {
+    let used = |extra: &[&str]| {
+        let mut a = vec!["llama-2-7b-hf", "--task", "train", "--format", "json"];
+        a.extend_from_slice(extra);
+        json(&est(&a))["device_used_bytes"].as_u64().expect("bytes")
+    };
+    let one = used(&[]);
+    let z2 = used(&["--gpus", "8", "--zero", "2"]);
+    let z3 = used(&["--gpus", "8", "--fsdp"]);
+    assert!(z3 < z2 && z2 < one, "{one} {z2} {z3}");
+    let out = est(&["gpt2", "--task", "train", "--offload", "params"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--zero 3"));
+}
+
+/// A GGUF v3 header: llama, 2 layers, one Q8_0 and one Q4_K tensor.
+fn gguf_bytes() -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(2u64.to_le_bytes());
+    let kvs: &[(&str, u32)] = &[
+        ("llama.block_count", 2),
+        ("llama.embedding_length", 64),
+        ("llama.attention.head_count", 4),
+        ("llama.attention.head_count_kv", 2),
+        ("llama.feed_forward_length", 128),
+        ("llama.vocab_size", 100),
+    ];
+    b.extend((kvs.len() as u64 + 1).to_le_bytes());
+    let s = |b: &mut Vec<u8>, x: &str| {
+        b.extend((x.len() as u64).to_le_bytes());
+        b.extend(x.as_bytes());
+    };
+    s(&mut b, "general.architecture");
+    b.extend(8u32.to_le_bytes());
+    s(&mut b, "llama");
+    for (k, v) in kvs {
+        s(&mut b, k);
+        b.extend(4u32.to_le_bytes());
+        b.extend(v.to_le_bytes());
+    }
+    for (name, d0, d1, t, off) in [
+        ("token_embd.weight", 64u64, 100u64, 8u32, 0u64),
+        ("blk.0.ffn_up.weight", 256, 32, 12, 6400),
+    ] {
+        s(&mut b, name);
+        b.extend(2u32.to_le_bytes());
+        b.extend(d0.to_le_bytes());
+        b.extend(d1.to_le_bytes());
+        b.extend(t.to_le_bytes());
+        b.extend(off.to_le_bytes());
+    }
+    b
+}
+
+#[test]
+fn gguf_header_gives_architecture_and_sizes() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = dir.path().join("tiny.gguf");
+    fs::write(&f, gguf_bytes()).expect("write");
+    let out = est(&[f.to_str().expect("utf8"), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["model"]["layers"], 2);
+    assert_eq!(v["components"]["weights_bytes"], 6400 / 32 * 34 + 32 * 144);
+    let mut bad = gguf_bytes();
+    bad.truncate(bad.len() - 5);
+    fs::write(&f, bad).expect("write");
+    let out = est(&[f.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("malformed GGUF header"),
+        "{}",
+        stderr(&out)
+    );
+    fs::write(&f, b"not a gguf at all").expect("write");
+    let out = est(&[f.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("malformed GGUF header"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn inference_split_over_gpus() {
+    let one = json(&est(&[
+        "llama-3.1-70b",
+        "--gpu",
+        "a100-80gb",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(one["fit"]["fits"], false);
+    let out = est(&[
+        "llama-3.1-70b",
+        "--gpus",
+        "2",
+        "--gpu",
+        "a100-80gb",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let two = json(&out);
+    assert!(
+        two["fit"]["device_map"]
+            .as_str()
+            .is_some_and(|d| d.contains("device_map=\"auto\""))
+    );
+}

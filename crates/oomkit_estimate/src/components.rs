@@ -1,0 +1,639 @@
+//! One small pure function per memory component. Formula references are to
+//! `shared/reference/memory-estimation.md` (§3 is the consolidated formula
+//! sheet); each function says which item it implements.
+
+use crate::model::ModelConfig;
+use crate::setup::{Attention, Method, Optimizer, Precision, Quant, Setup, Task};
+
+/// Bits per quantized linear weight, including quantization constants
+/// (§3.1): bnb NF4 stores one fp32 absmax per 64 weights (+0.5 bit); double
+/// quantization stores it as 8 bits plus one fp32 per 256 blocks (+0.127);
+/// GPTQ/AWQ group 128 stores an fp16 scale and zero per group (+0.25);
+/// LLM.int8 and FP8 store one scale per row or tensor (negligible here, the
+/// row scales are added by [`weights_bytes`]).
+pub fn quant_bits_x1000(q: Quant) -> u64 {
+    match q {
+        Quant::None => 16_000,
+        Quant::Int8 | Quant::Fp8 => 8_000,
+        Quant::Nf4 => 4_500,
+        Quant::Nf4Dq => 4_127,
+        Quant::Int4 => 4_250,
+    }
+}
+
+/// Trainable adapter parameters: r·(in + out) per adapted linear (LoRA
+/// paper §4.1), for every matching linear of every layer.
+pub fn lora_params(cfg: &ModelConfig, s: &Setup) -> u64 {
+    (0..cfg.layers)
+        .flat_map(|i| cfg.layer_linears(i))
+        .filter(|(name, ..)| s.lora_targets.matches(name))
+        .map(|(_, a, b, n)| s.lora_rank * (a + b) * n)
+        .sum()
+}
+
+/// Parameters that receive gradients and optimizer state.
+pub fn trainable_params(cfg: &ModelConfig, s: &Setup) -> u64 {
+    match (s.task, s.method) {
+        (Task::Infer, _) => 0,
+        (Task::Train, Method::Full) => cfg.params(),
+        (Task::Train, _) => lora_params(cfg, s),
+    }
+}
+
+/// Weights on the GPU (§3.1). Unquantized: P × bytes of the precision (fp32
+/// for mixed precision, which keeps fp32 master weights as the model).
+/// Quantized: the block linears at [`quant_bits_x1000`], embeddings, LM head
+/// and norms in 16-bit (QLoRA Fig. 6: a 4-bit 7B takes 5 GB, not 3.5),
+/// plus LoRA adapters at the precision's bytes when training adapters.
+pub fn weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let p = cfg.params();
+    let base = if let Some(ck) = cfg.checkpoint.as_ref().filter(|_| s.quant == Quant::None) {
+        // Exact sizes from the safetensors headers: stored bytes for a
+        // pre-quantized checkpoint, else every element at the precision.
+        if ck.prequantized() {
+            ck.bytes
+        } else {
+            ck.elements * s.precision.param_bytes()
+        }
+    } else if s.quant == Quant::None {
+        p * s.precision.param_bytes()
+    } else {
+        let lin = cfg.block_linear_params();
+        let rows: u64 = if s.quant == Quant::Int8 {
+            (0..cfg.layers)
+                .flat_map(|i| cfg.layer_linears(i))
+                .map(|(_, _, out, n)| out * n * 4)
+                .sum()
+        } else {
+            0
+        };
+        lin * quant_bits_x1000(s.quant) / 8_000 + rows + (p - lin) * 2
+    };
+    let adapters = if s.task == Task::Train && s.method != Method::Full {
+        lora_params(cfg, s) * trainable_bytes(s)
+    } else {
+        0
+    };
+    base + adapters
+}
+
+/// Bytes per trainable parameter (and per gradient and AdamW state element):
+/// the precision's for full training; fp32 for LoRA adapters, which PEFT
+/// upcasts from fp16/bf16 by default (`autocast_adapter_dtype=True`, PEFT ≥ 0.12).
+pub fn trainable_bytes(s: &Setup) -> u64 {
+    if s.method == Method::Full {
+        s.precision.param_bytes()
+    } else {
+        4
+    }
+}
+
+/// Gradients (§3.2): one per trainable parameter, in the parameters' dtype
+/// (fp32 under mixed precision, since autocast keeps fp32 parameters; fp32
+/// for PEFT adapters).
+pub fn gradients_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    trainable_params(cfg, s) * trainable_bytes(s)
+}
+
+/// Optimizer state (§3.3), on trainable parameters only: AdamW keeps m and v
+/// in the parameter dtype (8 B fp32, 4 B pure bf16); bnb 8-bit AdamW 2 B;
+/// SGD+momentum and Lion one state; Adafactor (HF defaults, no momentum) a
+/// row and a column vector per matrix, fp32.
+pub fn optimizer_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let t = trainable_params(cfg, s);
+    let pb = trainable_bytes(s);
+    match s.optimizer {
+        Optimizer::Adamw => 2 * pb * t,
+        Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit => 2 * t,
+        Optimizer::Sgd => 0,
+        Optimizer::SgdMomentum | Optimizer::Lion => pb * t,
+        Optimizer::Adafactor => adafactor_bytes(cfg, s),
+    }
+}
+
+/// Adafactor's factored second moment: (rows + cols) fp32 per matrix, and a
+/// full fp32 vector for 1-D parameters (Shazeer & Stern 2018, §3).
+fn adafactor_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if s.task != Task::Train {
+        return 0;
+    }
+    let lin = (0..cfg.layers).flat_map(|i| cfg.layer_linears(i));
+    let elems: u64 = if s.method == Method::Full {
+        let mats: u64 = lin.map(|(_, a, b, n)| (a + b) * n).sum();
+        let vectors = cfg.params() - cfg.block_linear_params() - cfg.vocab * cfg.hidden;
+        mats + cfg.vocab + cfg.hidden + vectors.min(cfg.layers * 8 * cfg.hidden)
+    } else {
+        lin.filter(|(name, ..)| s.lora_targets.matches(name))
+            .map(|(_, a, b, n)| (a + 2 * s.lora_rank + b) * n)
+            .sum()
+    };
+    elems * 4
+}
+
+/// Does training need the input of the linear `name` (its weight gets a
+/// gradient: full training, or a LoRA adapter sits on it)? A frozen linear's
+/// backward needs only its weight, so autograd saves nothing for it.
+fn trains(s: &Setup, name: &str) -> bool {
+    s.method == Method::Full || s.lora_targets.matches(name)
+}
+
+/// Activation elements one token saves for backward in one layer, in units
+/// of the activation dtype (§3.5, Korthikanti et al. 2022 restated for
+/// PyTorch autograd without dropout):
+/// - attention: SDPA saves q, k, v (after RoPE) and its output (2h + 2·kv);
+///   the q/k/v projections' input (h) and `o_proj`'s input (h) are saved only
+///   when those weights train;
+/// - MLP, gated: gate output, SiLU output and up output (3f) always, the
+///   input (h) and the product (f, `down_proj`'s input) when they train;
+///   fc1/GELU: fc1 output (f), plus input h and GELU output f when trained;
+///   MoE tokens pass through `active` experts, plus fp32 router logits;
+/// - norms: RMSNorm saves its fp32-upcast input (2h) and, when its weight
+///   trains, the normalized bf16 tensor (h); LayerNorm saves its input (h).
+pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
+    let h = cfg.hidden;
+    let kv = match &cfg.mla {
+        Some(m) => cfg.heads * (m.nope_dim + m.rope_dim),
+        None => cfg.kv_heads * cfg.head_dim,
+    };
+    let q = (cfg.heads * cfg.head_dim).max(h);
+    let full = s.method == Method::Full;
+    let qkv_in = trains(s, "q_proj") || trains(s, "k_proj") || trains(s, "v_proj");
+    let attn =
+        2 * q + 2 * kv + if qkv_in { h } else { 0 } + if trains(s, "o_proj") { q } else { 0 };
+    let mlp_in = trains(s, "gate_proj") || trains(s, "up_proj");
+    let mlp_one = |f: u64| {
+        let down = if trains(s, "down_proj") { f } else { 0 };
+        if cfg.glu {
+            3 * f + down
+        } else {
+            f + down + if full || down > 0 { f } else { 0 }
+        }
+    };
+    let input = if mlp_in { h } else { 0 };
+    let mlp = match &cfg.moe {
+        Some(m) if layer >= m.dense_layers => {
+            input
+                + m.active * (h + mlp_one(m.intermediate))
+                + m.shared * mlp_one(m.intermediate)
+                + 2 * m.experts
+        }
+        _ => input + mlp_one(cfg.intermediate),
+    };
+    attn + mlp
+}
+
+/// Is this a LayerNorm (not RMSNorm) architecture?
+fn layer_norm(cfg: &ModelConfig) -> bool {
+    matches!(
+        cfg.model_type.as_str(),
+        "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox"
+    )
+}
+
+/// Is the residual stream fp32? Under autocast LayerNorm runs in fp32 and
+/// its output promotes the residual additions to fp32 (PyTorch autocast op
+/// lists: `layer_norm` is an fp32 op); in plain fp32 it is fp32 anyway.
+fn fp32_stream(cfg: &ModelConfig, s: &Setup) -> bool {
+    s.precision.act_bytes() == 4
+        || (layer_norm(cfg) && matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16))
+}
+
+/// Bytes one token's norms save in one layer: RMSNorm saves its fp32-upcast
+/// input (4h) plus, when its weight trains, the normalized tensor (β·h);
+/// LayerNorm saves its input (β·h, or 4h on an fp32 residual stream).
+pub fn layer_norm_token_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let h = cfg.hidden;
+    let beta = s.precision.act_bytes();
+    let per = if layer_norm(cfg) {
+        if fp32_stream(cfg, s) { 4 * h } else { beta * h }
+    } else if s.method == Method::Full {
+        4 * h + beta * h
+    } else {
+        4 * h
+    };
+    cfg.norms_per_layer * per
+}
+
+/// Bytes eager attention saves per score element: the softmax output (fp32
+/// under autocast, in fp32 training, and in Llama-family code that calls
+/// `softmax(dtype=float32)`), with attention dropout its 1-byte mask and
+/// output, and the cast back to β that the probabilities·V matmul saves.
+pub fn eager_score_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let beta = s.precision.act_bytes();
+    let mixed = matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16);
+    let sm = if mixed || beta == 4 || !layer_norm(cfg) {
+        4
+    } else {
+        beta
+    };
+    let drop = if cfg.attn_dropout { 1 + sm } else { 0 };
+    let cast = if sm != beta { beta } else { 0 };
+    sm + drop + cast
+}
+
+/// Autocast keeps a half-precision copy of every weight a matmul uses,
+/// saved for backward until the layer's backward runs (mixed precision only).
+pub fn autocast_weight_copies_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if !matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16) {
+        return 0;
+    }
+    let head = if cfg.encoder {
+        0
+    } else {
+        cfg.vocab * cfg.hidden
+    };
+    (cfg.block_linear_params() + head) * 2
+}
+
+/// Per token: PEFT casts each adapted linear's input to the fp32 adapter
+/// dtype (a separate copy per adapter, saved by `lora_A`) and saves the
+/// fp32 rank-r output for `lora_B`. Nothing when β is already fp32.
+pub fn lora_input_copies_bytes(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
+    if s.method == Method::Full || s.task != Task::Train || s.precision.act_bytes() == 4 {
+        return 0;
+    }
+    cfg.layer_linears(layer)
+        .into_iter()
+        .filter(|(name, ..)| s.lora_targets.matches(name))
+        .map(|(_, input, ..)| 4 * (input + s.lora_rank))
+        .sum()
+}
+
+/// Bytes of one layer's saved activations for `b` samples of `s` tokens:
+/// [`layer_token_elems`] × β and [`layer_norm_token_bytes`], plus the a·s²
+/// probability matrices with eager attention ([`eager_score_bytes`]; the
+/// Korthikanti 5·a·s²·b term), or the O(s) log-sum-exp with flash/SDPA
+/// kernels, plus 1-byte residual dropout masks when the config enables dropout.
+pub fn layer_activation_bytes(cfg: &ModelConfig, s: &Setup, layer: u64, b: u64, seq: u64) -> u64 {
+    let beta = s.precision.act_bytes();
+    let t = b * seq;
+    let mut bytes = (layer_token_elems(cfg, s, layer) * beta + layer_norm_token_bytes(cfg, s)) * t;
+    if cfg.hidden_dropout {
+        bytes += 2 * t * cfg.hidden; // two residual dropout masks, 1 B each
+    }
+    bytes += lora_input_copies_bytes(cfg, s, layer) * t;
+    let scores = cfg.heads * seq * seq * b;
+    bytes += match s.attention {
+        Attention::Eager => scores * eager_score_bytes(cfg, s),
+        Attention::Sdpa | Attention::Flash => cfg.heads * t * 4,
+    };
+    bytes
+}
+
+/// Training activations kept alive at the end of the forward pass (§3.5):
+/// every layer, the embedding output and the final norm; with HF gradient
+/// checkpointing only each layer's input (h per token) plus one layer's full
+/// activations while it is recomputed.
+pub fn training_activations_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let stream = if fp32_stream(cfg, s) {
+        4
+    } else {
+        s.precision.act_bytes()
+    };
+    let t = s.batch * s.seq;
+    let edges = 3 * t * cfg.hidden * stream;
+    let copies = autocast_weight_copies_bytes(cfg, s);
+    if s.grad_checkpointing {
+        let one = (0..cfg.layers)
+            .map(|i| layer_activation_bytes(cfg, s, i, s.batch, s.seq))
+            .max()
+            .unwrap_or(0);
+        cfg.layers * t * cfg.hidden * stream + one + edges + copies
+    } else {
+        (0..cfg.layers)
+            .map(|i| layer_activation_bytes(cfg, s, i, s.batch, s.seq))
+            .sum::<u64>()
+            + edges
+            + copies
+    }
+}
+
+/// Output rows the head produces per token: the vocabulary for causal LMs,
+/// two labels for an encoder's classification head.
+fn head_width(cfg: &ModelConfig) -> u64 {
+    if cfg.encoder { 2 } else { cfg.vocab }
+}
+
+/// Bytes per logit element the loss works in: fp32 (transformers'
+/// `ForCausalLMLoss` upcasts), or β for models whose own code does not.
+fn loss_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if cfg.half_precision_loss {
+        s.precision.act_bytes()
+    } else {
+        4
+    }
+}
+
+/// Logits kept for the loss (§3.6): the head output in β, the copy the loss
+/// works on (fp32 upcast, or the shifted `.contiguous()` copy in half-loss
+/// models), and log-softmax's output saved by cross-entropy.
+pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let tv = s.batch * s.seq * head_width(cfg);
+    let beta = s.precision.act_bytes();
+    let lb = loss_bytes(cfg, s);
+    let copy = if lb != beta || cfg.half_precision_loss {
+        lb
+    } else {
+        0
+    };
+    tv * (beta + copy + lb)
+}
+
+/// The first backward step through the loss (§3.6): the gradient of the
+/// log-softmax input is allocated while everything saved is still alive.
+pub fn loss_backward_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    s.batch * s.seq * head_width(cfg) * loss_bytes(cfg, s)
+}
+
+/// Optimizer-step temporaries (§3.7): torch's foreach AdamW/Lion/SGD
+/// (the default on CUDA since torch 2.0) allocate one intermediate per
+/// parameter tensor of the group at once (one extra copy of the trainable
+/// parameters); the per-parameter loop (`foreach=False`, torch 1.x,
+/// transformers' old `adamw_hf`) needs only the largest tensor's worth; bnb
+/// 8-bit optimizers update in place.
+pub fn optimizer_step_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    match s.optimizer {
+        Optimizer::Adamw | Optimizer::Lion | Optimizer::SgdMomentum => {
+            let pb = trainable_bytes(s);
+            if !s.foreach {
+                return largest_tensor(cfg, s) * pb;
+            }
+            trainable_params(cfg, s) * pb
+        }
+        _ => 0,
+    }
+}
+
+/// The largest trainable tensor (elements): the embedding for full
+/// training, else the largest adapter matrix.
+fn largest_tensor(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if s.method == Method::Full {
+        cfg.vocab * cfg.hidden
+    } else {
+        (0..cfg.layers.min(4))
+            .flat_map(|i| cfg.layer_linears(i))
+            .filter(|(name, ..)| s.lora_targets.matches(name))
+            .map(|(_, a, b, _)| s.lora_rank * a.max(b))
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// bitsandbytes dequantizes one linear at a time to the compute dtype during
+/// forward and backward: the largest linear in 16-bit.
+pub fn dequant_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if s.quant == Quant::None {
+        return 0;
+    }
+    (0..cfg.layers.min(4))
+        .flat_map(|i| cfg.layer_linears(i))
+        .map(|(_, a, b, _)| a * b * 2)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Bytes per KV-cache element.
+pub fn kv_elem_bits(s: &Setup) -> u64 {
+    s.kv_bits
+}
+
+/// KV cache for `tokens` tokens per sequence (§3.8): 2·n_kv·d_head per token
+/// per layer, capped at the window on sliding-window layers; MLA models in
+/// transformers cache the decompressed per-head keys (nope + rope) and values.
+pub fn kv_cache_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u64 {
+    if cfg.encoder {
+        return 0;
+    }
+    let per_token_layer = match &cfg.mla {
+        Some(m) => cfg.heads * (m.nope_dim + m.rope_dim + m.v_dim),
+        None => 2 * cfg.kv_heads * cfg.head_dim,
+    };
+    let full_layers = cfg.layers - cfg.sliding_layers;
+    let window = cfg.sliding_window.unwrap_or(tokens).min(tokens);
+    let elems = per_token_layer * (full_layers * tokens + cfg.sliding_layers * window) * s.batch;
+    // A quantized cache (HF QuantizedCache, Qwen `use_cache_quantization`) keeps a
+    // scale and a zero point (fp32) per token, head and head_dim group.
+    let constants = if kv_elem_bits(s) < 16 {
+        elems / cfg.head_dim.max(1) * 2 * 32
+    } else {
+        0
+    };
+    (elems * kv_elem_bits(s) + constants) / 8
+}
+
+/// Allocator slack of a cache grown by concatenation (§3.8 and §3.9): each
+/// decoding step frees every layer's cache and allocates one a token longer;
+/// the freed blocks stay reserved by the caching allocator but are too small
+/// for the next, larger request, so by the end reserved memory holds about
+/// one more cache's worth of freed blocks.
+pub fn cache_growth_slack_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u64 {
+    if s.new_tokens == 0 {
+        return 0;
+    }
+    kv_cache_bytes(cfg, s, tokens)
+}
+
+/// The prefill transient of one layer at `seq` prompt tokens (§3.8): the
+/// residual stream and norm output plus the larger of the attention working
+/// set (q, k, v, output; eager adds the a·s² scores in β and the fp32 softmax)
+/// and the MLP working set (gate, up and their product: 3f; fc1 and GELU: 2f).
+pub fn prefill_transient_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let beta = s.precision.act_bytes();
+    let t = s.batch * s.seq;
+    let h = cfg.hidden;
+    let q = cfg.heads * cfg.head_dim;
+    let kv = cfg.kv_heads * cfg.head_dim;
+    let mut attn = t * (2 * q + 2 * kv) * beta;
+    if s.attention == Attention::Eager {
+        attn += cfg.heads * s.seq * s.seq * s.batch * (beta + 4);
+    }
+    let f = match &cfg.moe {
+        Some(m) => m.intermediate * m.active.max(1) + m.intermediate * m.shared,
+        None => cfg.intermediate,
+    };
+    let mlp = t * f * if cfg.glu { 3 } else { 2 } * beta;
+    2 * t * h * beta + attn.max(mlp)
+}
+
+/// Logits during inference (§3.8): `generate` keeps only the last position
+/// (`logits_to_keep=1`) in β plus its fp32 copy for sampling; a plain
+/// forward (no new tokens) produces every position.
+pub fn inference_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let beta = s.precision.act_bytes();
+    let v = head_width(cfg);
+    if s.new_tokens > 0 {
+        s.batch * v * (beta + 4)
+    } else {
+        s.batch * s.seq * v * beta
+    }
+}
+
+/// `DynamicCache` grows with `torch.cat`: appending a token briefly holds a
+/// second copy of one layer's cache (§3.8).
+pub fn cache_growth_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u64 {
+    kv_cache_bytes(cfg, s, tokens) / cfg.layers.max(1)
+}
+
+/// CUDA context, kernels and library handles as nvidia-smi shows them before
+/// any tensor: 1,343 MB measured by the HF "model training anatomy" doc
+/// (§2.5; 0.3–2 GiB across CUDA versions, §3.9), plus the cuBLAS/cuBLASLt
+/// workspaces (PyTorch's default `CUBLAS_WORKSPACE_CONFIG` :4096:8 = 32 MiB).
+pub fn cuda_context_bytes() -> u64 {
+    1_343_000_000 + 32 * 1024 * 1024
+}
+
+/// PyTorch's caching allocator reserves more than is allocated (§3.9:
+/// reserved/allocated 1.0–1.3): freed transient blocks of one size cannot
+/// always serve another, and blocks round up to 2 MiB. We take the static
+/// tensors at face value and 10 % on top of the transient working set.
+pub fn reserved_bytes(allocated: u64, transient: u64) -> u64 {
+    let slack = transient / 10;
+    (allocated + slack).div_ceil(2 << 20) * (2 << 20)
+}
+
+/// Weights for precision labels in outputs.
+pub fn precision_name(p: Precision) -> &'static str {
+    match p {
+        Precision::Fp32 => "fp32",
+        Precision::Fp16 => "fp16",
+        Precision::Bf16 => "bf16",
+        Precision::MixedFp16 => "mixed-fp16",
+        Precision::MixedBf16 => "mixed-bf16",
+    }
+}
+
+/// Per-GPU model states under ZeRO/FSDP (§2.4, §3.4: ZeRO-1 shards the
+/// optimizer, ZeRO-2 also the gradients, ZeRO-3/FSDP also the weights, which
+/// are gathered a layer at a time: the gathered layer plus the prefetched
+/// next one). Optimizer offload removes states and the step from the GPU;
+/// parameter offload leaves only the gathered layers. Returns (weights,
+/// gradients, optimizer, step temporaries) per GPU.
+pub fn sharded_states(cfg: &ModelConfig, s: &Setup) -> (u64, u64, u64, u64) {
+    let n = s.gpus.max(1);
+    let mut w = weights_bytes(cfg, s);
+    let mut g = gradients_bytes(cfg, s);
+    let mut o = optimizer_bytes(cfg, s);
+    let mut step = optimizer_step_bytes(cfg, s);
+    if s.zero >= 1 {
+        o /= n;
+        step /= n;
+    }
+    if s.zero >= 2 {
+        g /= n;
+    }
+    if s.zero >= 3 {
+        let largest = (0..cfg.layers)
+            .map(|i| cfg.layer_params(i))
+            .max()
+            .unwrap_or(0);
+        let gathered = 2 * largest * s.precision.param_bytes();
+        w = w / n + gathered;
+        if s.offload == crate::setup::Offload::Params {
+            w = gathered;
+        }
+    }
+    if s.offload != crate::setup::Offload::None {
+        o = 0;
+        step = 0;
+    }
+    (w, g, o, step)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue;
+    use crate::setup::LoraTargets;
+
+    #[test]
+    fn mixed_adamw_is_16_bytes_per_param_plus_activations() {
+        let cfg = catalogue::find("meta-llama/Llama-2-7b-hf").expect("model");
+        let s = Setup {
+            task: Task::Train,
+            precision: Precision::MixedBf16,
+            ..Setup::default()
+        };
+        let p = cfg.params();
+        assert_eq!(weights_bytes(&cfg, &s), 4 * p);
+        assert_eq!(gradients_bytes(&cfg, &s), 4 * p);
+        assert_eq!(optimizer_bytes(&cfg, &s), 8 * p);
+    }
+
+    #[test]
+    fn llama3_8b_kv_cache_matches_hf_blog() {
+        // HF Llama 3.1 blog (§5.9): 8B KV at 1k tokens ≈ 0.125 GB (16-bit).
+        let cfg = catalogue::find("meta-llama/Llama-3.1-8B").expect("model");
+        let kv = kv_cache_bytes(&cfg, &Setup::default(), 1024);
+        assert_eq!(kv, 2 * 32 * 8 * 128 * 1024 * 2);
+        assert_eq!(kv, 134_217_728);
+    }
+
+    #[test]
+    fn lora_q_v_rank_8_on_llama2_7b() {
+        let cfg = catalogue::find("meta-llama/Llama-2-7b-hf").expect("model");
+        let s = Setup {
+            task: Task::Train,
+            method: Method::Lora,
+            lora_rank: 8,
+            lora_targets: LoraTargets::Names(vec!["q".into(), "v".into()]),
+            ..Setup::default()
+        };
+        // PEFT prints "trainable params: 4,194,304" for this setup.
+        assert_eq!(lora_params(&cfg, &s), 4_194_304);
+    }
+
+    #[test]
+    fn nf4_llama_7b_weights_near_qlora_paper() {
+        // QLoRA Fig. 6 (§5.6 F3): 4-bit LLaMA-7B footprint 5,046 MB (incl. LoRA, context).
+        let cfg = catalogue::find("meta-llama/Llama-2-7b-hf").expect("model");
+        let s = Setup {
+            quant: Quant::Nf4Dq,
+            ..Setup::default()
+        };
+        let w = weights_bytes(&cfg, &s) as f64 / 1e6;
+        assert!((3_600.0..4_200.0).contains(&w), "{w}");
+    }
+
+    #[test]
+    fn zero_stages_shard_model_states() {
+        let cfg = catalogue::find("meta-llama/Llama-2-7b-hf").expect("model");
+        let base = Setup {
+            task: Task::Train,
+            precision: Precision::MixedBf16,
+            gpus: 8,
+            ..Setup::default()
+        };
+        let p = cfg.params();
+        let z = |zero| {
+            sharded_states(
+                &cfg,
+                &Setup {
+                    zero,
+                    ..base.clone()
+                },
+            )
+        };
+        assert_eq!(z(0).2, 8 * p);
+        assert_eq!(z(1).2, 8 * p / 8);
+        assert_eq!(z(2).1, 4 * p / 8);
+        assert!(z(3).0 < 4 * p / 4);
+        let off = sharded_states(
+            &cfg,
+            &Setup {
+                zero: 2,
+                offload: crate::setup::Offload::Optimizer,
+                ..base.clone()
+            },
+        );
+        assert_eq!(off.2, 0);
+    }
+
+    #[test]
+    fn sliding_window_caps_gpt_oss_cache() {
+        let cfg = catalogue::find("openai/gpt-oss-20b").expect("model");
+        let s = Setup::default();
+        let long = kv_cache_bytes(&cfg, &s, 100_000);
+        let per = 2 * cfg.kv_heads * cfg.head_dim * 2;
+        assert_eq!(long, per * (12 * 100_000 + 12 * 128));
+    }
+}

@@ -1,0 +1,232 @@
+//! `oomkit estimate`: a model's architecture and a setup → the peak GPU
+//! memory PyTorch will report, whether it fits a GPU, and the cheapest
+//! change that makes it fit.
+//!
+//! Every component is one function in [`components`] citing its source in
+//! `shared/reference/memory-estimation.md`; [`estimate`] combines them into the
+//! three numbers a user sees (allocated, reserved, nvidia-smi used) and the
+//! phase of the peak; [`fit`] checks a GPU and builds the plan.
+
+pub mod catalogue;
+pub mod checkpoint;
+pub mod components;
+pub mod fit;
+pub mod gguf;
+pub mod model;
+pub mod render;
+pub mod serve;
+pub mod setup;
+
+use serde::Serialize;
+
+pub use model::{BareShape, ConfigError, ModelConfig};
+pub use setup::{
+    Attention, LoraTargets, Method, Offload, Optimizer, Precision, Quant, Setup, Task,
+};
+
+use components as c;
+
+/// The memory components, in bytes (the JSON `components` object).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Components {
+    /// Weights (quantized where asked, with constants; LoRA adapters).
+    pub weights_bytes: u64,
+    /// Gradients of trainable parameters.
+    pub gradients_bytes: u64,
+    /// Optimizer states.
+    pub optimizer_bytes: u64,
+    /// Activations alive at the peak (training: saved for backward;
+    /// inference: the prefill working set).
+    pub activations_bytes: u64,
+    /// Logits and loss tensors.
+    pub logits_bytes: u64,
+    /// KV cache at the peak.
+    pub kv_cache_bytes: u64,
+    /// Short-lived tensors at the peak (loss backward, optimizer step,
+    /// dequantization, cache growth).
+    pub temporaries_bytes: u64,
+    /// CUDA context and library workspaces (not in PyTorch's counters).
+    pub cuda_context_bytes: u64,
+}
+
+/// The result for one model and setup.
+#[derive(Clone, Debug, Serialize)]
+pub struct Estimate {
+    /// Components at the peak phase.
+    pub components: Components,
+    /// `torch.cuda.max_memory_allocated()`.
+    pub peak_allocated_bytes: u64,
+    /// `torch.cuda.max_memory_reserved()`.
+    pub peak_reserved_bytes: u64,
+    /// nvidia-smi used: reserved + context and workspaces.
+    pub device_used_bytes: u64,
+    /// Where the peak happens: `forward`, `backward`, `optimizer-step`,
+    /// `prefill` or `decode`.
+    pub peak_phase: &'static str,
+    /// Total parameters.
+    pub params: u64,
+    /// Trainable parameters.
+    pub trainable_params: u64,
+}
+
+struct Phase {
+    name: &'static str,
+    parts: Components,
+    /// Reserved-but-free bytes beyond the general slack.
+    extra_reserved: u64,
+}
+
+impl Phase {
+    fn allocated(&self) -> u64 {
+        let p = &self.parts;
+        p.weights_bytes
+            + p.gradients_bytes
+            + p.optimizer_bytes
+            + p.activations_bytes
+            + p.logits_bytes
+            + p.kv_cache_bytes
+            + p.temporaries_bytes
+    }
+    fn transient(&self) -> u64 {
+        let p = &self.parts;
+        p.activations_bytes + p.logits_bytes + p.temporaries_bytes
+    }
+}
+
+/// Estimates peak memory for `cfg` under `s` (validated with
+/// [`Setup::validate`]). The peak is the largest of the phases (§3.7):
+/// training compares the start of backward (everything saved plus the loss
+/// gradient) with the optimizer step (gradients plus step temporaries);
+/// inference compares prefill (prompt cache plus one layer's working set)
+/// with the end of decoding (full cache plus one layer's growth copy).
+pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
+    let weights = c::weights_bytes(cfg, s);
+    let ctx = c::cuda_context_bytes();
+    let phases: Vec<Phase> = match s.task {
+        Task::Train => {
+            let (weights, grads, opt, step_tmp) = c::sharded_states(cfg, s);
+            // With accumulation, the previous micro-batches' gradients stay alive
+            // through the forward and backward of the next ones (§3.7).
+            let live_grads = if s.grad_accum > 1 { grads } else { 0 };
+            let backward = Phase {
+                name: "backward",
+                parts: Components {
+                    weights_bytes: weights,
+                    gradients_bytes: live_grads,
+                    optimizer_bytes: opt,
+                    activations_bytes: c::training_activations_bytes(cfg, s),
+                    logits_bytes: c::training_logits_bytes(cfg, s),
+                    temporaries_bytes: c::loss_backward_bytes(cfg, s) + c::dequant_bytes(cfg, s),
+                    ..Components::default()
+                },
+                extra_reserved: 0,
+            };
+            let step = Phase {
+                name: "optimizer-step",
+                parts: Components {
+                    weights_bytes: weights,
+                    gradients_bytes: grads,
+                    optimizer_bytes: opt,
+                    temporaries_bytes: step_tmp,
+                    ..Components::default()
+                },
+                extra_reserved: 0,
+            };
+            vec![backward, step]
+        }
+        Task::Infer => {
+            let total = s.seq + s.new_tokens;
+            // `device_map="auto"` over `gpus` GPUs places whole layers in order:
+            // the busiest GPU holds 1/N of the blocks and of the cache plus the
+            // embedding (or the head) — see [`split_share`].
+            let weights = split_share(cfg, s, weights);
+            let prefill = Phase {
+                name: if s.new_tokens > 0 {
+                    "prefill"
+                } else {
+                    "forward"
+                },
+                parts: Components {
+                    weights_bytes: weights,
+                    activations_bytes: c::prefill_transient_bytes(cfg, s),
+                    logits_bytes: c::inference_logits_bytes(cfg, s),
+                    kv_cache_bytes: if s.new_tokens > 0 {
+                        c::kv_cache_bytes(cfg, s, s.seq).div_ceil(s.gpus.max(1))
+                    } else {
+                        0
+                    },
+                    temporaries_bytes: c::dequant_bytes(cfg, s),
+                    ..Components::default()
+                },
+                extra_reserved: 0,
+            };
+            let mut v = vec![prefill];
+            if s.new_tokens > 0 {
+                v.push(Phase {
+                    name: "decode",
+                    parts: Components {
+                        weights_bytes: weights,
+                        logits_bytes: c::inference_logits_bytes(cfg, s),
+                        kv_cache_bytes: c::kv_cache_bytes(cfg, s, total).div_ceil(s.gpus.max(1)),
+                        temporaries_bytes: c::cache_growth_bytes(cfg, s, total)
+                            + c::dequant_bytes(cfg, s),
+                        ..Components::default()
+                    },
+                    extra_reserved: c::cache_growth_slack_bytes(cfg, s, total),
+                });
+            }
+            v
+        }
+    };
+    let mut best: Option<(u64, u64, Phase)> = None;
+    for ph in phases {
+        let alloc = ph.allocated();
+        let reserved = c::reserved_bytes(alloc, ph.transient()) + ph.extra_reserved;
+        if best.as_ref().is_none_or(|b| reserved > b.1) {
+            best = Some((alloc, reserved, ph));
+        }
+    }
+    let (allocated, reserved, phase) = best.unwrap_or((
+        weights,
+        weights,
+        Phase {
+            name: "forward",
+            parts: Components::default(),
+            extra_reserved: 0,
+        },
+    ));
+    let mut components = phase.parts;
+    components.cuda_context_bytes = ctx;
+    Estimate {
+        components,
+        peak_allocated_bytes: allocated,
+        peak_reserved_bytes: reserved,
+        device_used_bytes: reserved + ctx,
+        peak_phase: phase.name,
+        params: cfg.params(),
+        trainable_params: c::trainable_params(cfg, s),
+    }
+}
+
+/// Weights on the busiest GPU when inference is split layer-wise over
+/// `s.gpus` GPUs (accelerate's `device_map="auto"`): ⌈L/N⌉ layers' share of
+/// the block weights plus the larger of the input embedding and the head
+/// (they land on the first and last GPU). One GPU: all weights.
+pub fn split_share(cfg: &ModelConfig, s: &Setup, weights: u64) -> u64 {
+    let n = s.gpus.max(1);
+    if n == 1 || s.task != Task::Infer {
+        return weights;
+    }
+    let emb_params = cfg.embedding_params();
+    let emb_bytes =
+        (u128::from(weights) * u128::from(emb_params) / u128::from(cfg.params().max(1))) as u64;
+    let blocks = weights - emb_bytes;
+    let per_layer = blocks / cfg.layers.max(1);
+    let layers_here = cfg.layers.div_ceil(n);
+    let edge = if cfg.tied_embeddings {
+        emb_bytes
+    } else {
+        emb_bytes / 2
+    };
+    per_layer * layers_here + edge
+}

@@ -1,0 +1,587 @@
+//! The architecture numbers the estimator needs, read from a Hugging Face
+//! `config.json` (`transformers` `PretrainedConfig` key names, with the
+//! per-architecture aliases GPT-2, BERT, Qwen v1 and DeepSeek use), and the
+//! parameter count derived from them.
+//!
+//! This lives in `oomkit_estimate`, not `oomkit_core`, because only `estimate`
+//! reads model configs (see ARCHITECTURE.md).
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Multi-head latent attention (DeepSeek-V2/V3 `config.json`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Mla {
+    /// `q_lora_rank` (0 = no query compression).
+    pub q_lora_rank: u64,
+    /// `kv_lora_rank`: the compressed latent cached per token.
+    pub kv_lora_rank: u64,
+    /// `qk_rope_head_dim`.
+    pub rope_dim: u64,
+    /// `qk_nope_head_dim`.
+    pub nope_dim: u64,
+    /// `v_head_dim`.
+    pub v_dim: u64,
+}
+
+/// Mixture-of-experts MLP.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Moe {
+    /// Routed experts per MoE layer.
+    pub experts: u64,
+    /// Experts each token uses.
+    pub active: u64,
+    /// Intermediate size of one expert.
+    pub intermediate: u64,
+    /// Always-on shared experts (DeepSeek).
+    pub shared: u64,
+    /// Leading layers that keep a dense MLP (`first_k_dense_replace`).
+    pub dense_layers: u64,
+}
+
+/// One causal-LM or encoder architecture.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ModelConfig {
+    /// Repo id or the name the user gave.
+    pub id: String,
+    /// `model_type`.
+    pub model_type: String,
+    /// Decoder (or encoder) layers.
+    pub layers: u64,
+    /// Hidden size h.
+    pub hidden: u64,
+    /// Attention heads a.
+    pub heads: u64,
+    /// Key/value heads (GQA/MQA); equals `heads` for MHA.
+    pub kv_heads: u64,
+    /// Per-head dimension.
+    pub head_dim: u64,
+    /// Dense MLP intermediate size f (per projection).
+    pub intermediate: u64,
+    /// Vocabulary V.
+    pub vocab: u64,
+    /// Input embedding and LM head share one matrix.
+    pub tied_embeddings: bool,
+    /// Gated MLP (SwiGLU/GeGLU: gate, up, down) rather than fc1/fc2.
+    pub glu: bool,
+    /// Linear layers carry biases.
+    pub bias: bool,
+    /// Learned absolute position (and token-type) embedding rows.
+    pub position_rows: u64,
+    /// Norms per layer (2; Gemma-2 has 4).
+    pub norms_per_layer: u64,
+    /// Sliding-window size, when some layers use one.
+    pub sliding_window: Option<u64>,
+    /// How many layers are sliding-window layers.
+    pub sliding_layers: u64,
+    /// MoE MLP, when present.
+    pub moe: Option<Moe>,
+    /// MLA attention, when present.
+    pub mla: Option<Mla>,
+    /// Encoder-only (BERT-style): no KV cache, no generation.
+    pub encoder: bool,
+    /// Attention-probability dropout is on (saves a 1-byte mask and a copy of the probabilities).
+    pub attn_dropout: bool,
+    /// Hidden/residual dropout is on (saves 1-byte masks).
+    pub hidden_dropout: bool,
+    /// The model's own code computes cross-entropy on half-precision logits
+    /// (Qwen v1 remote code: `CrossEntropyLoss()(shift_logits, …)` with no
+    /// upcast) instead of transformers' `ForCausalLMLoss`, which upcasts to fp32.
+    pub half_precision_loss: bool,
+    /// The longest context the model supports (`max_position_embeddings`,
+    /// `n_positions`, `seq_length`), when the config states it.
+    pub max_positions: Option<u64>,
+    /// The published checkpoint's quantization (`quantization_config.quant_method`:
+    /// `fp8` → FP8, `mxfp4`/`gptq`/`awq` → 4-bit at 4.25 bits), used when the user
+    /// does not choose `--quant`.
+    pub native_quant: Option<crate::setup::Quant>,
+    /// Exact sizes from safetensors headers beside the config, when read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<crate::checkpoint::Checkpoint>,
+}
+
+/// A `config.json` that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// Not JSON at all.
+    #[error("not valid JSON: {0}")]
+    Json(String),
+    /// A key the estimate needs is missing or not a positive integer.
+    #[error("missing or invalid `{0}` (a positive integer)")]
+    Missing(&'static str),
+    /// Numbers that contradict each other.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn int(v: &Value, keys: &[&'static str]) -> Option<u64> {
+    keys.iter().find_map(|k| v.get(*k).and_then(Value::as_u64))
+}
+
+fn need(v: &Value, keys: &[&'static str]) -> Result<u64, ConfigError> {
+    match int(v, keys) {
+        Some(n) if n > 0 => Ok(n),
+        _ => Err(ConfigError::Missing(keys[0])),
+    }
+}
+
+impl ModelConfig {
+    /// Parses a Hugging Face `config.json` text. `id` names it in outputs.
+    pub fn from_hf_json(id: &str, text: &str) -> Result<ModelConfig, ConfigError> {
+        let v: Value = serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
+        if !v.is_object() {
+            return Err(ConfigError::Json("expected a JSON object".into()));
+        }
+        // Multimodal wrappers (Gemma-3, Llava) keep the LM under `text_config`.
+        let v = match v.get("text_config") {
+            Some(t) if t.is_object() => t.clone(),
+            _ => v,
+        };
+        let model_type = v
+            .get("model_type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let mt = model_type.as_str();
+        let hidden = need(&v, &["hidden_size", "n_embd", "d_model"])?;
+        let layers = need(&v, &["num_hidden_layers", "n_layer", "num_layers"])?;
+        let heads = need(&v, &["num_attention_heads", "n_head"])?;
+        let vocab = need(&v, &["vocab_size"])?;
+        let multi_query = v.get("multi_query").and_then(Value::as_bool) == Some(true);
+        let kv_heads = int(&v, &["num_key_value_heads", "num_kv_heads", "n_head_kv"])
+            .unwrap_or(if multi_query { 1 } else { heads });
+        if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+            return Err(ConfigError::Invalid(format!(
+                "num_key_value_heads {kv_heads} does not divide num_attention_heads {heads}"
+            )));
+        }
+        let head_dim = int(&v, &["head_dim", "kv_channels"]).unwrap_or(hidden / heads);
+        let mut intermediate =
+            int(&v, &["intermediate_size", "n_inner", "ffn_hidden_size"]).unwrap_or(4 * hidden);
+        let act = v
+            .get("hidden_act")
+            .or_else(|| v.get("activation_function"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let glu = match mt {
+            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon" | "gpt_bigcode" => false,
+            "qwen" => {
+                // Qwen v1 states the sum of w1 and w2 (modeling_qwen.py: ff_dim_in = intermediate_size // 2).
+                intermediate /= 2;
+                true
+            }
+            _ => act != "gelu" && act != "gelu_new" || mt.starts_with("gemma"),
+        };
+        let bias = matches!(mt, "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox")
+            || v.get("attention_bias").and_then(Value::as_bool) == Some(true)
+            || mt == "qwen2"
+            || (mt == "qwen" && v.get("no_bias").and_then(Value::as_bool) == Some(false));
+        let tied_default = matches!(
+            mt,
+            "gpt2" | "bert" | "roberta" | "gemma" | "gemma2" | "gemma3_text"
+        );
+        let tied_embeddings = v
+            .get("tie_word_embeddings")
+            .and_then(Value::as_bool)
+            .unwrap_or(tied_default);
+        let position_rows = match mt {
+            "gpt2" => int(&v, &["n_positions"]).unwrap_or(1024),
+            "bert" | "roberta" => {
+                int(&v, &["max_position_embeddings"]).unwrap_or(512)
+                    + int(&v, &["type_vocab_size"]).unwrap_or(2)
+            }
+            _ => 0,
+        };
+        let norms_per_layer = match mt {
+            "phi" => 1,
+            m if m.starts_with("gemma2") || m.starts_with("gemma3") => 4,
+            _ => 2,
+        };
+        let experts = int(
+            &v,
+            &["num_local_experts", "num_experts", "n_routed_experts"],
+        )
+        .unwrap_or(0);
+        let moe = if experts > 1 {
+            Some(Moe {
+                experts,
+                active: int(&v, &["num_experts_per_tok", "experts_per_token"]).unwrap_or(2),
+                intermediate: int(&v, &["moe_intermediate_size"]).unwrap_or(intermediate),
+                shared: int(&v, &["n_shared_experts"]).unwrap_or(0),
+                dense_layers: int(&v, &["first_k_dense_replace"]).unwrap_or(0),
+            })
+        } else {
+            None
+        };
+        let mla = int(&v, &["kv_lora_rank"]).map(|kv_lora_rank| Mla {
+            q_lora_rank: int(&v, &["q_lora_rank"]).unwrap_or(0),
+            kv_lora_rank,
+            rope_dim: int(&v, &["qk_rope_head_dim"]).unwrap_or(64),
+            nope_dim: int(&v, &["qk_nope_head_dim"]).unwrap_or(128),
+            v_dim: int(&v, &["v_head_dim"]).unwrap_or(128),
+        });
+        let window = int(&v, &["sliding_window"]).filter(|w| *w > 0);
+        let use_sw = v.get("use_sliding_window").and_then(Value::as_bool);
+        let sliding_layers = match (window, v.get("layer_types").and_then(Value::as_array)) {
+            (Some(_), Some(types)) => types
+                .iter()
+                .filter(|t| t.as_str() == Some("sliding_attention"))
+                .count() as u64,
+            (Some(_), None) if use_sw == Some(false) => 0,
+            // Gemma-2 alternates local and global layers (modeling_gemma2.py).
+            (Some(_), None) if mt == "gemma2" => layers / 2,
+            (Some(_), None) if matches!(mt, "mistral" | "phi3") => layers,
+            _ => 0,
+        };
+        let encoder = matches!(mt, "bert" | "roberta");
+        let positive = |keys: &[&str]| {
+            keys.iter()
+                .any(|k| v.get(*k).and_then(Value::as_f64).is_some_and(|p| p > 0.0))
+        };
+        let attn_dropout = positive(&[
+            "attention_probs_dropout_prob",
+            "attn_pdrop",
+            "attention_dropout",
+        ]);
+        let half_precision_loss = mt == "qwen";
+        let native_quant = v
+            .get("quantization_config")
+            .and_then(|q| q.get("quant_method"))
+            .and_then(Value::as_str)
+            .and_then(|m| match m {
+                "fp8" | "fbgemm_fp8" | "compressed-tensors" => Some(crate::setup::Quant::Fp8),
+                "mxfp4" | "gptq" | "awq" => Some(crate::setup::Quant::Int4),
+                "bitsandbytes" => None,
+                _ => None,
+            });
+        let hidden_dropout = positive(&["hidden_dropout_prob", "resid_pdrop", "hidden_dropout"]);
+        Ok(ModelConfig {
+            id: id.to_string(),
+            model_type,
+            layers,
+            hidden,
+            heads,
+            kv_heads,
+            head_dim,
+            intermediate,
+            vocab,
+            tied_embeddings,
+            glu,
+            bias,
+            position_rows,
+            norms_per_layer,
+            sliding_window: if sliding_layers > 0 { window } else { None },
+            sliding_layers,
+            moe,
+            mla,
+            encoder,
+            attn_dropout,
+            hidden_dropout,
+            half_precision_loss,
+            max_positions: int(
+                &v,
+                &["max_position_embeddings", "n_positions", "seq_length"],
+            ),
+            native_quant,
+            checkpoint: None,
+        })
+    }
+
+    /// A bare decoder from a parameter count (`--params 7B`) and optional shape
+    /// overrides. Missing numbers follow Llama proportions: 128-wide heads,
+    /// SwiGLU f ≈ 8/3·h rounded to 256, vocab 32000, untied, and the hidden size
+    /// solved from P ≈ 2·V·h + L·(4h² + 3·h·f) with L = h/128.
+    pub fn bare(params: u64, shape: &BareShape) -> Result<ModelConfig, ConfigError> {
+        if params == 0 {
+            return Err(ConfigError::Invalid("--params must be positive".into()));
+        }
+        let vocab = shape.vocab.unwrap_or(32000);
+        let p = params as f64;
+        let hidden = shape.hidden.unwrap_or_else(|| {
+            // Solve L·12h² + 2Vh = P with L = h/128 (Llama shapes): 12h³/128 + 2Vh − P = 0.
+            let mut h = 1024.0f64;
+            for _ in 0..60 {
+                let f = 12.0 * h * h * h / 128.0 + 2.0 * vocab as f64 * h - p;
+                let df = 36.0 * h * h / 128.0 + 2.0 * vocab as f64;
+                h -= f / df;
+            }
+            ((h / 128.0).round().max(1.0) as u64) * 128
+        });
+        let heads = shape.heads.unwrap_or((hidden / 128).max(1));
+        let kv_heads = shape.kv_heads.unwrap_or(heads);
+        let intermediate = shape
+            .intermediate
+            .unwrap_or((hidden * 8 / 3).div_ceil(256) * 256);
+        let mut cfg = ModelConfig {
+            id: format!("{} params", human_count(params)),
+            model_type: "llama".into(),
+            layers: 1,
+            hidden,
+            heads,
+            kv_heads,
+            head_dim: hidden / heads.max(1),
+            intermediate,
+            vocab,
+            tied_embeddings: false,
+            glu: true,
+            bias: false,
+            position_rows: 0,
+            norms_per_layer: 2,
+            sliding_window: None,
+            sliding_layers: 0,
+            moe: None,
+            mla: None,
+            encoder: false,
+            attn_dropout: false,
+            hidden_dropout: false,
+            half_precision_loss: false,
+            max_positions: None,
+            native_quant: None,
+            checkpoint: None,
+        };
+        if heads == 0
+            || kv_heads == 0
+            || !heads.is_multiple_of(kv_heads)
+            || !hidden.is_multiple_of(heads)
+        {
+            return Err(ConfigError::Invalid(format!(
+                "--heads {heads}, --kv-heads {kv_heads} and --hidden {hidden} do not fit together"
+            )));
+        }
+        cfg.layers = match shape.layers {
+            Some(l) => l,
+            None => {
+                let per_layer = cfg.layer_params(0).max(1);
+                let rest = p - cfg.embedding_params() as f64;
+                (rest / per_layer as f64).round().max(1.0) as u64
+            }
+        };
+        if cfg.layers == 0 {
+            return Err(ConfigError::Invalid("--layers must be positive".into()));
+        }
+        Ok(cfg)
+    }
+
+    /// Embedding, LM head and final norm parameters.
+    pub fn embedding_params(&self) -> u64 {
+        let emb = self.vocab * self.hidden;
+        let head = if self.tied_embeddings || self.encoder {
+            0
+        } else {
+            self.vocab * self.hidden
+        };
+        emb + head + self.position_rows * self.hidden + self.hidden
+    }
+
+    /// The linear layers of layer `i` as (in, out, count) triples: the
+    /// matrices LoRA can target and quantization compresses. MoE experts are
+    /// counted with their multiplicity.
+    pub fn layer_linears(&self, i: u64) -> Vec<(&'static str, u64, u64, u64)> {
+        let h = self.hidden;
+        let mut out = Vec::new();
+        match &self.mla {
+            Some(m) => {
+                let qk = m.nope_dim + m.rope_dim;
+                if m.q_lora_rank > 0 {
+                    out.push(("q_a_proj", h, m.q_lora_rank, 1));
+                    out.push(("q_b_proj", m.q_lora_rank, self.heads * qk, 1));
+                } else {
+                    out.push(("q_proj", h, self.heads * qk, 1));
+                }
+                out.push(("kv_a_proj", h, m.kv_lora_rank + m.rope_dim, 1));
+                out.push((
+                    "kv_b_proj",
+                    m.kv_lora_rank,
+                    self.heads * (m.nope_dim + m.v_dim),
+                    1,
+                ));
+                out.push(("o_proj", self.heads * m.v_dim, h, 1));
+            }
+            None => {
+                let q = self.heads * self.head_dim;
+                let kv = self.kv_heads * self.head_dim;
+                out.push(("q_proj", h, q, 1));
+                out.push(("k_proj", h, kv, 1));
+                out.push(("v_proj", h, kv, 1));
+                out.push(("o_proj", q, h, 1));
+            }
+        }
+        let mlp = |out: &mut Vec<(&'static str, u64, u64, u64)>, f: u64, n: u64| {
+            if self.glu {
+                out.push(("gate_proj", h, f, n));
+                out.push(("up_proj", h, f, n));
+            } else {
+                out.push(("up_proj", h, f, n));
+            }
+            out.push(("down_proj", f, h, n));
+        };
+        match &self.moe {
+            Some(moe) if i >= moe.dense_layers => {
+                mlp(&mut out, moe.intermediate, moe.experts + moe.shared);
+                out.push(("router", h, moe.experts, 1));
+            }
+            _ => mlp(&mut out, self.intermediate, 1),
+        }
+        out
+    }
+
+    /// All parameters of layer `i`: its linears, their biases and the norms.
+    pub fn layer_params(&self, i: u64) -> u64 {
+        let lin = self.layer_linears(i);
+        let weights: u64 = lin.iter().map(|(_, a, b, n)| a * b * n).sum();
+        let biases: u64 = if self.bias {
+            lin.iter().map(|(_, _, b, n)| b * n).sum()
+        } else {
+            0
+        };
+        let norm_width = if matches!(
+            self.model_type.as_str(),
+            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox"
+        ) {
+            2 * self.hidden // LayerNorm: weight + bias
+        } else {
+            self.hidden
+        };
+        let mla_norms = self
+            .mla
+            .as_ref()
+            .map_or(0, |m| m.q_lora_rank + m.kv_lora_rank);
+        weights + biases + self.norms_per_layer * norm_width + mla_norms
+    }
+
+    /// Total parameters P (tied embeddings counted once).
+    pub fn params(&self) -> u64 {
+        self.embedding_params() + (0..self.layers).map(|i| self.layer_params(i)).sum::<u64>()
+    }
+
+    /// Parameters in linear layers inside the blocks (what bitsandbytes
+    /// quantizes; embeddings, the LM head and norms stay 16-bit).
+    pub fn block_linear_params(&self) -> u64 {
+        (0..self.layers)
+            .flat_map(|i| self.layer_linears(i))
+            .map(|(_, a, b, n)| a * b * n)
+            .sum()
+    }
+
+    /// Parameters one token actually uses in an MoE layer's MLP relative to
+    /// all experts: `(active + shared) / (experts + shared)`; 1 for dense.
+    pub fn active_expert_fraction(&self) -> f64 {
+        self.moe.as_ref().map_or(1.0, |m| {
+            (m.active + m.shared) as f64 / (m.experts + m.shared) as f64
+        })
+    }
+}
+
+/// Shape overrides for `--params`.
+#[derive(Clone, Debug, Default)]
+pub struct BareShape {
+    /// `--layers`.
+    pub layers: Option<u64>,
+    /// `--hidden`.
+    pub hidden: Option<u64>,
+    /// `--heads`.
+    pub heads: Option<u64>,
+    /// `--kv-heads`.
+    pub kv_heads: Option<u64>,
+    /// `--vocab`.
+    pub vocab: Option<u64>,
+    /// `--intermediate`.
+    pub intermediate: Option<u64>,
+}
+
+/// `7000000000` → `7B`, `1500000000` → `1.5B`.
+pub fn human_count(n: u64) -> String {
+    let (v, unit) = if n >= 1_000_000_000 {
+        (n as f64 / 1e9, "B")
+    } else if n >= 1_000_000 {
+        (n as f64 / 1e6, "M")
+    } else {
+        (n as f64 / 1e3, "K")
+    };
+    let s = format!("{v:.2}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s}{unit}")
+}
+
+/// Parses `7B`, `1.5b`, `350M`, `124000000`.
+pub fn parse_count(s: &str) -> Option<u64> {
+    let t = s.trim();
+    let (num, mult) = match t.chars().last()?.to_ascii_uppercase() {
+        'B' | 'G' => (&t[..t.len() - 1], 1e9),
+        'M' => (&t[..t.len() - 1], 1e6),
+        'K' => (&t[..t.len() - 1], 1e3),
+        'T' => (&t[..t.len() - 1], 1e12),
+        _ => (t, 1.0),
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    (v.is_finite() && v > 0.0).then(|| (v * mult).round() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue;
+
+    fn p(id: &str) -> u64 {
+        catalogue::find(id).expect(id).params()
+    }
+
+    /// Published parameter counts (model cards / safetensors totals).
+    #[test]
+    fn parameter_counts_match_published_totals() {
+        let cases: &[(&str, f64)] = &[
+            ("meta-llama/Llama-2-7b-hf", 6.738e9),
+            ("meta-llama/Llama-3.1-8B", 8.030e9),
+            ("meta-llama/Llama-3.2-1B", 1.236e9),
+            ("meta-llama/Llama-3.2-3B", 3.213e9),
+            ("meta-llama/Llama-3.1-70B", 70.55e9),
+            ("mistralai/Mistral-7B-v0.1", 7.242e9),
+            ("mistralai/Mixtral-8x7B-v0.1", 46.70e9),
+            ("Qwen/Qwen2.5-7B", 7.616e9),
+            ("Qwen/Qwen2.5-0.5B", 0.494e9),
+            ("Qwen/Qwen3-30B-A3B", 30.53e9),
+            ("gpt2", 0.1244e9),
+            ("bert-large-uncased", 0.3349e9),
+            ("Qwen/Qwen-7B", 7.721e9),
+            ("deepseek-ai/DeepSeek-V3", 671.0e9),
+            ("microsoft/phi-2", 2.78e9),
+        ];
+        for (id, want) in cases {
+            let got = p(id) as f64;
+            let err = (got - want).abs() / want;
+            assert!(err < 0.015, "{id}: {got} vs {want} ({:.2} %)", err * 100.0);
+        }
+    }
+
+    #[test]
+    fn bare_model_is_close_to_requested_size() {
+        let cfg = ModelConfig::bare(7_000_000_000, &BareShape::default()).expect("bare");
+        let err = (cfg.params() as f64 - 7e9).abs() / 7e9;
+        assert!(err < 0.1, "{}", cfg.params());
+        assert!(ModelConfig::bare(0, &BareShape::default()).is_err());
+    }
+
+    #[test]
+    fn counts_parse() {
+        assert_eq!(parse_count("7B"), Some(7_000_000_000));
+        assert_eq!(parse_count("1.5b"), Some(1_500_000_000));
+        assert_eq!(parse_count("350M"), Some(350_000_000));
+        assert_eq!(parse_count("-7B"), None);
+        assert_eq!(parse_count("0"), None);
+        assert_eq!(human_count(7_000_000_000), "7B");
+    }
+
+    #[test]
+    fn malformed_configs_are_errors() {
+        assert!(ModelConfig::from_hf_json("x", "{").is_err());
+        assert!(ModelConfig::from_hf_json("x", "[]").is_err());
+        assert!(ModelConfig::from_hf_json("x", r#"{"hidden_size": 8}"#).is_err());
+        assert!(
+            ModelConfig::from_hf_json(
+                "x",
+                r#"{"hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":3,"vocab_size":10}"#
+            )
+            .is_err()
+        );
+    }
+}

@@ -1,0 +1,137 @@
+//! Human output: a breakdown table with bars, the verdict in one line, then
+//! the plan. Plain text; the binary decides about colour.
+
+use std::fmt::Write;
+
+use oomkit_core::Bytes;
+
+use crate::fit::Fit;
+use crate::model::{ModelConfig, human_count};
+use crate::setup::Setup;
+use crate::{Estimate, components};
+
+const BAR: usize = 30;
+
+/// Renders the estimate (and the fit, when a GPU was given).
+pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} ({} params, {} trainable) · {} · {} · batch {} × seq {}{}",
+        cfg.id,
+        human_count(est.params),
+        if est.trainable_params == 0 {
+            "0".to_string()
+        } else {
+            human_count(est.trainable_params)
+        },
+        match s.task {
+            crate::setup::Task::Infer => "inference",
+            crate::setup::Task::Train => "training",
+        },
+        components::precision_name(s.precision),
+        s.batch,
+        s.seq,
+        if s.new_tokens > 0 {
+            format!(" + {} new", s.new_tokens)
+        } else {
+            String::new()
+        }
+    );
+    let c = &est.components;
+    let rows = [
+        ("weights", c.weights_bytes),
+        ("gradients", c.gradients_bytes),
+        ("optimizer", c.optimizer_bytes),
+        ("activations", c.activations_bytes),
+        ("logits", c.logits_bytes),
+        ("kv cache", c.kv_cache_bytes),
+        ("temporaries", c.temporaries_bytes),
+        ("cuda context", c.cuda_context_bytes),
+    ];
+    let total = est.device_used_bytes.max(1);
+    o.push('\n');
+    for (name, b) in rows {
+        if b == 0 {
+            continue;
+        }
+        let n = ((b as f64 / total as f64) * BAR as f64).round() as usize;
+        let _ = writeln!(
+            o,
+            "  {name:<13}{:>11}  {}{}",
+            Bytes(b).to_string(),
+            "█".repeat(n),
+            "·".repeat(BAR - n.min(BAR))
+        );
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "  peak allocated {:>11}   (torch.cuda.max_memory_allocated, at {})",
+        Bytes(est.peak_allocated_bytes).to_string(),
+        est.peak_phase
+    );
+    let _ = writeln!(
+        o,
+        "  peak reserved  {:>11}   (torch.cuda.max_memory_reserved)",
+        Bytes(est.peak_reserved_bytes).to_string()
+    );
+    let _ = writeln!(
+        o,
+        "  device used    {:>11}   (nvidia-smi)",
+        Bytes(est.device_used_bytes).to_string()
+    );
+    if let Some(f) = fit {
+        let _ = writeln!(o);
+        if f.fits {
+            let _ = writeln!(
+                o,
+                "fits on {}: {} of {} usable, {} headroom; max batch {}, max seq {}",
+                f.gpu,
+                Bytes(est.device_used_bytes),
+                Bytes(f.usable_bytes),
+                Bytes(f.headroom_bytes.unsigned_abs()),
+                f.max_batch,
+                f.max_seq
+            );
+        } else {
+            let _ = writeln!(
+                o,
+                "does not fit on {}: needs {}, {} usable ({} short); max batch {}, max seq {}",
+                f.gpu,
+                Bytes(est.device_used_bytes),
+                Bytes(f.usable_bytes),
+                Bytes(f.headroom_bytes.unsigned_abs()),
+                f.max_batch,
+                f.max_seq
+            );
+        }
+        if let Some(dm) = &f.device_map {
+            let _ = writeln!(o, "\nsplit over {} GPUs:\n       {dm}", s.gpus);
+        }
+        if !f.plan.is_empty() {
+            let _ = writeln!(
+                o,
+                "\nplan{}:",
+                if f.plan_fits {
+                    ""
+                } else {
+                    " (still does not fit after every step)"
+                }
+            );
+            for (i, st) in f.plan.iter().enumerate() {
+                let _ = writeln!(
+                    o,
+                    "  {}. {} [{}]: saves {}, then {}\n       {}",
+                    i + 1,
+                    st.change,
+                    st.remedy,
+                    Bytes(st.saves_bytes),
+                    Bytes(st.peak_after_bytes),
+                    st.config
+                );
+            }
+        }
+    }
+    o
+}

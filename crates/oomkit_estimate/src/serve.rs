@@ -1,0 +1,147 @@
+//! vLLM serving (`--engine vllm --task serve`): the KV-cache pool, following
+//! vLLM's own start-up accounting (`memory-estimation.md` §2.8:
+//! `gpu_worker.determine_available_memory`, `mem_utils.memory_profiling`):
+//!
+//! requested = total × gpu_memory_utilization;
+//! non-KV = weights + the profile run's activation peak + non-torch memory;
+//! pool = requested − non-KV; blocks = ⌊pool / block bytes⌋ with
+//! block bytes = 2 · block_size(16) · n_kv · d_head · dtype bytes · L;
+//! tokens = blocks · 16; max concurrency = tokens / max_model_len.
+
+use serde::Serialize;
+
+use crate::components as c;
+use crate::model::ModelConfig;
+use crate::setup::Setup;
+
+/// vLLM's default KV block size (tokens).
+pub const BLOCK_SIZE: u64 = 16;
+
+/// Engine knobs that decide the pool.
+#[derive(Clone, Debug, Serialize)]
+pub struct VllmArgs {
+    /// `--gpu-memory-utilization` (default 0.9).
+    pub gpu_memory_utilization: f64,
+    /// `--max-model-len` (default: the model's context).
+    pub max_model_len: u64,
+    /// `--max-num-batched-tokens` of the profile run (8192).
+    pub max_num_batched_tokens: u64,
+    /// `--max-num-seqs` (256): the sampler's logits in the profile run.
+    pub max_num_seqs: u64,
+}
+
+/// The pool and what it holds.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServeReport {
+    /// total × utilization.
+    pub requested_bytes: u64,
+    /// Weights.
+    pub weights_bytes: u64,
+    /// The profile run's torch peak above the weights.
+    pub activation_bytes: u64,
+    /// CUDA context and allocations outside torch that vLLM counts.
+    pub non_torch_bytes: u64,
+    /// The KV-cache pool.
+    pub kv_pool_bytes: u64,
+    /// Bytes of one 16-token block across all layers.
+    pub block_bytes: u64,
+    /// Blocks in the pool.
+    pub blocks: u64,
+    /// Tokens the pool holds.
+    pub kv_tokens: u64,
+    /// `--max-model-len` used.
+    pub max_model_len: u64,
+    /// Requests of `max_model_len` tokens served at once.
+    pub max_concurrency: f64,
+    /// At least one request of `max_model_len` fits (vLLM refuses to start otherwise).
+    pub fits: bool,
+}
+
+/// vLLM's non-torch memory on one GPU without tensor parallelism: 0.25 GiB on an
+/// H100 at v0.19 (llm-d report, §2.8 K2/K5: 0.24–0.25 GiB).
+pub fn non_torch_bytes() -> u64 {
+    256 << 20
+}
+
+/// Block bytes: 2 (K and V) · 16 tokens · n_kv · d_head · dtype · L; sliding
+/// layers are ignored here (vLLM allocates them from the same pool by block);
+/// MLA caches the latent (kv_lora_rank + rope dim) once per layer.
+pub fn block_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let per_token_layer = match &cfg.mla {
+        Some(m) => m.kv_lora_rank + m.rope_dim,
+        None => 2 * cfg.kv_heads * cfg.head_dim,
+    };
+    BLOCK_SIZE * per_token_layer * cfg.layers * s.kv_bits / 8
+}
+
+/// The profile run's activation peak: one layer's prefill working set at
+/// `max_num_batched_tokens` tokens, plus the sampler's fp32 logits for
+/// `max_num_seqs` sequences.
+pub fn profile_activation_bytes(cfg: &ModelConfig, s: &Setup, a: &VllmArgs) -> u64 {
+    let mut p = s.clone();
+    p.batch = 1;
+    p.seq = a.max_num_batched_tokens;
+    p.new_tokens = 0;
+    c::prefill_transient_bytes(cfg, &p) + a.max_num_seqs * cfg.vocab * 4
+}
+
+/// The pool on a GPU with `total_bytes` of memory.
+pub fn vllm(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total_bytes: u64) -> ServeReport {
+    let requested = (total_bytes as f64 * a.gpu_memory_utilization).ceil() as u64;
+    let weights = c::weights_bytes(cfg, s);
+    let activation = profile_activation_bytes(cfg, s, a);
+    let non_torch = non_torch_bytes();
+    let pool = requested.saturating_sub(weights + activation + non_torch);
+    let bb = block_bytes(cfg, s).max(1);
+    let blocks = pool / bb;
+    let tokens = blocks * BLOCK_SIZE;
+    ServeReport {
+        requested_bytes: requested,
+        weights_bytes: weights,
+        activation_bytes: activation,
+        non_torch_bytes: non_torch,
+        kv_pool_bytes: pool,
+        block_bytes: bb,
+        blocks,
+        kv_tokens: tokens,
+        max_model_len: a.max_model_len,
+        max_concurrency: tokens as f64 / a.max_model_len.max(1) as f64,
+        fits: tokens >= a.max_model_len,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalogue;
+
+    fn args(util: f64) -> VllmArgs {
+        VllmArgs {
+            gpu_memory_utilization: util,
+            max_model_len: 8192,
+            max_num_batched_tokens: 8192,
+            max_num_seqs: 256,
+        }
+    }
+
+    /// §5.8 K2: Llama-3.1-8B on an H100 (79.19 GiB), util 0.95: KV 58.11 GiB =
+    /// 476,016 tokens; K5: Qwen2.5-7B 58.53 GiB = 1,096,000 tokens.
+    #[test]
+    fn pools_match_llm_d_measurements() {
+        let total = (79.19 * (1u64 << 30) as f64) as u64;
+        for (id, gib, tokens) in [
+            ("meta-llama/Llama-3.1-8B", 58.11, 476_016.0),
+            ("Qwen/Qwen2.5-7B", 58.53, 1_096_000.0),
+        ] {
+            let cfg = catalogue::find(id).expect("model");
+            let r = vllm(&cfg, &Setup::default(), &args(0.95), total);
+            let pool = r.kv_pool_bytes as f64 / (1u64 << 30) as f64;
+            assert!((pool - gib).abs() / gib < 0.03, "{id}: {pool} GiB vs {gib}");
+            let t = r.kv_tokens as f64;
+            assert!(
+                (t - tokens).abs() / tokens < 0.03,
+                "{id}: {t} tokens vs {tokens}"
+            );
+        }
+    }
+}

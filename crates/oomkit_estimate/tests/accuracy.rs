@@ -1,0 +1,127 @@
+//! The accuracy table (`tests/accuracy.json`): every usable measured row of
+//! `shared/reference/memory-estimation.md` §5, with its source and metric.
+//! Fails when a row leaves its tolerance: weights ≤ 2 %, KV ≤ 3 %, inference
+//! peak ≤ 5 %, training peak ≤ 10 %, and every OOM row must not fit.
+//! `bash bench/estimate-accuracy/run.sh` prints the table.
+
+#![allow(clippy::print_stdout, clippy::unwrap_used)]
+
+use oomkit_estimate::{Setup, catalogue, components, estimate, fit, serve};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Table {
+    rows: Vec<Row>,
+}
+
+#[derive(Deserialize)]
+struct Row {
+    id: String,
+    #[allow(dead_code)]
+    source: String,
+    model: String,
+    setup: Setup,
+    metric: String,
+    kind: String,
+    measured_bytes: u64,
+    gpu: Option<String>,
+    grade: String,
+    vllm_util: Option<f64>,
+}
+
+/// The tolerance; doubled for grade-B rows whose metric is unstated.
+fn tolerance(kind: &str, grade: &str) -> f64 {
+    let factor = if grade == "B" { 2.0 } else { 1.0 };
+    factor
+        * match kind {
+            "weights" => 2.0,
+            "kv" => 3.0,
+            "infer" => 5.0,
+            "train" => 10.0,
+            _ => 0.0,
+        }
+}
+
+#[test]
+fn accuracy_table() {
+    let table: Table = serde_json::from_str(include_str!("accuracy.json")).unwrap();
+    let mut errors = Vec::new();
+    let mut failures = Vec::new();
+    println!("| row | grade | metric | measured | estimated | error |");
+    println!("|---|---|---|---|---|---|");
+    for row in &table.rows {
+        let cfg = catalogue::find(&row.model).unwrap();
+        let s = row.setup.clone().validate().unwrap();
+        let est = estimate(&cfg, &s);
+        if row.kind == "oom" {
+            let gpu = oomkit_core::gpus::find(row.gpu.as_deref().unwrap()).unwrap();
+            let f = fit::fit(&cfg, &s, gpu, &est);
+            println!(
+                "| {} | {} | oom on {} | OOM | {} | {} |",
+                row.id,
+                row.grade,
+                gpu.id,
+                oomkit_core::Bytes(est.device_used_bytes),
+                if f.fits {
+                    "FITS (wrong)"
+                } else {
+                    "does not fit"
+                }
+            );
+            if f.fits {
+                failures.push(format!("{}: predicted to fit", row.id));
+            }
+            continue;
+        }
+        let got = match row.metric.as_str() {
+            "allocated" => est.peak_allocated_bytes,
+            "reserved" => est.peak_reserved_bytes,
+            "device_used" => est.device_used_bytes,
+            "weights" => components::weights_bytes(&cfg, &s),
+            "kv" => components::kv_cache_bytes(&cfg, &s, s.seq + s.new_tokens),
+            "vllm_pool" => {
+                let gpu = oomkit_core::gpus::find(row.gpu.as_deref().unwrap()).unwrap();
+                let args = serve::VllmArgs {
+                    gpu_memory_utilization: row.vllm_util.unwrap(),
+                    max_model_len: 8192,
+                    max_num_batched_tokens: 8192,
+                    max_num_seqs: 256,
+                };
+                serve::vllm(&cfg, &s, &args, gpu.usable().get()).kv_pool_bytes
+            }
+            m => panic!("unknown metric {m}"),
+        };
+        let err = (got as f64 - row.measured_bytes as f64) / row.measured_bytes as f64 * 100.0;
+        errors.push(err.abs());
+        println!(
+            "| {} | {} | {} | {} | {} | {:+.1} % |",
+            row.id,
+            row.grade,
+            row.metric,
+            oomkit_core::Bytes(row.measured_bytes),
+            oomkit_core::Bytes(got),
+            err
+        );
+        if err.abs() > tolerance(&row.kind, &row.grade) {
+            failures.push(format!(
+                "{}: {:+.1} % (tolerance {} %)",
+                row.id,
+                err,
+                tolerance(&row.kind, &row.grade)
+            ));
+        }
+    }
+    errors.sort_by(f64::total_cmp);
+    let median = errors[errors.len() / 2];
+    println!(
+        "\n{} rows with a measured value, median |error| {:.1} %, worst {:.1} %",
+        errors.len(),
+        median,
+        errors.last().copied().unwrap_or(0.0)
+    );
+    assert!(
+        failures.is_empty(),
+        "rows out of tolerance:\n{}",
+        failures.join("\n")
+    );
+}
