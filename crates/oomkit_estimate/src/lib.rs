@@ -12,6 +12,7 @@ pub mod checkpoint;
 pub mod components;
 pub mod fit;
 pub mod gguf;
+pub mod image;
 pub mod model;
 pub mod render;
 pub mod serve;
