@@ -134,6 +134,28 @@ pub struct EstimateArgs {
     /// at least 8192).
     #[arg(long)]
     pub max_model_len: Option<u64>,
+    /// Image models: width in pixels (default: the model's native size).
+    #[arg(long)]
+    pub width: Option<u64>,
+    /// Image models: height in pixels (default: the model's native size).
+    #[arg(long)]
+    pub height: Option<u64>,
+    /// Image models: images per prompt (`num_images_per_prompt`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub images: u64,
+    /// Image models: `pipe.enable_attention_slicing()`.
+    #[arg(long)]
+    pub attention_slicing: bool,
+    /// Image models: `pipe.vae.enable_slicing()` (decode one image at a time).
+    #[arg(long)]
+    pub vae_slicing: bool,
+    /// Image models: `pipe.vae.enable_tiling()` (decode in tiles).
+    #[arg(long)]
+    pub vae_tiling: bool,
+    /// Image models: diffusers CPU offload (`model`: one component at a time;
+    /// `sequential`: one module at a time).
+    #[arg(long, value_enum)]
+    pub cpu_offload: Option<EstCpuOffload>,
     /// GPU to check the fit against (see --list-gpus).
     #[arg(long)]
     pub gpu: Option<String>,
@@ -146,6 +168,12 @@ pub struct EstimateArgs {
     /// List the GPU catalogue and exit.
     #[arg(long)]
     pub list_gpus: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstCpuOffload {
+    Model,
+    Sequential,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

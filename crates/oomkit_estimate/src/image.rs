@@ -36,6 +36,8 @@ use crate::components;
 use crate::fit::Step;
 use crate::model::human_count;
 
+const BAR: usize = 30;
+
 /// One embedded pipeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -1159,57 +1161,67 @@ pub fn human(m: &Model, s: &ImageSetup, e: &ImageEstimate, f: Option<&ImageFit>)
     o.push('\n');
     let total = e.device_used_bytes.max(1);
     for p in &e.components {
-        let n = ((p.bytes as f64 / total as f64) * 30.0).round() as usize;
+        let n = (((p.bytes as f64 / total as f64) * BAR as f64).round() as usize).min(BAR);
         let _ = writeln!(
             o,
-            "  {:<28}{:>11}  {}",
+            "  {:<24}{:>11}  {}{}",
             p.name,
             Bytes(p.bytes).to_string(),
-            "█".repeat(n)
+            "█".repeat(n),
+            "·".repeat(BAR - n)
         );
     }
-    o.push('\n');
+    let _ = writeln!(o);
     let _ = writeln!(
         o,
-        "  peak ({}): allocated {} · reserved {} · nvidia-smi {}",
-        e.peak_phase,
-        Bytes(e.peak_allocated_bytes),
-        Bytes(e.peak_reserved_bytes),
-        Bytes(e.device_used_bytes)
+        "  peak allocated   {:>11}   (torch.cuda.max_memory_allocated, at {})",
+        Bytes(e.peak_allocated_bytes).to_string(),
+        e.peak_phase
+    );
+    let _ = writeln!(
+        o,
+        "  peak reserved    {:>11}   (torch.cuda.max_memory_reserved)",
+        Bytes(e.peak_reserved_bytes).to_string()
+    );
+    let _ = writeln!(
+        o,
+        "  device used      {:>11}   (nvidia-smi)",
+        Bytes(e.device_used_bytes).to_string()
     );
     if let Some(f) = f {
-        o.push('\n');
-        if f.fits {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "{} {}: {} of {} usable ({} {}); max images {}",
+            if f.fits { "fits on" } else { "does not fit on" },
+            f.gpu,
+            Bytes(e.device_used_bytes),
+            Bytes(f.usable_bytes),
+            Bytes(f.headroom_bytes.unsigned_abs()),
+            if f.fits { "headroom" } else { "short" },
+            f.max_images
+        );
+        if !f.plan.is_empty() {
             let _ = writeln!(
                 o,
-                "  fits {} ({} usable, {} headroom); up to {} images per call",
-                f.gpu,
-                Bytes(f.usable_bytes),
-                Bytes(f.headroom_bytes.unsigned_abs()),
-                f.max_images
+                "\nplan{}:",
+                if f.plan_fits {
+                    ""
+                } else {
+                    " (still does not fit after every step)"
+                }
             );
-        } else {
-            let _ = writeln!(
-                o,
-                "  does NOT fit {} ({} usable, {} short)",
-                f.gpu,
-                Bytes(f.usable_bytes),
-                Bytes(f.headroom_bytes.unsigned_abs())
-            );
-            let _ = writeln!(o, "\n  plan:");
-            for st in &f.plan {
+            for (i, st) in f.plan.iter().enumerate() {
                 let _ = writeln!(
                     o,
-                    "    {:<50} −{:>10} → {:>10}  [{}]  {}",
+                    "  {}. {} [{}]: saves {}, then {}\n       {}",
+                    i + 1,
                     st.change,
-                    Bytes(st.saves_bytes).to_string(),
-                    Bytes(st.peak_after_bytes).to_string(),
                     st.remedy,
+                    Bytes(st.saves_bytes),
+                    Bytes(st.peak_after_bytes),
                     st.config
                 );
-            }
-            if !f.plan_fits {
-                let _ = writeln!(o, "    (still does not fit)");
             }
         }
     }

@@ -9,6 +9,7 @@ use anyhow::{Context, bail};
 use oomkit_estimate::checkpoint::{self, Checkpoint};
 use oomkit_estimate::fit::{self, Fit};
 use oomkit_estimate::gguf;
+use oomkit_estimate::image;
 use oomkit_estimate::model::parse_count;
 use oomkit_estimate::serve::{VllmArgs, vllm};
 use oomkit_estimate::{
@@ -18,7 +19,7 @@ use oomkit_estimate::{
 use serde::Serialize;
 
 use crate::cli::{
-    ColorChoice, EstAttention, EstEngine, EstKvDtype, EstMethod, EstOffload, EstOptimizer,
+    ColorChoice, EstAttention, EstCpuOffload, EstEngine, EstKvDtype, EstMethod, EstOffload, EstOptimizer,
     EstPrecision, EstQuant, EstTask, EstimateArgs, Format,
 };
 use crate::output;
@@ -70,6 +71,14 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
                 oomkit_estimate::model::human_count(cfg.params())
             )?;
         }
+        for (id, alias, p) in image::MODELS {
+            let m = image::Model::load(p);
+            writeln!(
+                out,
+                "{id:<40} {alias:<16} {:>8}",
+                oomkit_estimate::model::human_count(m.params())
+            )?;
+        }
         out.flush()?;
         return Ok(0);
     }
@@ -85,6 +94,22 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
         }
         out.flush()?;
         return Ok(0);
+    }
+    if let Some((_, pipeline)) = args.model.as_deref().and_then(image::find) {
+        return image_run(&args, pipeline, &mut out);
+    }
+    if args.width.is_some()
+        || args.height.is_some()
+        || args.images != 1
+        || args.attention_slicing
+        || args.vae_slicing
+        || args.vae_tiling
+        || args.cpu_offload.is_some()
+    {
+        bail!(
+            "--width/--height/--images/--attention-slicing/--vae-slicing/--vae-tiling/--cpu-offload \
+             apply to image models only (see --list-models)"
+        );
     }
     let cfg = resolve_model(&args)?;
     let setup = build_setup(&args, &cfg)?;
@@ -111,6 +136,83 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
             writeln!(out)?;
         }
         Format::Human => write!(out, "{}", render::human(&cfg, &setup, &est, fit.as_ref()))?,
+    }
+    out.flush()?;
+    Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
+}
+
+/// Text-to-image pipelines (`oomkit_estimate::image`).
+fn image_run(
+    args: &EstimateArgs,
+    pipeline: image::Pipeline,
+    out: &mut impl Write,
+) -> anyhow::Result<u8> {
+    let m = image::Model::load(pipeline);
+    if args.task != EstTask::Infer || args.engine != EstEngine::Hf {
+        bail!(
+            "{} is an image model: only --task infer (text-to-image with diffusers) is modelled",
+            m.id
+        );
+    }
+    let (fp32, fp16) = match args.precision {
+        EstPrecision::Fp32 => (true, false),
+        EstPrecision::Fp16 => (false, true),
+        EstPrecision::Bf16 => (false, false),
+        EstPrecision::MixedFp16 | EstPrecision::MixedBf16 => {
+            bail!("diffusers pipelines load one dtype: use --precision fp32, fp16 or bf16")
+        }
+    };
+    let quant = match args.quant {
+        None | Some(EstQuant::None) => image::ImageQuant::None,
+        Some(EstQuant::Int8) => image::ImageQuant::Int8,
+        Some(EstQuant::Nf4 | EstQuant::Nf4Dq) => image::ImageQuant::Nf4,
+        Some(q) => bail!("--quant {q:?} is not modelled for image models (int8 or nf4)"),
+    };
+    let eager = match args.attention {
+        EstAttention::Eager => true,
+        EstAttention::Sdpa => false,
+        EstAttention::Flash => bail!("image models: --attention sdpa (default) or eager"),
+    };
+    let s = image::ImageSetup {
+        width: args.width.unwrap_or(m.default_size),
+        height: args.height.unwrap_or(m.default_size),
+        images: args.images,
+        fp32,
+        fp16,
+        quant,
+        eager,
+        attention_slicing: args.attention_slicing,
+        vae_slicing: args.vae_slicing,
+        vae_tiling: args.vae_tiling,
+        cpu_offload: match args.cpu_offload {
+            None => image::CpuOffload::None,
+            Some(EstCpuOffload::Model) => image::CpuOffload::Model,
+            Some(EstCpuOffload::Sequential) => image::CpuOffload::Sequential,
+        },
+    };
+    image::validate(&m, &s).map_err(anyhow::Error::msg)?;
+    let est = image::estimate(&m, &s);
+    let fit = match &args.gpu {
+        Some(name) => Some(image::fit(&m, &s, oomkit_core::gpus::find(name)?)),
+        None => None,
+    };
+    match args.format {
+        Format::Json => {
+            let v = serde_json::json!({
+                "version": 1,
+                "model": {"id": m.id, "pipeline": m.pipeline, "params": m.params()},
+                "setup": s,
+                "estimate": est,
+                "peak_allocated_bytes": est.peak_allocated_bytes,
+                "peak_reserved_bytes": est.peak_reserved_bytes,
+                "device_used_bytes": est.device_used_bytes,
+                "peak_phase": est.peak_phase,
+                "fit": fit,
+            });
+            serde_json::to_writer_pretty(&mut *out, &v)?;
+            writeln!(out)?;
+        }
+        Format::Human => write!(out, "{}", image::human(&m, &s, &est, fit.as_ref()))?,
     }
     out.flush()?;
     Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })

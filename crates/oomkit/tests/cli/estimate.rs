@@ -462,3 +462,112 @@ fn inference_split_over_gpus() {
             .is_some_and(|d| d.contains("device_map=\"auto\""))
     );
 }
+
+#[test]
+fn image_flux_on_4090_plan() {
+    let out = est(&["black-forest-labs/FLUX.1-dev", "--gpu", "rtx-4090"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("transformer 11.9B"), "{text}");
+    assert!(text.contains("[diffusers-cpu-offload]"), "{text}");
+    assert!(text.contains("[quantize-8bit]"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn image_sdxl_eager_fp32_big_batch_plan() {
+    let out = est(&[
+        "sdxl",
+        "--precision",
+        "fp32",
+        "--attention",
+        "eager",
+        "--images",
+        "4",
+        "--width",
+        "1536",
+        "--height",
+        "1536",
+        "--gpu",
+        "rtx-3060",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("[diffusers-slicing]"), "{text}");
+    insta::assert_snapshot!(text);
+}
+
+#[test]
+fn image_sd15_json_contract() {
+    let out = est(&[
+        "runwayml/stable-diffusion-v1-5",
+        "--precision",
+        "fp16",
+        "--images",
+        "2",
+        "--vae-slicing",
+        "--cpu-offload",
+        "model",
+        "--gpu",
+        "rtx-4090",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let j = json(&out);
+    assert_eq!(j["model"]["pipeline"], "sd15");
+    assert_eq!(j["model"]["params"], 859_520_964u64 + 83_653_863 + 123_060_480);
+    assert_eq!(j["setup"]["width"], 512);
+    assert_eq!(j["setup"]["cpu_offload"], "model");
+    assert_eq!(j["fit"]["fits"], true);
+    let used = j["device_used_bytes"].as_u64().unwrap_or(0);
+    assert!(used > j["peak_reserved_bytes"].as_u64().unwrap_or(u64::MAX));
+    insta::assert_json_snapshot!(j);
+}
+
+#[test]
+fn image_offload_lowers_the_peak() {
+    let used = |extra: &[&str]| {
+        let mut a = vec!["flux-dev", "--format", "json"];
+        a.extend_from_slice(extra);
+        let o = est(&a);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        json(&o)["device_used_bytes"].as_u64().unwrap_or(0)
+    };
+    let none = used(&[]);
+    let model = used(&["--cpu-offload", "model"]);
+    let seq = used(&["--cpu-offload", "sequential"]);
+    let nf4 = used(&["--cpu-offload", "model", "--quant", "nf4"]);
+    assert!(none > model && model > nf4 && nf4 > seq, "{none} {model} {nf4} {seq}");
+}
+
+#[test]
+fn image_bad_input() {
+    for (args, needle) in [
+        (&["flux-dev", "--width", "1000"][..], "multiples of 16"),
+        (&["sd15", "--task", "train"][..], "only --task infer"),
+        (&["sd15", "--quant", "nf4"][..], "FLUX.1-dev"),
+        (&["flux-dev", "--attention-slicing"][..], "no attention slicing"),
+        (&["qwen2.5-7b", "--width", "512"][..], "image models only"),
+        (&["sdxl", "--precision", "mixed-fp16"][..], "one dtype"),
+    ] {
+        let o = est(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let e = stderr(&o);
+        assert!(e.contains(needle), "{args:?}: {e}");
+        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
+    }
+}
+
+#[test]
+fn image_models_listed() {
+    let o = est(&["--list-models"]);
+    let t = stdout(&o);
+    for id in [
+        "runwayml/stable-diffusion-v1-5",
+        "stabilityai/stable-diffusion-xl-base-1.0",
+        "black-forest-labs/FLUX.1-dev",
+    ] {
+        assert!(t.contains(id), "{t}");
+    }
+}
