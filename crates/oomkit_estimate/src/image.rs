@@ -53,7 +53,11 @@ pub enum Pipeline {
 /// Catalogue ids, aliases and pipelines.
 pub const MODELS: [(&str, &str, Pipeline); 3] = [
     ("runwayml/stable-diffusion-v1-5", "sd15", Pipeline::Sd15),
-    ("stabilityai/stable-diffusion-xl-base-1.0", "sdxl", Pipeline::Sdxl),
+    (
+        "stabilityai/stable-diffusion-xl-base-1.0",
+        "sdxl",
+        Pipeline::Sdxl,
+    ),
     ("black-forest-labs/FLUX.1-dev", "flux-dev", Pipeline::Flux),
 ];
 
@@ -318,7 +322,10 @@ pub fn clip_text_params(v: &Value) -> Count {
         c.lin(f, h, true);
     }
     c.norm(h);
-    if strs(v, "architectures").iter().any(|a| a.ends_with("WithProjection")) {
+    if strs(v, "architectures")
+        .iter()
+        .any(|a| a.ends_with("WithProjection"))
+    {
         c.lin(h, u(v, "projection_dim"), false);
     }
     c
@@ -460,7 +467,9 @@ impl Model {
             ),
             Pipeline::Sdxl => (
                 MODELS[1].0,
-                include_str!("../models/image/stabilityai__stable-diffusion-xl-base-1.0__unet.json"),
+                include_str!(
+                    "../models/image/stabilityai__stable-diffusion-xl-base-1.0__unet.json"
+                ),
                 include_str!("../models/image/stabilityai__stable-diffusion-xl-base-1.0__vae.json"),
                 include_str!(
                     "../models/image/stabilityai__stable-diffusion-xl-base-1.0__text_encoder.json"
@@ -618,7 +627,7 @@ pub struct ImageSetup {
 /// Invalid combinations.
 pub fn validate(m: &Model, s: &ImageSetup) -> Result<(), String> {
     let k = m.size_multiple();
-    if s.width == 0 || s.height == 0 || s.width % k != 0 || s.height % k != 0 {
+    if s.width == 0 || s.height == 0 || !s.width.is_multiple_of(k) || !s.height.is_multiple_of(k) {
         return Err(format!(
             "--width/--height must be positive multiples of {k} for {} (got {}×{})",
             m.id, s.width, s.height
@@ -952,13 +961,22 @@ pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> ImageFit {
     let fits = now <= usable;
     let mut lo = 0u64;
     let mut hi = 1u64;
-    while hi <= 4096 && used(&ImageSetup { images: hi, ..s.clone() }) <= usable {
+    while hi <= 4096
+        && used(&ImageSetup {
+            images: hi,
+            ..s.clone()
+        }) <= usable
+    {
         lo = hi;
         hi *= 2;
     }
     while hi - lo > 1 && hi <= 4096 {
         let mid = (lo + hi) / 2;
-        if used(&ImageSetup { images: mid, ..s.clone() }) <= usable {
+        if used(&ImageSetup {
+            images: mid,
+            ..s.clone()
+        }) <= usable
+        {
             lo = mid;
         } else {
             hi = mid;
@@ -1078,17 +1096,23 @@ pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> ImageFit {
             "pipe.enable_sequential_cpu_offload()",
         ),
     ];
-    for (apply, change, remedy, config) in ladder {
-        if done {
-            break;
+    // The first step (cheapest) that lowers the peak now; a step that did not
+    // help earlier (the peak was in another phase) is tried again later.
+    let mut taken = [false; 8];
+    'ladder: while !done {
+        for (i, (apply, change, remedy, config)) in ladder.iter().enumerate() {
+            let mut t = cur.clone();
+            if taken[i] || !apply(m, &mut t) {
+                continue;
+            }
+            if let Some(d) = push(&t, (*change).into(), remedy, (*config).into()) {
+                taken[i] = true;
+                done = d;
+                cur = t;
+                continue 'ladder;
+            }
         }
-        let mut t = cur.clone();
-        if apply(m, &mut t)
-            && let Some(d) = push(&t, change.into(), remedy, config.into())
-        {
-            done = d;
-            cur = t;
-        }
+        break;
     }
     if !done && cur.images > 1 {
         cur.images = 1;
@@ -1284,7 +1308,12 @@ mod tests {
     #[test]
     fn eager_attention_is_quadratic_and_slicing_bounds_it() {
         // SD 1.5 levels: 320/640/1280 with attention, 1280 without; 8 heads.
-        let lv = [(320, 8, true), (640, 8, true), (1280, 8, true), (1280, 8, false)];
+        let lv = [
+            (320, 8, true),
+            (640, 8, true),
+            (1280, 8, true),
+            (1280, 8, false),
+        ];
         let t = |eager, slicing| unet_transient(&lv, 2, 2, 4096, 2, eager, slicing);
         // Level 0: 4096 tokens, 8 heads, batch 2 (CFG), scores + probs in fp16.
         let scores = 2 * 2 * 8 * 4096 * 4096 * 2;
@@ -1300,7 +1329,10 @@ mod tests {
     fn vae_decode_slicing_and_tiling() {
         let ch = [128, 256, 512, 512];
         // Full-res stage: 3 × 256 channels × H × W.
-        assert_eq!(vae_transient(&ch, 1, 512, 512, 2, false), 3 * 256 * 512 * 512 * 2);
+        assert_eq!(
+            vae_transient(&ch, 1, 512, 512, 2, false),
+            3 * 256 * 512 * 512 * 2
+        );
         let (m, mut s) = base(Pipeline::Sdxl);
         s.width = 2048;
         s.height = 2048;

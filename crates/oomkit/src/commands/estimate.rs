@@ -19,8 +19,8 @@ use oomkit_estimate::{
 use serde::Serialize;
 
 use crate::cli::{
-    ColorChoice, EstAttention, EstCpuOffload, EstEngine, EstKvDtype, EstMethod, EstOffload, EstOptimizer,
-    EstPrecision, EstQuant, EstTask, EstimateArgs, Format,
+    ColorChoice, EstAttention, EstCpuOffload, EstEngine, EstKvDtype, EstMethod, EstOffload,
+    EstOptimizer, EstPrecision, EstQuant, EstTask, EstimateArgs, Format,
 };
 use crate::output;
 

@@ -516,7 +516,10 @@ fn image_sd15_json_contract() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let j = json(&out);
     assert_eq!(j["model"]["pipeline"], "sd15");
-    assert_eq!(j["model"]["params"], 859_520_964u64 + 83_653_863 + 123_060_480);
+    assert_eq!(
+        j["model"]["params"],
+        859_520_964u64 + 83_653_863 + 123_060_480
+    );
     assert_eq!(j["setup"]["width"], 512);
     assert_eq!(j["setup"]["cpu_offload"], "model");
     assert_eq!(j["fit"]["fits"], true);
@@ -538,7 +541,10 @@ fn image_offload_lowers_the_peak() {
     let model = used(&["--cpu-offload", "model"]);
     let seq = used(&["--cpu-offload", "sequential"]);
     let nf4 = used(&["--cpu-offload", "model", "--quant", "nf4"]);
-    assert!(none > model && model > nf4 && nf4 > seq, "{none} {model} {nf4} {seq}");
+    assert!(
+        none > model && model > nf4 && nf4 > seq,
+        "{none} {model} {nf4} {seq}"
+    );
 }
 
 #[test]
@@ -547,7 +553,10 @@ fn image_bad_input() {
         (&["flux-dev", "--width", "1000"][..], "multiples of 16"),
         (&["sd15", "--task", "train"][..], "only --task infer"),
         (&["sd15", "--quant", "nf4"][..], "FLUX.1-dev"),
-        (&["flux-dev", "--attention-slicing"][..], "no attention slicing"),
+        (
+            &["flux-dev", "--attention-slicing"][..],
+            "no attention slicing",
+        ),
         (&["qwen2.5-7b", "--width", "512"][..], "image models only"),
         (&["sdxl", "--precision", "mixed-fp16"][..], "one dtype"),
     ] {
