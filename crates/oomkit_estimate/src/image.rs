@@ -24,6 +24,22 @@
 //! nf4), and the 10 % allocator slack of [`components::reserved_bytes`].
 //! Mechanisms (what is resident when, which attention kernel materialises an
 //! N² matrix) follow diffusers' pipeline code.
+//!
+//! **Sources.** Parameter walks: diffusers `models/unets/unet_2d_condition.py`,
+//! `unet_2d_blocks.py`, `resnet.py`, `attention.py`, `autoencoders/vae.py`,
+//! `transformers/transformer_flux.py`; transformers `modeling_clip.py`,
+//! `modeling_t5.py`. Eager attention keeps the scores and the softmax output,
+//! b·a·s² each: `memory-estimation.md` §2.5 ("softmax output b·a·s²", the
+//! 5·a·s²·b attention term that FlashAttention removes) and §2.2 (inference
+//! activations b·(s·h·5·2 + s²·a·2)); SDPA/flash keep none. Slicing, tiling,
+//! offload: diffusers `attention_processor.py` (`SlicedAttnProcessor`,
+//! `set_attention_slice("auto")` = heads/2), `AutoencoderKL.enable_slicing` /
+//! `enable_tiling` (`tile_sample_min_size` = `sample_size`),
+//! `DiffusionPipeline.enable_model_cpu_offload` /
+//! `enable_sequential_cpu_offload`; SDXL's fp16 VAE upcast:
+//! `StableDiffusionXLPipeline.__call__` (`needs_upcasting`). CUDA context and
+//! allocator slack: [`components::cuda_context_bytes`],
+//! [`components::reserved_bytes`].
 
 use std::fmt::Write;
 
@@ -201,35 +217,34 @@ pub fn unet_params(v: &Value) -> Count {
         c.lin(temb, temb, true);
     }
     let mut out = c0;
-    for (i, t) in down.iter().enumerate() {
-        let (inp, o) = (out, boc[i]);
+    for (i, (t, &o)) in down.iter().zip(&boc).enumerate() {
+        let inp = out;
         out = o;
         for j in 0..lpb {
             resnet(&mut c, if j == 0 { inp } else { o }, o, temb);
             if t.starts_with("CrossAttn") {
-                transformer2d(&mut c, o, tl[i], cross);
+                transformer2d(&mut c, o, tl.get(i).copied().unwrap_or(1), cross);
             }
         }
         if i + 1 < levels {
             c.conv(o, o, 3);
         }
     }
-    let last = boc[levels - 1];
+    let last = boc.last().copied().unwrap_or(0);
     resnet(&mut c, last, last, temb);
-    transformer2d(&mut c, last, tl[levels - 1], cross);
+    transformer2d(&mut c, last, tl.last().copied().unwrap_or(1), cross);
     resnet(&mut c, last, last, temb);
     let rev: Vec<u64> = boc.iter().rev().copied().collect();
     let rev_tl: Vec<u64> = tl.iter().rev().copied().collect();
-    let mut prev = rev[0];
-    for (i, t) in up.iter().enumerate() {
-        let o = rev[i];
-        let inp = rev[(i + 1).min(levels - 1)];
+    let mut prev = last;
+    for (i, (t, &o)) in up.iter().zip(&rev).enumerate() {
+        let inp = rev.get(i + 1).copied().unwrap_or(o);
         for j in 0..=lpb {
             let skip = if j == lpb { inp } else { o };
             let rin = if j == 0 { prev } else { o };
             resnet(&mut c, rin + skip, o, temb);
             if t.starts_with("CrossAttn") {
-                transformer2d(&mut c, o, rev_tl[i], cross);
+                transformer2d(&mut c, o, rev_tl.get(i).copied().unwrap_or(1), cross);
             }
         }
         if i + 1 < levels {
@@ -258,7 +273,7 @@ pub fn vae_params(v: &Value) -> Count {
     let lpb = u(v, "layers_per_block");
     let lat = u(v, "latent_channels");
     let c0 = boc.first().copied().unwrap_or(0);
-    let last = boc[n - 1];
+    let last = boc.last().copied().unwrap_or(0);
     let mut c = Count::default();
     // Encoder.
     c.conv(u(v, "in_channels"), c0, 3);
@@ -752,7 +767,8 @@ pub fn vae_transient(ch: &[u64], b: u64, h: u64, w: u64, a: u64, eager: bool) ->
         units = units.max(3 * prev.max(o) * res);
         prev = o;
     }
-    let lat = (h >> (n - 1)) * (w >> (n - 1));
+    let sh = n.saturating_sub(1);
+    let lat = (h >> sh) * (w >> sh);
     let attn = if eager { 2 * lat * lat } else { 0 };
     (units + attn) * b * a
 }
@@ -1272,6 +1288,22 @@ mod tests {
             cpu_offload: CpuOffload::None,
         };
         (m, s)
+    }
+
+    #[test]
+    fn configs_parse() {
+        for (_, _, p) in MODELS {
+            let m = Model::load(p);
+            assert!(m.denoiser_params.total > 0 && m.vae_params.total > 0);
+            assert!(!m.text_encoders.is_empty() && m.vae_channels.len() == 4);
+        }
+        // Empty configs count nothing and do not panic.
+        assert_eq!(unet_params(&Value::Null).total, 0);
+        assert_eq!(vae_params(&Value::Null).total, 0);
+        assert_eq!(
+            vae_transient(&[], 1, 64, 64, 2, true),
+            2 * 64 * 64 * 64 * 64 * 2
+        );
     }
 
     #[test]
