@@ -29,8 +29,8 @@
 //! `unet_2d_blocks.py`, `resnet.py`, `attention.py`, `autoencoders/vae.py`,
 //! `transformers/transformer_flux.py`; transformers `modeling_clip.py`,
 //! `modeling_t5.py`. Eager attention keeps the scores and the softmax output,
-//! b·a·s² each: `memory-estimation.md` §2.5 ("softmax output b·a·s²", the
-//! 5·a·s²·b attention term that FlashAttention removes) and §2.2 (inference
+//! b·a·s² each: `memory-estimation.md` §2.5 (the 5·a·s²·b attention term that
+//! FlashAttention removes), §2.6 ("softmax output b·a·s²") and §2.2 (inference
 //! activations b·(s·h·5·2 + s²·a·2)); SDPA/flash keep none. Slicing, tiling,
 //! offload: diffusers `attention_processor.py` (`SlicedAttnProcessor`,
 //! `set_attention_slice("auto")` = heads/2), `AutoencoderKL.enable_slicing` /
