@@ -672,11 +672,20 @@ pub struct Part {
     pub bytes: u64,
 }
 
+/// One component's parameter count.
+#[derive(Clone, Debug, Serialize)]
+pub struct ParamRow {
+    /// Pipeline component (`unet`, `transformer`, `vae`, `text_encoder`, …).
+    pub name: String,
+    /// Its parameters.
+    pub params: u64,
+}
+
 /// The result.
 #[derive(Clone, Debug, Serialize)]
 pub struct ImageEstimate {
     /// Parameters per component.
-    pub params: Vec<(String, u64)>,
+    pub params: Vec<ParamRow>,
     /// Rows at the peak phase (weights resident, transient, context).
     pub components: Vec<Part>,
     /// `encode-prompt`, `denoise` or `vae-decode`.
@@ -895,13 +904,17 @@ pub fn estimate(m: &Model, s: &ImageSetup) -> ImageEstimate {
             best = Some((alloc, reserved, p.transient.1, p));
         }
     }
-    let mut params: Vec<(String, u64)> = m
+    let row = |name: &str, params: u64| ParamRow {
+        name: name.into(),
+        params,
+    };
+    let mut params: Vec<ParamRow> = m
         .text_encoders
         .iter()
-        .map(|t| (t.0.to_string(), t.1.total))
+        .map(|t| row(t.0, t.1.total))
         .collect();
-    params.push((den.into(), dc.total));
-    params.push(("vae".into(), m.vae_params.total));
+    params.push(row(den, dc.total));
+    params.push(row("vae", m.vae_params.total));
     let Some((alloc, reserved, _, p)) = best else {
         return ImageEstimate {
             params,
@@ -1194,7 +1207,7 @@ pub fn human(m: &Model, s: &ImageSetup, e: &ImageEstimate, f: Option<&ImageFit>)
         "  {}",
         e.params
             .iter()
-            .map(|(n, p)| format!("{n} {}", human_count(*p)))
+            .map(|r| format!("{} {}", r.name, human_count(r.params)))
             .collect::<Vec<_>>()
             .join(" · ")
     );

@@ -154,6 +154,12 @@ fn image_run(
             m.id
         );
     }
+    if args.batch != 1 || args.new_tokens != 0 {
+        bail!(
+            "{} is an image model: use --images N instead of --batch/--new-tokens",
+            m.id
+        );
+    }
     let (fp32, fp16) = match args.precision {
         EstPrecision::Fp32 => (true, false),
         EstPrecision::Fp16 => (false, true),

@@ -559,6 +559,7 @@ fn image_bad_input() {
         ),
         (&["qwen2.5-7b", "--width", "512"][..], "image models only"),
         (&["sdxl", "--precision", "mixed-fp16"][..], "one dtype"),
+        (&["sdxl", "--batch", "2"][..], "--images N"),
     ] {
         let o = est(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
