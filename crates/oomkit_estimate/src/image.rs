@@ -1254,29 +1254,7 @@ pub fn human(m: &Model, s: &ImageSetup, e: &ImageEstimate, f: Option<&ImageFit>)
             if f.fits { "headroom" } else { "short" },
             f.max_images
         );
-        if !f.plan.is_empty() {
-            let _ = writeln!(
-                o,
-                "\nplan{}:",
-                if f.plan_fits {
-                    ""
-                } else {
-                    " (still does not fit after every step)"
-                }
-            );
-            for (i, st) in f.plan.iter().enumerate() {
-                let _ = writeln!(
-                    o,
-                    "  {}. {} [{}]: saves {}, then {}\n       {}",
-                    i + 1,
-                    st.change,
-                    st.remedy,
-                    Bytes(st.saves_bytes),
-                    Bytes(st.peak_after_bytes),
-                    st.config
-                );
-            }
-        }
+        crate::render::plan(&mut o, &f.plan, f.plan_fits);
     }
     o
 }

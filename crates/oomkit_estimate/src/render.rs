@@ -109,29 +109,33 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
         if let Some(dm) = &f.device_map {
             let _ = writeln!(o, "\nsplit over {} GPUs:\n       {dm}", s.gpus);
         }
-        if !f.plan.is_empty() {
-            let _ = writeln!(
-                o,
-                "\nplan{}:",
-                if f.plan_fits {
-                    ""
-                } else {
-                    " (still does not fit after every step)"
-                }
-            );
-            for (i, st) in f.plan.iter().enumerate() {
-                let _ = writeln!(
-                    o,
-                    "  {}. {} [{}]: saves {}, then {}\n       {}",
-                    i + 1,
-                    st.change,
-                    st.remedy,
-                    Bytes(st.saves_bytes),
-                    Bytes(st.peak_after_bytes),
-                    st.config
-                );
-            }
-        }
+        crate::render::plan(&mut o, &f.plan, f.plan_fits);
     }
     o
+}
+
+/// The plan as people read it, shared by text and image models: one line per
+/// step with its remedy id, bytes saved and the peak after it, then its config.
+pub(crate) fn plan(o: &mut String, plan: &[crate::fit::Step], plan_fits: bool) {
+    if plan.is_empty() {
+        return;
+    }
+    let tail = if plan_fits {
+        ""
+    } else {
+        " (still does not fit after every step)"
+    };
+    let _ = writeln!(o, "\nplan{tail}:");
+    for (i, st) in plan.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "  {}. {} [{}]: saves {}, then {}\n       {}",
+            i + 1,
+            st.change,
+            st.remedy,
+            Bytes(st.saves_bytes),
+            Bytes(st.peak_after_bytes),
+            st.config
+        );
+    }
 }

@@ -5,26 +5,12 @@
 use std::fs;
 use std::process::Output;
 
-use serde_json::Value;
-
-use super::run_in;
+use super::{json, run_in, stderr, stdout};
 
 fn est(args: &[&str]) -> Output {
     let mut full = vec!["estimate"];
     full.extend_from_slice(args);
     run_in(&std::env::temp_dir(), &full, None)
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn json(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
 }
 
 #[test]

@@ -8,16 +8,7 @@ use std::path::Path;
 use oomkit_core::Bytes;
 use serde_json::Value;
 
-use super::{fixtures, run_in};
-
-fn json_of(out: &std::process::Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    })
-}
+use super::{fixtures, json, run_in, stderr};
 
 /// Expected byte fields may be written as integers or as printed sizes.
 fn expected_bytes(v: &Value) -> Option<u64> {
@@ -84,23 +75,23 @@ fn explains_every_fixture_as_expected() {
             .to_string_lossy()
             .replace('\\', "/");
         let human = run_in(&root, &["explain", "--color", "never", &rel], None);
-        let json = run_in(&root, &["explain", "--format", "json", &rel], None);
+        let json_out = run_in(&root, &["explain", "--format", "json", &rel], None);
         assert!(
             human.stderr.is_empty(),
             "{rel}: stderr {}",
             String::from_utf8_lossy(&human.stderr)
         );
-        let got = json_of(&json);
+        let got = json(&json_out);
         // Exit status follows the events: 0 with an OOM, 1 without.
         let any_oom = got["events"]
             .as_array()
             .is_some_and(|a| a.iter().any(|e| e["is_oom"] == true));
         assert_eq!(
-            json.status.code(),
+            json_out.status.code(),
             Some(if any_oom { 0 } else { 1 }),
             "{rel}"
         );
-        assert_eq!(human.status.code(), json.status.code(), "{rel}");
+        assert_eq!(human.status.code(), json_out.status.code(), "{rel}");
         insta::assert_snapshot!("human", String::from_utf8_lossy(&human.stdout));
         insta::assert_json_snapshot!("json", got);
         let expect = path.with_extension("expect.json");
@@ -120,13 +111,9 @@ fn explains_every_fixture_as_expected() {
     );
 }
 
-fn stderr_of(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// Bad input: one line on stderr naming the input, exit 2, never a panic.
 fn assert_bad_input(out: &std::process::Output, name: &str, why: &str) {
-    let err = stderr_of(out);
+    let err = stderr(out);
     assert_eq!(out.status.code(), Some(2), "stderr: {err}");
     assert_eq!(err.lines().count(), 1, "one line expected: {err}");
     assert!(err.starts_with("error: "), "{err}");
@@ -191,10 +178,10 @@ fn a_bad_file_does_not_stop_the_others() {
         None,
     );
     assert_eq!(out.status.code(), Some(2));
-    let got = json_of(&out);
+    let got = json(&out);
     assert_eq!(got["events"][0]["cause"], "fragmentation");
     assert_eq!(got["events"][0]["source"], "real/005.txt");
-    assert!(stderr_of(&out).contains("missing.log"));
+    assert!(stderr(&out).contains("missing.log"));
 }
 
 #[test]
@@ -209,10 +196,7 @@ fn empty_input_is_no_oom() {
     );
     let out = run_in(dir.path(), &["explain", "--format", "json"], Some(b""));
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(
-        json_of(&out),
-        serde_json::json!({"version": 1, "events": []})
-    );
+    assert_eq!(json(&out), serde_json::json!({"version": 1, "events": []}));
 }
 
 #[test]
@@ -225,7 +209,7 @@ fn reads_standard_input_with_or_without_dash() {
     ] {
         let out = run_in(dir.path(), &args, Some(msg));
         assert_eq!(out.status.code(), Some(0));
-        let got = json_of(&out);
+        let got = json(&out);
         let e = &got["events"][0];
         assert_eq!(e["requested_bytes"], 2u64 << 30);
         assert_eq!(e["source"], "standard input");
@@ -265,7 +249,7 @@ fn json_contract_has_every_field_with_integer_bytes() {
         ],
         None,
     );
-    let got = json_of(&out);
+    let got = json(&out);
     assert_eq!(got["version"], 1);
     for e in got["events"].as_array().unwrap() {
         for k in [
@@ -323,7 +307,7 @@ fn lists_formats_with_examples() {
         &["explain", "--list-formats", "--format", "json"],
         None,
     );
-    let got = json_of(&out);
+    let got = json(&out);
     assert!(got["formats"].as_array().unwrap().len() >= 30);
 }
 
@@ -351,7 +335,7 @@ fn streams_a_large_log_and_keeps_exact_line_numbers() {
         None,
     );
     assert_eq!(out.status.code(), Some(0));
-    let got = json_of(&out);
+    let got = json(&out);
     let events = got["events"].as_array().unwrap();
     assert_eq!(events.len(), 1, "the same error twice is one event");
     assert_eq!(events[0]["line"], oom_lines[0]);
@@ -374,9 +358,9 @@ fn invalid_utf8_and_utf16_logs_are_explained() {
     std::fs::write(dir.path().join("ps.log"), utf16).unwrap();
     for name in ["latin.log", "ps.log"] {
         let out = run_in(dir.path(), &["explain", "--format", "json", name], None);
-        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr_of(&out));
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
         assert_eq!(
-            json_of(&out)["events"][0]["free_bytes"],
+            json(&out)["events"][0]["free_bytes"],
             1556925645u64,
             "{name}"
         );

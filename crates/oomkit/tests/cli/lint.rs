@@ -4,23 +4,10 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::Output;
 
 use serde_json::Value;
 
-use super::{lint_fixtures, run_in};
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn json(o: &Output) -> Value {
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
-}
+use super::{json, lint_fixtures, run_in, stderr, stdout};
 
 fn markers(source: &str) -> Vec<(String, u64)> {
     let mut out = Vec::new();

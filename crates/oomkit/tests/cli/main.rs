@@ -45,3 +45,18 @@ pub fn fixtures() -> PathBuf {
 pub fn lint_fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../oomkit_lint/tests/fixtures")
 }
+
+/// Standard output as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Standard error as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Standard output parsed as JSON (panics with the text when it is not).
+pub fn json(o: &Output) -> serde_json::Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
+}
