@@ -1,15 +1,33 @@
 """Compare `oomkit estimate` with PyTorch's MemTracker on fake tensors (the CPU
 oracle of shared/reference/memory-estimation.md §6) on a grid of setups.
 
-Runs the real Hugging Face model code built from the catalogue's config.json
-files under FakeTensorMode (shapes and dtypes only, no data, no GPU), two
-training steps with AdamW, and reads MemTracker's peak. MemTracker counts
-tensors only: compare it with `peak_allocated_bytes` minus nothing else (no
-CUDA context, no allocator slack). CPU kernels may save slightly different
-tensors than CUDA ones (attention especially).
+Each setup runs the real Hugging Face model code, built from the catalogue's
+config.json under FakeTensorMode (shapes and dtypes only: no data, no GPU),
+in its own process, and reads MemTracker's peak:
 
-Usage: python bench/estimate-oracle/oracle.py [--oomkit target/debug/oomkit]
-Needs: torch, transformers (pip).
+- train: two steps of forward, backward, optimizer step, zero_grad; the
+  training loop holds the model output (`out = model(...)`,
+  `out.loss.backward()`) as most hand-written loops do, which keeps the
+  half-precision logits alive through backward — the estimator assumes the
+  same (HF `Trainer` drops them before backward and peaks lower by s·b·V·β).
+  `mixed-*` runs the forward under `torch.autocast`; `lora` wraps the model
+  with peft.
+- infer: `torch.no_grad()`; `new_tokens == 0` is one forward without a cache
+  (`use_cache=False`); otherwise a prefill with `logits_to_keep=1` and a
+  decode loop into a `DynamicCache`, as `generate` does (without its
+  data-dependent stopping checks, which fake tensors cannot run).
+
+MemTracker counts tensor storages: compare it with `peak_allocated_bytes`
+(`torch.cuda.max_memory_allocated()`), which also excludes the CUDA context
+and the allocator's caching. CPU kernels can save slightly different tensors
+than CUDA ones (attention especially); the CPU SDPA kernel is a flash kernel
+like the CUDA default.
+
+Usage: python bench/estimate-oracle/oracle.py [--oomkit target/release/oomkit]
+       [--only SUBSTRING] [--json OUT.json]
+Needs: torch, transformers, peft (pip; the CUDA wheel works on a CPU-only
+machine). Results are cached in bench/data/oracle-cache.json (keyed by the
+setup and the installed torch/transformers versions).
 """
 
 import argparse
@@ -19,86 +37,230 @@ import statistics
 import subprocess
 import sys
 
-import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.distributed._tools.mem_tracker import MemTracker
-from transformers import AutoConfig, AutoModelForCausalLM
-
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODELS = ROOT / "crates" / "oomkit_estimate" / "models"
+CACHE = ROOT / "bench" / "data" / "oracle-cache.json"
+
+
+def S(model, task="train", b=1, s=512, **kw):
+    d = dict(model=model, task=task, batch=b, seq=s, ckpt=False, precision="bf16",
+             method="full", attention="sdpa", optimizer="adamw", new_tokens=0,
+             lora_rank=16, lora_targets="q,v")
+    d.update(kw)
+    return d
+
 
 GRID = [
-    # (catalogue file, repo id, batch, seq, gradient checkpointing)
-    ("Qwen__Qwen2.5-0.5B.json", "Qwen/Qwen2.5-0.5B", 1, 512, False),
-    ("Qwen__Qwen2.5-0.5B.json", "Qwen/Qwen2.5-0.5B", 2, 2048, False),
-    ("Qwen__Qwen2.5-0.5B.json", "Qwen/Qwen2.5-0.5B", 2, 2048, True),
-    ("meta-llama__Llama-3.2-1B.json", "meta-llama/Llama-3.2-1B", 1, 1024, False),
-    ("meta-llama__Llama-3.2-1B.json", "meta-llama/Llama-3.2-1B", 4, 1024, True),
-    ("meta-llama__Llama-3.2-3B.json", "meta-llama/Llama-3.2-3B", 2, 4096, False),
-    ("Qwen__Qwen3-0.6B.json", "Qwen/Qwen3-0.6B", 2, 1024, False),
-    ("microsoft__phi-2.json", "microsoft/phi-2", 1, 1024, False),
+    # full fine-tuning, pure bf16, AdamW, SDPA
+    S("Qwen/Qwen2.5-0.5B", b=1, s=512),
+    S("Qwen/Qwen2.5-0.5B", b=2, s=2048),
+    S("Qwen/Qwen2.5-0.5B", b=2, s=2048, ckpt=True),
+    S("meta-llama/Llama-3.2-1B", b=1, s=1024),
+    S("meta-llama/Llama-3.2-1B", b=4, s=1024, ckpt=True),
+    S("meta-llama/Llama-3.2-3B", b=2, s=4096),
+    S("Qwen/Qwen3-0.6B", b=2, s=1024),
+    S("Qwen/Qwen3-1.7B", b=1, s=4096, ckpt=True),
+    S("microsoft/phi-2", b=1, s=1024),
+    S("microsoft/phi-1_5", b=4, s=1024),
+    S("gpt2", b=8, s=1024),
+    S("gpt2-xl", b=2, s=1024, ckpt=True),
+    S("mistralai/Mistral-7B-v0.1", b=1, s=4096, ckpt=True),
+    S("google/gemma-2-9b", b=1, s=2048, attention="eager"),
+    S("microsoft/Phi-3-mini-4k-instruct", b=2, s=2048),
+    # attention kernels
+    S("Qwen/Qwen2.5-1.5B", b=2, s=1024, attention="eager"),
+    S("meta-llama/Llama-3.2-1B", b=2, s=2048, attention="eager"),
+    # precision and optimizers
+    S("meta-llama/Llama-3.2-1B", b=2, s=1024, precision="mixed-bf16"),
+    S("Qwen/Qwen2.5-0.5B", b=4, s=512, precision="mixed-bf16", ckpt=True),
+    S("gpt2", b=4, s=512, precision="fp32"),
+    S("Qwen/Qwen2.5-0.5B", b=2, s=1024, optimizer="sgd"),
+    S("Qwen/Qwen2.5-0.5B", b=2, s=1024, optimizer="sgd-momentum"),
+    # LoRA on a bf16 base
+    S("meta-llama/Llama-3.2-1B", b=4, s=1024, method="lora"),
+    S("meta-llama/Llama-3.2-3B", b=2, s=2048, method="lora", lora_rank=64,
+      lora_targets="all-linear", ckpt=True),
+    S("Qwen/Qwen2.5-1.5B", b=2, s=2048, method="lora", lora_targets="all-linear"),
+    # inference
+    S("meta-llama/Llama-3.2-1B", task="infer", b=4, s=2048),
+    S("Qwen/Qwen2.5-1.5B", task="infer", b=8, s=1024, new_tokens=64),
+    S("meta-llama/Llama-3.2-3B", task="infer", b=1, s=8192, new_tokens=32),
+    S("mistralai/Mistral-7B-v0.1", task="infer", b=4, s=2048, new_tokens=128),
+    S("gpt2", task="infer", b=16, s=512, new_tokens=64),
 ]
 
 
-def oracle(cfg_file, batch, seq, ckpt):
-    cfg = AutoConfig.from_pretrained(str(MODELS / cfg_file))
-    cfg._attn_implementation = "sdpa"
-    torch.set_default_dtype(torch.bfloat16)
-    with FakeTensorMode():
-        with torch.device("cpu"):
-            model = AutoModelForCausalLM.from_config(cfg)
-        if ckpt:
-            model.gradient_checkpointing_enable()
+CHILD = r"""
+import json, pathlib, sys, torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools.mem_tracker import MemTracker
+from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
+st = json.loads(sys.argv[1]); cfg_path = sys.argv[2]
+cfg = AutoConfig.from_pretrained(cfg_path)
+cfg._attn_implementation = st["attention"]
+if st["attention"] == "sdpa":
+    # CUDA's flash/efficient SDPA kernels apply attention dropout inside the
+    # kernel; CPU's flash kernel cannot and falls back to the math kernel,
+    # which materialises the s x s probabilities. Dropout off keeps the CPU on
+    # the flash kernel, as CUDA would be.
+    for k in ("attn_pdrop", "attention_dropout", "attention_probs_dropout_prob"):
+        if hasattr(cfg, k):
+            setattr(cfg, k, 0.0)
+half = st["precision"] in ("bf16", "mixed-bf16") and torch.bfloat16 or torch.float16
+store = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(st["precision"], torch.float32)
+torch.set_default_dtype(store)
+b, s = st["batch"], st["seq"]
+with FakeTensorMode():
+    model = AutoModelForCausalLM.from_config(cfg)
+    if st["method"] == "lora":
+        from peft import LoraConfig, get_peft_model
+        t = st["lora_targets"]
+        targets = "all-linear" if t == "all-linear" else [m + "_proj" for m in t.split(",")]
+        model = get_peft_model(model, LoraConfig(r=st["lora_rank"], lora_alpha=16,
+                                                 target_modules=targets, lora_dropout=0.0))
+    mt = MemTracker()
+    if st["task"] == "train":
+        if st["ckpt"]:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            if st["method"] == "lora":
+                model.enable_input_require_grads()
         model.train()
-        opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=True)
-        mt = MemTracker()
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = {
+            "adamw": lambda: torch.optim.AdamW(params, lr=1e-5, foreach=True),
+            "sgd": lambda: torch.optim.SGD(params, lr=1e-5),
+            "sgd-momentum": lambda: torch.optim.SGD(params, lr=1e-5, momentum=0.9),
+        }[st["optimizer"]]()
         mt.track_external(model, opt)
+        mixed = st["precision"].startswith("mixed")
         with mt:
             for i in range(2):
-                ids = torch.randint(0, cfg.vocab_size, (batch, seq))
-                loss = model(input_ids=ids, labels=ids).loss
-                loss.backward()
+                ids = torch.randint(0, cfg.vocab_size, (b, s))
+                with torch.autocast("cpu", dtype=half, enabled=mixed):
+                    out = model(input_ids=ids, labels=ids, use_cache=False)
+                out.loss.backward()
                 opt.step()
                 opt.zero_grad(set_to_none=True)
+                del out
                 if i == 0:
                     mt.reset_mod_stats()
-        peak = mt.get_tracker_snapshot("peak")
-    torch.set_default_dtype(torch.float32)
-    total = 0
-    for dev, cats in peak.items():
-        total = max(total, cats.get("Total", 0) if isinstance(cats, dict) else 0)
-    return total
+    else:
+        model.eval()
+        mt.track_external(model)
+        with mt, torch.no_grad():
+            ids = torch.randint(0, cfg.vocab_size, (b, s))
+            if st["new_tokens"] == 0:
+                out = model(input_ids=ids, use_cache=False)
+                del out
+            else:
+                cache = DynamicCache(config=cfg)
+                out = model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+                mt.reset_mod_stats()
+                for _ in range(st["new_tokens"]):
+                    nxt = out.logits[:, -1:].argmax(-1)
+                    mt.reset_mod_stats()
+                    out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
+                del out, cache
+    peak = mt.get_tracker_snapshot("peak")
+cats = {}
+for dev, c in peak.items():
+    if c.get("Total", 0) > cats.get("Total", 0):
+        cats = {str(k).split(".")[-1]: int(v) for k, v in c.items()}
+print(json.dumps(cats))
+"""
 
 
-def estimate(binary, repo, batch, seq, ckpt):
-    args = [binary, "estimate", repo, "--task", "train", "--precision", "bf16",
-            "--batch", str(batch), "--seq", str(seq), "--attention", "sdpa", "--format", "json"]
-    if ckpt:
-        args.append("--grad-checkpointing")
+def key(st, versions):
+    return json.dumps([st, versions], sort_keys=True)
+
+
+def oracle(st, python):
+    cfg = MODELS / (st["model_file"])
+    p = subprocess.run([python, "-c", CHILD, json.dumps(st), str(cfg)],
+                       capture_output=True, text=True, timeout=3600)
+    if p.returncode != 0:
+        last = (p.stderr.strip().splitlines() or ["?"])[-1]
+        raise RuntimeError(last[:160])
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def estimate(binary, st):
+    args = [binary, "estimate", st["model"], "--task", st["task"], "--precision", st["precision"],
+            "--batch", str(st["batch"]), "--seq", str(st["seq"]), "--attention", st["attention"],
+            "--format", "json"]
+    if st["task"] == "train":
+        args += ["--method", st["method"], "--optimizer", st["optimizer"]]
+        if st["method"] == "lora":
+            args += ["--lora-rank", str(st["lora_rank"]), "--lora-targets", st["lora_targets"]]
+        if st["ckpt"]:
+            args.append("--grad-checkpointing")
+    else:
+        args += ["--new-tokens", str(st["new_tokens"])]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["peak_allocated_bytes"]
+    return json.loads(out)
+
+
+def model_file(binary, repo):
+    out = subprocess.run([binary, "estimate", repo, "--format", "json"], check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out)["model"]["id"].replace("/", "__") + ".json"
+
+
+def label(st):
+    x = f"{st['task']} {st['precision']}"
+    if st["task"] == "train":
+        x += f" {st['method']}" + (f" r{st['lora_rank']} {st['lora_targets']}" if st["method"] == "lora" else "")
+        x += f" {st['optimizer']}" + (" ckpt" if st["ckpt"] else "")
+    else:
+        x += f" +{st['new_tokens']} new"
+    return x + f" {st['attention']}"
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--oomkit", default=str(ROOT / "target" / "debug" / "oomkit"))
+    ap.add_argument("--oomkit", default=str(ROOT / "target" / "release" / "oomkit"))
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--json", default="")
     a = ap.parse_args()
-    errs = []
-    print("| model | batch × seq | ckpt | oracle | estimate | error |")
+    versions = subprocess.run(
+        [a.python, "-c", "import torch, transformers, peft; print(torch.__version__, transformers.__version__, peft.__version__)"],
+        check=True, capture_output=True, text=True).stdout.strip()
+    cache = json.loads(CACHE.read_text()) if CACHE.exists() else {}
+    rows, errs = [], []
+    print(f"oracle: {versions}\n")
+    print("| model | setup | batch × seq | oracle | estimate | error |")
     print("|---|---|---|---|---|---|")
-    for f, repo, b, s, ck in GRID:
-        try:
-            o = oracle(f, b, s, ck)
-        except Exception as e:  # an architecture the installed transformers cannot fake
-            print(f"| {repo} | {b} × {s} | {ck} | failed: {type(e).__name__}: {e} | | |")
+    for st in GRID:
+        if a.only and a.only not in json.dumps(st):
             continue
-        e = estimate(a.oomkit, repo, b, s, ck)
-        err = (e - o) / o * 100 if o else float("nan")
+        st = dict(st, model_file=model_file(a.oomkit, st["model"]))
+        k = key(st, versions)
+        if k not in cache:
+            try:
+                cache[k] = oracle(st, a.python)
+            except Exception as e:  # an architecture the installed transformers cannot fake
+                cache[k] = {"error": str(e)}
+            CACHE.parent.mkdir(parents=True, exist_ok=True)
+            CACHE.write_text(json.dumps(cache, indent=1))
+        o = cache[k]
+        if "error" in o:
+            print(f"| {st['model']} | {label(st)} | {st['batch']} × {st['seq']} | failed: {o['error']} | | |")
+            continue
+        est = estimate(a.oomkit, st)
+        e, m = est["peak_allocated_bytes"], o["Total"]
+        err = (e - m) / m * 100
         errs.append(abs(err))
-        print(f"| {repo} | {b} × {s} | {ck} | {o / 2**30:.2f} GiB | {e / 2**30:.2f} GiB | {err:+.1f} % |")
+        rows.append(dict(setup=st, oracle=o, estimate=est["peak_allocated_bytes"],
+                         components=est["components"], peak_phase=est["peak_phase"]))
+        print(f"| {st['model']} | {label(st)} | {st['batch']} × {st['seq']} | "
+              f"{m / 2**30:.2f} GiB | {e / 2**30:.2f} GiB | {err:+.1f} % |")
         sys.stdout.flush()
     if errs:
-        print(f"\n{len(errs)} setups, median |error| {statistics.median(errs):.1f} %, worst {max(errs):.1f} %")
+        print(f"\n{len(errs)} setups, median |error| {statistics.median(errs):.1f} %, "
+              f"worst {max(errs):.1f} %")
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(dict(versions=versions, rows=rows), indent=1))
 
 
 if __name__ == "__main__":
