@@ -335,9 +335,19 @@ fn loss_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     }
 }
 
+/// Extra vocabulary-wide β tensors of final-logit soft-capping
+/// (modeling_gemma2.py `Gemma2ForCausalLM.forward`: `logits / cap`,
+/// `tanh`, `* cap`): in training `tanh` saves its output for backward, one
+/// more β tensor than the plain head; in a full forward two of the three
+/// are alive at each step.
+fn softcap_copies(cfg: &ModelConfig) -> u64 {
+    u64::from(cfg.logit_softcap)
+}
+
 /// Logits kept for the loss (§3.6): the head output in β, the copy the loss
 /// works on (fp32 upcast, or the shifted `.contiguous()` copy in half-loss
-/// models), and log-softmax's output saved by cross-entropy.
+/// models), log-softmax's output saved by cross-entropy, and soft-capping's
+/// saved `tanh` output.
 pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let tv = s.batch * s.seq * head_width(cfg);
     let beta = s.precision.act_bytes();
@@ -347,7 +357,7 @@ pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     } else {
         0
     };
-    tv * (beta + copy + lb)
+    tv * (beta + copy + lb + softcap_copies(cfg) * beta)
 }
 
 /// The first backward step through the loss (§3.6): the gradient of the
@@ -475,7 +485,7 @@ pub fn inference_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     if s.new_tokens > 0 {
         s.batch * v * (beta + 4)
     } else {
-        s.batch * s.seq * v * beta
+        s.batch * s.seq * v * beta * (1 + softcap_copies(cfg))
     }
 }
 
@@ -555,6 +565,32 @@ mod tests {
     use super::*;
     use crate::catalogue;
     use crate::setup::LoraTargets;
+
+    #[test]
+    fn softcapping_keeps_one_more_logits_copy() {
+        let g = crate::catalogue::find("gemma-2-27b").expect("gemma");
+        assert!(g.logit_softcap);
+        let plain = ModelConfig {
+            logit_softcap: false,
+            ..g.clone()
+        };
+        let s = Setup {
+            task: Task::Train,
+            batch: 2,
+            seq: 1024,
+            ..Setup::default()
+        };
+        let tv_beta = 2 * 1024 * g.vocab * s.precision.act_bytes();
+        assert_eq!(
+            training_logits_bytes(&g, &s) - training_logits_bytes(&plain, &s),
+            tv_beta
+        );
+        assert!(
+            !crate::catalogue::find("gemma-3-27b")
+                .expect("g3")
+                .logit_softcap
+        );
+    }
 
     /// MXFP4 covers the experts only: gpt-oss-20b is 12.8 GiB and -120b
     /// 60.8 GiB on disk (gpt-oss model card, Table 1), not a 4-bit total.

@@ -71,6 +71,10 @@ pub struct ModelConfig {
     /// Norms per layer (2; Gemma-2 has 4; Phi-1/2 and Falcon-7B's parallel
     /// block have 1).
     pub norms_per_layer: u64,
+    /// `final_logit_softcapping` is set (Gemma-2): the head output goes
+    /// through `/cap`, `tanh`, `*cap`, each a new vocabulary-wide tensor.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub logit_softcap: bool,
     /// Per-head RMSNorms on queries and keys (`q_norm`/`k_norm`: Gemma-3, Qwen3).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub qk_norm: bool,
@@ -310,6 +314,10 @@ impl ModelConfig {
             position_rows,
             norms_per_layer,
             qk_norm,
+            logit_softcap: v
+                .get("final_logit_softcapping")
+                .and_then(Value::as_f64)
+                .is_some_and(|c| c > 0.0),
             sliding_window: if sliding_layers > 0 { window } else { None },
             sliding_layers,
             moe,
@@ -370,6 +378,7 @@ impl ModelConfig {
             position_rows: 0,
             norms_per_layer: 2,
             qk_norm: false,
+            logit_softcap: false,
             sliding_window: None,
             sliding_layers: 0,
             moe: None,
