@@ -7,6 +7,10 @@ use crate::model::{ConfigError, ModelConfig};
 /// (Hugging Face repo id, config.json text).
 pub static MODELS: &[(&str, &str)] = &[
     (
+        "EleutherAI/gpt-neox-20b",
+        include_str!("../models/EleutherAI__gpt-neox-20b.json"),
+    ),
+    (
         "FacebookAI/roberta-large",
         include_str!("../models/FacebookAI__roberta-large.json"),
     ),
@@ -92,6 +96,14 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/google__gemma-2-9b.json"),
     ),
     (
+        "google/gemma-2-27b",
+        include_str!("../models/google__gemma-2-27b.json"),
+    ),
+    (
+        "google/gemma-3-27b-it",
+        include_str!("../models/google__gemma-3-27b-it.json"),
+    ),
+    (
         "meta-llama/Llama-2-13b-hf",
         include_str!("../models/meta-llama__Llama-2-13b-hf.json"),
     ),
@@ -171,7 +183,48 @@ pub static MODELS: &[(&str, &str)] = &[
         "openai/gpt-oss-20b",
         include_str!("../models/openai__gpt-oss-20b.json"),
     ),
+    (
+        "stabilityai/stablelm-base-alpha-3b",
+        include_str!("../models/stabilityai__stablelm-base-alpha-3b.json"),
+    ),
+    (
+        "tiiuae/falcon-40b",
+        include_str!("../models/tiiuae__falcon-40b.json"),
+    ),
+    (
+        "tiiuae/falcon-7b",
+        include_str!("../models/tiiuae__falcon-7b.json"),
+    ),
 ];
+
+/// Configs that are not a published file but were reconstructed from
+/// documented values (confidence "reconstructed" in `models/SOURCES.md` and
+/// `shared/reference/model-configs/README.md`). `--list-models` and the JSON
+/// model object mark them.
+pub static RECONSTRUCTED: &[&str] = &[
+    "EleutherAI/gpt-neox-20b",
+    "FacebookAI/roberta-large",
+    "Qwen/Qwen2.5-72B",
+    "codellama/CodeLlama-34b-hf",
+    "google/gemma-2-27b",
+    "google/gemma-3-27b-it",
+    "stabilityai/stablelm-base-alpha-3b",
+    "tiiuae/falcon-40b",
+    "tiiuae/falcon-7b",
+];
+
+/// Short names beyond the automatic alias (the part after `/`), for repo ids
+/// whose alias is long: (short name, repo id).
+pub static SHORT_NAMES: &[(&str, &str)] = &[
+    ("gemma-3-27b", "google/gemma-3-27b-it"),
+    ("neox-20b", "EleutherAI/gpt-neox-20b"),
+    ("stablelm-3b", "stabilityai/stablelm-base-alpha-3b"),
+];
+
+/// Whether a catalogue id's config was reconstructed rather than copied.
+pub fn reconstructed(id: &str) -> bool {
+    RECONSTRUCTED.contains(&id)
+}
 
 /// Why a model name did not resolve.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -204,8 +257,17 @@ fn norm(s: &str) -> String {
         .collect()
 }
 
-/// The short alias of a repo id: the part after `/`, lowercased.
+/// The short alias of a repo id: its entry in [`SHORT_NAMES`], else the part
+/// after `/`, lowercased.
 pub fn alias(id: &str) -> String {
+    match SHORT_NAMES.iter().find(|(_, full)| *full == id) {
+        Some((short, _)) => (*short).to_string(),
+        None => id.rsplit('/').next().unwrap_or(id).to_ascii_lowercase(),
+    }
+}
+
+/// The part after `/`, lowercased (always accepted as a name).
+fn base_name(id: &str) -> String {
     id.rsplit('/').next().unwrap_or(id).to_ascii_lowercase()
 }
 
@@ -220,9 +282,13 @@ pub fn find(name: &str) -> Result<ModelConfig, UnknownModel> {
         .collect();
     for candidate in std::iter::once(&want).chain(stripped.iter()) {
         for (id, text) in MODELS {
-            if norm(id) == *candidate || norm(&alias(id)) == *candidate {
+            if norm(id) == *candidate
+                || norm(&alias(id)) == *candidate
+                || norm(&base_name(id)) == *candidate
+            {
                 return ModelConfig::from_hf_json(name.trim(), text)
                     .map(|mut c| {
+                        c.reconstructed = reconstructed(id);
                         c.id = if candidate == &want {
                             (*id).to_string()
                         } else {
@@ -281,6 +347,16 @@ mod tests {
     }
 
     #[test]
+    fn reconstructed_and_short_names_are_catalogue_ids() {
+        for id in RECONSTRUCTED
+            .iter()
+            .chain(SHORT_NAMES.iter().map(|(_, id)| id))
+        {
+            assert!(MODELS.iter().any(|(m, _)| m == id), "{id}");
+        }
+    }
+
+    #[test]
     fn names_resolve_forgivingly() {
         assert_eq!(
             find("META-LLAMA/llama-3.1-8b").expect("id").id,
@@ -292,6 +368,14 @@ mod tests {
         );
         assert_eq!(find("gpt2").expect("gpt2").id, "openai-community/gpt2");
         assert!(find("Qwen/Qwen2.5-7B-Instruct").is_ok());
+        for (short, id) in SHORT_NAMES {
+            assert_eq!(find(short).expect(short).id, *id);
+            assert_eq!(find(&base_name(id)).expect(id).id, *id);
+        }
+        assert_eq!(find("falcon-7b").expect("falcon").id, "tiiuae/falcon-7b");
+        assert!(find("gemma-2-27b-it").is_ok());
+        assert!(find("falcon-40b").expect("40b").reconstructed);
+        assert!(!find("gpt2").expect("gpt2").reconstructed);
         let err = find("llama-3.1-8c").expect_err("unknown").to_string();
         assert!(
             err.contains("did you mean meta-llama/Llama-3.1-8B"),

@@ -3,6 +3,12 @@
 //! `{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": …}`
 //! (huggingface/safetensors README). The binary reads the header bytes; this
 //! module only parses them.
+//!
+//! A sharded checkpoint also has `model.safetensors.index.json`
+//! (transformers `modeling_utils.py`, `SAFE_WEIGHTS_INDEX_NAME`):
+//! `{"metadata": {"total_size": BYTES}, "weight_map": {tensor: shard file}}`.
+//! When the shards are not beside it, its `total_size` (the stored bytes of
+//! all tensors) stands in for the headers: [`parse_index`], [`Checkpoint::from_index`].
 
 use std::collections::BTreeMap;
 
@@ -19,8 +25,17 @@ pub struct Checkpoint {
     pub elements: u64,
     /// Stored bytes over all tensors.
     pub bytes: u64,
-    /// Stored bytes per safetensors dtype (`BF16`, `F8_E4M3`, `I32`, …).
+    /// Stored bytes per safetensors dtype (`BF16`, `F8_E4M3`, `I32`, …);
+    /// `unknown` for an index whose config states no float `torch_dtype`.
     pub bytes_by_dtype: BTreeMap<String, u64>,
+    /// Read from `model.safetensors.index.json` alone: `bytes` is its
+    /// `metadata.total_size` and `elements` is derived from the config's
+    /// `torch_dtype` (0 when unknown); the shard headers were not read.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub index_only: bool,
+    /// Tensors named in the index's `weight_map` (index only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index_tensors: Option<u64>,
 }
 
 impl Checkpoint {
@@ -42,6 +57,89 @@ impl Checkpoint {
         }
     }
 }
+
+/// What `model.safetensors.index.json` says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Index {
+    /// `metadata.total_size`: stored bytes of every tensor.
+    pub total_size: u64,
+    /// `weight_map` keys: tensor names.
+    pub tensors: Vec<String>,
+    /// Distinct shard file names the `weight_map` points to, sorted.
+    pub shards: Vec<String>,
+}
+
+/// Parses a safetensors index. Errors say what is wrong, not where the file is
+/// (the binary names it).
+pub fn parse_index(json: &[u8]) -> Result<Index, IndexError> {
+    let bad = |what: &str| IndexError(what.to_string());
+    let v: Value = serde_json::from_slice(json).map_err(|e| bad(&e.to_string()))?;
+    let total_size = v
+        .get("metadata")
+        .and_then(|m| m.get("total_size"))
+        .and_then(|t| {
+            // Some writers store it as a float (`1.5e10`) or a string.
+            t.as_u64()
+                .or_else(|| {
+                    t.as_f64()
+                        .filter(|f| f.fract() == 0.0 && *f >= 0.0)
+                        .map(|f| f as u64)
+                })
+                .or_else(|| t.as_str().and_then(|s| s.parse().ok()))
+        })
+        .filter(|n| *n > 0)
+        .ok_or_else(|| bad("no positive metadata.total_size"))?;
+    let map = v
+        .get("weight_map")
+        .and_then(Value::as_object)
+        .filter(|m| !m.is_empty())
+        .ok_or_else(|| bad("no weight_map object"))?;
+    let mut shards = std::collections::BTreeSet::new();
+    for (name, file) in map {
+        let file = file
+            .as_str()
+            .filter(|f| !f.is_empty())
+            .ok_or_else(|| bad(&format!("weight_map[{name:?}] is not a file name")))?;
+        shards.insert(file.to_string());
+    }
+    Ok(Index {
+        total_size,
+        tensors: map.keys().cloned().collect(),
+        shards: shards.into_iter().collect(),
+    })
+}
+
+impl Checkpoint {
+    /// A checkpoint known only from its index: `total_size` stored bytes in
+    /// the config's `torch_dtype` (`bfloat16`/`float16`/`float32`), which gives
+    /// the element count. A config with a `quantization_config` or without a
+    /// float dtype keeps the stored bytes as they are (`unknown`).
+    pub fn from_index(index: &Index, torch_dtype: Option<&str>, quantized: bool) -> Checkpoint {
+        let dtype = match torch_dtype {
+            _ if quantized => None,
+            Some("bfloat16") => Some(("BF16", 2)),
+            Some("float16") => Some(("F16", 2)),
+            Some("float32") => Some(("F32", 4)),
+            _ => None,
+        };
+        let (name, elements) = match dtype {
+            Some((name, size)) => (name, index.total_size / size),
+            None => ("unknown", 0),
+        };
+        Checkpoint {
+            elements,
+            bytes: index.total_size,
+            bytes_by_dtype: BTreeMap::from([(name.to_string(), index.total_size)]),
+            index_only: true,
+            index_tensors: Some(index.tensors.len() as u64),
+        }
+    }
+}
+
+/// A `model.safetensors.index.json` that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed safetensors index: {0}")]
+pub struct IndexError(pub String);
 
 /// A header that cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -115,6 +213,40 @@ mod tests {
         assert_eq!(c.elements, 40);
         assert_eq!(c.bytes, 96);
         assert!(!c.prequantized());
+    }
+
+    #[test]
+    fn index_gives_total_size() {
+        let j = br#"{"metadata":{"total_size":32},"weight_map":{"a":"model-00001-of-00002.safetensors","b":"model-00002-of-00002.safetensors","c":"model-00002-of-00002.safetensors"}}"#;
+        let i = parse_index(j).expect("index");
+        assert_eq!(i.total_size, 32);
+        assert_eq!(i.tensors.len(), 3);
+        assert_eq!(i.shards.len(), 2);
+        let c = Checkpoint::from_index(&i, Some("bfloat16"), false);
+        assert_eq!((c.bytes, c.elements), (32, 16));
+        assert!(!c.prequantized() && c.index_only);
+        let q = Checkpoint::from_index(&i, Some("bfloat16"), true);
+        assert!(q.prequantized());
+        assert_eq!(q.bytes, 32);
+    }
+
+    #[test]
+    fn rejects_bad_indexes() {
+        for bad in [
+            &b"{"[..],
+            b"[]",
+            br#"{"weight_map":{"a":"x.safetensors"}}"#,
+            br#"{"metadata":{"total_size":0},"weight_map":{"a":"x.safetensors"}}"#,
+            br#"{"metadata":{"total_size":-5},"weight_map":{"a":"x.safetensors"}}"#,
+            br#"{"metadata":{"total_size":10},"weight_map":{}}"#,
+            br#"{"metadata":{"total_size":10},"weight_map":{"a":3}}"#,
+        ] {
+            assert!(
+                parse_index(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 
     #[test]

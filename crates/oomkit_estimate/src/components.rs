@@ -10,14 +10,17 @@ use crate::setup::{Attention, Method, Optimizer, Precision, Quant, Setup, Task};
 /// quantization stores it as 8 bits plus one fp32 per 256 blocks (+0.127);
 /// GPTQ/AWQ group 128 stores an fp16 scale and zero per group (+0.25);
 /// LLM.int8 and FP8 store one scale per row or tensor (negligible here, the
-/// row scales are added by [`weights_bytes`]).
+/// row scales are added by [`weights_bytes`]). MXFP4 (OCP Microscaling
+/// spec v1.0: 32 FP4 E2M1 values share one 8-bit E8M0 scale; transformers'
+/// `Mxfp4GptOssExperts` stores `*_blocks` as two values per uint8 and
+/// `*_scales` as one uint8 per 32) is 4 + 8/32 = 4.25 bits.
 pub fn quant_bits_x1000(q: Quant) -> u64 {
     match q {
         Quant::None => 16_000,
         Quant::Int8 | Quant::Fp8 => 8_000,
         Quant::Nf4 => 4_500,
         Quant::Nf4Dq => 4_127,
-        Quant::Int4 => 4_250,
+        Quant::Int4 | Quant::Mxfp4 => 4_250,
     }
 }
 
@@ -45,6 +48,12 @@ pub fn trainable_params(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// Quantized: the block linears at [`quant_bits_x1000`], embeddings, LM head
 /// and norms in 16-bit (QLoRA Fig. 6: a 4-bit 7B takes 5 GB, not 3.5),
 /// plus LoRA adapters at the precision's bytes when training adapters.
+/// MXFP4 covers only the MoE experts' matrices (transformers
+/// `integrations/mxfp4.py`: `replace_with_mxfp4_linear` swaps only
+/// `GptOssExperts` for `Mxfp4GptOssExperts`, whose biases are fp32; gpt-oss's
+/// `modules_to_not_convert` keeps attention, router, embeddings and LM head
+/// in bf16), which is how gpt-oss-20b/120b weigh 12.8/60.8 GiB (gpt-oss
+/// model card, arXiv 2508.10925, Table 1) and not a 4-bit total.
 pub fn weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let p = cfg.params();
     let base = if let Some(ck) = cfg.checkpoint.as_ref().filter(|_| s.quant == Quant::None) {
@@ -57,6 +66,11 @@ pub fn weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
         }
     } else if s.quant == Quant::None {
         p * s.precision.param_bytes()
+    } else if s.quant == Quant::Mxfp4 {
+        let (experts, expert_biases) = cfg.expert_params();
+        experts * quant_bits_x1000(s.quant) / 8_000
+            + expert_biases * 4
+            + (p - experts - expert_biases) * 2
     } else {
         let lin = cfg.block_linear_params();
         let rows: u64 = if s.quant == Quant::Int8 {
@@ -184,10 +198,7 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
 
 /// Is this a LayerNorm (not RMSNorm) architecture?
 fn layer_norm(cfg: &ModelConfig) -> bool {
-    matches!(
-        cfg.model_type.as_str(),
-        "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox"
-    )
+    cfg.layer_norm()
 }
 
 /// Is the residual stream fp32? Under autocast LayerNorm runs in fp32 and
@@ -324,9 +335,19 @@ fn loss_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     }
 }
 
+/// Extra vocabulary-wide β tensors of final-logit soft-capping
+/// (modeling_gemma2.py `Gemma2ForCausalLM.forward`: `logits / cap`,
+/// `tanh`, `* cap`): in training `tanh` saves its output for backward, one
+/// more β tensor than the plain head; in a full forward two of the three
+/// are alive at each step.
+fn softcap_copies(cfg: &ModelConfig) -> u64 {
+    u64::from(cfg.logit_softcap)
+}
+
 /// Logits kept for the loss (§3.6): the head output in β, the copy the loss
 /// works on (fp32 upcast, or the shifted `.contiguous()` copy in half-loss
-/// models), and log-softmax's output saved by cross-entropy.
+/// models), log-softmax's output saved by cross-entropy, and soft-capping's
+/// saved `tanh` output.
 pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let tv = s.batch * s.seq * head_width(cfg);
     let beta = s.precision.act_bytes();
@@ -336,7 +357,7 @@ pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     } else {
         0
     };
-    tv * (beta + copy + lb)
+    tv * (beta + copy + lb + softcap_copies(cfg) * beta)
 }
 
 /// The first backward step through the loss (§3.6): the gradient of the
@@ -464,7 +485,7 @@ pub fn inference_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     if s.new_tokens > 0 {
         s.batch * v * (beta + 4)
     } else {
-        s.batch * s.seq * v * beta
+        s.batch * s.seq * v * beta * (1 + softcap_copies(cfg))
     }
 }
 
@@ -544,6 +565,50 @@ mod tests {
     use super::*;
     use crate::catalogue;
     use crate::setup::LoraTargets;
+
+    #[test]
+    fn softcapping_keeps_one_more_logits_copy() {
+        let g = crate::catalogue::find("gemma-2-27b").expect("gemma");
+        assert!(g.logit_softcap);
+        let plain = ModelConfig {
+            logit_softcap: false,
+            ..g.clone()
+        };
+        let s = Setup {
+            task: Task::Train,
+            batch: 2,
+            seq: 1024,
+            ..Setup::default()
+        };
+        let tv_beta = 2 * 1024 * g.vocab * s.precision.act_bytes();
+        assert_eq!(
+            training_logits_bytes(&g, &s) - training_logits_bytes(&plain, &s),
+            tv_beta
+        );
+        assert!(
+            !crate::catalogue::find("gemma-3-27b")
+                .expect("g3")
+                .logit_softcap
+        );
+    }
+
+    /// MXFP4 covers the experts only: gpt-oss-20b is 12.8 GiB and -120b
+    /// 60.8 GiB on disk (gpt-oss model card, Table 1), not a 4-bit total.
+    #[test]
+    fn mxfp4_quantizes_only_experts() {
+        for (name, gib) in [("gpt-oss-20b", 12.8), ("gpt-oss-120b", 60.8)] {
+            let cfg = crate::catalogue::find(name).expect(name);
+            assert_eq!(cfg.native_quant, Some(Quant::Mxfp4));
+            let s = Setup {
+                quant: Quant::Mxfp4,
+                ..Setup::default()
+            };
+            let w = weights_bytes(&cfg, &s) as f64 / (1u64 << 30) as f64;
+            assert!((w - gib).abs() / gib < 0.02, "{name}: {w:.2} GiB");
+            let (experts, _) = cfg.expert_params();
+            assert!(experts > cfg.params() * 9 / 10, "{name}");
+        }
+    }
 
     #[test]
     fn mixed_adamw_is_16_bytes_per_param_plus_activations() {

@@ -68,8 +68,16 @@ pub struct ModelConfig {
     pub bias: bool,
     /// Learned absolute position (and token-type) embedding rows.
     pub position_rows: u64,
-    /// Norms per layer (2; Gemma-2 has 4).
+    /// Norms per layer (2; Gemma-2 has 4; Phi-1/2 and Falcon-7B's parallel
+    /// block have 1).
     pub norms_per_layer: u64,
+    /// `final_logit_softcapping` is set (Gemma-2): the head output goes
+    /// through `/cap`, `tanh`, `*cap`, each a new vocabulary-wide tensor.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub logit_softcap: bool,
+    /// Per-head RMSNorms on queries and keys (`q_norm`/`k_norm`: Gemma-3, Qwen3).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub qk_norm: bool,
     /// Sliding-window size, when some layers use one.
     pub sliding_window: Option<u64>,
     /// How many layers are sliding-window layers.
@@ -92,9 +100,19 @@ pub struct ModelConfig {
     /// `n_positions`, `seq_length`), when the config states it.
     pub max_positions: Option<u64>,
     /// The published checkpoint's quantization (`quantization_config.quant_method`:
-    /// `fp8` → FP8, `mxfp4`/`gptq`/`awq` → 4-bit at 4.25 bits), used when the user
-    /// does not choose `--quant`.
+    /// `fp8` → FP8, `gptq`/`awq` → 4-bit at 4.25 bits, `mxfp4` → MXFP4 on the
+    /// MoE experts only), used when the user does not choose `--quant`.
     pub native_quant: Option<crate::setup::Quant>,
+    /// Parameters outside the decoder stack: the vision tower and the
+    /// multimodal projector of a vision-language wrapper (Gemma-3's SigLIP
+    /// tower). They count in the weights; they hold no KV cache and, for a
+    /// text-only workload, no activations.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub vision_params: u64,
+    /// A catalogue config reconstructed from documented values rather than
+    /// copied from the published file (see `models/SOURCES.md`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reconstructed: bool,
     /// Exact sizes from safetensors headers beside the config, when read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<crate::checkpoint::Checkpoint>,
@@ -112,6 +130,10 @@ pub enum ConfigError {
     /// Numbers that contradict each other.
     #[error("{0}")]
     Invalid(String),
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 fn int(v: &Value, keys: &[&'static str]) -> Option<u64> {
@@ -132,6 +154,7 @@ impl ModelConfig {
         if !v.is_object() {
             return Err(ConfigError::Json("expected a JSON object".into()));
         }
+        let vision_params = vision_params(&v);
         // Multimodal wrappers (Gemma-3, Llava) keep the LM under `text_config`.
         let v = match v.get("text_config") {
             Some(t) if t.is_object() => t.clone(),
@@ -147,9 +170,17 @@ impl ModelConfig {
         let layers = need(&v, &["num_hidden_layers", "n_layer", "num_layers"])?;
         let heads = need(&v, &["num_attention_heads", "n_head"])?;
         let vocab = need(&v, &["vocab_size"])?;
-        let multi_query = v.get("multi_query").and_then(Value::as_bool) == Some(true);
-        let kv_heads = int(&v, &["num_key_value_heads", "num_kv_heads", "n_head_kv"])
-            .unwrap_or(if multi_query { 1 } else { heads });
+        let flag = |k: &str| v.get(k).and_then(Value::as_bool);
+        // Falcon (modeling_falcon.py, FalconAttention): the new decoder
+        // architecture (40B/180B) has `num_kv_heads` KV heads; otherwise
+        // `multi_query` (FalconConfig default true) means one KV head.
+        let new_decoder = mt == "falcon" && flag("new_decoder_architecture") == Some(true);
+        let multi_query = flag("multi_query").unwrap_or(mt == "falcon") && !new_decoder;
+        let kv_heads = if multi_query {
+            1
+        } else {
+            int(&v, &["num_key_value_heads", "num_kv_heads", "n_head_kv"]).unwrap_or(heads)
+        };
         if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
             return Err(ConfigError::Invalid(format!(
                 "num_key_value_heads {kv_heads} does not divide num_attention_heads {heads}"
@@ -173,12 +204,13 @@ impl ModelConfig {
             _ => act != "gelu" && act != "gelu_new" || mt.starts_with("gemma"),
         };
         let bias = matches!(mt, "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox")
+            || (mt == "falcon" && flag("bias") == Some(true))
             || v.get("attention_bias").and_then(Value::as_bool) == Some(true)
             || mt == "qwen2"
             || (mt == "qwen" && v.get("no_bias").and_then(Value::as_bool) == Some(false));
         let tied_default = matches!(
             mt,
-            "gpt2" | "bert" | "roberta" | "gemma" | "gemma2" | "gemma3_text"
+            "gpt2" | "bert" | "roberta" | "gemma" | "gemma2" | "gemma3_text" | "falcon"
         );
         let tied_embeddings = v
             .get("tie_word_embeddings")
@@ -194,6 +226,9 @@ impl ModelConfig {
         };
         let norms_per_layer = match mt {
             "phi" => 1,
+            // FalconDecoderLayer: one input_layernorm for the parallel block,
+            // ln_attn + ln_mlp for the new decoder architecture.
+            "falcon" if !new_decoder && flag("parallel_attn") != Some(false) => 1,
             m if m.starts_with("gemma2") || m.starts_with("gemma3") => 4,
             _ => 2,
         };
@@ -230,6 +265,12 @@ impl ModelConfig {
             (Some(_), None) if use_sw == Some(false) => 0,
             // Gemma-2 alternates local and global layers (modeling_gemma2.py).
             (Some(_), None) if mt == "gemma2" => layers / 2,
+            // Gemma-3: layer i is global when (i + 1) % sliding_window_pattern == 0
+            // (Gemma3TextConfig, pattern default 6).
+            (Some(_), None) if mt.starts_with("gemma3") => {
+                let pattern = int(&v, &["sliding_window_pattern"]).unwrap_or(6).max(1);
+                layers - layers / pattern
+            }
             (Some(_), None) if matches!(mt, "mistral" | "phi3") => layers,
             _ => 0,
         };
@@ -250,11 +291,13 @@ impl ModelConfig {
             .and_then(Value::as_str)
             .and_then(|m| match m {
                 "fp8" | "fbgemm_fp8" | "compressed-tensors" => Some(crate::setup::Quant::Fp8),
-                "mxfp4" | "gptq" | "awq" => Some(crate::setup::Quant::Int4),
+                "mxfp4" => Some(crate::setup::Quant::Mxfp4),
+                "gptq" | "awq" => Some(crate::setup::Quant::Int4),
                 "bitsandbytes" => None,
                 _ => None,
             });
         let hidden_dropout = positive(&["hidden_dropout_prob", "resid_pdrop", "hidden_dropout"]);
+        let qk_norm = matches!(mt, "gemma3_text" | "gemma3" | "qwen3" | "qwen3_moe");
         Ok(ModelConfig {
             id: id.to_string(),
             model_type,
@@ -270,6 +313,11 @@ impl ModelConfig {
             bias,
             position_rows,
             norms_per_layer,
+            qk_norm,
+            logit_softcap: v
+                .get("final_logit_softcapping")
+                .and_then(Value::as_f64)
+                .is_some_and(|c| c > 0.0),
             sliding_window: if sliding_layers > 0 { window } else { None },
             sliding_layers,
             moe,
@@ -283,6 +331,8 @@ impl ModelConfig {
                 &["max_position_embeddings", "n_positions", "seq_length"],
             ),
             native_quant,
+            vision_params,
+            reconstructed: false,
             checkpoint: None,
         })
     }
@@ -327,6 +377,8 @@ impl ModelConfig {
             bias: false,
             position_rows: 0,
             norms_per_layer: 2,
+            qk_norm: false,
+            logit_softcap: false,
             sliding_window: None,
             sliding_layers: 0,
             moe: None,
@@ -337,6 +389,8 @@ impl ModelConfig {
             half_precision_loss: false,
             max_positions: None,
             native_quant: None,
+            vision_params: 0,
+            reconstructed: false,
             checkpoint: None,
         };
         if heads == 0
@@ -370,7 +424,35 @@ impl ModelConfig {
         } else {
             self.vocab * self.hidden
         };
-        emb + head + self.position_rows * self.hidden + self.hidden
+        // Phi-1/2's LM head carries a bias (modeling_phi.py).
+        let head_bias = if self.model_type == "phi" {
+            self.vocab
+        } else {
+            0
+        };
+        let final_norm = if self.encoder {
+            self.hidden
+        } else {
+            self.norm_width()
+        };
+        emb + head + head_bias + self.position_rows * self.hidden + final_norm
+    }
+
+    /// LayerNorm (weight and bias) rather than RMSNorm.
+    pub fn layer_norm(&self) -> bool {
+        matches!(
+            self.model_type.as_str(),
+            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon"
+        )
+    }
+
+    /// Parameters of one norm: LayerNorm has a weight and a bias.
+    fn norm_width(&self) -> u64 {
+        if self.layer_norm() {
+            2 * self.hidden
+        } else {
+            self.hidden
+        }
     }
 
     /// The linear layers of layer `i` as (in, out, count) triples: the
@@ -429,29 +511,37 @@ impl ModelConfig {
     pub fn layer_params(&self, i: u64) -> u64 {
         let lin = self.layer_linears(i);
         let weights: u64 = lin.iter().map(|(_, a, b, n)| a * b * n).sum();
+        // Qwen2 (modeling_qwen2.py) has biases on q/k/v only.
+        let qkv_only = self.model_type == "qwen2";
         let biases: u64 = if self.bias {
-            lin.iter().map(|(_, _, b, n)| b * n).sum()
+            lin.iter()
+                .filter(|(name, ..)| !qkv_only || matches!(*name, "q_proj" | "k_proj" | "v_proj"))
+                .map(|(_, _, b, n)| b * n)
+                .sum()
         } else {
             0
         };
-        let norm_width = if matches!(
-            self.model_type.as_str(),
-            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox"
-        ) {
-            2 * self.hidden // LayerNorm: weight + bias
+        let norm_width = self.norm_width();
+        let qk_norms = if self.qk_norm { 2 * self.head_dim } else { 0 };
+        // gpt-oss keeps one learned attention-sink logit per head (`sinks`).
+        let sinks = if self.model_type == "gpt_oss" {
+            self.heads
         } else {
-            self.hidden
+            0
         };
         let mla_norms = self
             .mla
             .as_ref()
             .map_or(0, |m| m.q_lora_rank + m.kv_lora_rank);
-        weights + biases + self.norms_per_layer * norm_width + mla_norms
+        weights + biases + self.norms_per_layer * norm_width + qk_norms + sinks + mla_norms
     }
 
-    /// Total parameters P (tied embeddings counted once).
+    /// Total parameters P (tied embeddings counted once), with the vision
+    /// tower of a multimodal wrapper.
     pub fn params(&self) -> u64 {
-        self.embedding_params() + (0..self.layers).map(|i| self.layer_params(i)).sum::<u64>()
+        self.embedding_params()
+            + (0..self.layers).map(|i| self.layer_params(i)).sum::<u64>()
+            + self.vision_params
     }
 
     /// Parameters in linear layers inside the blocks (what bitsandbytes
@@ -463,6 +553,20 @@ impl ModelConfig {
             .sum()
     }
 
+    /// The MoE expert matrices (gate/up/down of every routed and shared
+    /// expert; not the router) and their biases: what MXFP4 quantizes.
+    pub fn expert_params(&self) -> (u64, u64) {
+        let Some(moe) = &self.moe else {
+            return (0, 0);
+        };
+        (moe.dense_layers.min(self.layers)..self.layers)
+            .flat_map(|i| self.layer_linears(i))
+            .filter(|(name, ..)| matches!(*name, "gate_proj" | "up_proj" | "down_proj"))
+            .fold((0, 0), |(w, b), (_, a, out, n)| {
+                (w + a * out * n, b + if self.bias { out * n } else { 0 })
+            })
+    }
+
     /// Parameters one token actually uses in an MoE layer's MLP relative to
     /// all experts: `(active + shared) / (experts + shared)`; 1 for dense.
     pub fn active_expert_fraction(&self) -> f64 {
@@ -470,6 +574,43 @@ impl ModelConfig {
             (m.active + m.shared) as f64 / (m.experts + m.shared) as f64
         })
     }
+}
+
+/// Parameters of a Gemma-3 wrapper's vision side: the SigLIP vision tower
+/// (`vision_config`, modeling_siglip.py: patch-embedding conv with bias,
+/// one learned position row per patch, per layer q/k/v/o and fc1/fc2 with
+/// biases and two LayerNorms, a post LayerNorm, and the attention-pooling
+/// head when `vision_use_head`) plus `Gemma3MultiModalProjector` (a
+/// vision × text matrix and an RMSNorm of vision width). Missing keys take
+/// `SiglipVisionConfig`'s defaults. 0 for every other config.
+fn vision_params(top: &Value) -> u64 {
+    let is_gemma3 = top.get("model_type").and_then(Value::as_str) == Some("gemma3");
+    let (Some(vc), Some(text_hidden)) = (
+        top.get("vision_config").filter(|_| is_gemma3),
+        top.get("text_config")
+            .and_then(|t| int(t, &["hidden_size"])),
+    ) else {
+        return 0;
+    };
+    let h = int(vc, &["hidden_size"]).unwrap_or(768);
+    let f = int(vc, &["intermediate_size"]).unwrap_or(3072);
+    let layers = int(vc, &["num_hidden_layers"]).unwrap_or(12);
+    let channels = int(vc, &["num_channels"]).unwrap_or(3);
+    let image = int(vc, &["image_size"]).unwrap_or(224);
+    let patch = int(vc, &["patch_size"]).unwrap_or(16).max(1);
+    let patches = (image / patch) * (image / patch);
+    let embeddings = channels * patch * patch * h + h + patches * h;
+    let mlp = h * f + f + f * h + h;
+    let layer = 4 * (h * h + h) + mlp + 2 * 2 * h;
+    let head = if vc.get("vision_use_head").and_then(Value::as_bool) != Some(false) {
+        // SiglipMultiheadAttentionPoolingHead: probe, nn.MultiheadAttention
+        // (in_proj 3h×h + 3h, out_proj h×h + h), LayerNorm, MLP.
+        h + 4 * (h * h + h) + 2 * h + mlp
+    } else {
+        0
+    };
+    let projector = h * text_hidden + h;
+    embeddings + layers * layer + 2 * h + head + projector
 }
 
 /// Shape overrides for `--params`.
@@ -551,6 +692,58 @@ mod tests {
             let err = (got - want).abs() / want;
             assert!(err < 0.015, "{id}: {got} vs {want} ({:.2} %)", err * 100.0);
         }
+    }
+
+    /// The reconstructed configs give exactly what transformers builds from
+    /// them (sum of `p.numel()` on the meta device, transformers 5.23:
+    /// bench/estimate-oracle/param_counts.py), and those counts agree with
+    /// the published totals: GPT-NeoX-20B 20.55B (paper), Falcon-7B 6.92B
+    /// (tied head), StableLM-Alpha 3B 3.6B, Gemma-2 27B 27.2B, Gemma-3 27B
+    /// 27.4B with its SigLIP tower.
+    #[test]
+    fn reconstructed_configs_match_transformers_exactly() {
+        let cases: &[(&str, u64)] = &[
+            ("EleutherAI/gpt-neox-20b", 20_554_567_680),
+            ("stabilityai/stablelm-base-alpha-3b", 3_637_321_728),
+            ("tiiuae/falcon-7b", 6_921_720_704),
+            ("tiiuae/falcon-40b", 41_303_293_952),
+            ("google/gemma-2-27b", 27_227_128_320),
+            ("google/gemma-3-27b-it", 27_432_406_640),
+            // Fixed alongside (Qwen2 q/k/v-only biases, gpt-oss sinks, Phi head bias).
+            ("Qwen/Qwen2.5-0.5B", 494_032_768),
+            ("openai/gpt-oss-20b", 20_914_757_184),
+            ("microsoft/phi-2", 2_779_683_840),
+            ("Qwen/Qwen3-8B", 8_190_735_360),
+        ];
+        for (id, want) in cases {
+            assert_eq!(p(id), *want, "{id}");
+        }
+    }
+
+    #[test]
+    fn falcon_attention_variants() {
+        let base = r#""model_type":"falcon","hidden_size":256,"num_hidden_layers":2,"num_attention_heads":8,"vocab_size":100"#;
+        let kv = |extra: &str| {
+            ModelConfig::from_hf_json("f", &format!("{{{base}{extra}}}"))
+                .expect("falcon")
+                .kv_heads
+        };
+        // FalconConfig defaults to multi_query = true.
+        assert_eq!(kv(""), 1);
+        assert_eq!(kv(r#","multi_query":false"#), 8);
+        assert_eq!(
+            kv(r#","new_decoder_architecture":true,"num_kv_heads":2"#),
+            2
+        );
+        assert_eq!(kv(r#","new_decoder_architecture":true"#), 8);
+    }
+
+    #[test]
+    fn gemma3_vision_tower_only_for_gemma3() {
+        let g3 = catalogue::find("gemma-3-27b").expect("g3");
+        assert_eq!(g3.vision_params, 416_866_032 + 6_193_152 + 1152);
+        assert_eq!(g3.sliding_layers, 52);
+        assert_eq!(catalogue::find("gemma-2-27b").expect("g2").vision_params, 0);
     }
 
     #[test]

@@ -38,6 +38,14 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
             String::new()
         }
     );
+    if let Some(ck) = cfg.checkpoint.as_ref().filter(|c| c.index_only) {
+        let _ = writeln!(
+            o,
+            "  weights from the safetensors index: total_size {} over {} tensors (shard files not read)",
+            Bytes(ck.bytes),
+            ck.index_tensors.unwrap_or(0)
+        );
+    }
     let c = &est.components;
     let rows = [
         ("weights", c.weights_bytes),

@@ -74,6 +74,10 @@ pub enum Quant {
     Int4,
     /// FP8 weights with per-tensor scales.
     Fp8,
+    /// OCP MXFP4 on the MoE experts only, as a checkpoint ships it
+    /// (gpt-oss `quantization_config.quant_method: "mxfp4"`): not a `--quant`
+    /// choice, only read from a config.
+    Mxfp4,
 }
 
 /// Optimizer.

@@ -3,7 +3,7 @@
 //! does not fit the chosen GPU.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use oomkit_estimate::checkpoint::{self, Checkpoint};
@@ -66,9 +66,14 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
             let cfg = catalogue::find(id)?;
             writeln!(
                 out,
-                "{id:<40} {:<16} {:>8}",
+                "{id:<40} {:<16} {:>8}{}",
                 catalogue::alias(id),
-                oomkit_estimate::model::human_count(cfg.params())
+                oomkit_estimate::model::human_count(cfg.params()),
+                if cfg.reconstructed {
+                    "  (reconstructed config)"
+                } else {
+                    ""
+                }
             )?;
         }
         for (id, alias, p) in image::MODELS {
@@ -392,8 +397,20 @@ fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
     }
     let looks_like_path = path.exists() || name.ends_with(".json");
     if looks_like_path {
+        // A bare `model.safetensors.index.json` stands for its folder: the
+        // config.json beside it, and the index itself for the weights.
+        let index = is_index(path).then(|| path.to_path_buf());
         let file = if path.is_dir() {
             path.join("config.json")
+        } else if index.is_some() {
+            let config = path.with_file_name("config.json");
+            if !config.is_file() {
+                bail!(
+                    "{}: no config.json beside this safetensors index (it gives the weights' size, not the architecture)",
+                    path.display()
+                );
+            }
+            config
         } else {
             path.to_path_buf()
         };
@@ -407,8 +424,18 @@ fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
         let mut cfg = ModelConfig::from_hf_json(id, &text).with_context(|| {
             format!("{}: not a usable Hugging Face config.json", file.display())
         })?;
-        let dir = file.parent().unwrap_or(Path::new("."));
-        cfg.checkpoint = read_safetensors(dir)?;
+        let dir = match file.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let index = index.or_else(|| {
+            let p = dir.join(INDEX_NAME);
+            p.is_file().then_some(p)
+        });
+        cfg.checkpoint = match index {
+            Some(ix) => read_index(&ix, dir, &text)?,
+            None => read_safetensors(dir)?,
+        };
         return Ok(cfg);
     }
     Ok(catalogue::find(name)?)
@@ -440,15 +467,49 @@ fn read_gguf(path: &Path) -> anyhow::Result<ModelConfig> {
     }
 }
 
+/// The index file transformers writes beside sharded safetensors.
+const INDEX_NAME: &str = "model.safetensors.index.json";
+
+/// Is this path a safetensors index (`*.safetensors.index.json`)?
+fn is_index(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.to_ascii_lowercase().ends_with(".safetensors.index.json"))
+}
+
+/// Reads a safetensors index: when every shard it names is in `dir`, their
+/// headers (exact); otherwise its `metadata.total_size`, with the config's
+/// `torch_dtype` for the element count.
+fn read_index(index: &Path, dir: &Path, config: &str) -> anyhow::Result<Option<Checkpoint>> {
+    let bytes = std::fs::read(index).with_context(|| format!("cannot read {}", index.display()))?;
+    let ix = checkpoint::parse_index(&bytes).with_context(|| index.display().to_string())?;
+    let shards: Vec<_> = ix.shards.iter().map(|s| dir.join(s)).collect();
+    if shards.iter().all(|s| s.is_file()) {
+        return read_headers(shards);
+    }
+    let v: serde_json::Value = serde_json::from_str(config).unwrap_or_default();
+    let dtype = v
+        .get("torch_dtype")
+        .or_else(|| v.get("dtype"))
+        .and_then(serde_json::Value::as_str);
+    let quantized = v.get("quantization_config").is_some();
+    Ok(Some(Checkpoint::from_index(&ix, dtype, quantized)))
+}
+
 /// Sums the headers of every `*.safetensors` file in `dir` (never the data).
 fn read_safetensors(dir: &Path) -> anyhow::Result<Option<Checkpoint>> {
-    use std::io::Read;
-    let mut files: Vec<_> = std::fs::read_dir(dir)
+    let files: Vec<_> = std::fs::read_dir(dir)
         .with_context(|| format!("cannot list {}", dir.display()))?
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
         .collect();
+    read_headers(files)
+}
+
+/// Sums the headers of these `*.safetensors` files (never the data).
+fn read_headers(mut files: Vec<PathBuf>) -> anyhow::Result<Option<Checkpoint>> {
+    use std::io::Read;
     if files.is_empty() {
         return Ok(None);
     }

@@ -567,3 +567,181 @@ fn image_models_listed() {
         assert!(t.contains(id), "{t}");
     }
 }
+
+/// The reconstructed catalogue configs: listed and marked, reachable by their
+/// short names, with the parameter counts transformers builds from them
+/// (bench/estimate-oracle/param_counts.py: sum of p.numel() on the meta device).
+#[test]
+fn reconstructed_models_listed_with_exact_params() {
+    let list = stdout(&est(&["--list-models"]));
+    let cases: &[(&str, &str, u64)] = &[
+        ("tiiuae/falcon-7b", "falcon-7b", 6_921_720_704),
+        ("tiiuae/falcon-40b", "falcon-40b", 41_303_293_952),
+        ("EleutherAI/gpt-neox-20b", "neox-20b", 20_554_567_680),
+        (
+            "stabilityai/stablelm-base-alpha-3b",
+            "stablelm-3b",
+            3_637_321_728,
+        ),
+        ("google/gemma-2-27b", "gemma-2-27b", 27_227_128_320),
+        ("google/gemma-3-27b-it", "gemma-3-27b", 27_432_406_640),
+    ];
+    for (id, short, params) in cases {
+        let line = list
+            .lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("{id} not listed:\n{list}"));
+        assert!(line.contains(short), "{line}");
+        assert!(line.contains("(reconstructed config)"), "{line}");
+        let out = est(&[short, "--format", "json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v = json(&out);
+        assert_eq!(v["model"]["id"], *id);
+        assert_eq!(v["model"]["params"], *params, "{id}");
+        assert_eq!(v["model"]["reconstructed"], true, "{id}");
+    }
+    let gpt2 = json(&est(&["gpt2", "--format", "json"]));
+    assert!(gpt2["model"].get("reconstructed").is_none());
+}
+
+#[test]
+fn falcon_and_gemma_shapes() {
+    let m = |name: &str| json(&est(&[name, "--format", "json"]))["model"].clone();
+    let f7 = m("falcon-7b");
+    assert_eq!(
+        (f7["kv_heads"].as_u64(), f7["norms_per_layer"].as_u64()),
+        (Some(1), Some(1))
+    );
+    assert_eq!(f7["bias"], false);
+    assert_eq!(f7["tied_embeddings"], true);
+    let f40 = m("falcon-40b");
+    assert_eq!(
+        (f40["kv_heads"].as_u64(), f40["norms_per_layer"].as_u64()),
+        (Some(8), Some(2))
+    );
+    let neox = m("neox-20b");
+    assert_eq!(neox["tied_embeddings"], false);
+    assert_eq!(neox["bias"], true);
+    let g2 = m("gemma-2-27b");
+    assert_eq!(
+        (g2["head_dim"].as_u64(), g2["sliding_layers"].as_u64()),
+        (Some(128), Some(23))
+    );
+    let g3 = m("gemma-3-27b");
+    // 62 layers, every 6th global: 52 sliding-window layers of 1024.
+    assert_eq!(
+        (g3["sliding_layers"].as_u64(), g3["sliding_window"].as_u64()),
+        (Some(52), Some(1024))
+    );
+    // SigLIP tower + projector: 416,866,032 + 6,194,304.
+    assert_eq!(g3["vision_params"], 423_060_336u64);
+}
+
+/// gpt-oss ships MXFP4 experts and bf16 everything else; the model card gives
+/// the checkpoints as 12.8 GiB (20b) and 60.8 GiB (120b).
+#[test]
+fn gpt_oss_weights_match_published_checkpoints() {
+    for (name, gib) in [("gpt-oss-20b", 12.8), ("gpt-oss-120b", 60.8)] {
+        let v = json(&est(&[name, "--format", "json"]));
+        assert_eq!(v["setup"]["quant"], "mxfp4");
+        let w = v["components"]["weights_bytes"].as_f64().expect("weights") / (1u64 << 30) as f64;
+        assert!((w - gib).abs() / gib < 0.02, "{name}: {w:.2} GiB vs {gib}");
+    }
+}
+
+fn index_dir(index: &str, torch_dtype: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = format!(
+        r#"{{"model_type":"llama","hidden_size":64,"intermediate_size":128,
+        "num_hidden_layers":2,"num_attention_heads":4,"vocab_size":100,"torch_dtype":"{torch_dtype}"}}"#
+    );
+    fs::write(dir.path().join("config.json"), cfg).expect("write");
+    fs::write(dir.path().join("model.safetensors.index.json"), index).expect("write");
+    dir
+}
+
+const INDEX: &str = r#"{"metadata":{"total_size":3000000},"weight_map":{
+    "model.embed_tokens.weight":"model-00001-of-00002.safetensors",
+    "lm_head.weight":"model-00002-of-00002.safetensors"}}"#;
+
+#[test]
+fn bare_safetensors_index_gives_weights() {
+    let dir = index_dir(INDEX, "bfloat16");
+    let ix = dir.path().join("model.safetensors.index.json");
+    let ix = ix.to_str().expect("utf8");
+    let out = est(&[ix, "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["components"]["weights_bytes"], 3_000_000);
+    assert_eq!(v["model"]["checkpoint"]["index_only"], true);
+    assert_eq!(v["model"]["checkpoint"]["index_tensors"], 2);
+    assert_eq!(v["model"]["checkpoint"]["elements"], 1_500_000);
+    // fp32 doubles the bf16 elements; the folder finds the index too.
+    let v = json(&est(&[
+        dir.path().to_str().expect("utf8"),
+        "--precision",
+        "fp32",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["components"]["weights_bytes"], 6_000_000);
+    let text = stdout(&est(&[ix]));
+    assert!(
+        text.contains("weights from the safetensors index"),
+        "{text}"
+    );
+    // An unknown dtype keeps total_size as the weights.
+    let dir = index_dir(INDEX, "auto");
+    let v = json(&est(&[
+        dir.path().to_str().expect("utf8"),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["components"]["weights_bytes"], 3_000_000);
+}
+
+#[test]
+fn index_with_its_shards_reads_the_headers() {
+    let dir = index_dir(INDEX, "bfloat16");
+    let h = r#"{"w":{"dtype":"BF16","shape":[1000,1000],"data_offsets":[0,2000000]}}"#;
+    for shard in [
+        "model-00001-of-00002.safetensors",
+        "model-00002-of-00002.safetensors",
+    ] {
+        fs::write(dir.path().join(shard), safetensors(h)).expect("write");
+    }
+    let v = json(&est(&[
+        dir.path().to_str().expect("utf8"),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["components"]["weights_bytes"], 4_000_000);
+    assert!(v["model"]["checkpoint"].get("index_only").is_none());
+}
+
+#[test]
+fn bad_safetensors_index_is_one_line_error() {
+    for bad in [
+        "{",
+        r#"{"weight_map":{"a":"x.safetensors"}}"#,
+        r#"{"metadata":{"total_size":10},"weight_map":{"a":7}}"#,
+    ] {
+        let dir = index_dir(bad, "bfloat16");
+        let ix = dir.path().join("model.safetensors.index.json");
+        let out = est(&[ix.to_str().expect("utf8")]);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let e = stderr(&out);
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(e.contains("model.safetensors.index.json"), "{e}");
+        assert!(e.contains("malformed safetensors index"), "{e}");
+    }
+    // An index with no config.json beside it.
+    let dir = tempfile::tempdir().expect("tmp");
+    let ix = dir.path().join("model.safetensors.index.json");
+    fs::write(&ix, INDEX).expect("write");
+    let out = est(&[ix.to_str().expect("utf8")]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert_eq!(e.lines().count(), 1, "{e}");
+    assert!(e.contains("no config.json"), "{e}");
+}
