@@ -160,6 +160,7 @@ fn trains(s: &Setup, name: &str) -> bool {
 /// - MLP, gated: gate output, SiLU output and up output (3f) always, the
 ///   input (h) and the product (f, `down_proj`'s input) when they train;
 ///   fc1/GELU: fc1 output (f), plus input h and GELU output f when trained;
+///   a composite `gelu_new` saves four f-wide tensors ([`ModelConfig::composite_gelu`]);
 ///   MoE tokens pass through `active` experts, plus fp32 router logits;
 /// - norms: RMSNorm saves its fp32-upcast input (2h) and, when its weight
 ///   trains, the normalized bf16 tensor (h); LayerNorm saves its input (h).
@@ -179,6 +180,8 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
         let down = if trains(s, "down_proj") { f } else { 0 };
         if cfg.glu {
             3 * f + down
+        } else if cfg.composite_gelu {
+            4 * f + down
         } else {
             f + down + if full || down > 0 { f } else { 0 }
         }
@@ -457,7 +460,8 @@ pub fn cache_growth_slack_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u6
 /// The prefill transient of one layer at `seq` prompt tokens (§3.8): the
 /// residual stream and norm output plus the larger of the attention working
 /// set (q, k, v, output; eager adds the a·s² scores in β and the fp32 softmax)
-/// and the MLP working set (gate, up and their product: 3f; fc1 and GELU: 2f).
+/// and the MLP working set (gate, up and their product: 3f; fc1 and GELU: 2f;
+/// a composite `gelu_new`: 4f).
 pub fn prefill_transient_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let beta = s.precision.act_bytes();
     let t = s.batch * s.seq;
@@ -472,7 +476,12 @@ pub fn prefill_transient_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
         Some(m) => m.intermediate * m.active.max(1) + m.intermediate * m.shared,
         None => cfg.intermediate,
     };
-    let mlp = t * f * if cfg.glu { 3 } else { 2 } * beta;
+    let live = if cfg.glu || cfg.composite_gelu {
+        3 + u64::from(cfg.composite_gelu)
+    } else {
+        2
+    };
+    let mlp = t * f * live * beta;
     2 * t * h * beta + attn.max(mlp)
 }
 

@@ -64,6 +64,13 @@ pub struct ModelConfig {
     pub tied_embeddings: bool,
     /// Gated MLP (SwiGLU/GeGLU: gate, up, down) rather than fc1/fc2.
     pub glu: bool,
+    /// The MLP activation is transformers' `NewGELUActivation` (`gelu_new`:
+    /// GPT-2, Phi-1/1.5/2), written as eight elementwise Python ops rather
+    /// than one fused kernel: autograd saves four f-wide tensors (the input,
+    /// `tanh`'s output, `0.5·x` and `1 + tanh`) where a fused GELU saves one,
+    /// and inference holds four at once (transformers `activations.py`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub composite_gelu: bool,
     /// Linear layers carry biases.
     pub bias: bool,
     /// Learned absolute position (and token-type) embedding rows.
@@ -310,6 +317,7 @@ impl ModelConfig {
             vocab,
             tied_embeddings,
             glu,
+            composite_gelu: !glu && act == "gelu_new",
             bias,
             position_rows,
             norms_per_layer,
@@ -379,6 +387,7 @@ impl ModelConfig {
             norms_per_layer: 2,
             qk_norm: false,
             logit_softcap: false,
+            composite_gelu: false,
             sliding_window: None,
             sliding_layers: 0,
             moe: None,
