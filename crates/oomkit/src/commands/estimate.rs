@@ -160,6 +160,12 @@ fn image_run(
             m.id
         );
     }
+    if args.tp != 1 || args.pp != 1 {
+        bail!(
+            "{} is an image model: --tp/--pp are modelled for text models only",
+            m.id
+        );
+    }
     let (fp32, fp16) = match args.precision {
         EstPrecision::Fp32 => (true, false),
         EstPrecision::Fp16 => (false, true),
@@ -287,9 +293,17 @@ fn serve(
             writeln!(out)?;
         }
         Format::Human => {
+            let per_gpu = if setup.tp * setup.pp > 1 {
+                format!(
+                    ", tensor_parallel_size {} × pipeline_parallel_size {}; per GPU",
+                    setup.tp, setup.pp
+                )
+            } else {
+                String::new()
+            };
             writeln!(
                 out,
-                "{} on {} with vLLM (gpu_memory_utilization {u})",
+                "{} on {} with vLLM (gpu_memory_utilization {u}{per_gpu})",
                 cfg.id, gpu.id
             )?;
             writeln!(out)?;
@@ -302,12 +316,21 @@ fn serve(
             ] {
                 writeln!(out, "  {k:<13}{:>11}", oomkit_core::Bytes(b).to_string())?;
             }
+            if setup.tp * setup.pp > 1 {
+                writeln!(
+                    out,
+                    "  {:<13}{:>11}",
+                    "KV, all GPUs",
+                    oomkit_core::Bytes(r.kv_pool_total_bytes).to_string()
+                )?;
+            }
             writeln!(out)?;
             writeln!(
                 out,
                 "  {} tokens in {} blocks of 16; max concurrency {:.2}x at max_model_len {}",
                 r.kv_tokens, r.blocks, r.max_concurrency, r.max_model_len
             )?;
+            writeln!(out, "  {}", r.command)?;
             writeln!(out)?;
             let non_kv = r.weights_bytes + r.activation_bytes + r.non_torch_bytes;
             if fits {
@@ -536,7 +559,9 @@ fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
         lora_targets: targets,
         kv_bits,
         foreach: !a.no_foreach,
-        gpus: a.gpus,
+        gpus: a.gpus.unwrap_or(a.tp.saturating_mul(a.pp)),
+        tp: a.tp,
+        pp: a.pp,
         zero: if a.fsdp { 3 } else { a.zero },
         offload: match a.offload {
             EstOffload::None => Offload::None,
@@ -544,5 +569,7 @@ fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
             EstOffload::Params => Offload::Params,
         },
     };
-    Ok(s.validate()?)
+    let s = s.validate()?;
+    s.check_model(cfg)?;
+    Ok(s)
 }
