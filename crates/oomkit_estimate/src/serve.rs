@@ -136,6 +136,31 @@ pub fn vllm(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total_bytes: u64) -> Ser
     }
 }
 
+/// The smallest `--tensor-parallel-size` (2, 4 or 8: one node) that the
+/// heads allow ([`Setup::check_model`]) and at which one request of
+/// `max_model_len` fits, for a setup without tensor or pipeline parallelism
+/// that does not fit; with its report (per GPU).
+pub fn smallest_tp(
+    cfg: &ModelConfig,
+    s: &Setup,
+    a: &VllmArgs,
+    total_bytes: u64,
+) -> Option<(u64, ServeReport)> {
+    if s.tp > 1 || s.pp > 1 {
+        return None;
+    }
+    [2, 4, 8].into_iter().find_map(|tp| {
+        let t = Setup {
+            tp,
+            gpus: tp,
+            ..s.clone()
+        };
+        t.check_model(cfg).ok()?;
+        let r = vllm(cfg, &t, a, total_bytes);
+        r.fits.then_some((tp, r))
+    })
+}
+
 /// `vllm serve` with the flags that decide the pool.
 fn command(cfg: &ModelConfig, s: &Setup, a: &VllmArgs) -> String {
     let mut cmd = format!(
@@ -210,5 +235,10 @@ mod tests {
         );
         assert!(two.kv_tokens > 2 * one.kv_tokens);
         assert!(two.command.contains("--tensor-parallel-size 2"));
+        assert!(smallest_tp(&cfg, &Setup::default(), &args(0.9), total).is_some());
+        let big = catalogue::find("meta-llama/Llama-3.1-70B").expect("model");
+        let (tp, r) = smallest_tp(&big, &Setup::default(), &args(0.9), total).expect("tp");
+        assert_eq!(tp, 2, "70B bf16 = 141 GB: two H100s");
+        assert!(r.fits);
     }
 }

@@ -11,7 +11,7 @@ use oomkit_estimate::fit::{self, Fit};
 use oomkit_estimate::gguf;
 use oomkit_estimate::image;
 use oomkit_estimate::model::parse_count;
-use oomkit_estimate::serve::{VllmArgs, vllm};
+use oomkit_estimate::serve::{VllmArgs, smallest_tp, vllm};
 use oomkit_estimate::{
     Attention, BareShape, Estimate, LoraTargets, Method, ModelConfig, Offload, Optimizer,
     Precision, Quant, Setup, Task, catalogue, estimate, render,
@@ -261,6 +261,11 @@ fn serve(
     };
     let r = vllm(cfg, setup, &vargs, gpu.usable().get());
     let fits = r.fits && r.requested_bytes <= gpu.usable().get();
+    let split = if fits {
+        None
+    } else {
+        smallest_tp(cfg, setup, &vargs, gpu.usable().get())
+    };
     match args.format {
         Format::Json => {
             let components = oomkit_estimate::Components {
@@ -286,7 +291,14 @@ fn serve(
                     "usable_bytes": gpu.usable().get(),
                     "fits": fits,
                     "headroom_bytes": gpu.usable().get() as i64 - r.requested_bytes as i64,
-                    "plan": [],
+                    "plan": split.as_ref().map(|(tp, t)| vec![serde_json::json!({
+                        "change": format!("tensor parallelism over {tp} GPUs"),
+                        "remedy": "vllm-tensor-parallel",
+                        "saves_bytes": r.weights_bytes.saturating_sub(t.weights_bytes),
+                        "peak_after_bytes": t.requested_bytes,
+                        "config": t.command,
+                    })]).unwrap_or_default(),
+                    "plan_fits": fits || split.is_some(),
                 },
             });
             serde_json::to_writer_pretty(&mut *out, &v)?;
@@ -335,6 +347,12 @@ fn serve(
             let non_kv = r.weights_bytes + r.activation_bytes + r.non_torch_bytes;
             if fits {
                 writeln!(out, "fits on {}", gpu.id)?;
+            } else if let Some((tp, t)) = &split {
+                writeln!(
+                    out,
+                    "does not fit on one {}: tensor parallelism over {tp} GPUs holds {} tokens, {:.2}x at max_model_len {} [vllm-tensor-parallel]\n       {}",
+                    gpu.id, t.kv_tokens, t.max_concurrency, t.max_model_len, t.command
+                )?;
             } else if non_kv >= r.requested_bytes {
                 writeln!(
                     out,

@@ -676,6 +676,14 @@ fn vllm_tensor_parallel_pool() {
     let out = est(&base);
     assert_eq!(out.status.code(), Some(1), "70B bf16 does not fit one H100");
     let one = json(&out);
+    let step = &one["fit"]["plan"][0];
+    assert_eq!(step["remedy"], "vllm-tensor-parallel", "{one}");
+    assert!(
+        step["config"]
+            .as_str()
+            .is_some_and(|c| c.contains("--tensor-parallel-size 2"))
+    );
+    assert_eq!(one["fit"]["plan_fits"], true);
     let out = est(&[&base[..], &["--tp", "4"]].concat());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
