@@ -233,8 +233,10 @@ pub fn eager_score_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 
 /// Autocast keeps a half-precision copy of every weight a matmul uses,
 /// saved for backward until the layer's backward runs (mixed precision only).
+/// Not under ZeRO/FSDP: their mixed precision holds the module itself in
+/// 16-bit (DeepSpeed's layout, FSDP's `param_dtype`; see [`sharded_states`]).
 pub fn autocast_weight_copies_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    if !matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16) {
+    if !matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16) || s.zero >= 1 {
         return 0;
     }
     let head = if cfg.encoder {

@@ -48,7 +48,8 @@ pub struct Fit {
     pub plan: Vec<Step>,
     /// Whether the plan reaches a fit.
     pub plan_fits: bool,
-    /// With several GPUs for inference: a balanced `from_pretrained` placement.
+    /// With several GPUs for inference (no tensor or pipeline parallelism): a
+    /// balanced `from_pretrained` placement.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_map: Option<String>,
 }
@@ -292,7 +293,7 @@ fn shorter(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, 
 }
 
 fn more_gpus(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, String)> {
-    if s.task != Task::Infer {
+    if s.task != Task::Infer || s.tp > 1 || s.pp > 1 {
         return None;
     }
     let n = (s.gpus + 1..=16).find(|&n| {
@@ -381,7 +382,8 @@ pub fn fit(cfg: &ModelConfig, s: &Setup, gpu: &'static Gpu, est: &Estimate) -> F
         },
         plan,
         plan_fits,
-        device_map: (s.task == Task::Infer && s.gpus > 1).then(|| device_map(s.gpus, usable)),
+        device_map: (s.task == Task::Infer && s.gpus > 1 && s.tp == 1 && s.pp == 1)
+            .then(|| device_map(s.gpus, usable)),
     }
 }
 
