@@ -35,7 +35,7 @@ pub enum Command {
     /// MODEL is a catalogue id (Hugging Face repo id or alias, see --list-models),
     /// a config.json path or a folder holding one; or use --params.
     /// Exit status: 0 estimated (and fits the --gpu), 1 does not fit the --gpu, 2 error.
-    Estimate(EstimateArgs),
+    Estimate(Box<EstimateArgs>),
 }
 
 #[derive(Debug, clap::Args)]
@@ -112,9 +112,17 @@ pub struct EstimateArgs {
     /// the multi-tensor path.
     #[arg(long)]
     pub no_foreach: bool,
-    /// Data-parallel GPUs (per-GPU numbers are reported).
+    /// GPUs in all (default: tp × pp); the data-parallel degree is gpus / (tp × pp).
+    /// Per-GPU numbers are reported.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub gpus: Option<u64>,
+    /// Tensor-parallel degree (Megatron-style, with sequence parallelism; vLLM
+    /// --tensor-parallel-size); must divide the attention heads.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
-    pub gpus: u64,
+    pub tp: u64,
+    /// Pipeline-parallel degree (1F1B; micro-batches per step = --grad-accum).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub pp: u64,
     /// DeepSpeed ZeRO stage.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
     pub zero: u8,

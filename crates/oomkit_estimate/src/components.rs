@@ -247,8 +247,10 @@ pub fn eager_score_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 
 /// Autocast keeps a half-precision copy of every weight a matmul uses,
 /// saved for backward until the layer's backward runs (mixed precision only).
+/// Not under ZeRO/FSDP: their mixed precision holds the module itself in
+/// 16-bit (DeepSpeed's layout, FSDP's `param_dtype`; see [`sharded_states`]).
 pub fn autocast_weight_copies_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    if !matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16) {
+    if !matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16) || s.zero >= 1 {
         return 0;
     }
     let head = if cfg.encoder {
@@ -294,11 +296,41 @@ pub fn layer_activation_bytes(cfg: &ModelConfig, s: &Setup, layer: u64, b: u64, 
     bytes
 }
 
-/// Training activations kept alive at the end of the forward pass (§3.5):
-/// every layer, the embedding output and the final norm; with HF gradient
-/// checkpointing only each layer's input (h per token) plus one layer's full
-/// activations while it is recomputed.
+/// Training activations kept alive at the end of the forward pass on the
+/// busiest GPU: the first pipeline stage with
+/// [`in_flight_micro_batches`] micro-batches saved (see
+/// [`stage_activations_bytes`]).
 pub fn training_activations_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    stage_activations_bytes(cfg, s, in_flight_micro_batches(s))
+}
+
+/// Micro-batches whose activations the first pipeline stage holds at once
+/// under the 1F1B schedule: `pp`, or fewer when a step has fewer
+/// micro-batches (`--grad-accum`, the micro-batches per step). Narayanan et
+/// al. 2021 §2.2 (PipeDream-Flush: "at most p micro-batches in flight");
+/// Korthikanti et al. 2022 §4.2.3: the first stage holds L layers' worth of
+/// activations whatever p is; Megatron's `theoretical_memory_usage.py`
+/// discounts by min(1, micro-batches/PP) (§2.5). One without pipelining.
+pub fn in_flight_micro_batches(s: &Setup) -> u64 {
+    if s.pp > 1 { s.pp.min(s.grad_accum) } else { 1 }
+}
+
+/// Layers on one pipeline stage: ⌈L/pp⌉ (Megatron and vLLM split the layers
+/// evenly; the busiest stage takes the remainder).
+pub fn stage_layers(cfg: &ModelConfig, s: &Setup) -> u64 {
+    cfg.layers.div_ceil(s.pp.max(1))
+}
+
+/// Activations one GPU keeps alive at the end of the forward pass (§3.5)
+/// with `micro_batches` micro-batches in flight: every layer of its pipeline
+/// stage ([`stage_layers`]), the embedding output and the final norm; with HF
+/// gradient checkpointing only each layer's input (h per token) plus one
+/// layer's full activations while it is recomputed. Tensor parallelism is
+/// taken with sequence parallelism (Megatron's recommended setting, and the
+/// one its `theoretical_memory_usage.py` assumes): every saved tensor is
+/// split over the `tp` ranks, Korthikanti et al. 2022 §4.2.2,
+/// (sbh/t)·(34 + 5·a·s/h). Autocast's weight copies follow the weights.
+pub fn stage_activations_bytes(cfg: &ModelConfig, s: &Setup, micro_batches: u64) -> u64 {
     let stream = if fp32_stream(cfg, s) {
         4
     } else {
@@ -306,20 +338,16 @@ pub fn training_activations_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     };
     let t = s.batch * s.seq;
     let edges = 3 * t * cfg.hidden * stream;
-    let copies = autocast_weight_copies_bytes(cfg, s);
-    if s.grad_checkpointing {
-        let one = (0..cfg.layers)
-            .map(|i| layer_activation_bytes(cfg, s, i, s.batch, s.seq))
-            .max()
-            .unwrap_or(0);
-        cfg.layers * t * cfg.hidden * stream + one + edges + copies
+    let copies = model_share(cfg, s.pp, s.tp, autocast_weight_copies_bytes(cfg, s));
+    let layers = 0..stage_layers(cfg, s);
+    let layer = |i| layer_activation_bytes(cfg, s, i, s.batch, s.seq);
+    let (saved, recompute) = if s.grad_checkpointing {
+        let one = layers.clone().map(layer).max().unwrap_or(0);
+        (layers.count() as u64 * t * cfg.hidden * stream, one)
     } else {
-        (0..cfg.layers)
-            .map(|i| layer_activation_bytes(cfg, s, i, s.batch, s.seq))
-            .sum::<u64>()
-            + edges
-            + copies
-    }
+        (layers.map(layer).sum::<u64>(), 0)
+    };
+    ((saved + edges) * micro_batches + recompute) / s.tp.max(1) + copies
 }
 
 /// Output rows the head produces per token: the vocabulary for causal LMs,
@@ -351,8 +379,12 @@ fn softcap_copies(cfg: &ModelConfig) -> u64 {
 /// works on (fp32 upcast, or the shifted `.contiguous()` copy in half-loss
 /// models), log-softmax's output saved by cross-entropy, and soft-capping's
 /// saved `tanh` output.
+///
+/// With tensor parallelism the head and the cross-entropy are vocabulary
+/// parallel (Megatron `VocabParallelEmbedding`/`vocab_parallel_cross_entropy`):
+/// each rank holds V/t of every row (Korthikanti et al. 2022 §4.3: s·b·V/t).
 pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    let tv = s.batch * s.seq * head_width(cfg);
+    let tv = s.batch * s.seq * head_width(cfg).div_ceil(s.tp.max(1));
     let beta = s.precision.act_bytes();
     let lb = loss_bytes(cfg, s);
     let copy = if lb != beta || cfg.half_precision_loss {
@@ -364,9 +396,10 @@ pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 }
 
 /// The first backward step through the loss (§3.6): the gradient of the
-/// log-softmax input is allocated while everything saved is still alive.
+/// log-softmax input is allocated while everything saved is still alive
+/// (V/t columns per rank under tensor parallelism, as [`training_logits_bytes`]).
 pub fn loss_backward_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    s.batch * s.seq * head_width(cfg) * loss_bytes(cfg, s)
+    s.batch * s.seq * head_width(cfg).div_ceil(s.tp.max(1)) * loss_bytes(cfg, s)
 }
 
 /// Optimizer-step temporaries (§3.7): torch's foreach AdamW/Lion/SGD
@@ -462,6 +495,8 @@ pub fn cache_growth_slack_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u6
 /// set (q, k, v, output; eager adds the a·s² scores in β and the fp32 softmax)
 /// and the MLP working set (gate, up and their product: 3f; fc1 and GELU: 2f;
 /// a composite `gelu_new`: 4f).
+/// Tensor parallelism splits the heads and the intermediate over `tp` ranks
+/// (Megatron column/row-parallel linears); the residual stream stays whole.
 pub fn prefill_transient_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let beta = s.precision.act_bytes();
     let t = s.batch * s.seq;
@@ -482,7 +517,7 @@ pub fn prefill_transient_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
         2
     };
     let mlp = t * f * live * beta;
-    2 * t * h * beta + attn.max(mlp)
+    2 * t * h * beta + attn.max(mlp) / s.tp.max(1)
 }
 
 /// Logits during inference (§3.8): `generate` keeps only the last position
@@ -512,6 +547,23 @@ pub fn cuda_context_bytes() -> u64 {
     1_343_000_000 + 32 * 1024 * 1024
 }
 
+/// NCCL communication buffers on each GPU when GPUs talk over NCCL
+/// (training on more than one GPU: DDP/ZeRO/FSDP collectives; tensor or
+/// pipeline parallelism). NCCL allocates them with `cudaMalloc`/cuMem
+/// outside PyTorch's caching allocator, so nvidia-smi shows them and
+/// `max_memory_allocated` does not. We take 2 GiB per GPU:
+/// `memory-estimation.md` §2.8 and §3.9 ("NCCL about 2 GiB/GPU at TP ≥ 2":
+/// the llm-d planner report measured ≈ 2.1 GiB per GPU on H100 with vLLM
+/// v0.19; vLLM PR #10511 logs non-torch memory going from 1.79 to 3.58 GiB
+/// between TP=1 and TP=2). Assumption: the same per-GPU size for data-parallel
+/// and pipeline communicators (NCCL sizes buffers per channel and peer,
+/// NCCL_BUFFSIZE 4 MiB for the Simple protocol, not per parameter). HF
+/// inference split with `device_map` copies tensors between GPUs without NCCL.
+pub fn nccl_bytes(s: &Setup) -> u64 {
+    let nccl = s.tp > 1 || s.pp > 1 || (s.task == Task::Train && s.gpus > 1);
+    if nccl { 2 << 30 } else { 0 }
+}
+
 /// PyTorch's caching allocator reserves more than is allocated (§3.9:
 /// reserved/allocated 1.0–1.3): freed transient blocks of one size cannot
 /// always serve another, and blocks round up to 2 MiB. We take the static
@@ -532,18 +584,86 @@ pub fn precision_name(p: Precision) -> &'static str {
     }
 }
 
-/// Per-GPU model states under ZeRO/FSDP (§2.4, §3.4: ZeRO-1 shards the
+/// Parameters on the busiest GPU when the layers are split into `stages`
+/// consecutive groups (pipeline stages, or accelerate's `device_map="auto"`):
+/// ⌈L/stages⌉ layers' share of the block parameters plus the input
+/// embedding or the head (first and last stage; a tied embedding is held by
+/// both, as Megatron keeps a copy on the last stage). One stage: everything.
+pub fn stage_params(cfg: &ModelConfig, stages: u64) -> u64 {
+    let p = cfg.params();
+    if stages <= 1 {
+        return p;
+    }
+    let emb = cfg.embedding_params().min(p);
+    let per_layer = (p - emb) / cfg.layers.max(1);
+    let edge = if cfg.tied_embeddings { emb } else { emb / 2 };
+    per_layer * cfg.layers.div_ceil(stages) + edge
+}
+
+/// The busiest GPU's share of a model-sized quantity `total` (weights,
+/// gradients, optimizer states, autocast copies) under `stages` layer-wise
+/// stages and tensor parallelism `tp`: [`stage_params`] / P, then / tp
+/// (Megatron splits every block linear and the vocabulary over the tp ranks;
+/// norms are replicated but negligible). `memory-estimation.md` §2.5
+/// (Transformer Math 101, 3D parallel: model/(PP·TP)) and §2.3 (llm-analysis:
+/// weights per layer / t, embedding / t).
+pub fn model_share(cfg: &ModelConfig, stages: u64, tp: u64, total: u64) -> u64 {
+    let p = cfg.params().max(1);
+    let here = stage_params(cfg, stages).min(p);
+    (u128::from(total) * u128::from(here) / u128::from(p) / u128::from(tp.max(1))) as u64
+}
+
+/// Is this autocast mixed precision (fp32 model, half-precision compute)?
+fn mixed(s: &Setup) -> bool {
+    matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16)
+}
+
+/// Whole-model states (weights, gradients, optimizer, step temporaries)
+/// before any sharding. Mixed precision under ZeRO (any stage, or FSDP)
+/// uses DeepSpeed's layout (ZeRO paper, Rajbhandari et al. 2020 §3 and
+/// §5: K = 12, 16 B/param = 2 fp16 weights + 2 fp16 gradients + 12 of fp32
+/// master weights, m and v in the optimizer): the module in 16-bit, 16-bit
+/// gradients, and the fp32 master copy counted with the optimizer states so
+/// that ZeRO-1 shards it. Without ZeRO, PyTorch AMP keeps the fp32 model
+/// itself (§3.1–3.3: 4 + 4 + 8).
+fn model_states(cfg: &ModelConfig, s: &Setup) -> (u64, u64, u64, u64) {
+    let step = optimizer_step_bytes(cfg, s);
+    if s.zero == 0 || !mixed(s) {
+        return (
+            weights_bytes(cfg, s),
+            gradients_bytes(cfg, s),
+            optimizer_bytes(cfg, s),
+            step,
+        );
+    }
+    let half = Setup {
+        precision: Precision::Bf16,
+        ..s.clone()
+    };
+    let t = trainable_params(cfg, s);
+    let master = 4 * t;
+    (
+        weights_bytes(cfg, &half),
+        2 * t,
+        master + optimizer_bytes(cfg, s),
+        step,
+    )
+}
+
+/// Per-GPU model states under tensor/pipeline parallelism and ZeRO/FSDP.
+/// First the busiest GPU's share of the model ([`model_share`]: 1/(tp·pp) of
+/// the blocks, the embedding or head / tp), then ZeRO over the data-parallel
+/// degree `dp = gpus/(tp·pp)` only (§2.4, §3.4: ZeRO-1 shards the
 /// optimizer, ZeRO-2 also the gradients, ZeRO-3/FSDP also the weights, which
-/// are gathered a layer at a time: the gathered layer plus the prefetched
-/// next one). Optimizer offload removes states and the step from the GPU;
-/// parameter offload leaves only the gathered layers. Returns (weights,
-/// gradients, optimizer, step temporaries) per GPU.
+/// are gathered a layer at a time in 16-bit: the gathered layer plus the
+/// prefetched next one, DeepSpeed's 4·LL). Optimizer offload removes states
+/// and the step from the GPU; parameter offload leaves only the gathered
+/// layers. Returns (weights, gradients, optimizer, step temporaries) per GPU.
 pub fn sharded_states(cfg: &ModelConfig, s: &Setup) -> (u64, u64, u64, u64) {
-    let n = s.gpus.max(1);
-    let mut w = weights_bytes(cfg, s);
-    let mut g = gradients_bytes(cfg, s);
-    let mut o = optimizer_bytes(cfg, s);
-    let mut step = optimizer_step_bytes(cfg, s);
+    let n = s.dp();
+    let share = |b| model_share(cfg, s.pp, s.tp, b);
+    let (w, g, o, step) = model_states(cfg, s);
+    let (mut w, mut g, mut o, mut step) = (share(w), share(g), share(o), share(step));
     if s.zero >= 1 {
         o /= n;
         step /= n;
@@ -556,7 +676,12 @@ pub fn sharded_states(cfg: &ModelConfig, s: &Setup) -> (u64, u64, u64, u64) {
             .map(|i| cfg.layer_params(i))
             .max()
             .unwrap_or(0);
-        let gathered = 2 * largest * s.precision.param_bytes();
+        let gathered_bytes = if mixed(s) {
+            2
+        } else {
+            s.precision.param_bytes()
+        };
+        let gathered = 2 * largest * gathered_bytes / s.tp.max(1);
         w = w / n + gathered;
         if s.offload == crate::setup::Offload::Params {
             w = gathered;
@@ -567,6 +692,26 @@ pub fn sharded_states(cfg: &ModelConfig, s: &Setup) -> (u64, u64, u64, u64) {
         step = 0;
     }
     (w, g, o, step)
+}
+
+/// Bytes of KV cache per GPU for a whole-model cache of `bytes` split over
+/// `stages` layer-wise stages and `tp` tensor-parallel ranks: each rank
+/// holds its KV heads (Megatron/vLLM give each rank n_kv/t heads and
+/// replicate them when n_kv < t: llm-analysis's max(n_kv/t, 1), §2.3; MLA in
+/// transformers caches per-head keys, split like the heads).
+pub fn kv_share(cfg: &ModelConfig, stages: u64, tp: u64, bytes: u64) -> u64 {
+    bytes.div_ceil(stages.max(1)) / kv_tp_divisor(cfg, tp)
+}
+
+/// By how much tensor parallelism divides the cache: `tp`, capped at the
+/// number of KV heads (replicated beyond it).
+pub fn kv_tp_divisor(cfg: &ModelConfig, tp: u64) -> u64 {
+    let heads = if cfg.mla.is_some() {
+        cfg.heads
+    } else {
+        cfg.kv_heads
+    };
+    tp.min(heads.max(1)).max(1)
 }
 
 #[cfg(test)]
@@ -688,8 +833,11 @@ mod tests {
             )
         };
         assert_eq!(z(0).2, 8 * p);
-        assert_eq!(z(1).2, 8 * p / 8);
-        assert_eq!(z(2).1, 4 * p / 8);
+        // DeepSpeed's mixed-precision layout: fp32 master + m + v (12 B) sharded.
+        assert_eq!(z(1).0, 2 * p);
+        assert_eq!(z(1).1, 2 * p);
+        assert_eq!(z(1).2, 12 * p / 8);
+        assert_eq!(z(2).1, 2 * p / 8);
         assert!(z(3).0 < 4 * p / 4);
         let off = sharded_states(
             &cfg,
@@ -700,6 +848,120 @@ mod tests {
             },
         );
         assert_eq!(off.2, 0);
+    }
+
+    fn train(gpus: u64, tp: u64, pp: u64, zero: u8) -> Setup {
+        Setup {
+            task: Task::Train,
+            precision: Precision::MixedBf16,
+            gpus,
+            tp,
+            pp,
+            zero,
+            ..Setup::default()
+        }
+    }
+
+    #[test]
+    fn zero_over_16_bytes_per_param_matches_the_zero_paper() {
+        // Rajbhandari et al. 2020 §3/§5: P_os+g+p = 16Ψ/N_d; P_os = 4Ψ + 12Ψ/N_d.
+        let cfg = catalogue::find("meta-llama/Llama-2-7b-hf").expect("model");
+        let p = cfg.params();
+        let sum = |s: &Setup| {
+            let (w, g, o, _) = sharded_states(&cfg, s);
+            w + g + o
+        };
+        assert_eq!(sum(&train(8, 1, 1, 1)), 4 * p + 12 * p / 8);
+        let z3 = sum(&train(8, 1, 1, 3));
+        let largest = (0..cfg.layers).map(|i| cfg.layer_params(i)).max().unwrap();
+        assert_eq!(z3, 2 * p / 8 + 2 * largest * 2 + 2 * p / 8 + 12 * p / 8);
+    }
+
+    #[test]
+    fn tensor_parallel_divides_model_states() {
+        let cfg = catalogue::find("meta-llama/Llama-3.1-70B").expect("model");
+        let one = sharded_states(&cfg, &train(1, 1, 1, 0));
+        let tp8 = sharded_states(&cfg, &train(8, 8, 1, 0));
+        assert_eq!(tp8.0, one.0 / 8);
+        assert_eq!(tp8.2, one.2 / 8);
+        let tp2 = sharded_states(&cfg, &train(2, 2, 1, 0));
+        assert_eq!(tp2.0, one.0 / 2);
+    }
+
+    #[test]
+    fn pipeline_stage_holds_its_layers_and_one_edge() {
+        let cfg = catalogue::find("meta-llama/Llama-3.1-8B").expect("model");
+        let p = cfg.params();
+        let emb = cfg.embedding_params();
+        let per_layer = (p - emb) / cfg.layers;
+        // 32 layers over 4 stages: 8 layers plus the embedding (or the head).
+        assert_eq!(stage_params(&cfg, 4), 8 * per_layer + emb / 2);
+        assert_eq!(stage_params(&cfg, 1), p);
+        let s = train(4, 1, 4, 0);
+        assert_eq!(stage_layers(&cfg, &s), 8);
+        let w = sharded_states(&cfg, &s).0;
+        assert_eq!(w, model_share(&cfg, 4, 1, weights_bytes(&cfg, &s)));
+        assert!(w < weights_bytes(&cfg, &s) / 3);
+    }
+
+    #[test]
+    fn zero_shards_over_data_parallel_only() {
+        // 16 GPUs as tp 2 × pp 1 × dp 8: ZeRO-1 divides the optimizer by 8, not 16.
+        let cfg = catalogue::find("meta-llama/Llama-3.1-8B").expect("model");
+        let s = train(16, 2, 1, 1);
+        assert_eq!(s.dp(), 8);
+        let (_, _, o, _) = sharded_states(&cfg, &s);
+        let whole = 12 * cfg.params();
+        assert_eq!(o, model_share(&cfg, 1, 2, whole) / 8);
+    }
+
+    #[test]
+    fn activations_follow_korthikanti_with_sequence_parallelism() {
+        let cfg = catalogue::find("meta-llama/Llama-3.1-8B").expect("model");
+        let s = |tp, pp, accum| Setup {
+            grad_accum: accum,
+            seq: 2048,
+            ..train(tp * pp, tp, pp, 0)
+        };
+        let one = training_activations_bytes(&cfg, &s(1, 1, 1));
+        let tp4 = training_activations_bytes(&cfg, &s(4, 1, 1));
+        // Everything saved splits over the tp ranks (SP); weight copies too.
+        assert!((tp4 as i128 - one as i128 / 4).abs() <= 2, "{tp4} {one}");
+        // 1F1B: the first of 4 stages keeps 4 micro-batches of its 8 layers,
+        // about the whole model's activations (Korthikanti §4.2.3).
+        let pp4 = training_activations_bytes(&cfg, &s(1, 4, 8));
+        let last = stage_activations_bytes(&cfg, &s(1, 4, 8), 1);
+        let copies = model_share(&cfg, 4, 1, autocast_weight_copies_bytes(&cfg, &s(1, 4, 8)));
+        assert_eq!(pp4 - copies, 4 * (last - copies));
+        assert!(pp4 < one, "{pp4} {one}");
+        // One micro-batch per step: nothing else in flight.
+        assert_eq!(in_flight_micro_batches(&s(1, 4, 1)), 1);
+    }
+
+    #[test]
+    fn tensor_parallel_splits_kv_heads_until_replicated() {
+        let cfg = catalogue::find("meta-llama/Llama-3.1-8B").expect("model");
+        assert_eq!(cfg.kv_heads, 8);
+        assert_eq!(kv_share(&cfg, 1, 2, 1 << 20), 1 << 19);
+        // 16 ranks, 8 KV heads: each head lives on two ranks.
+        assert_eq!(kv_share(&cfg, 1, 16, 1 << 20), 1 << 17);
+    }
+
+    #[test]
+    fn nccl_buffers_only_with_collectives() {
+        assert_eq!(nccl_bytes(&Setup::default()), 0);
+        assert_eq!(nccl_bytes(&train(8, 1, 1, 0)), 2 << 30);
+        let split = Setup {
+            gpus: 2,
+            ..Setup::default()
+        };
+        assert_eq!(nccl_bytes(&split), 0, "device_map copies without NCCL");
+        let tp = Setup {
+            gpus: 2,
+            tp: 2,
+            ..Setup::default()
+        };
+        assert_eq!(nccl_bytes(&tp), 2 << 30);
     }
 
     #[test]

@@ -48,7 +48,8 @@ pub struct Fit {
     pub plan: Vec<Step>,
     /// Whether the plan reaches a fit.
     pub plan_fits: bool,
-    /// With several GPUs for inference: a balanced `from_pretrained` placement.
+    /// With several GPUs for inference (no tensor or pipeline parallelism): a
+    /// balanced `from_pretrained` placement.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device_map: Option<String>,
 }
@@ -204,6 +205,32 @@ fn offload(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)
     })
 }
 
+/// Tensor parallelism over the GPUs already given (training, no tp or pp
+/// yet): the largest power of two up to 8 (one NVLink node) that divides
+/// `--gpus` and that the heads allow ([`Setup::check_model`]). It also
+/// splits the activations, which ZeRO does not.
+fn tensor_parallel(s: &Setup, cfg: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
+    if s.task != Task::Train || s.gpus < 2 || s.tp > 1 || s.pp > 1 {
+        return None;
+    }
+    let tp = [8, 4, 2].into_iter().find(|&tp| {
+        let t = Setup { tp, ..s.clone() };
+        s.gpus.is_multiple_of(tp) && t.check_model(cfg).is_ok()
+    })?;
+    let t = Setup { tp, ..s.clone() };
+    Some((
+        t,
+        format!(
+            "tensor parallelism over {tp} of the {} GPUs (Megatron-style, sequence parallel)",
+            s.gpus
+        ),
+        format!(
+            "torchrun --nproc-per-node {} pretrain_gpt.py --tensor-model-parallel-size {tp} --sequence-parallel  # Megatron-LM",
+            s.gpus
+        ),
+    ))
+}
+
 const BNB_4BIT: &str = "BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)";
 
 fn quant8(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
@@ -266,7 +293,7 @@ fn shorter(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, 
 }
 
 fn more_gpus(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, String)> {
-    if s.task != Task::Infer {
+    if s.task != Task::Infer || s.tp > 1 || s.pp > 1 {
         return None;
     }
     let n = (s.gpus + 1..=16).find(|&n| {
@@ -297,6 +324,7 @@ pub const LADDER: &[(&str, Apply)] = &[
     ("qlora", qlora),
     ("zero-sharding", zero3),
     ("cpu-offload", offload),
+    ("model-parallel", tensor_parallel),
     ("quantize-8bit", quant8),
     ("quantize-4bit", quant4),
     ("reduce-batch", smaller_batch),
@@ -354,7 +382,8 @@ pub fn fit(cfg: &ModelConfig, s: &Setup, gpu: &'static Gpu, est: &Estimate) -> F
         },
         plan,
         plan_fits,
-        device_map: (s.task == Task::Infer && s.gpus > 1).then(|| device_map(s.gpus, usable)),
+        device_map: (s.task == Task::Infer && s.gpus > 1 && s.tp == 1 && s.pp == 1)
+            .then(|| device_map(s.gpus, usable)),
     }
 }
 
@@ -399,6 +428,29 @@ mod tests {
         assert!(f.plan_fits, "{:?}", f.plan);
         let last = f.plan.last().expect("steps");
         assert!(last.peak_after_bytes <= f.usable_bytes);
+    }
+
+    #[test]
+    fn plan_suggests_tensor_parallelism_over_the_gpus() {
+        let cfg = catalogue::find("meta-llama/Llama-3.1-70B").expect("model");
+        let s = Setup {
+            task: Task::Train,
+            method: Method::Qlora,
+            quant: Quant::Nf4Dq,
+            grad_checkpointing: true,
+            gpus: 8,
+            seq: 32768,
+            ..Setup::default()
+        };
+        let gpu = oomkit_core::gpus::find("h100-sxm").expect("gpu");
+        let est = estimate(&cfg, &s);
+        let f = fit(&cfg, &s, gpu, &est);
+        assert!(!f.fits);
+        let step = f
+            .plan
+            .iter()
+            .find(|st| st.config.contains("--tensor-model-parallel-size 8"));
+        assert!(step.is_some(), "{:?}", f.plan);
     }
 
     #[test]

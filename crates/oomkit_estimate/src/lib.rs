@@ -46,7 +46,8 @@ pub struct Components {
     /// Short-lived tensors at the peak (loss backward, optimizer step,
     /// dequantization, cache growth).
     pub temporaries_bytes: u64,
-    /// CUDA context and library workspaces (not in PyTorch's counters).
+    /// CUDA context, library workspaces and NCCL buffers (not in PyTorch's
+    /// counters).
     pub cuda_context_bytes: u64,
 }
 
@@ -95,33 +96,55 @@ impl Phase {
 }
 
 /// Estimates peak memory for `cfg` under `s` (validated with
-/// [`Setup::validate`]). The peak is the largest of the phases (§3.7):
-/// training compares the start of backward (everything saved plus the loss
-/// gradient) with the optimizer step (gradients plus step temporaries);
-/// inference compares prefill (prompt cache plus one layer's working set)
-/// with the end of decoding (full cache plus one layer's growth copy).
+/// [`Setup::validate`]) on the busiest GPU. The peak is the largest of the
+/// phases (§3.7): training compares the start of backward (everything saved
+/// plus the loss gradient) with the optimizer step (gradients plus step
+/// temporaries); with pipeline parallelism the start of backward is checked
+/// on the first stage (most micro-batches in flight) and on the last (one
+/// micro-batch plus the logits). Inference compares prefill (prompt cache
+/// plus one layer's working set) with the end of decoding (full cache plus
+/// one layer's growth copy).
 pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
     let weights = c::weights_bytes(cfg, s);
-    let ctx = c::cuda_context_bytes();
+    let ctx = c::cuda_context_bytes() + c::nccl_bytes(s);
     let phases: Vec<Phase> = match s.task {
         Task::Train => {
             let (weights, grads, opt, step_tmp) = c::sharded_states(cfg, s);
             // With accumulation, the previous micro-batches' gradients stay alive
             // through the forward and backward of the next ones (§3.7).
             let live_grads = if s.grad_accum > 1 { grads } else { 0 };
-            let backward = Phase {
+            let backward = |activations, logits, loss| Phase {
                 name: "backward",
                 parts: Components {
                     weights_bytes: weights,
                     gradients_bytes: live_grads,
                     optimizer_bytes: opt,
-                    activations_bytes: c::training_activations_bytes(cfg, s),
-                    logits_bytes: c::training_logits_bytes(cfg, s),
-                    temporaries_bytes: c::loss_backward_bytes(cfg, s) + c::dequant_bytes(cfg, s),
+                    activations_bytes: activations,
+                    logits_bytes: logits,
+                    temporaries_bytes: loss + c::dequant_bytes(cfg, s),
                     ..Components::default()
                 },
                 extra_reserved: 0,
             };
+            let logits = c::training_logits_bytes(cfg, s);
+            let loss = c::loss_backward_bytes(cfg, s);
+            let mut v = Vec::new();
+            if s.pp > 1 {
+                // First stage: pp micro-batches in flight, no head; last: one
+                // micro-batch and the loss.
+                v.push(backward(c::training_activations_bytes(cfg, s), 0, 0));
+                v.push(backward(
+                    c::stage_activations_bytes(cfg, s, 1),
+                    logits,
+                    loss,
+                ));
+            } else {
+                v.push(backward(
+                    c::training_activations_bytes(cfg, s),
+                    logits,
+                    loss,
+                ));
+            }
             let step = Phase {
                 name: "optimizer-step",
                 parts: Components {
@@ -133,14 +156,18 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
                 },
                 extra_reserved: 0,
             };
-            vec![backward, step]
+            v.push(step);
+            v
         }
         Task::Infer => {
             let total = s.seq + s.new_tokens;
-            // `device_map="auto"` over `gpus` GPUs places whole layers in order:
-            // the busiest GPU holds 1/N of the blocks and of the cache plus the
-            // embedding (or the head) — see [`split_share`].
+            // Tensor parallelism splits every layer over `tp` ranks; the GPUs
+            // beyond it (`device_map="auto"`, or pipeline stages) place whole
+            // layers in order: the busiest GPU holds 1/N of the blocks and of
+            // the cache plus the embedding (or the head) — see [`split_share`].
             let weights = split_share(cfg, s, weights);
+            let stages = s.gpus / s.tp.max(1);
+            let kv = |tokens| c::kv_share(cfg, stages, s.tp, c::kv_cache_bytes(cfg, s, tokens));
             let prefill = Phase {
                 name: if s.new_tokens > 0 {
                     "prefill"
@@ -151,11 +178,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
                     weights_bytes: weights,
                     activations_bytes: c::prefill_transient_bytes(cfg, s),
                     logits_bytes: c::inference_logits_bytes(cfg, s),
-                    kv_cache_bytes: if s.new_tokens > 0 {
-                        c::kv_cache_bytes(cfg, s, s.seq).div_ceil(s.gpus.max(1))
-                    } else {
-                        0
-                    },
+                    kv_cache_bytes: if s.new_tokens > 0 { kv(s.seq) } else { 0 },
                     temporaries_bytes: c::dequant_bytes(cfg, s),
                     ..Components::default()
                 },
@@ -168,12 +191,14 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
                     parts: Components {
                         weights_bytes: weights,
                         logits_bytes: c::inference_logits_bytes(cfg, s),
-                        kv_cache_bytes: c::kv_cache_bytes(cfg, s, total).div_ceil(s.gpus.max(1)),
+                        kv_cache_bytes: kv(total),
                         temporaries_bytes: c::cache_growth_bytes(cfg, s, total)
+                            / c::kv_tp_divisor(cfg, s.tp)
                             + c::dequant_bytes(cfg, s),
                         ..Components::default()
                     },
-                    extra_reserved: c::cache_growth_slack_bytes(cfg, s, total),
+                    extra_reserved: c::cache_growth_slack_bytes(cfg, s, total)
+                        / c::kv_tp_divisor(cfg, s.tp),
                 });
             }
             v
@@ -209,25 +234,14 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
     }
 }
 
-/// Weights on the busiest GPU when inference is split layer-wise over
-/// `s.gpus` GPUs (accelerate's `device_map="auto"`): ⌈L/N⌉ layers' share of
-/// the block weights plus the larger of the input embedding and the head
-/// (they land on the first and last GPU). One GPU: all weights.
+/// Weights on the busiest GPU for inference: tensor parallelism divides
+/// every layer by `tp`, and the `gpus / tp` groups split the layers in order
+/// (accelerate's `device_map="auto"` or pipeline stages): ⌈L/N⌉ layers'
+/// share of the block weights plus the larger of the input embedding and the
+/// head ([`components::model_share`]). One GPU: all weights.
 pub fn split_share(cfg: &ModelConfig, s: &Setup, weights: u64) -> u64 {
-    let n = s.gpus.max(1);
-    if n == 1 || s.task != Task::Infer {
+    if s.task != Task::Infer {
         return weights;
     }
-    let emb_params = cfg.embedding_params();
-    let emb_bytes =
-        (u128::from(weights) * u128::from(emb_params) / u128::from(cfg.params().max(1))) as u64;
-    let blocks = weights - emb_bytes;
-    let per_layer = blocks / cfg.layers.max(1);
-    let layers_here = cfg.layers.div_ceil(n);
-    let edge = if cfg.tied_embeddings {
-        emb_bytes
-    } else {
-        emb_bytes / 2
-    };
-    per_layer * layers_here + edge
+    c::model_share(cfg, s.gpus / s.tp.max(1), s.tp, weights)
 }

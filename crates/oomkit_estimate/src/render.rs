@@ -46,6 +46,9 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
             ck.index_tensors.unwrap_or(0)
         );
     }
+    if s.gpus > 1 || s.tp > 1 || s.pp > 1 {
+        let _ = writeln!(o, "{}", parallel_line(s));
+    }
     let c = &est.components;
     let rows = [
         ("weights", c.weights_bytes),
@@ -120,6 +123,30 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
         crate::render::plan(&mut o, &f.plan, f.plan_fits);
     }
     o
+}
+
+/// How the GPUs are used; the numbers below are the busiest GPU's.
+fn parallel_line(s: &Setup) -> String {
+    let tp = s.tp.max(1);
+    if s.task == crate::setup::Task::Infer {
+        return format!(
+            "per GPU (the busiest of {}): tensor parallel {tp} × {} layer-wise stages",
+            s.gpus,
+            s.gpus / tp
+        );
+    }
+    let zero = if s.zero > 0 {
+        format!(", ZeRO-{} over data parallel", s.zero)
+    } else {
+        String::new()
+    };
+    format!(
+        "per GPU (the busiest of {}): tensor {} × pipeline {} × data {}{zero}",
+        s.gpus,
+        tp,
+        s.pp,
+        s.dp()
+    )
 }
 
 /// The plan as people read it, shared by text and image models: one line per

@@ -7,6 +7,12 @@
 //! pool = requested − non-KV; blocks = ⌊pool / block bytes⌋ with
 //! block bytes = 2 · block_size(16) · n_kv · d_head · dtype bytes · L;
 //! tokens = blocks · 16; max concurrency = tokens / max_model_len.
+//!
+//! With `--tensor-parallel-size t` and `--pipeline-parallel-size p` every
+//! number is per GPU (vLLM profiles each worker and takes the smallest pool):
+//! the GPU holds 1/t of ⌈L/p⌉ layers' weights and KV heads, so a block on it
+//! is 1/(t·p) of a whole block and a token's cache is spread over all t·p
+//! GPUs: tokens = per-GPU blocks · 16.
 
 use serde::Serialize;
 
@@ -51,34 +57,50 @@ pub struct ServeReport {
     pub kv_tokens: u64,
     /// `--max-model-len` used.
     pub max_model_len: u64,
+    /// Tensor-parallel size.
+    pub tensor_parallel_size: u64,
+    /// Pipeline-parallel size.
+    pub pipeline_parallel_size: u64,
+    /// The KV pool over all `tp · pp` GPUs.
+    pub kv_pool_total_bytes: u64,
     /// Requests of `max_model_len` tokens served at once.
     pub max_concurrency: f64,
     /// At least one request of `max_model_len` fits (vLLM refuses to start otherwise).
     pub fits: bool,
+    /// Paste-ready `vllm serve` flags for this setup.
+    pub command: String,
 }
 
 /// vLLM's non-torch memory on one GPU without tensor parallelism: 0.25 GiB on an
-/// H100 at v0.19 (llm-d report, §2.8 K2/K5: 0.24–0.25 GiB).
-pub fn non_torch_bytes() -> u64 {
-    256 << 20
+/// H100 at v0.19 (llm-d report, §2.8 K2/K5: 0.24–0.25 GiB); with tensor or
+/// pipeline parallelism plus the NCCL buffers ([`c::nccl_bytes`]), which
+/// vLLM's profiler counts as non-torch memory.
+pub fn non_torch_bytes(s: &Setup) -> u64 {
+    (256 << 20) + c::nccl_bytes(s)
 }
 
 /// Block bytes: 2 (K and V) · 16 tokens · n_kv · d_head · dtype · L; sliding
 /// layers are ignored here (vLLM allocates them from the same pool by block);
 /// MLA caches the latent (kv_lora_rank + rope dim) once per layer.
+/// Per GPU: the ⌈L/pp⌉ layers of its stage and n_kv/t KV heads (replicated
+/// when n_kv < t, [`c::kv_tp_divisor`]); the MLA latent is not split by
+/// tensor parallelism (every rank keeps the whole latent).
 pub fn block_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let per_token_layer = match &cfg.mla {
         Some(m) => m.kv_lora_rank + m.rope_dim,
-        None => 2 * cfg.kv_heads * cfg.head_dim,
+        None => 2 * cfg.kv_heads * cfg.head_dim / c::kv_tp_divisor(cfg, s.tp),
     };
-    BLOCK_SIZE * per_token_layer * cfg.layers * s.kv_bits / 8
+    BLOCK_SIZE * per_token_layer * c::stage_layers(cfg, s) * s.kv_bits / 8
 }
 
 /// The profile run's activation peak: one layer's prefill working set at
 /// `max_num_batched_tokens` tokens, plus the sampler's fp32 logits for
-/// `max_num_seqs` sequences.
+/// `max_num_seqs` sequences. Taken without the tensor-parallel split: vLLM
+/// PR #10511 logs the same activation peak (1.26 GiB) per GPU for
+/// Llama-3-8B at TP=1 and TP=2 (§2.8).
 pub fn profile_activation_bytes(cfg: &ModelConfig, s: &Setup, a: &VllmArgs) -> u64 {
     let mut p = s.clone();
+    p.tp = 1;
     p.batch = 1;
     p.seq = a.max_num_batched_tokens;
     p.new_tokens = 0;
@@ -88,9 +110,9 @@ pub fn profile_activation_bytes(cfg: &ModelConfig, s: &Setup, a: &VllmArgs) -> u
 /// The pool on a GPU with `total_bytes` of memory.
 pub fn vllm(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total_bytes: u64) -> ServeReport {
     let requested = (total_bytes as f64 * a.gpu_memory_utilization).ceil() as u64;
-    let weights = c::weights_bytes(cfg, s);
+    let weights = c::model_share(cfg, s.pp, s.tp, c::weights_bytes(cfg, s));
     let activation = profile_activation_bytes(cfg, s, a);
-    let non_torch = non_torch_bytes();
+    let non_torch = non_torch_bytes(s);
     let pool = requested.saturating_sub(weights + activation + non_torch);
     let bb = block_bytes(cfg, s).max(1);
     let blocks = pool / bb;
@@ -105,9 +127,53 @@ pub fn vllm(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total_bytes: u64) -> Ser
         blocks,
         kv_tokens: tokens,
         max_model_len: a.max_model_len,
+        tensor_parallel_size: s.tp,
+        pipeline_parallel_size: s.pp,
+        kv_pool_total_bytes: pool * s.tp * s.pp,
         max_concurrency: tokens as f64 / a.max_model_len.max(1) as f64,
         fits: tokens >= a.max_model_len,
+        command: command(cfg, s, a),
     }
+}
+
+/// The smallest `--tensor-parallel-size` (2, 4 or 8: one node) that the
+/// heads allow ([`Setup::check_model`]) and at which one request of
+/// `max_model_len` fits, for a setup without tensor or pipeline parallelism
+/// that does not fit; with its report (per GPU).
+pub fn smallest_tp(
+    cfg: &ModelConfig,
+    s: &Setup,
+    a: &VllmArgs,
+    total_bytes: u64,
+) -> Option<(u64, ServeReport)> {
+    if s.tp > 1 || s.pp > 1 {
+        return None;
+    }
+    [2, 4, 8].into_iter().find_map(|tp| {
+        let t = Setup {
+            tp,
+            gpus: tp,
+            ..s.clone()
+        };
+        t.check_model(cfg).ok()?;
+        let r = vllm(cfg, &t, a, total_bytes);
+        r.fits.then_some((tp, r))
+    })
+}
+
+/// `vllm serve` with the flags that decide the pool.
+fn command(cfg: &ModelConfig, s: &Setup, a: &VllmArgs) -> String {
+    let mut cmd = format!(
+        "vllm serve {} --gpu-memory-utilization {} --max-model-len {}",
+        cfg.id, a.gpu_memory_utilization, a.max_model_len
+    );
+    if s.tp > 1 {
+        cmd += &format!(" --tensor-parallel-size {}", s.tp);
+    }
+    if s.pp > 1 {
+        cmd += &format!(" --pipeline-parallel-size {}", s.pp);
+    }
+    cmd
 }
 
 #[cfg(test)]
@@ -143,5 +209,36 @@ mod tests {
                 "{id}: {t} tokens vs {tokens}"
             );
         }
+    }
+
+    /// `--tensor-parallel-size 2`: half the weights and half of each block per
+    /// GPU (vLLM PR #10511: Llama-3-8B weights 14.96 → 7.48 GiB per GPU), NCCL
+    /// buffers in the non-torch memory, and tokens spread over both GPUs.
+    #[test]
+    fn tensor_parallel_pool_per_gpu() {
+        let cfg = catalogue::find("meta-llama/Llama-3.1-8B").expect("model");
+        let total = (79.19 * (1u64 << 30) as f64) as u64;
+        let one = vllm(&cfg, &Setup::default(), &args(0.9), total);
+        let s = Setup {
+            gpus: 2,
+            tp: 2,
+            ..Setup::default()
+        };
+        let two = vllm(&cfg, &s, &args(0.9), total);
+        assert_eq!(two.weights_bytes, one.weights_bytes / 2);
+        assert_eq!(two.block_bytes, one.block_bytes / 2);
+        assert_eq!(two.non_torch_bytes, one.non_torch_bytes + c::nccl_bytes(&s));
+        assert_eq!(two.kv_pool_total_bytes, 2 * two.kv_pool_bytes);
+        assert_eq!(
+            two.kv_tokens,
+            two.kv_pool_bytes / two.block_bytes * BLOCK_SIZE
+        );
+        assert!(two.kv_tokens > 2 * one.kv_tokens);
+        assert!(two.command.contains("--tensor-parallel-size 2"));
+        assert!(smallest_tp(&cfg, &Setup::default(), &args(0.9), total).is_some());
+        let big = catalogue::find("meta-llama/Llama-3.1-70B").expect("model");
+        let (tp, r) = smallest_tp(&big, &Setup::default(), &args(0.9), total).expect("tp");
+        assert_eq!(tp, 2, "70B bf16 = 141 GB: two H100s");
+        assert!(r.fits);
     }
 }

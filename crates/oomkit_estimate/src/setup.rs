@@ -211,8 +211,13 @@ pub struct Setup {
     pub kv_bits: u64,
     /// The optimizer uses torch's multi-tensor (foreach) path.
     pub foreach: bool,
-    /// Data-parallel GPUs.
+    /// GPUs in all: tensor × pipeline × data-parallel degree ([`Setup::dp`]).
     pub gpus: u64,
+    /// Tensor-parallel degree (Megatron-style; vLLM `tensor_parallel_size`;
+    /// transformers `tp_plan="auto"`).
+    pub tp: u64,
+    /// Pipeline-parallel degree (stages of ⌈L/pp⌉ layers).
+    pub pp: u64,
     /// ZeRO stage (0–3); FSDP full shard is stage 3.
     pub zero: u8,
     /// CPU offload.
@@ -238,6 +243,8 @@ impl Default for Setup {
             kv_bits: 16,
             foreach: true,
             gpus: 1,
+            tp: 1,
+            pp: 1,
             zero: 0,
             offload: Offload::None,
         }
@@ -253,6 +260,44 @@ impl Setup {
     /// Whether the optimizer keeps any state.
     pub fn optimizer_bytes_nonzero(&self) -> bool {
         self.optimizer != Optimizer::Sgd
+    }
+
+    /// Data-parallel degree: `gpus / (tp · pp)` (ZeRO shards over it).
+    pub fn dp(&self) -> u64 {
+        (self.gpus / (self.tp * self.pp).max(1)).max(1)
+    }
+
+    /// Whether more than one GPU talks over NCCL.
+    pub fn multi_gpu(&self) -> bool {
+        self.gpus > 1 || self.tp > 1 || self.pp > 1
+    }
+
+    /// Checks that the parallel degrees fit the model: tensor parallelism
+    /// splits attention heads, so `tp` must divide the query heads, and the
+    /// KV heads must split evenly or be replicated (`tp` a multiple of them,
+    /// vLLM's and Megatron's rule); pipeline stages need a layer each.
+    pub fn check_model(&self, cfg: &crate::model::ModelConfig) -> Result<(), SetupError> {
+        let tp = self.tp;
+        if tp > 1 && !cfg.heads.is_multiple_of(tp) {
+            return Err(SetupError(format!(
+                "--tp {tp} does not divide the {} attention heads of {}",
+                cfg.heads, cfg.id
+            )));
+        }
+        let kv = cfg.kv_heads.max(1);
+        if tp > 1 && cfg.mla.is_none() && !kv.is_multiple_of(tp) && !tp.is_multiple_of(kv) {
+            return Err(SetupError(format!(
+                "--tp {tp} neither divides nor is a multiple of the {kv} KV heads of {}",
+                cfg.id
+            )));
+        }
+        if self.pp > cfg.layers.max(1) {
+            return Err(SetupError(format!(
+                "--pp {} is more than the {} layers of {}",
+                self.pp, cfg.layers, cfg.id
+            )));
+        }
+        Ok(())
     }
 
     /// Checks sizes and combinations; QLoRA forces NF4 weights.
@@ -285,6 +330,20 @@ impl Setup {
         }
         if self.gpus == 0 {
             return Err(SetupError("--gpus must be at least 1".into()));
+        }
+        if self.tp == 0 || self.pp == 0 {
+            return Err(SetupError("--tp and --pp must be at least 1".into()));
+        }
+        if self.tp > 1 << 10 || self.pp > 1 << 10 || self.gpus > 1 << 20 {
+            return Err(SetupError(
+                "--tp and --pp at most 1,024, --gpus at most 1,048,576".into(),
+            ));
+        }
+        if !self.gpus.is_multiple_of(self.tp * self.pp) {
+            return Err(SetupError(format!(
+                "--gpus {} is not a multiple of --tp {} × --pp {} (data-parallel degree = gpus / (tp × pp))",
+                self.gpus, self.tp, self.pp
+            )));
         }
         if self.zero > 3 {
             return Err(SetupError("--zero must be 0, 1, 2 or 3".into()));

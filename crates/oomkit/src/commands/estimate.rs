@@ -11,7 +11,7 @@ use oomkit_estimate::fit::{self, Fit};
 use oomkit_estimate::gguf;
 use oomkit_estimate::image;
 use oomkit_estimate::model::parse_count;
-use oomkit_estimate::serve::{VllmArgs, vllm};
+use oomkit_estimate::serve::{VllmArgs, smallest_tp, vllm};
 use oomkit_estimate::{
     Attention, BareShape, Estimate, LoraTargets, Method, ModelConfig, Offload, Optimizer,
     Precision, Quant, Setup, Task, catalogue, estimate, render,
@@ -165,6 +165,12 @@ fn image_run(
             m.id
         );
     }
+    if args.tp != 1 || args.pp != 1 {
+        bail!(
+            "{} is an image model: --tp/--pp are modelled for text models only",
+            m.id
+        );
+    }
     let (fp32, fp16) = match args.precision {
         EstPrecision::Fp32 => (true, false),
         EstPrecision::Fp16 => (false, true),
@@ -260,6 +266,11 @@ fn serve(
     };
     let r = vllm(cfg, setup, &vargs, gpu.usable().get());
     let fits = r.fits && r.requested_bytes <= gpu.usable().get();
+    let split = if fits {
+        None
+    } else {
+        smallest_tp(cfg, setup, &vargs, gpu.usable().get())
+    };
     match args.format {
         Format::Json => {
             let components = oomkit_estimate::Components {
@@ -285,16 +296,31 @@ fn serve(
                     "usable_bytes": gpu.usable().get(),
                     "fits": fits,
                     "headroom_bytes": gpu.usable().get() as i64 - r.requested_bytes as i64,
-                    "plan": [],
+                    "plan": split.as_ref().map(|(tp, t)| vec![serde_json::json!({
+                        "change": format!("tensor parallelism over {tp} GPUs"),
+                        "remedy": "vllm-tensor-parallel",
+                        "saves_bytes": r.weights_bytes.saturating_sub(t.weights_bytes),
+                        "peak_after_bytes": t.requested_bytes,
+                        "config": t.command,
+                    })]).unwrap_or_default(),
+                    "plan_fits": fits || split.is_some(),
                 },
             });
             serde_json::to_writer_pretty(&mut *out, &v)?;
             writeln!(out)?;
         }
         Format::Human => {
+            let per_gpu = if setup.tp * setup.pp > 1 {
+                format!(
+                    ", tensor_parallel_size {} × pipeline_parallel_size {}; per GPU",
+                    setup.tp, setup.pp
+                )
+            } else {
+                String::new()
+            };
             writeln!(
                 out,
-                "{} on {} with vLLM (gpu_memory_utilization {u})",
+                "{} on {} with vLLM (gpu_memory_utilization {u}{per_gpu})",
                 cfg.id, gpu.id
             )?;
             writeln!(out)?;
@@ -307,16 +333,31 @@ fn serve(
             ] {
                 writeln!(out, "  {k:<13}{:>11}", oomkit_core::Bytes(b).to_string())?;
             }
+            if setup.tp * setup.pp > 1 {
+                writeln!(
+                    out,
+                    "  {:<13}{:>11}",
+                    "KV, all GPUs",
+                    oomkit_core::Bytes(r.kv_pool_total_bytes).to_string()
+                )?;
+            }
             writeln!(out)?;
             writeln!(
                 out,
                 "  {} tokens in {} blocks of 16; max concurrency {:.2}x at max_model_len {}",
                 r.kv_tokens, r.blocks, r.max_concurrency, r.max_model_len
             )?;
+            writeln!(out, "  {}", r.command)?;
             writeln!(out)?;
             let non_kv = r.weights_bytes + r.activation_bytes + r.non_torch_bytes;
             if fits {
                 writeln!(out, "fits on {}", gpu.id)?;
+            } else if let Some((tp, t)) = &split {
+                writeln!(
+                    out,
+                    "does not fit on one {}: tensor parallelism over {tp} GPUs holds {} tokens, {:.2}x at max_model_len {} [vllm-tensor-parallel]\n       {}",
+                    gpu.id, t.kv_tokens, t.max_concurrency, t.max_model_len, t.command
+                )?;
             } else if non_kv >= r.requested_bytes {
                 writeln!(
                     out,
@@ -597,7 +638,9 @@ fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
         lora_targets: targets,
         kv_bits,
         foreach: !a.no_foreach,
-        gpus: a.gpus,
+        gpus: a.gpus.unwrap_or(a.tp.saturating_mul(a.pp)),
+        tp: a.tp,
+        pp: a.pp,
         zero: if a.fsdp { 3 } else { a.zero },
         offload: match a.offload {
             EstOffload::None => Offload::None,
@@ -605,5 +648,7 @@ fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
             EstOffload::Params => Offload::Params,
         },
     };
-    Ok(s.validate()?)
+    let s = s.validate()?;
+    s.check_model(cfg)?;
+    Ok(s)
 }

@@ -12,6 +12,6 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Explain(args) => explain::run(args, cli.color),
         Command::Lint(args) => lint::run(args, cli.color),
-        Command::Estimate(args) => estimate::run(args, cli.color),
+        Command::Estimate(args) => estimate::run(*args, cli.color),
     }
 }

@@ -745,3 +745,144 @@ fn bad_safetensors_index_is_one_line_error() {
     assert_eq!(e.lines().count(), 1, "{e}");
     assert!(e.contains("no config.json"), "{e}");
 }
+
+/// `estimate --format json` for `args`, asserting exit 0.
+fn est_json(args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.extend_from_slice(&["--format", "json"]);
+    let out = est(&a);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+    json(&out)
+}
+
+fn bytes(v: &serde_json::Value, key: &str) -> u64 {
+    v["components"][key].as_u64().expect(key)
+}
+
+#[test]
+fn tensor_parallel_training_divides_weights_per_gpu() {
+    let base = ["meta-llama/Llama-3.1-70B", "--task", "train"];
+    let one = est_json(&base);
+    let tp8 = est_json(&[&base[..], &["--gpus", "8", "--tp", "8"]].concat());
+    assert_eq!(tp8["setup"]["tp"], 8);
+    assert_eq!(tp8["setup"]["pp"], 1);
+    assert_eq!(tp8["setup"]["gpus"], 8);
+    let (w1, w8) = (bytes(&one, "weights_bytes"), bytes(&tp8, "weights_bytes"));
+    assert!(w8.abs_diff(w1 / 8) <= 1, "{w1} {w8}");
+    // NCCL buffers sit with the CUDA context, outside PyTorch's counters.
+    let ctx = |v: &serde_json::Value| bytes(v, "cuda_context_bytes");
+    assert_eq!(ctx(&tp8) - ctx(&one), 2 << 30);
+    // --gpus defaults to tp × pp.
+    let dflt = est_json(&[&base[..], &["--tp", "8"]].concat());
+    assert_eq!(dflt["setup"]["gpus"], 8);
+    let text = stdout(&est(&[&base[..], &["--tp", "8"]].concat()));
+    assert!(
+        text.contains("per GPU (the busiest of 8): tensor 8"),
+        "{text}"
+    );
+}
+
+#[test]
+fn pipeline_and_zero_over_data_parallel() {
+    let base = [
+        "llama-3.1-8b",
+        "--task",
+        "train",
+        "--precision",
+        "mixed-bf16",
+    ];
+    let one = est_json(&base);
+    let pp = est_json(&[&base[..], &["--pp", "4", "--grad-accum", "8"]].concat());
+    assert!(bytes(&pp, "weights_bytes") < bytes(&one, "weights_bytes") / 3);
+    // 8 GPUs = pp 4 × dp 2: ZeRO-1 shards the optimizer (with the fp32 master) over 2.
+    let z1 = est_json(&[&base[..], &["--pp", "4", "--gpus", "8", "--zero", "1"]].concat());
+    let z1_16 = est_json(&[&base[..], &["--pp", "4", "--gpus", "16", "--zero", "1"]].concat());
+    let o = |v: &serde_json::Value| bytes(v, "optimizer_bytes");
+    assert!(
+        o(&z1_16).abs_diff(o(&z1) / 2) <= 1,
+        "{} {}",
+        o(&z1),
+        o(&z1_16)
+    );
+}
+
+#[test]
+fn tensor_parallel_inference_splits_weights_and_cache() {
+    let base = ["llama-3.1-8b", "--seq", "4096", "--new-tokens", "512"];
+    let one = est_json(&base);
+    let two = est_json(&[&base[..], &["--tp", "2"]].concat());
+    for key in ["weights_bytes", "kv_cache_bytes"] {
+        let (a, b) = (bytes(&one, key), bytes(&two, key));
+        assert!(b.abs_diff(a / 2) <= 1, "{key}: {a} {b}");
+    }
+}
+
+#[test]
+fn bad_parallel_degrees_exit_2() {
+    for (args, says) in [
+        (&["llama-3.1-8b", "--tp", "3"][..], "32 attention heads"),
+        (
+            &["llama-3.1-8b", "--gpus", "6", "--tp", "4"][..],
+            "not a multiple",
+        ),
+        (&["llama-3.1-8b", "--pp", "64"][..], "32 layers"),
+        (&["sdxl", "--tp", "2"][..], "--tp/--pp"),
+    ] {
+        let out = est(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let e = stderr(&out);
+        assert!(e.starts_with("error") && e.contains(says), "{args:?}: {e}");
+        assert_eq!(e.lines().count(), 1, "{e}");
+    }
+    // clap rejects 0 before the estimator sees it.
+    assert_eq!(est(&["llama-3.1-8b", "--pp", "0"]).status.code(), Some(2));
+}
+
+#[test]
+fn vllm_tensor_parallel_pool() {
+    let base = [
+        "llama-3.1-70b",
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "h100-sxm",
+        "--format",
+        "json",
+    ];
+    let out = est(&base);
+    assert_eq!(out.status.code(), Some(1), "70B bf16 does not fit one H100");
+    let one = json(&out);
+    let step = &one["fit"]["plan"][0];
+    assert_eq!(step["remedy"], "vllm-tensor-parallel", "{one}");
+    assert!(
+        step["config"]
+            .as_str()
+            .is_some_and(|c| c.contains("--tensor-parallel-size 2"))
+    );
+    assert_eq!(one["fit"]["plan_fits"], true);
+    let out = est(&[&base[..], &["--tp", "4"]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    let s = &v["serve"];
+    let w = |v: &serde_json::Value| v["serve"]["weights_bytes"].as_u64().expect("w");
+    assert!(w(&v).abs_diff(w(&one) / 4) <= 1);
+    let pool = s["kv_pool_bytes"].as_u64().expect("pool");
+    assert_eq!(s["kv_pool_total_bytes"].as_u64(), Some(4 * pool));
+    let block = s["block_bytes"].as_u64().expect("block");
+    // 8 KV heads over 4 ranks: 2 heads × 128 × 80 layers × 16 tokens × K,V × 2 B.
+    assert_eq!(block, 16 * 2 * 2 * 128 * 80 * 2);
+    assert_eq!(s["kv_tokens"].as_u64(), Some(pool / block * 16));
+    assert!(
+        s["command"]
+            .as_str()
+            .is_some_and(|c| c.contains("--tensor-parallel-size 4")),
+        "{s}"
+    );
+    let text = stdout(&est(&base[..7]));
+    assert!(!text.contains("per GPU"), "{text}");
+    let text = stdout(&est(&[&base[..7], &["--tp", "4"]].concat()));
+    assert!(text.contains("tensor_parallel_size 4"), "{text}");
+    assert!(text.contains("--tensor-parallel-size 4"), "{text}");
+}
