@@ -49,8 +49,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::components;
-use crate::fit::Step;
+use crate::fit::{Fit, Step};
 use crate::model::human_count;
+use crate::setup::{Attention, Precision, Quant};
+use crate::{Components, Estimate};
 
 const BAR: usize = 30;
 
@@ -134,8 +136,14 @@ pub struct Count {
     pub total: u64,
     /// Parameters of the largest leaf module (one linear, conv or embedding).
     pub largest: u64,
-    /// Parameters in `nn.Linear` layers (what bitsandbytes quantizes).
+    /// Parameters in `nn.Linear` layers (what bitsandbytes and torchao
+    /// quantize).
     pub linear: u64,
+    /// Output rows of those linears (one fp32 scale each for int8 and fp8).
+    pub rows: u64,
+    /// Parameters of the largest `nn.Linear` (what a quantized forward
+    /// dequantizes at once).
+    pub largest_linear: u64,
 }
 
 impl Count {
@@ -147,6 +155,8 @@ impl Count {
         let n = i * o + if bias { o } else { 0 };
         self.add(n);
         self.linear += n;
+        self.rows += o;
+        self.largest_linear = self.largest_linear.max(n);
     }
     fn conv(&mut self, i: u64, o: u64, k: u64) {
         self.add(i * o * k * k + o);
@@ -174,11 +184,12 @@ fn resnet(c: &mut Count, i: u64, o: u64, temb: u64) {
 /// diffusers `Transformer2DModel` with `n` `BasicTransformerBlock`s: GroupNorm,
 /// proj_in, per block self-attention (q,k,v without bias, out with bias),
 /// cross-attention (k,v from `cross`), GEGLU feed-forward (C→8C, 4C→C), three
-/// LayerNorms; proj_out. A 1×1 conv proj (SD 1.5) has the same count as the
-/// linear one (SDXL `use_linear_projection`).
-fn transformer2d(c: &mut Count, ch: u64, n: u64, cross: u64) {
+/// LayerNorms; proj_out. proj_in/proj_out are 1×1 convs (SD 1.5) unless the
+/// config sets `use_linear_projection` (SDXL): same count, but only linears
+/// are quantized.
+fn transformer2d(c: &mut Count, ch: u64, n: u64, cross: u64, linear_proj: bool) {
     c.norm(ch);
-    c.lin(ch, ch, true);
+    proj(c, ch, linear_proj);
     for _ in 0..n {
         c.norm(ch);
         for _ in 0..3 {
@@ -194,7 +205,16 @@ fn transformer2d(c: &mut Count, ch: u64, n: u64, cross: u64) {
         c.lin(ch, 8 * ch, true);
         c.lin(4 * ch, ch, true);
     }
-    c.lin(ch, ch, true);
+    proj(c, ch, linear_proj);
+}
+
+/// A channel projection: `nn.Linear` or a 1×1 `nn.Conv2d`.
+fn proj(c: &mut Count, ch: u64, linear: bool) {
+    if linear {
+        c.lin(ch, ch, true);
+    } else {
+        c.conv(ch, ch, 1);
+    }
 }
 
 /// `UNet2DConditionModel` (diffusers `unet_2d_condition.py`), from its config.
@@ -208,6 +228,7 @@ pub fn unet_params(v: &Value) -> Count {
     let up = strs(v, "up_block_types");
     let c0 = boc.first().copied().unwrap_or(0);
     let temb = 4 * c0;
+    let lp = v.get("use_linear_projection").and_then(Value::as_bool) == Some(true);
     let mut c = Count::default();
     c.conv(u(v, "in_channels"), c0, 3);
     c.lin(c0, temb, true);
@@ -223,7 +244,7 @@ pub fn unet_params(v: &Value) -> Count {
         for j in 0..lpb {
             resnet(&mut c, if j == 0 { inp } else { o }, o, temb);
             if t.starts_with("CrossAttn") {
-                transformer2d(&mut c, o, tl.get(i).copied().unwrap_or(1), cross);
+                transformer2d(&mut c, o, tl.get(i).copied().unwrap_or(1), cross, lp);
             }
         }
         if i + 1 < levels {
@@ -232,7 +253,7 @@ pub fn unet_params(v: &Value) -> Count {
     }
     let last = boc.last().copied().unwrap_or(0);
     resnet(&mut c, last, last, temb);
-    transformer2d(&mut c, last, tl.last().copied().unwrap_or(1), cross);
+    transformer2d(&mut c, last, tl.last().copied().unwrap_or(1), cross, lp);
     resnet(&mut c, last, last, temb);
     let rev: Vec<u64> = boc.iter().rev().copied().collect();
     let rev_tl: Vec<u64> = tl.iter().rev().copied().collect();
@@ -244,7 +265,7 @@ pub fn unet_params(v: &Value) -> Count {
             let rin = if j == 0 { prev } else { o };
             resnet(&mut c, rin + skip, o, temb);
             if t.starts_with("CrossAttn") {
-                transformer2d(&mut c, o, rev_tl.get(i).copied().unwrap_or(1), cross);
+                transformer2d(&mut c, o, rev_tl.get(i).copied().unwrap_or(1), cross, lp);
             }
         }
         if i + 1 < levels {
@@ -344,6 +365,43 @@ pub fn clip_text_params(v: &Value) -> Count {
         c.lin(h, u(v, "projection_dim"), false);
     }
     c
+}
+
+/// diffusers `StableDiffusionSafetyChecker` (`pipelines/stable_diffusion/
+/// safety_checker.py`): a transformers `CLIPVisionModel` — class embedding,
+/// patch conv (no bias), (image/patch)² + 1 position embeddings, pre- and
+/// post-LayerNorm, per layer two LayerNorms, q/k/v/out and fc1/fc2 with bias —
+/// plus `visual_projection` (no bias) and the 17 + 3 concept embeddings and
+/// their 17 + 3 weights.
+pub fn safety_checker_params(v: &Value) -> Count {
+    let vc = v.get("vision_config").unwrap_or(&Value::Null);
+    let h = u(vc, "hidden_size");
+    let f = u(vc, "intermediate_size");
+    let proj = u(v, "projection_dim");
+    let mut c = Count::default();
+    c.add(h);
+    c.add(u(vc, "num_channels") * h * u(vc, "patch_size").pow(2));
+    c.add(vision_tokens(vc) * h);
+    c.norm(h);
+    for _ in 0..u(vc, "num_hidden_layers") {
+        c.norm(h);
+        for _ in 0..4 {
+            c.lin(h, h, true);
+        }
+        c.norm(h);
+        c.lin(h, f, true);
+        c.lin(f, h, true);
+    }
+    c.norm(h);
+    c.lin(h, proj, false);
+    c.add((17 + 3) * proj + 17 + 3);
+    c
+}
+
+/// CLIP vision tokens: one per patch plus the class token.
+fn vision_tokens(vc: &Value) -> u64 {
+    let side = u(vc, "image_size") / u(vc, "patch_size").max(1);
+    side * side + 1
 }
 
 /// transformers `T5EncoderModel`: the shared embedding, per layer q/k/v/o
@@ -448,6 +506,35 @@ enum Denoiser {
     },
 }
 
+/// A transformer encoder of the pipeline that runs once per prompt or image:
+/// a text encoder, or SD 1.5's safety checker (a CLIP vision tower).
+#[derive(Clone, Debug)]
+pub struct Encoder {
+    /// Pipeline component name (`text_encoder`, `text_encoder_2`,
+    /// `safety_checker`).
+    pub name: &'static str,
+    /// Its parameters.
+    pub params: Count,
+    /// Tokens per sequence (CLIP text 77, T5 512, CLIP vision 257).
+    pub tokens: u64,
+    /// Hidden size.
+    pub hidden: u64,
+    /// Feed-forward size.
+    pub ff: u64,
+    /// A T5 encoder: `--quant` applies to it (FLUX's 4.76B `text_encoder_2`);
+    /// the CLIP towers stay in the pipeline dtype.
+    pub t5: bool,
+}
+
+impl Encoder {
+    /// Activation bytes of one forward over `b` sequences: per token the
+    /// residual stream and attention q/k/v/out (4·h) plus the feed-forward
+    /// input and output of the MLP (2·f).
+    fn transient(&self, b: u64, bytes: u64) -> u64 {
+        b * self.tokens * (2 * self.ff + 4 * self.hidden) * bytes
+    }
+}
+
 /// One pipeline's components, parsed.
 #[derive(Clone, Debug)]
 pub struct Model {
@@ -460,67 +547,169 @@ pub struct Model {
     pub denoiser_params: Count,
     /// VAE parameters.
     pub vae_params: Count,
-    /// Text encoders: (name, parameters, tokens, hidden, FF size).
-    pub text_encoders: Vec<(&'static str, Count, u64, u64, u64)>,
+    /// Text encoders, in the pipeline's order.
+    pub text_encoders: Vec<Encoder>,
+    /// The safety checker the pipeline loads by default (SD 1.5: named in its
+    /// `model_index.json`), if any.
+    pub safety_checker: Option<Encoder>,
     vae_channels: Vec<u64>,
     vae_tile: u64,
     vae_scale: u64,
     /// Default width and height (the denoiser's sample size × VAE scale).
     pub default_size: u64,
+    /// The dtype diffusers' model cards load the pipeline in: fp16 for SD 1.5
+    /// and SDXL (`torch_dtype=torch.float16`), bf16 for FLUX.1-dev
+    /// (`torch_dtype=torch.bfloat16`).
+    pub default_precision: Precision,
+}
+
+/// The embedded config texts of one pipeline: denoiser, VAE, text encoders,
+/// `model_index.json` where the reference folder has it.
+struct Texts {
+    id: &'static str,
+    denoiser: &'static str,
+    vae: &'static str,
+    text_encoders: [Option<&'static str>; 2],
+    model_index: Option<&'static str>,
+}
+
+fn texts(p: Pipeline) -> Texts {
+    match p {
+        Pipeline::Sd15 => Texts {
+            id: MODELS[0].0,
+            denoiser: include_str!("../models/image/runwayml__stable-diffusion-v1-5__unet.json"),
+            vae: include_str!("../models/image/runwayml__stable-diffusion-v1-5__vae.json"),
+            text_encoders: [
+                Some(include_str!(
+                    "../models/image/runwayml__stable-diffusion-v1-5__text_encoder.json"
+                )),
+                None,
+            ],
+            model_index: Some(include_str!(
+                "../models/image/runwayml__stable-diffusion-v1-5__model_index.json"
+            )),
+        },
+        Pipeline::Sdxl => Texts {
+            id: MODELS[1].0,
+            denoiser: include_str!(
+                "../models/image/stabilityai__stable-diffusion-xl-base-1.0__unet.json"
+            ),
+            vae: include_str!(
+                "../models/image/stabilityai__stable-diffusion-xl-base-1.0__vae.json"
+            ),
+            text_encoders: [
+                Some(include_str!(
+                    "../models/image/stabilityai__stable-diffusion-xl-base-1.0__text_encoder.json"
+                )),
+                Some(include_str!(
+                    "../models/image/stabilityai__stable-diffusion-xl-base-1.0__text_encoder_2.json"
+                )),
+            ],
+            model_index: None,
+        },
+        Pipeline::Flux => Texts {
+            id: MODELS[2].0,
+            denoiser: include_str!(
+                "../models/image/black-forest-labs__FLUX.1-dev__transformer.json"
+            ),
+            vae: include_str!("../models/image/black-forest-labs__FLUX.1-dev__vae.json"),
+            text_encoders: [
+                Some(include_str!(
+                    "../models/image/black-forest-labs__FLUX.1-dev__text_encoder.json"
+                )),
+                Some(include_str!(
+                    "../models/image/black-forest-labs__FLUX.1-dev__text_encoder_2.json"
+                )),
+            ],
+            model_index: None,
+        },
+    }
+}
+
+/// The safety-checker config (reconstructed: see its `_oomkit_provenance`).
+const SAFETY_CHECKER: &str =
+    include_str!("../models/image/runwayml__stable-diffusion-v1-5__safety_checker.json");
+
+/// A text encoder from its config: T5 (`d_model`) or CLIP text.
+fn text_encoder(name: &'static str, t: &Value) -> Encoder {
+    if u(t, "d_model") > 0 {
+        // FluxPipeline pads T5 prompts to max_sequence_length = 512.
+        Encoder {
+            name,
+            params: t5_encoder_params(t),
+            tokens: 512,
+            hidden: u(t, "d_model"),
+            ff: u(t, "d_ff"),
+            t5: true,
+        }
+    } else {
+        Encoder {
+            name,
+            params: clip_text_params(t),
+            tokens: u(t, "max_position_embeddings"),
+            hidden: u(t, "hidden_size"),
+            ff: u(t, "intermediate_size"),
+            t5: false,
+        }
+    }
+}
+
+/// The safety checker when `model_index.json` names one (`[library, class]`,
+/// `null` when a repo ships without it).
+fn safety_checker(model_index: Option<&str>) -> Option<Encoder> {
+    let named = model_index
+        .map(cfg)
+        .and_then(|mi| mi.get("safety_checker").cloned())
+        .is_some_and(|v| v.as_array().is_some_and(|a| a.iter().all(Value::is_string)));
+    if !named {
+        return None;
+    }
+    let v = cfg(SAFETY_CHECKER);
+    let vc = v.get("vision_config").cloned().unwrap_or(Value::Null);
+    Some(Encoder {
+        name: "safety_checker",
+        params: safety_checker_params(&v),
+        tokens: vision_tokens(&vc),
+        hidden: u(&vc, "hidden_size"),
+        ff: u(&vc, "intermediate_size"),
+        t5: false,
+    })
+}
+
+/// The UNet's attention levels: (channels, heads, has cross-attention).
+fn unet_levels(den: &Value) -> Vec<(u64, u64, bool)> {
+    let boc = list(den, "block_out_channels");
+    let n = boc.len();
+    // diffusers: `num_attention_heads = num_attention_heads or
+    // attention_head_dim` (a naming mistake kept for compatibility), so
+    // SD 1.5's `attention_head_dim: 8` means 8 heads.
+    let heads = match den.get("num_attention_heads") {
+        Some(Value::Null) | None => per_level(den, "attention_head_dim", n, 8),
+        _ => per_level(den, "num_attention_heads", n, 8),
+    };
+    let down = strs(den, "down_block_types");
+    boc.iter()
+        .enumerate()
+        .map(|(i, &ch)| {
+            let attn = down.get(i).is_some_and(|t| t.starts_with("CrossAttn"));
+            (ch, heads.get(i).copied().unwrap_or(8), attn)
+        })
+        .collect()
 }
 
 impl Model {
     /// Builds the model from the embedded configs.
     pub fn load(p: Pipeline) -> Model {
-        let (id, den, vae, te1, te2) = match p {
-            Pipeline::Sd15 => (
-                MODELS[0].0,
-                include_str!("../models/image/runwayml__stable-diffusion-v1-5__unet.json"),
-                include_str!("../models/image/runwayml__stable-diffusion-v1-5__vae.json"),
-                include_str!("../models/image/runwayml__stable-diffusion-v1-5__text_encoder.json"),
-                None,
-            ),
-            Pipeline::Sdxl => (
-                MODELS[1].0,
-                include_str!(
-                    "../models/image/stabilityai__stable-diffusion-xl-base-1.0__unet.json"
-                ),
-                include_str!("../models/image/stabilityai__stable-diffusion-xl-base-1.0__vae.json"),
-                include_str!(
-                    "../models/image/stabilityai__stable-diffusion-xl-base-1.0__text_encoder.json"
-                ),
-                Some(include_str!(
-                    "../models/image/stabilityai__stable-diffusion-xl-base-1.0__text_encoder_2.json"
-                )),
-            ),
-            Pipeline::Flux => (
-                MODELS[2].0,
-                include_str!("../models/image/black-forest-labs__FLUX.1-dev__transformer.json"),
-                include_str!("../models/image/black-forest-labs__FLUX.1-dev__vae.json"),
-                include_str!("../models/image/black-forest-labs__FLUX.1-dev__text_encoder.json"),
-                Some(include_str!(
-                    "../models/image/black-forest-labs__FLUX.1-dev__text_encoder_2.json"
-                )),
-            ),
-        };
-        let (den, vae) = (cfg(den), cfg(vae));
+        let t = texts(p);
+        let (den, vae) = (cfg(t.denoiser), cfg(t.vae));
         let vae_channels = list(&vae, "block_out_channels");
         let vae_scale = 1u64 << vae_channels.len().saturating_sub(1);
-        let mut text_encoders = Vec::new();
-        for (name, t) in [("text_encoder", Some(te1)), ("text_encoder_2", te2)] {
-            let Some(t) = t else { continue };
-            let t = cfg(t);
-            if u(&t, "d_model") > 0 {
-                // FluxPipeline pads T5 prompts to max_sequence_length = 512.
-                let n = t5_encoder_params(&t);
-                text_encoders.push((name, n, 512, u(&t, "d_model"), u(&t, "d_ff")));
-            } else {
-                let n = clip_text_params(&t);
-                let tokens = u(&t, "max_position_embeddings");
-                let (h, f) = (u(&t, "hidden_size"), u(&t, "intermediate_size"));
-                text_encoders.push((name, n, tokens, h, f));
-            }
-        }
+        let names = ["text_encoder", "text_encoder_2"];
+        let text_encoders = names
+            .iter()
+            .zip(t.text_encoders)
+            .filter_map(|(name, text)| text.map(|x| text_encoder(name, &cfg(x))))
+            .collect();
         let (denoiser, denoiser_params, default_size) = if p == Pipeline::Flux {
             let hd = u(&den, "attention_head_dim");
             let heads = u(&den, "num_attention_heads");
@@ -533,49 +722,63 @@ impl Model {
             // FluxPipeline.default_sample_size = 128 (latent) × VAE scale 8.
             (d, flux_params(&den), 128 * vae_scale)
         } else {
-            let boc = list(&den, "block_out_channels");
-            let n = boc.len();
-            // diffusers: `num_attention_heads = num_attention_heads or
-            // attention_head_dim` (a naming mistake kept for compatibility), so
-            // SD 1.5's `attention_head_dim: 8` means 8 heads.
-            let heads = match den.get("num_attention_heads") {
-                Some(Value::Null) | None => per_level(&den, "attention_head_dim", n, 8),
-                _ => per_level(&den, "num_attention_heads", n, 8),
-            };
-            let down = strs(&den, "down_block_types");
-            let levels = boc
-                .iter()
-                .enumerate()
-                .map(|(i, &ch)| {
-                    let attn = down.get(i).is_some_and(|t| t.starts_with("CrossAttn"));
-                    (ch, heads.get(i).copied().unwrap_or(8), attn)
-                })
-                .collect();
             let d = Denoiser::Unet {
-                levels,
+                levels: unet_levels(&den),
                 layers_per_block: u(&den, "layers_per_block"),
             };
             (d, unet_params(&den), u(&den, "sample_size") * vae_scale)
         };
         Model {
-            id,
+            id: t.id,
             pipeline: p,
             denoiser,
             denoiser_params,
             vae_params: vae_params(&vae),
             text_encoders,
+            safety_checker: safety_checker(t.model_index),
             vae_tile: u(&vae, "sample_size"),
             vae_channels,
             vae_scale,
             default_size,
+            default_precision: if p == Pipeline::Flux {
+                Precision::Bf16
+            } else {
+                Precision::Fp16
+            },
         }
     }
 
-    /// All parameters of the pipeline.
+    /// All parameters of the pipeline as `from_pretrained` loads it by
+    /// default (with its safety checker).
     pub fn params(&self) -> u64 {
-        self.denoiser_params.total
-            + self.vae_params.total
-            + self.text_encoders.iter().map(|t| t.1.total).sum::<u64>()
+        self.param_rows(true).iter().map(|r| r.params).sum()
+    }
+
+    /// The denoiser's component name: `transformer` (FLUX) or `unet`.
+    pub fn denoiser_name(&self) -> &'static str {
+        match self.denoiser {
+            Denoiser::Flux { .. } => "transformer",
+            Denoiser::Unet { .. } => "unet",
+        }
+    }
+
+    /// Parameters per loaded component, in the pipeline's order.
+    pub fn param_rows(&self, safety_checker: bool) -> Vec<ParamRow> {
+        let row = |name: &str, params: u64| ParamRow {
+            name: name.into(),
+            params,
+        };
+        let mut rows: Vec<ParamRow> = self
+            .text_encoders
+            .iter()
+            .map(|e| row(e.name, e.params.total))
+            .collect();
+        rows.push(row(self.denoiser_name(), self.denoiser_params.total));
+        rows.push(row("vae", self.vae_params.total));
+        if let Some(sc) = self.safety_checker.as_ref().filter(|_| safety_checker) {
+            rows.push(row(sc.name, sc.params.total));
+        }
+        rows
     }
 
     /// Width and height must be multiples of this (VAE scale; ×2 for FLUX's
@@ -585,6 +788,13 @@ impl Model {
             Denoiser::Flux { patch, .. } => self.vae_scale * patch,
             Denoiser::Unet { .. } => self.vae_scale,
         }
+    }
+
+    /// The components `--quant` applies to: the denoiser and any T5 encoder.
+    pub fn quant_targets(&self) -> Vec<&'static str> {
+        let mut v = vec![self.denoiser_name()];
+        v.extend(self.text_encoders.iter().filter(|e| e.t5).map(|e| e.name));
+        v
     }
 }
 
@@ -600,18 +810,6 @@ pub enum CpuOffload {
     Sequential,
 }
 
-/// Weight format of the denoiser and the T5 encoder.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ImageQuant {
-    /// Unquantized.
-    None,
-    /// bitsandbytes LLM.int8 linears.
-    Int8,
-    /// bitsandbytes NF4 linears.
-    Nf4,
-}
-
 /// The image setup.
 #[derive(Clone, Debug, Serialize)]
 pub struct ImageSetup {
@@ -621,14 +819,14 @@ pub struct ImageSetup {
     pub height: u64,
     /// Images per prompt (`num_images_per_prompt`).
     pub images: u64,
-    /// Weights in fp32 (else fp16/bf16).
-    pub fp32: bool,
-    /// fp16 (not bf16): SDXL upcasts its VAE to fp32 for the decode.
-    pub fp16: bool,
-    /// Quantization of the FLUX transformer and T5 encoder.
-    pub quant: ImageQuant,
-    /// Eager attention (`AttnProcessor`) instead of SDPA (`AttnProcessor2_0`).
-    pub eager: bool,
+    /// The pipeline's `torch_dtype`: fp32, fp16 or bf16 (SDXL upcasts its VAE
+    /// to fp32 for the decode in fp16).
+    pub precision: Precision,
+    /// Quantization of the denoiser and the T5 encoder (`none`, `int8`,
+    /// `nf4`, `nf4-dq`, `fp8`).
+    pub quant: Quant,
+    /// `eager` (`AttnProcessor`) or `sdpa` (`AttnProcessor2_0`, the default).
+    pub attention: Attention,
     /// `pipe.enable_attention_slicing()`.
     pub attention_slicing: bool,
     /// `pipe.vae.enable_slicing()`.
@@ -637,6 +835,29 @@ pub struct ImageSetup {
     pub vae_tiling: bool,
     /// CPU offload mode.
     pub cpu_offload: CpuOffload,
+    /// The safety checker is loaded (SD 1.5's default; `safety_checker=None`
+    /// turns it off). Always false for pipelines without one.
+    pub safety_checker: bool,
+}
+
+impl ImageSetup {
+    /// The model's defaults: native size, one image, its usual dtype, SDPA,
+    /// nothing sliced or offloaded, the safety checker where it has one.
+    pub fn default_for(m: &Model) -> ImageSetup {
+        ImageSetup {
+            width: m.default_size,
+            height: m.default_size,
+            images: 1,
+            precision: m.default_precision,
+            quant: Quant::None,
+            attention: Attention::Sdpa,
+            attention_slicing: false,
+            vae_slicing: false,
+            vae_tiling: false,
+            cpu_offload: CpuOffload::None,
+            safety_checker: m.safety_checker.is_some(),
+        }
+    }
 }
 
 /// Invalid combinations.
@@ -651,14 +872,25 @@ pub fn validate(m: &Model, s: &ImageSetup) -> Result<(), String> {
     if s.images == 0 {
         return Err("--images must be at least 1".into());
     }
-    if m.pipeline != Pipeline::Flux && s.quant != ImageQuant::None {
-        return Err(format!(
-            "quantization is modelled for FLUX.1-dev (transformer and T5 linears) only, not {}",
-            m.id
-        ));
+    if matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16) {
+        return Err(
+            "diffusers pipelines load one dtype: use --precision fp32, fp16 or bf16".into(),
+        );
+    }
+    if s.quant == Quant::Int4 {
+        return Err(
+            "--quant int4 (GPTQ/AWQ) is not a diffusers from_pretrained quantization: use int8, nf4, nf4-dq or fp8"
+                .into(),
+        );
+    }
+    if s.attention == Attention::Flash {
+        return Err("image models: --attention sdpa (default) or eager".into());
     }
     if m.pipeline == Pipeline::Flux && s.attention_slicing {
         return Err("FluxPipeline has no attention slicing; use SDPA (the default)".into());
+    }
+    if s.safety_checker && m.safety_checker.is_none() {
+        return Err(format!("{} has no safety checker", m.id));
     }
     Ok(())
 }
@@ -681,31 +913,54 @@ pub struct ParamRow {
     pub params: u64,
 }
 
-/// The result.
-#[derive(Clone, Debug, Serialize)]
+/// The result: the same [`Estimate`] as text models (the JSON `components`,
+/// peaks and phase) plus the per-component detail.
+#[derive(Clone, Debug)]
 pub struct ImageEstimate {
-    /// Parameters per component.
+    /// Components and peaks. Weights are every component resident at the
+    /// peak; activations the phase's working set (encoder, denoiser or VAE
+    /// decoder); temporaries the dequantized copy of one quantized linear;
+    /// gradients, optimizer, logits and KV cache are 0.
+    pub estimate: Estimate,
+    /// Parameters per loaded component.
     pub params: Vec<ParamRow>,
-    /// Rows at the peak phase (weights resident, transient, context).
-    pub components: Vec<Part>,
-    /// `encode-prompt`, `denoise` or `vae-decode`.
-    pub peak_phase: &'static str,
-    /// `torch.cuda.max_memory_allocated()`.
-    pub peak_allocated_bytes: u64,
-    /// `torch.cuda.max_memory_reserved()`.
-    pub peak_reserved_bytes: u64,
-    /// nvidia-smi used.
-    pub device_used_bytes: u64,
+    /// Weights resident at the peak, per component.
+    pub weights: Vec<Part>,
+    /// What the activations are (`unet activations`, …).
+    pub activations: String,
 }
 
-/// Bytes of `c` in the given format: int8 8 bits, nf4 4.5 bits (4-bit codes +
-/// one fp32 absmax per 64) on linears; everything else 2 or 4 bytes.
-fn weight_bytes(c: &Count, bytes: u64, q: ImageQuant) -> u64 {
-    let (lin, rest) = (c.linear, c.total - c.linear);
-    match q {
-        ImageQuant::None => c.total * bytes,
-        ImageQuant::Int8 => lin + rest * bytes,
-        ImageQuant::Nf4 => (lin * 9).div_ceil(16) + rest * bytes,
+/// Bytes of `c` stored at `bytes` per element with `q` on its `nn.Linear`
+/// weights: bits per linear weight from [`components::quant_bits_x1000`]
+/// (`memory-estimation.md` §3.1: bnb NF4 4 bits + one fp32 absmax per 64 =
+/// 4.5; double-quantized 4.127; LLM.int8 and fp8 8) plus, for int8 and fp8,
+/// one fp32 scale per output row (bitsandbytes `Int8Params.SCB`; torchao's
+/// float8 weight-only scales counted the same way). Convolutions, norms and
+/// embeddings stay in the pipeline dtype (bitsandbytes and torchao replace
+/// linears only).
+fn weight_bytes(c: &Count, bytes: u64, q: Quant) -> u64 {
+    if q == Quant::None {
+        return c.total * bytes;
+    }
+    let scales = if matches!(q, Quant::Int8 | Quant::Fp8) {
+        c.rows * 4
+    } else {
+        0
+    };
+    (c.linear * components::quant_bits_x1000(q)).div_ceil(8_000)
+        + scales
+        + (c.total - c.linear) * bytes
+}
+
+/// The dequantized copy a quantized forward makes of one linear at a time
+/// (bitsandbytes and torchao weight-only kernels run in the compute dtype):
+/// the largest linear at `bytes`, as [`components::dequant_bytes`] for text
+/// models; 0 unquantized.
+fn dequant_bytes(c: &Count, bytes: u64, q: Quant) -> u64 {
+    if q == Quant::None {
+        0
+    } else {
+        c.largest_linear * bytes
     }
 }
 
@@ -782,82 +1037,153 @@ pub fn vae_transient(ch: &[u64], b: u64, h: u64, w: u64, a: u64, eager: bool) ->
     (units + attn) * b * a
 }
 
-struct Phase {
+/// One component's weights: name, bytes when whole on the GPU, bytes of its
+/// largest leaf module (sequential offload), and whether offload leaves it
+/// on the GPU (diffusers `_exclude_from_cpu_offload = ["safety_checker"]`:
+/// both offload modes `.to(device)` it).
+struct Weights {
     name: &'static str,
-    resident: Vec<(String, u64)>,
-    transient: (String, u64),
+    full: u64,
+    leaf: u64,
+    pinned: bool,
 }
 
-/// The estimate: each phase's resident weights and transient; the peak phase.
-pub fn estimate(m: &Model, s: &ImageSetup) -> ImageEstimate {
-    let wb = if s.fp32 { 4 } else { 2 };
+/// One phase: its components, its activations and temporaries.
+struct Phase {
+    name: &'static str,
+    components: Vec<&'static str>,
+    activations: (String, u64),
+    temporaries: u64,
+}
+
+/// The largest leaf module of `c` as a count of its own (a linear when no
+/// other leaf is larger; its row scales are left out).
+fn single(c: &Count) -> Count {
+    let linear = if c.largest_linear == c.largest {
+        c.largest
+    } else {
+        0
+    };
+    Count {
+        total: c.largest,
+        largest: c.largest,
+        linear,
+        rows: 0,
+        largest_linear: linear,
+    }
+}
+
+/// Every loaded component's weights under `s`.
+fn weights(m: &Model, s: &ImageSetup) -> Vec<Weights> {
+    let wb = s.precision.param_bytes();
+    let w = |name, c: &Count, bytes, q, pinned| Weights {
+        name,
+        full: weight_bytes(c, bytes, q),
+        leaf: weight_bytes(&single(c), bytes, q),
+        pinned,
+    };
+    let mut v: Vec<Weights> = m
+        .text_encoders
+        .iter()
+        .map(|e| {
+            let q = if e.t5 { s.quant } else { Quant::None };
+            w(e.name, &e.params, wb, q, false)
+        })
+        .collect();
+    v.push(w(m.denoiser_name(), &m.denoiser_params, wb, s.quant, false));
+    v.push(w("vae", &m.vae_params, vae_bytes(m, s), Quant::None, false));
+    if let Some(sc) = m.safety_checker.as_ref().filter(|_| s.safety_checker) {
+        v.push(w(sc.name, &sc.params, wb, Quant::None, true));
+    }
+    v
+}
+
+/// VAE bytes per element: the pipeline dtype, except SDXL in fp16, whose
+/// pipeline upcasts the VAE to fp32 for the decode
+/// (`StableDiffusionXLPipeline.__call__`, `needs_upcasting`).
+fn vae_bytes(m: &Model, s: &ImageSetup) -> u64 {
+    if m.pipeline == Pipeline::Sdxl && s.precision == Precision::Fp16 {
+        4
+    } else {
+        s.precision.param_bytes()
+    }
+}
+
+/// The phases in order: prompt encoding (one per text encoder), denoising,
+/// VAE decode, the safety check.
+fn phases(m: &Model, s: &ImageSetup) -> Vec<Phase> {
+    let wb = s.precision.param_bytes();
+    // Classifier-free guidance doubles the batch for SD/SDXL; FLUX.1-dev is
+    // guidance-distilled.
     let cfg_b = if m.pipeline == Pipeline::Flux {
         s.images
     } else {
         2 * s.images
     };
-    let mut weights: Vec<(String, u64, u64)> = Vec::new();
-    for (name, c, ..) in &m.text_encoders {
-        let q = if c.total > 1_000_000_000 {
-            s.quant
-        } else {
-            ImageQuant::None
-        };
-        weights.push((
-            name.to_string(),
-            weight_bytes(c, wb, q),
-            weight_bytes(&single(c.largest), wb, q),
-        ));
-    }
-    let den = if m.pipeline == Pipeline::Flux {
-        "transformer"
-    } else {
-        "unet"
-    };
-    let dc = m.denoiser_params;
-    weights.push((
-        den.into(),
-        weight_bytes(&dc, wb, s.quant),
-        weight_bytes(&single(dc.largest), wb, s.quant),
-    ));
-    let vae_up = m.pipeline == Pipeline::Sdxl && s.fp16;
-    let vb = if vae_up { 4 } else { wb };
-    weights.push((
-        "vae".into(),
-        m.vae_params.total * vb,
-        m.vae_params.largest * vb,
-    ));
-    let resident = |names: &[&str]| -> Vec<(String, u64)> {
-        weights
-            .iter()
-            .filter_map(|(n, full, leaf)| match s.cpu_offload {
-                CpuOffload::None => Some((n.clone(), *full)),
-                CpuOffload::Model => names.contains(&n.as_str()).then(|| (n.clone(), *full)),
-                CpuOffload::Sequential => names.contains(&n.as_str()).then(|| (n.clone(), *leaf)),
-            })
-            .collect()
-    };
-    let mut phases = Vec::new();
-    for (name, _, tokens, h, f) in &m.text_encoders {
-        let t = cfg_b * tokens * (2 * f + 4 * h) * wb;
-        phases.push(Phase {
-            name: "encode-prompt",
-            resident: resident(&[name]),
-            transient: (format!("{name} activations"), t),
+    let mut v: Vec<Phase> = m
+        .text_encoders
+        .iter()
+        .map(|e| {
+            let q = if e.t5 { s.quant } else { Quant::None };
+            Phase {
+                name: "encode-prompt",
+                components: vec![e.name],
+                activations: (format!("{} activations", e.name), e.transient(cfg_b, wb)),
+                temporaries: dequant_bytes(&e.params, wb, q),
+            }
+        })
+        .collect();
+    let den = m.denoiser_name();
+    v.push(Phase {
+        name: "denoise",
+        components: vec![den],
+        activations: (
+            format!("{den} activations"),
+            denoiser_transient(m, s, cfg_b),
+        ),
+        temporaries: dequant_bytes(&m.denoiser_params, wb, s.quant),
+    });
+    let decoded = s.images * 3 * s.width * s.height * vae_bytes(m, s);
+    v.push(Phase {
+        name: "vae-decode",
+        components: vec!["vae"],
+        activations: (
+            "vae decode activations".into(),
+            vae_decode_transient(m, s) + decoded,
+        ),
+        temporaries: 0,
+    });
+    if let Some(sc) = m.safety_checker.as_ref().filter(|_| s.safety_checker) {
+        // The decoded images stay alive while the checker runs on 224² crops.
+        v.push(Phase {
+            name: "safety-check",
+            components: vec![sc.name],
+            activations: (
+                format!("{} activations", sc.name),
+                sc.transient(s.images, wb) + decoded,
+            ),
+            temporaries: 0,
         });
     }
+    v
+}
+
+/// One UNet/transformer forward at the latent resolution.
+fn denoiser_transient(m: &Model, s: &ImageSetup, b: u64) -> u64 {
+    let wb = s.precision.param_bytes();
     let latent_tokens = (s.width / m.vae_scale) * (s.height / m.vae_scale);
-    let den_t = match &m.denoiser {
+    let eager = s.attention == Attention::Eager;
+    match &m.denoiser {
         Denoiser::Unet {
             levels,
             layers_per_block,
         } => unet_transient(
             levels,
             *layers_per_block,
-            cfg_b,
+            b,
             latent_tokens,
             wb,
-            s.eager,
+            eager,
             s.attention_slicing,
         ),
         Denoiser::Flux {
@@ -868,17 +1194,17 @@ pub fn estimate(m: &Model, s: &ImageSetup) -> ImageEstimate {
         } => flux_transient(
             *inner,
             *heads,
-            cfg_b,
+            b,
             latent_tokens / (patch * patch) + txt,
             wb,
-            s.eager,
+            eager,
         ),
-    };
-    phases.push(Phase {
-        name: "denoise",
-        resident: resident(&[den]),
-        transient: (format!("{den} activations"), den_t),
-    });
+    }
+}
+
+/// The VAE decoder's working set, with slicing (one image) and tiling (one
+/// tile) applied.
+fn vae_decode_transient(m: &Model, s: &ImageSetup) -> u64 {
     let tile = m.vae_tile;
     let tiled = s.vae_tiling && (s.width > tile || s.height > tile);
     let (h, w) = if tiled {
@@ -887,139 +1213,358 @@ pub fn estimate(m: &Model, s: &ImageSetup) -> ImageEstimate {
         (s.height, s.width)
     };
     let b = if s.vae_slicing { 1 } else { s.images };
-    let dec = vae_transient(&m.vae_channels, b, h, w, vb, s.eager)
-        + s.images * 3 * s.width * s.height * vb;
-    phases.push(Phase {
-        name: "vae-decode",
-        resident: resident(&["vae"]),
-        transient: ("vae decode activations".into(), dec),
-    });
+    let eager = s.attention == Attention::Eager;
+    vae_transient(&m.vae_channels, b, h, w, vae_bytes(m, s), eager)
+}
+
+/// The weights resident during a phase that runs `names`: all of them
+/// without offload; with `model` offload only those components (whole); with
+/// `sequential` only their largest leaf module; pinned components always.
+fn resident(all: &[Weights], names: &[&str], offload: CpuOffload) -> Vec<Part> {
+    all.iter()
+        .filter_map(|w| {
+            let here = names.contains(&w.name);
+            let bytes = match offload {
+                _ if w.pinned => w.full,
+                CpuOffload::None => w.full,
+                CpuOffload::Model if here => w.full,
+                CpuOffload::Sequential if here => w.leaf,
+                _ => return None,
+            };
+            Some(Part {
+                name: w.name.into(),
+                bytes,
+            })
+        })
+        .collect()
+}
+
+/// The estimate: each phase's resident weights, activations and
+/// temporaries; the phase with the largest reserved memory is the peak.
+pub fn estimate(m: &Model, s: &ImageSetup) -> ImageEstimate {
+    let all = weights(m, s);
     let ctx = components::cuda_context_bytes();
-    let mut best: Option<(u64, u64, u64, &Phase)> = None;
-    for p in &phases {
-        let w: u64 = p.resident.iter().map(|r| r.1).sum();
-        let alloc = w + p.transient.1;
-        let reserved = components::reserved_bytes(alloc, p.transient.1);
-        if best.is_none_or(|b| reserved > b.1) {
-            best = Some((alloc, reserved, p.transient.1, p));
+    let mut best: Option<(u64, u64, Phase, Vec<Part>)> = None;
+    for p in phases(m, s) {
+        let parts = resident(&all, &p.components, s.cpu_offload);
+        let transient = p.activations.1 + p.temporaries;
+        let alloc = parts.iter().map(|r| r.bytes).sum::<u64>() + transient;
+        let reserved = components::reserved_bytes(alloc, transient);
+        if best.as_ref().is_none_or(|b| reserved > b.1) {
+            best = Some((alloc, reserved, p, parts));
         }
     }
-    let row = |name: &str, params: u64| ParamRow {
-        name: name.into(),
-        params,
-    };
-    let mut params: Vec<ParamRow> = m
-        .text_encoders
-        .iter()
-        .map(|t| row(t.0, t.1.total))
-        .collect();
-    params.push(row(den, dc.total));
-    params.push(row("vae", m.vae_params.total));
-    let Some((alloc, reserved, _, p)) = best else {
-        return ImageEstimate {
-            params,
+    let params = m.param_rows(s.safety_checker);
+    let total: u64 = params.iter().map(|r| r.params).sum();
+    let (alloc, reserved, p, parts) = best.unwrap_or((
+        0,
+        0,
+        Phase {
+            name: "denoise",
             components: Vec::new(),
-            peak_phase: "denoise",
-            peak_allocated_bytes: 0,
-            peak_reserved_bytes: 0,
-            device_used_bytes: ctx,
-        };
+            activations: (String::new(), 0),
+            temporaries: 0,
+        },
+        Vec::new(),
+    ));
+    let components = Components {
+        weights_bytes: parts.iter().map(|r| r.bytes).sum(),
+        activations_bytes: p.activations.1,
+        temporaries_bytes: p.temporaries,
+        cuda_context_bytes: ctx,
+        ..Components::default()
     };
-    let mut parts: Vec<Part> = p
-        .resident
-        .iter()
-        .map(|(n, b)| Part {
-            name: format!("{n} weights"),
-            bytes: *b,
-        })
-        .collect();
-    parts.push(Part {
-        name: p.transient.0.clone(),
-        bytes: p.transient.1,
-    });
-    parts.push(Part {
-        name: "cuda context".into(),
-        bytes: ctx,
-    });
     ImageEstimate {
+        estimate: Estimate {
+            components,
+            peak_allocated_bytes: alloc,
+            peak_reserved_bytes: reserved,
+            device_used_bytes: reserved + ctx,
+            peak_phase: p.name,
+            params: total,
+            trainable_params: 0,
+        },
         params,
-        components: parts,
-        peak_phase: p.name,
-        peak_allocated_bytes: alloc,
-        peak_reserved_bytes: reserved,
-        device_used_bytes: reserved + ctx,
+        weights: parts,
+        activations: p.activations.0,
     }
 }
 
-fn single(n: u64) -> Count {
-    Count {
-        total: n,
-        largest: n,
-        linear: n,
+/// The largest `v` in 1..=`limit` with `ok(v)` (0: none), by doubling then
+/// bisection; memory grows monotonically with images and size.
+fn largest(limit: u64, ok: impl Fn(u64) -> bool) -> u64 {
+    if limit == 0 || !ok(1) {
+        return 0;
     }
-}
-
-/// The `fit` object for image pipelines.
-#[derive(Clone, Debug, Serialize)]
-pub struct ImageFit {
-    /// GPU catalogue id.
-    pub gpu: &'static str,
-    /// Memory a process can use.
-    pub usable_bytes: u64,
-    /// `device_used_bytes <= usable_bytes`.
-    pub fits: bool,
-    /// `usable − device_used`.
-    pub headroom_bytes: i64,
-    /// Largest `--images` that fits, other settings unchanged (0: none).
-    pub max_images: u64,
-    /// Cheapest changes that make it fit (empty when it fits).
-    pub plan: Vec<Step>,
-    /// Whether the plan reaches a fit.
-    pub plan_fits: bool,
-}
-
-/// Fit on `gpu` and the plan: attention slicing (eager UNet attention only),
-/// VAE slicing (several images) and tiling (larger than a tile) — remedy
-/// `diffusers-slicing`; half-precision weights; model CPU offload; 8-bit then
-/// 4-bit (FLUX); sequential CPU offload; then fewer images and smaller sizes
-/// (`reduce-input-size`), applied cumulatively until it fits.
-pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> ImageFit {
-    let usable = gpu.usable().get();
-    let used = |t: &ImageSetup| estimate(m, t).device_used_bytes;
-    let now = used(s);
-    let fits = now <= usable;
-    let mut lo = 0u64;
-    let mut hi = 1u64;
-    while hi <= 4096
-        && used(&ImageSetup {
-            images: hi,
-            ..s.clone()
-        }) <= usable
-    {
+    let (mut lo, mut hi) = (1u64, 2u64);
+    while hi <= limit && ok(hi) {
         lo = hi;
         hi *= 2;
     }
-    while hi - lo > 1 && hi <= 4096 {
-        let mid = (lo + hi) / 2;
-        if used(&ImageSetup {
-            images: mid,
+    let mut hi = hi.min(limit + 1);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if ok(mid) { lo = mid } else { hi = mid }
+    }
+    lo
+}
+
+/// Most images per call searched for `max_batch`.
+const MAX_IMAGES: u64 = 4096;
+/// Largest square side searched for `max_seq`, in pixels.
+const MAX_SIDE: u64 = 16_384;
+
+/// `torch_dtype=` as diffusers code.
+fn torch_dtype(p: Precision) -> &'static str {
+    match p {
+        Precision::Fp32 => "torch.float32",
+        Precision::Fp16 => "torch.float16",
+        _ => "torch.bfloat16",
+    }
+}
+
+/// Paste-ready diffusers code loading the pipeline with `s.quant` on
+/// [`Model::quant_targets`]: bitsandbytes through
+/// `PipelineQuantizationConfig(quant_backend=…)` (the same kwargs fit
+/// diffusers' and transformers' `BitsAndBytesConfig`), torchao float8
+/// weight-only through a `quant_mapping` (diffusers' and transformers'
+/// `TorchAoConfig` differ, which `quant_backend` rejects).
+pub fn quant_code(m: &Model, s: &ImageSetup) -> String {
+    let dtype = torch_dtype(s.precision);
+    let targets = m.quant_targets();
+    let list = targets
+        .iter()
+        .map(|t| format!("\"{t}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let q = match s.quant {
+        Quant::Int8 => format!(
+            "PipelineQuantizationConfig(quant_backend=\"bitsandbytes_8bit\", quant_kwargs={{\"load_in_8bit\": True}}, components_to_quantize=[{list}])"
+        ),
+        Quant::Nf4 | Quant::Nf4Dq => format!(
+            "PipelineQuantizationConfig(quant_backend=\"bitsandbytes_4bit\", quant_kwargs={{\"load_in_4bit\": True, \"bnb_4bit_quant_type\": \"nf4\", \"bnb_4bit_compute_dtype\": {dtype}{}}}, components_to_quantize=[{list}])",
+            if s.quant == Quant::Nf4Dq {
+                ", \"bnb_4bit_use_double_quant\": True"
+            } else {
+                ""
+            }
+        ),
+        _ => {
+            let den = m.denoiser_name();
+            let map = targets
+                .iter()
+                .map(|t| {
+                    let lib = if *t == den {
+                        "diffusers"
+                    } else {
+                        "transformers"
+                    };
+                    format!("\"{t}\": {lib}.TorchAoConfig(Float8WeightOnlyConfig())")
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!(
+                "PipelineQuantizationConfig(quant_mapping={{{map}}})  # from torchao.quantization import Float8WeightOnlyConfig"
+            )
+        }
+    };
+    format!(
+        "DiffusionPipeline.from_pretrained(\"{}\", torch_dtype={dtype}, quantization_config={q})",
+        m.id
+    )
+}
+
+/// One rung of the plan: applies itself to a setup (false: does not apply),
+/// describes the change, names the remedy and gives the code for the
+/// resulting setup.
+struct Rung {
+    apply: fn(&Model, &mut ImageSetup) -> bool,
+    change: fn(&Model, &ImageSetup) -> String,
+    remedy: &'static str,
+    config: fn(&Model, &ImageSetup) -> String,
+}
+
+/// Sets the quantization to `q` when it lowers the weight bits.
+fn quantize(t: &mut ImageSetup, q: Quant) -> bool {
+    let ok = components::quant_bits_x1000(q) < components::quant_bits_x1000(t.quant);
+    if ok {
+        t.quant = q;
+    }
+    ok
+}
+
+/// The ladder, cheapest first: attention slicing (eager UNet attention),
+/// VAE slicing (several images) and tiling (larger than a tile) — remedy
+/// `diffusers-slicing`; half-precision weights; dropping the safety checker
+/// (`unload-models`); model CPU offload; 8-bit then 4-bit denoiser (and T5);
+/// sequential CPU offload.
+const LADDER: [Rung; 9] = [
+    Rung {
+        apply: |m, t| {
+            let ok = m.pipeline != Pipeline::Flux
+                && t.attention == Attention::Eager
+                && !t.attention_slicing;
+            t.attention_slicing |= ok;
+            ok
+        },
+        change: |_, _| "attention slicing".into(),
+        remedy: "diffusers-slicing",
+        config: |_, _| "pipe.enable_attention_slicing()".into(),
+    },
+    Rung {
+        apply: |_, t| {
+            let ok = t.images > 1 && !t.vae_slicing;
+            t.vae_slicing |= ok;
+            ok
+        },
+        change: |_, _| "VAE slicing (decode one image at a time)".into(),
+        remedy: "diffusers-slicing",
+        config: |_, _| "pipe.vae.enable_slicing()".into(),
+    },
+    Rung {
+        apply: |m, t| {
+            let ok = (t.width > m.vae_tile || t.height > m.vae_tile) && !t.vae_tiling;
+            t.vae_tiling |= ok;
+            ok
+        },
+        change: |_, _| "VAE tiling".into(),
+        remedy: "diffusers-slicing",
+        config: |_, _| "pipe.vae.enable_tiling()".into(),
+    },
+    Rung {
+        apply: |m, t| {
+            let ok = t.precision == Precision::Fp32;
+            if ok {
+                t.precision = m.default_precision;
+            }
+            ok
+        },
+        change: |_, t| format!("{} weights", components::precision_name(t.precision)),
+        remedy: "half-precision-weights",
+        config: |m, t| {
+            format!(
+                "DiffusionPipeline.from_pretrained(\"{}\", torch_dtype={})",
+                m.id,
+                torch_dtype(t.precision)
+            )
+        },
+    },
+    Rung {
+        apply: |_, t| {
+            let ok = t.safety_checker;
+            t.safety_checker = false;
+            ok
+        },
+        change: |_, _| {
+            "load without the safety checker (it stays on the GPU even with offload)".into()
+        },
+        remedy: "unload-models",
+        config: |m, t| {
+            format!(
+                "DiffusionPipeline.from_pretrained(\"{}\", torch_dtype={}, safety_checker=None)",
+                m.id,
+                torch_dtype(t.precision)
+            )
+        },
+    },
+    Rung {
+        apply: |_, t| {
+            let ok = t.cpu_offload == CpuOffload::None;
+            if ok {
+                t.cpu_offload = CpuOffload::Model;
+            }
+            ok
+        },
+        change: |_, _| "model CPU offload (one component on the GPU at a time)".into(),
+        remedy: "diffusers-cpu-offload",
+        config: |_, _| "pipe.enable_model_cpu_offload()".into(),
+    },
+    Rung {
+        apply: |_, t| quantize(t, Quant::Int8),
+        change: |m, _| format!("8-bit {} (bitsandbytes)", m.quant_targets().join(" and ")),
+        remedy: "quantize-8bit",
+        config: quant_code,
+    },
+    Rung {
+        apply: |_, t| quantize(t, Quant::Nf4),
+        change: |m, _| {
+            format!(
+                "4-bit NF4 {} (bitsandbytes)",
+                m.quant_targets().join(" and ")
+            )
+        },
+        remedy: "quantize-4bit",
+        config: quant_code,
+    },
+    Rung {
+        apply: |_, t| {
+            let ok = t.cpu_offload != CpuOffload::Sequential;
+            t.cpu_offload = CpuOffload::Sequential;
+            ok
+        },
+        change: |_, _| "sequential CPU offload (one module at a time; slow)".into(),
+        remedy: "diffusers-cpu-offload",
+        config: |_, _| "pipe.enable_sequential_cpu_offload()".into(),
+    },
+];
+
+/// Fit on `gpu` and the plan: the [`LADDER`] applied cumulatively (a rung
+/// that did not lower the peak is retried once the peak moves to another
+/// phase), then one image per call and smaller sizes (`reduce-input-size`).
+/// In the shared [`Fit`]: `max_batch` is the largest `--images` that fits and
+/// `max_seq` the largest square `--width = --height` in pixels (a multiple of
+/// [`Model::size_multiple`]; the image analogue of the longest input), other
+/// settings unchanged, 0 when none fits.
+pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> Fit {
+    let usable = gpu.usable().get();
+    let used = |t: &ImageSetup| estimate(m, t).estimate.device_used_bytes;
+    let now = used(s);
+    let fits = now <= usable;
+    let max_images = largest(MAX_IMAGES, |n| {
+        used(&ImageSetup {
+            images: n,
             ..s.clone()
         }) <= usable
-        {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
+    });
+    let k = m.size_multiple();
+    let max_side = k * largest(MAX_SIDE / k, |n| {
+        used(&ImageSetup {
+            width: n * k,
+            height: n * k,
+            ..s.clone()
+        }) <= usable
+    });
+    let (plan, plan_fits) = if fits {
+        (Vec::new(), true)
+    } else {
+        plan(m, s, usable)
+    };
+    Fit {
+        gpu: gpu.id,
+        usable_bytes: usable,
+        fits,
+        headroom_bytes: usable as i64 - now as i64,
+        max_batch: max_images,
+        max_seq: max_side,
+        plan,
+        plan_fits,
+        device_map: None,
     }
-    let mut plan = Vec::new();
+}
+
+/// The plan for a setup that does not fit `usable` bytes, and whether it
+/// reaches a fit.
+fn plan(m: &Model, s: &ImageSetup, usable: u64) -> (Vec<Step>, bool) {
+    let used = |t: &ImageSetup| estimate(m, t).estimate.device_used_bytes;
+    let mut steps = Vec::new();
     let mut cur = s.clone();
-    let mut last = now;
+    let mut last = used(s);
     let mut push = |cur: &ImageSetup, change: String, remedy: &'static str, config: String| {
         let after = used(cur);
         if after >= last {
             return None;
         }
-        plan.push(Step {
+        steps.push(Step {
             change,
             remedy,
             saves_bytes: last - after,
@@ -1029,112 +1574,15 @@ pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> ImageFit {
         last = after;
         Some(after <= usable)
     };
-    let mut done = fits;
-    type Try = (
-        fn(&Model, &mut ImageSetup) -> bool,
-        &'static str,
-        &'static str,
-        &'static str,
-    );
-    let ladder: [Try; 8] = [
-        (
-            |m, t| {
-                let ok = m.pipeline != Pipeline::Flux && t.eager && !t.attention_slicing;
-                t.attention_slicing |= ok;
-                ok
-            },
-            "attention slicing",
-            "diffusers-slicing",
-            "pipe.enable_attention_slicing()",
-        ),
-        (
-            |_, t| {
-                let ok = t.images > 1 && !t.vae_slicing;
-                t.vae_slicing |= ok;
-                ok
-            },
-            "VAE slicing (decode one image at a time)",
-            "diffusers-slicing",
-            "pipe.vae.enable_slicing()",
-        ),
-        (
-            |m, t| {
-                let ok = (t.width > m.vae_tile || t.height > m.vae_tile) && !t.vae_tiling;
-                t.vae_tiling |= ok;
-                ok
-            },
-            "VAE tiling",
-            "diffusers-slicing",
-            "pipe.vae.enable_tiling()",
-        ),
-        (
-            |_, t| {
-                let ok = t.fp32;
-                t.fp32 = false;
-                t.fp16 = true;
-                ok
-            },
-            "fp16 weights",
-            "half-precision-weights",
-            "torch_dtype=torch.float16",
-        ),
-        (
-            |_, t| {
-                let ok = t.cpu_offload == CpuOffload::None;
-                if ok {
-                    t.cpu_offload = CpuOffload::Model;
-                }
-                ok
-            },
-            "model CPU offload (one component on the GPU at a time)",
-            "diffusers-cpu-offload",
-            "pipe.enable_model_cpu_offload()",
-        ),
-        (
-            |m, t| {
-                let ok = m.pipeline == Pipeline::Flux && t.quant == ImageQuant::None;
-                if ok {
-                    t.quant = ImageQuant::Int8;
-                }
-                ok
-            },
-            "8-bit transformer and T5 (bitsandbytes)",
-            "quantize-8bit",
-            "quantization_config=BitsAndBytesConfig(load_in_8bit=True)",
-        ),
-        (
-            |m, t| {
-                let ok = m.pipeline == Pipeline::Flux && t.quant != ImageQuant::Nf4;
-                if ok {
-                    t.quant = ImageQuant::Nf4;
-                }
-                ok
-            },
-            "4-bit NF4 transformer and T5 (bitsandbytes)",
-            "quantize-4bit",
-            "quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\")",
-        ),
-        (
-            |_, t| {
-                let ok = t.cpu_offload != CpuOffload::Sequential;
-                t.cpu_offload = CpuOffload::Sequential;
-                ok
-            },
-            "sequential CPU offload (one module at a time; slow)",
-            "diffusers-cpu-offload",
-            "pipe.enable_sequential_cpu_offload()",
-        ),
-    ];
-    // The first step (cheapest) that lowers the peak now; a step that did not
-    // help earlier (the peak was in another phase) is tried again later.
-    let mut taken = [false; 8];
+    let mut done = false;
+    let mut taken = [false; LADDER.len()];
     'ladder: while !done {
-        for (i, (apply, change, remedy, config)) in ladder.iter().enumerate() {
+        for (i, r) in LADDER.iter().enumerate() {
             let mut t = cur.clone();
-            if taken[i] || !apply(m, &mut t) {
+            if taken[i] || !(r.apply)(m, &mut t) {
                 continue;
             }
-            if let Some(d) = push(&t, (*change).into(), remedy, (*config).into()) {
+            if let Some(d) = push(&t, (r.change)(m, &t), r.remedy, (r.config)(m, &t)) {
                 taken[i] = true;
                 done = d;
                 cur = t;
@@ -1166,31 +1614,34 @@ pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> ImageFit {
         )
         .unwrap_or(false);
     }
-    ImageFit {
-        gpu: gpu.id,
-        usable_bytes: usable,
-        fits,
-        headroom_bytes: usable as i64 - now as i64,
-        max_images: lo,
-        plan_fits: fits || done,
-        plan: if fits { Vec::new() } else { plan },
+    (steps, done)
+}
+
+/// `--quant` as the user writes it.
+fn quant_name(q: Quant) -> &'static str {
+    match q {
+        Quant::None => "none",
+        Quant::Int8 => "int8",
+        Quant::Nf4 => "nf4",
+        Quant::Nf4Dq => "nf4-dq",
+        Quant::Int4 => "int4",
+        Quant::Fp8 => "fp8",
     }
 }
 
 /// Human output.
-pub fn human(m: &Model, s: &ImageSetup, e: &ImageEstimate, f: Option<&ImageFit>) -> String {
+pub fn human(m: &Model, s: &ImageSetup, e: &ImageEstimate, f: Option<&Fit>) -> String {
     let mut o = String::new();
+    let est = &e.estimate;
     let _ = writeln!(
         o,
-        "{} ({} params) · text-to-image · {} · {}×{} × {} image{}{}",
+        "{} ({} params) · text-to-image · {}{} · {}×{} × {} image{}{}",
         m.id,
-        human_count(m.params()),
-        if s.fp32 {
-            "fp32"
-        } else if s.fp16 {
-            "fp16"
-        } else {
-            "bf16"
+        human_count(est.params),
+        components::precision_name(s.precision),
+        match s.quant {
+            Quant::None => String::new(),
+            q => format!(" · {} {}", quant_name(q), m.quant_targets().join("+")),
         },
         s.width,
         s.height,
@@ -1212,14 +1663,25 @@ pub fn human(m: &Model, s: &ImageSetup, e: &ImageEstimate, f: Option<&ImageFit>)
             .join(" · ")
     );
     o.push('\n');
-    let total = e.device_used_bytes.max(1);
-    for p in &e.components {
-        let n = (((p.bytes as f64 / total as f64) * BAR as f64).round() as usize).min(BAR);
+    let c = &est.components;
+    let mut rows: Vec<(String, u64)> = e
+        .weights
+        .iter()
+        .map(|p| (format!("{} weights", p.name), p.bytes))
+        .collect();
+    rows.push((e.activations.clone(), c.activations_bytes));
+    if c.temporaries_bytes > 0 {
+        rows.push(("dequantized linear".into(), c.temporaries_bytes));
+    }
+    rows.push(("cuda context".into(), c.cuda_context_bytes));
+    let total = est.device_used_bytes.max(1);
+    for (name, bytes) in rows {
+        let n = (((bytes as f64 / total as f64) * BAR as f64).round() as usize).min(BAR);
         let _ = writeln!(
             o,
             "  {:<24}{:>11}  {}{}",
-            p.name,
-            Bytes(p.bytes).to_string(),
+            name,
+            Bytes(bytes).to_string(),
             "█".repeat(n),
             "·".repeat(BAR - n)
         );
@@ -1228,31 +1690,33 @@ pub fn human(m: &Model, s: &ImageSetup, e: &ImageEstimate, f: Option<&ImageFit>)
     let _ = writeln!(
         o,
         "  peak allocated   {:>11}   (torch.cuda.max_memory_allocated, at {})",
-        Bytes(e.peak_allocated_bytes).to_string(),
-        e.peak_phase
+        Bytes(est.peak_allocated_bytes).to_string(),
+        est.peak_phase
     );
     let _ = writeln!(
         o,
         "  peak reserved    {:>11}   (torch.cuda.max_memory_reserved)",
-        Bytes(e.peak_reserved_bytes).to_string()
+        Bytes(est.peak_reserved_bytes).to_string()
     );
     let _ = writeln!(
         o,
         "  device used      {:>11}   (nvidia-smi)",
-        Bytes(e.device_used_bytes).to_string()
+        Bytes(est.device_used_bytes).to_string()
     );
     if let Some(f) = f {
         let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "{} {}: {} of {} usable ({} {}); max images {}",
+            "{} {}: {} of {} usable ({} {}); max images {}, max size {}×{}",
             if f.fits { "fits on" } else { "does not fit on" },
             f.gpu,
-            Bytes(e.device_used_bytes),
+            Bytes(est.device_used_bytes),
             Bytes(f.usable_bytes),
             Bytes(f.headroom_bytes.unsigned_abs()),
             if f.fits { "headroom" } else { "short" },
-            f.max_images
+            f.max_batch,
+            f.max_seq,
+            f.max_seq
         );
         crate::render::plan(&mut o, &f.plan, f.plan_fits);
     }
@@ -1265,19 +1729,7 @@ mod tests {
 
     fn base(p: Pipeline) -> (Model, ImageSetup) {
         let m = Model::load(p);
-        let s = ImageSetup {
-            width: m.default_size,
-            height: m.default_size,
-            images: 1,
-            fp32: false,
-            fp16: true,
-            quant: ImageQuant::None,
-            eager: false,
-            attention_slicing: false,
-            vae_slicing: false,
-            vae_tiling: false,
-            cpu_offload: CpuOffload::None,
-        };
+        let s = ImageSetup::default_for(&m);
         (m, s)
     }
 
@@ -1287,6 +1739,7 @@ mod tests {
             let m = Model::load(p);
             assert!(m.denoiser_params.total > 0 && m.vae_params.total > 0);
             assert!(!m.text_encoders.is_empty() && m.vae_channels.len() == 4);
+            assert!(m.denoiser_params.largest_linear > 0);
         }
         // Empty configs count nothing and do not panic.
         assert_eq!(unet_params(&Value::Null).total, 0);
@@ -1303,8 +1756,9 @@ mod tests {
         // diffusers `unet.num_parameters()` for SD 1.5 / the SD VAE / CLIP ViT-L/14 text.
         assert_eq!(m.denoiser_params.total, 859_520_964);
         assert_eq!(m.vae_params.total, 83_653_863);
-        assert_eq!(m.text_encoders[0].1.total, 123_060_480);
+        assert_eq!(m.text_encoders[0].params.total, 123_060_480);
         assert_eq!(m.default_size, 512);
+        assert_eq!(m.default_precision, Precision::Fp16);
     }
 
     #[test]
@@ -1312,7 +1766,7 @@ mod tests {
         let m = Model::load(Pipeline::Sdxl);
         assert_eq!(m.denoiser_params.total, 2_567_463_684);
         assert_eq!(m.vae_params.total, 83_653_863);
-        assert_eq!(m.text_encoders[1].1.total, 694_659_840);
+        assert_eq!(m.text_encoders[1].params.total, 694_659_840);
         assert_eq!(m.default_size, 1024);
     }
 
@@ -1323,9 +1777,113 @@ mod tests {
         // 23.8 GB bf16 transformer safetensors (reference sheet).
         let gb = m.denoiser_params.total * 2 / 100_000_000;
         assert_eq!(gb, 238);
-        assert_eq!(m.text_encoders[1].1.total, 4_762_310_656);
+        assert_eq!(m.text_encoders[1].params.total, 4_762_310_656);
         assert_eq!(m.vae_params.total, 83_819_683);
         assert_eq!(m.size_multiple(), 16);
+    }
+
+    #[test]
+    fn safety_checker_counts() {
+        let m = Model::load(Pipeline::Sd15);
+        let sc = m.safety_checker.as_ref().expect("SD 1.5 names one");
+        // CLIP ViT-L/14 vision: embeddings (class, 3·1024·14² patch conv,
+        // 257 positions), pre/post LayerNorm, 24 layers of 2 LayerNorms, 4
+        // attention linears and a 4096 MLP; projection 1024→768; 20 concept
+        // embeddings of 768 and their 20 weights.
+        let (h, f) = (1024u64, 4096u64);
+        let layer = 2 * 2 * h + 4 * (h * h + h) + (h * f + f) + (f * h + h);
+        let vision = h + 3 * h * 14 * 14 + 257 * h + 4 * h + 24 * layer;
+        assert_eq!(vision, 303_179_776);
+        assert_eq!(sc.params.total, vision + h * 768 + 20 * 768 + 20);
+        assert_eq!(sc.tokens, 257);
+        assert!(Model::load(Pipeline::Sdxl).safety_checker.is_none());
+        assert!(Model::load(Pipeline::Flux).safety_checker.is_none());
+    }
+
+    #[test]
+    fn safety_checker_stays_on_the_gpu_with_offload() {
+        let (m, mut s) = base(Pipeline::Sd15);
+        s.cpu_offload = CpuOffload::Model;
+        let with = estimate(&m, &s);
+        assert!(with.weights.iter().any(|p| p.name == "safety_checker"));
+        s.safety_checker = false;
+        let without = estimate(&m, &s);
+        let sc = m.safety_checker.as_ref().map_or(0, |e| e.params.total);
+        assert_eq!(
+            with.estimate.components.weights_bytes - without.estimate.components.weights_bytes,
+            sc * 2
+        );
+    }
+
+    #[test]
+    fn quantized_weights_follow_the_bits_per_weight() {
+        let m = Model::load(Pipeline::Flux);
+        let c = m.denoiser_params;
+        let full = weight_bytes(&c, 2, Quant::None);
+        let rest = (c.total - c.linear) * 2;
+        assert_eq!(
+            weight_bytes(&c, 2, Quant::Nf4),
+            (c.linear * 9).div_ceil(16) + rest
+        );
+        assert_eq!(
+            weight_bytes(&c, 2, Quant::Int8),
+            c.linear + c.rows * 4 + rest
+        );
+        assert_eq!(
+            weight_bytes(&c, 2, Quant::Fp8),
+            weight_bytes(&c, 2, Quant::Int8)
+        );
+        // Nearly all FLUX transformer weights are linears: ~4.5/16 of bf16.
+        let r = weight_bytes(&c, 2, Quant::Nf4) as f64 / full as f64;
+        assert!((0.28..0.30).contains(&r), "{r}");
+        // SD 1.5's UNet keeps its convolutions (and 1×1 conv projections) in fp16.
+        let u = Model::load(Pipeline::Sd15).denoiser_params;
+        assert!(u.linear * 10 < u.total * 8, "{} of {}", u.linear, u.total);
+    }
+
+    #[test]
+    fn quant_code_names_the_components() {
+        let (m, mut s) = base(Pipeline::Flux);
+        s.quant = Quant::Nf4;
+        let code = quant_code(&m, &s);
+        assert!(code.contains("components_to_quantize=[\"transformer\", \"text_encoder_2\"]"));
+        assert!(code.contains("\"bnb_4bit_compute_dtype\": torch.bfloat16"));
+        let (m, mut s) = base(Pipeline::Sdxl);
+        s.quant = Quant::Fp8;
+        let code = quant_code(&m, &s);
+        assert!(code.contains("\"unet\": diffusers.TorchAoConfig(Float8WeightOnlyConfig())"));
+        assert!(!code.contains("text_encoder"));
+    }
+
+    #[test]
+    fn largest_is_the_boundary() {
+        assert_eq!(largest(100, |n| n <= 37), 37);
+        assert_eq!(largest(100, |_| true), 100);
+        assert_eq!(largest(100, |_| false), 0);
+        assert_eq!(largest(5, |n| n <= 4), 4);
+    }
+
+    #[test]
+    fn fit_reports_max_images_and_side() {
+        let (m, s) = base(Pipeline::Sdxl);
+        let g = oomkit_core::gpus::find("rtx-4090").unwrap();
+        let f = fit(&m, &s, g);
+        let used = |t: ImageSetup| estimate(&m, &t).estimate.device_used_bytes;
+        assert!(f.fits && f.max_batch >= 1 && f.max_seq >= s.width);
+        let k = m.size_multiple();
+        let side = |n| ImageSetup {
+            width: n,
+            height: n,
+            ..s.clone()
+        };
+        assert!(used(side(f.max_seq)) <= f.usable_bytes);
+        assert!(used(side(f.max_seq + k)) > f.usable_bytes);
+        let imgs = |n| ImageSetup {
+            images: n,
+            ..s.clone()
+        };
+        assert!(used(imgs(f.max_batch)) <= f.usable_bytes);
+        assert!(used(imgs(f.max_batch + 1)) > f.usable_bytes);
     }
 
     #[test]
@@ -1344,8 +1902,8 @@ mod tests {
         // Sliced: 4 of the 16 (batch × head) rows at once.
         assert_eq!(t(false, true) - t(false, false), scores / 4);
         let (m, mut s) = base(Pipeline::Sd15);
-        s.eager = true;
-        assert_eq!(estimate(&m, &s).peak_phase, "denoise");
+        s.attention = Attention::Eager;
+        assert_eq!(estimate(&m, &s).estimate.peak_phase, "denoise");
     }
 
     #[test]
@@ -1361,22 +1919,21 @@ mod tests {
         s.height = 2048;
         s.images = 4;
         let full = estimate(&m, &s);
-        assert_eq!(full.peak_phase, "vae-decode");
+        assert_eq!(full.estimate.peak_phase, "vae-decode");
         s.vae_slicing = true;
         s.vae_tiling = true;
         let small = estimate(&m, &s);
-        assert!(small.device_used_bytes < full.device_used_bytes / 4);
+        assert!(small.estimate.device_used_bytes < full.estimate.device_used_bytes / 4);
     }
 
     #[test]
     fn offload_keeps_one_component() {
         let (m, mut s) = base(Pipeline::Flux);
-        s.fp16 = false;
-        let all = estimate(&m, &s);
+        let all = estimate(&m, &s).estimate;
         s.cpu_offload = CpuOffload::Model;
-        let model = estimate(&m, &s);
+        let model = estimate(&m, &s).estimate;
         s.cpu_offload = CpuOffload::Sequential;
-        let seq = estimate(&m, &s);
+        let seq = estimate(&m, &s).estimate;
         assert!(all.peak_allocated_bytes > 33_000_000_000);
         assert_eq!(model.peak_phase, "denoise");
         assert!(model.peak_allocated_bytes > 23_800_000_000);
@@ -1385,8 +1942,7 @@ mod tests {
 
     #[test]
     fn flux_plan_on_a_4090() {
-        let (m, mut s) = base(Pipeline::Flux);
-        s.fp16 = false;
+        let (m, s) = base(Pipeline::Flux);
         let g = oomkit_core::gpus::find("rtx-4090").unwrap();
         let f = fit(&m, &s, g);
         assert!(!f.fits && f.plan_fits);
@@ -1405,9 +1961,15 @@ mod tests {
         s.width = 1024;
         s.attention_slicing = true;
         assert!(validate(&m, &s).is_err());
-        let (m, mut s) = base(Pipeline::Sd15);
-        s.quant = ImageQuant::Nf4;
+        s.attention_slicing = false;
+        s.quant = Quant::Int4;
         assert!(validate(&m, &s).is_err());
+        s.quant = Quant::Nf4;
+        s.safety_checker = true;
+        assert!(validate(&m, &s).is_err());
+        let (m, mut s) = base(Pipeline::Sd15);
+        s.quant = Quant::Nf4;
+        assert!(validate(&m, &s).is_ok());
         assert_eq!(find("SDXL").map(|x| x.1), Some(Pipeline::Sdxl));
         assert_eq!(
             find("stable-diffusion-v1-5/stable-diffusion-v1-5").map(|x| x.0),
