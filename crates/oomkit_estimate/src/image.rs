@@ -9,27 +9,47 @@
 //! the unit tests pin the totals (SD 1.5 UNet 859,520,964; SDXL UNet
 //! 2,567,463,684; FLUX transformer 11,901,408,320, which the reference sheet's
 //! "12B params" / "23.8 GB (bf16)" for the FLUX transformer agrees with).
+//! SD 1.5's `model_index.json` names a `StableDiffusionSafetyChecker`, loaded
+//! by default: a CLIP ViT-L/14 vision tower plus projection and concept
+//! embeddings, 303,981,588 parameters. The reference folder has no config for
+//! it, so `models/image/…__safety_checker.json` is **reconstructed** from the
+//! documented ViT-L/14 vision values (its `_oomkit_provenance` says how).
+//!
+//! **Result**: the crate's [`Estimate`] (the same `components`, peaks and
+//! phase as text models: weights resident at the peak, the phase's
+//! activations, the dequantized linear as temporaries; no gradients,
+//! optimizer, logits or KV cache) and [`Fit`] (`max_batch` = most images,
+//! `max_seq` = largest square side in pixels), plus per-component detail.
 //!
 //! **Peak** = weights resident in the phase (per offload mode) + the largest
-//! transient of the phase, over three phases: prompt encoding, denoising
-//! (one UNet/transformer forward; classifier-free guidance doubles the batch
-//! for SD/SDXL, FLUX.1-dev is guidance-distilled), VAE decode.
+//! transient of the phase, over the phases: prompt encoding (per text
+//! encoder), denoising (one UNet/transformer forward; classifier-free
+//! guidance doubles the batch for SD/SDXL, FLUX.1-dev is guidance-distilled),
+//! VAE decode, and SD 1.5's safety check. The safety checker is excluded from
+//! CPU offload (`StableDiffusionPipeline._exclude_from_cpu_offload`), so it
+//! stays on the GPU in every phase.
+//!
+//! **Quantization** (`--quant`) applies to the denoiser and any T5 encoder,
+//! as diffusers' `PipelineQuantizationConfig(components_to_quantize=…)` does:
+//! bitsandbytes and torchao replace `nn.Linear` weights only, at the bits per
+//! weight of [`components::quant_bits_x1000`] (`memory-estimation.md` §3.1).
 //!
 //! **Approximate** (no measured diffusion rows exist in
 //! `memory-estimation.md`, so nothing here is checked against a measurement):
 //! the working-set multipliers (17 hidden-size units in a UNet transformer
 //! block, 16 in a FLUX block, 3 feature maps in a VAE decoder resnet), the
-//! sequential-offload residency (the largest single module), the int8/nf4
-//! weight sizes (bitsandbytes linears only, constants ~0.5 bit/weight for
-//! nf4), and the 10 % allocator slack of [`components::reserved_bytes`].
-//! Mechanisms (what is resident when, which attention kernel materialises an
-//! N² matrix) follow diffusers' pipeline code.
+//! encoder activations, the sequential-offload residency (the largest single
+//! module), fp8 scales (one fp32 per output row, like LLM.int8), and the
+//! 10 % allocator slack of [`components::reserved_bytes`]. Mechanisms (what
+//! is resident when, which attention kernel materialises an N² matrix)
+//! follow diffusers' pipeline code.
 //!
 //! **Sources.** Parameter walks: diffusers `models/unets/unet_2d_condition.py`,
 //! `unet_2d_blocks.py`, `resnet.py`, `attention.py`, `autoencoders/vae.py`,
-//! `transformers/transformer_flux.py`; transformers `modeling_clip.py`,
-//! `modeling_t5.py`. Eager attention keeps the scores and the softmax output,
-//! b·a·s² each: `memory-estimation.md` §2.5 (the 5·a·s²·b attention term that
+//! `transformers/transformer_flux.py`, `pipelines/stable_diffusion/
+//! safety_checker.py`; transformers `modeling_clip.py`, `modeling_t5.py`.
+//! Eager attention keeps the scores and the softmax output, b·a·s² each:
+//! `memory-estimation.md` §2.5 (the 5·a·s²·b attention term that
 //! FlashAttention removes), §2.6 ("softmax output b·a·s²") and §2.2 (inference
 //! activations b·(s·h·5·2 + s²·a·2)); SDPA/flash keep none. Slicing, tiling,
 //! offload: diffusers `attention_processor.py` (`SlicedAttnProcessor`,
@@ -37,8 +57,10 @@
 //! `enable_tiling` (`tile_sample_min_size` = `sample_size`),
 //! `DiffusionPipeline.enable_model_cpu_offload` /
 //! `enable_sequential_cpu_offload`; SDXL's fp16 VAE upcast:
-//! `StableDiffusionXLPipeline.__call__` (`needs_upcasting`). CUDA context and
-//! allocator slack: [`components::cuda_context_bytes`],
+//! `StableDiffusionXLPipeline.__call__` (`needs_upcasting`); quantization:
+//! diffusers `quantizers/pipe_quant_config.py`, `quantizers/auto.py`
+//! (backends `bitsandbytes_8bit`, `bitsandbytes_4bit`, `torchao`). CUDA
+//! context and allocator slack: [`components::cuda_context_bytes`],
 //! [`components::reserved_bytes`].
 
 use std::fmt::Write;
@@ -1323,13 +1345,39 @@ fn torch_dtype(p: Precision) -> &'static str {
     }
 }
 
-/// Paste-ready diffusers code loading the pipeline with `s.quant` on
-/// [`Model::quant_targets`]: bitsandbytes through
-/// `PipelineQuantizationConfig(quant_backend=…)` (the same kwargs fit
-/// diffusers' and transformers' `BitsAndBytesConfig`), torchao float8
-/// weight-only through a `quant_mapping` (diffusers' and transformers'
-/// `TorchAoConfig` differ, which `quant_backend` rejects).
-pub fn quant_code(m: &Model, s: &ImageSetup) -> String {
+/// Paste-ready diffusers code loading the pipeline as `s` says: its
+/// `torch_dtype`, `safety_checker=None` when the checker is off, and the
+/// quantization of [`quant_config`]. Plan steps print it for the setup they
+/// reach, so it carries every earlier load-time step.
+pub fn load_code(m: &Model, s: &ImageSetup) -> String {
+    let mut args = vec![
+        format!("\"{}\"", m.id),
+        format!("torch_dtype={}", torch_dtype(s.precision)),
+    ];
+    if m.safety_checker.is_some() && !s.safety_checker {
+        args.push("safety_checker=None".into());
+    }
+    if s.quant != Quant::None {
+        args.push(format!("quantization_config={}", quant_config(m, s)));
+    }
+    let import = if s.quant == Quant::Fp8 {
+        "  # from torchao.quantization import Float8WeightOnlyConfig"
+    } else {
+        ""
+    };
+    format!(
+        "pipe = DiffusionPipeline.from_pretrained({}){import}",
+        args.join(", ")
+    )
+}
+
+/// `s.quant` on [`Model::quant_targets`] as a diffusers
+/// `PipelineQuantizationConfig`: bitsandbytes through `quant_backend=…` (the
+/// same kwargs fit diffusers' and transformers' `BitsAndBytesConfig`),
+/// torchao float8 weight-only through a `quant_mapping` (diffusers' and
+/// transformers' `TorchAoConfig` signatures differ, which `quant_backend`
+/// rejects).
+pub fn quant_config(m: &Model, s: &ImageSetup) -> String {
     let dtype = torch_dtype(s.precision);
     let targets = m.quant_targets();
     let list = targets
@@ -1337,7 +1385,7 @@ pub fn quant_code(m: &Model, s: &ImageSetup) -> String {
         .map(|t| format!("\"{t}\""))
         .collect::<Vec<_>>()
         .join(", ");
-    let q = match s.quant {
+    match s.quant {
         Quant::Int8 => format!(
             "PipelineQuantizationConfig(quant_backend=\"bitsandbytes_8bit\", quant_kwargs={{\"load_in_8bit\": True}}, components_to_quantize=[{list}])"
         ),
@@ -1363,15 +1411,9 @@ pub fn quant_code(m: &Model, s: &ImageSetup) -> String {
                 })
                 .collect::<Vec<_>>()
                 .join(", ");
-            format!(
-                "PipelineQuantizationConfig(quant_mapping={{{map}}})  # from torchao.quantization import Float8WeightOnlyConfig"
-            )
+            format!("PipelineQuantizationConfig(quant_mapping={{{map}}})")
         }
-    };
-    format!(
-        "DiffusionPipeline.from_pretrained(\"{}\", torch_dtype={dtype}, quantization_config={q})",
-        m.id
-    )
+    }
 }
 
 /// One rung of the plan: applies itself to a setup (false: does not apply),
@@ -1441,13 +1483,7 @@ const LADDER: [Rung; 9] = [
         },
         change: |_, t| format!("{} weights", components::precision_name(t.precision)),
         remedy: "half-precision-weights",
-        config: |m, t| {
-            format!(
-                "DiffusionPipeline.from_pretrained(\"{}\", torch_dtype={})",
-                m.id,
-                torch_dtype(t.precision)
-            )
-        },
+        config: load_code,
     },
     Rung {
         apply: |_, t| {
@@ -1459,13 +1495,7 @@ const LADDER: [Rung; 9] = [
             "load without the safety checker (it stays on the GPU even with offload)".into()
         },
         remedy: "unload-models",
-        config: |m, t| {
-            format!(
-                "DiffusionPipeline.from_pretrained(\"{}\", torch_dtype={}, safety_checker=None)",
-                m.id,
-                torch_dtype(t.precision)
-            )
-        },
+        config: load_code,
     },
     Rung {
         apply: |_, t| {
@@ -1483,7 +1513,7 @@ const LADDER: [Rung; 9] = [
         apply: |_, t| quantize(t, Quant::Int8),
         change: |m, _| format!("8-bit {} (bitsandbytes)", m.quant_targets().join(" and ")),
         remedy: "quantize-8bit",
-        config: quant_code,
+        config: load_code,
     },
     Rung {
         apply: |_, t| quantize(t, Quant::Nf4),
@@ -1494,7 +1524,7 @@ const LADDER: [Rung; 9] = [
             )
         },
         remedy: "quantize-4bit",
-        config: quant_code,
+        config: load_code,
     },
     Rung {
         apply: |_, t| {
@@ -1842,17 +1872,20 @@ mod tests {
     }
 
     #[test]
-    fn quant_code_names_the_components() {
+    fn load_code_names_the_components() {
         let (m, mut s) = base(Pipeline::Flux);
         s.quant = Quant::Nf4;
-        let code = quant_code(&m, &s);
+        let code = load_code(&m, &s);
         assert!(code.contains("components_to_quantize=[\"transformer\", \"text_encoder_2\"]"));
         assert!(code.contains("\"bnb_4bit_compute_dtype\": torch.bfloat16"));
-        let (m, mut s) = base(Pipeline::Sdxl);
+        assert!(code.starts_with("pipe = DiffusionPipeline.from_pretrained(\"black-forest-labs/FLUX.1-dev\", torch_dtype=torch.bfloat16, quantization_config="));
+        let (m, mut s) = base(Pipeline::Sd15);
         s.quant = Quant::Fp8;
-        let code = quant_code(&m, &s);
+        s.safety_checker = false;
+        let code = load_code(&m, &s);
         assert!(code.contains("\"unet\": diffusers.TorchAoConfig(Float8WeightOnlyConfig())"));
-        assert!(!code.contains("text_encoder"));
+        assert!(code.contains("safety_checker=None") && !code.contains("text_encoder"));
+        assert!(code.ends_with("# from torchao.quantization import Float8WeightOnlyConfig"));
     }
 
     #[test]

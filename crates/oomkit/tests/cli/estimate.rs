@@ -765,3 +765,32 @@ fn image_safety_checker_switch_changes_weights_by_its_size() {
         assert_eq!(w(&with) - w(&without), 2 * sc_params, "{extra:?}");
     }
 }
+
+#[test]
+fn image_sd15_fp32_plan_drops_the_safety_checker() {
+    let out = est(&[
+        "sd15",
+        "--precision",
+        "fp32",
+        "--attention",
+        "eager",
+        "--images",
+        "2",
+        "--width",
+        "768",
+        "--height",
+        "768",
+        "--gpu",
+        "rtx-2060",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("safety_checker 303.98M"), "{text}");
+    assert!(text.contains("[unload-models]"), "{text}");
+    // The load line of a later step keeps the earlier load-time choices.
+    assert!(
+        text.contains("torch_dtype=torch.float16, safety_checker=None)"),
+        "{text}"
+    );
+    insta::assert_snapshot!(text);
+}
