@@ -1538,7 +1538,7 @@ const LADDER: [Rung; 9] = [
     },
 ];
 
-/// Fit on `gpu` and the plan: the [`LADDER`] applied cumulatively (a rung
+/// Fit on `gpu` and the plan: the ladder (`LADDER`) applied cumulatively (a rung
 /// that did not lower the peak is retried once the peak moves to another
 /// phase), then one image per call and smaller sizes (`reduce-input-size`).
 /// In the shared [`Fit`]: `max_batch` is the largest `--images` that fits and
