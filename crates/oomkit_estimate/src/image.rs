@@ -71,7 +71,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::components;
-use crate::fit::{Fit, Step};
+use crate::fit::{Fit, Step, largest_where};
 use crate::model::human_count;
 use crate::setup::{Attention, Precision, Quant};
 use crate::{Components, Estimate};
@@ -1312,25 +1312,6 @@ pub fn estimate(m: &Model, s: &ImageSetup) -> ImageEstimate {
     }
 }
 
-/// The largest `v` in 1..=`limit` with `ok(v)` (0: none), by doubling then
-/// bisection; memory grows monotonically with images and size.
-fn largest(limit: u64, ok: impl Fn(u64) -> bool) -> u64 {
-    if limit == 0 || !ok(1) {
-        return 0;
-    }
-    let (mut lo, mut hi) = (1u64, 2u64);
-    while hi <= limit && ok(hi) {
-        lo = hi;
-        hi *= 2;
-    }
-    let mut hi = hi.min(limit + 1);
-    while hi - lo > 1 {
-        let mid = lo + (hi - lo) / 2;
-        if ok(mid) { lo = mid } else { hi = mid }
-    }
-    lo
-}
-
 /// Most images per call searched for `max_batch`.
 const MAX_IMAGES: u64 = 4096;
 /// Largest square side searched for `max_seq`, in pixels.
@@ -1550,14 +1531,14 @@ pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> Fit {
     let used = |t: &ImageSetup| estimate(m, t).estimate.device_used_bytes;
     let now = used(s);
     let fits = now <= usable;
-    let max_images = largest(MAX_IMAGES, |n| {
+    let max_images = largest_where(MAX_IMAGES, |n| {
         used(&ImageSetup {
             images: n,
             ..s.clone()
         }) <= usable
     });
     let k = m.size_multiple();
-    let max_side = k * largest(MAX_SIDE / k, |n| {
+    let max_side = k * largest_where(MAX_SIDE / k, |n| {
         used(&ImageSetup {
             width: n * k,
             height: n * k,
@@ -1886,14 +1867,6 @@ mod tests {
         assert!(code.contains("\"unet\": diffusers.TorchAoConfig(Float8WeightOnlyConfig())"));
         assert!(code.contains("safety_checker=None") && !code.contains("text_encoder"));
         assert!(code.ends_with("# from torchao.quantization import Float8WeightOnlyConfig"));
-    }
-
-    #[test]
-    fn largest_is_the_boundary() {
-        assert_eq!(largest(100, |n| n <= 37), 37);
-        assert_eq!(largest(100, |_| true), 100);
-        assert_eq!(largest(100, |_| false), 0);
-        assert_eq!(largest(5, |n| n <= 4), 4);
     }
 
     #[test]
