@@ -71,11 +71,13 @@ pub struct EstimateArgs {
     #[arg(long, value_enum, default_value_t = EstMethod::Full)]
     pub method: EstMethod,
     /// Precision: pure half keeps weights, grads and states in half; mixed keeps fp32
-    /// weights and states with autocast activations.
-    #[arg(long, value_enum, default_value_t = EstPrecision::Bf16)]
-    pub precision: EstPrecision,
+    /// weights and states with autocast activations. Default bf16; image models: the
+    /// pipeline's `torch_dtype` (default fp16 for SD 1.5/SDXL, bf16 for FLUX).
+    #[arg(long, value_enum)]
+    pub precision: Option<EstPrecision>,
     /// Weight quantization (qlora implies nf4; default: the checkpoint's own, e.g. FP8
-    /// for DeepSeek-V3, MXFP4 for gpt-oss, else none).
+    /// for DeepSeek-V3, MXFP4 for gpt-oss, else none). Image models: the UNet/transformer
+    /// and the T5 encoder (int8, nf4, nf4-dq: bitsandbytes; fp8: torchao).
     #[arg(long, value_enum)]
     pub quant: Option<EstQuant>,
     /// Optimizer (training).
@@ -164,6 +166,9 @@ pub struct EstimateArgs {
     /// `sequential`: one module at a time).
     #[arg(long, value_enum)]
     pub cpu_offload: Option<EstCpuOffload>,
+    /// Image models: load without the safety checker (`safety_checker=None`; SD 1.5).
+    #[arg(long)]
+    pub no_safety_checker: bool,
     /// GPU to check the fit against (see --list-gpus).
     #[arg(long)]
     pub gpu: Option<String>,

@@ -56,31 +56,35 @@ pub struct Fit {
 
 const MAX_SEARCH: u64 = 1 << 22;
 
-/// The largest value of `field` (1..=2^22) for which the setup fits, by
-/// bisection (memory grows monotonically with batch and sequence).
+/// The largest value of `field` (1..=2^22) for which the setup fits
+/// (memory grows monotonically with batch and sequence).
 fn largest(cfg: &ModelConfig, s: &Setup, usable: u64, set: impl Fn(&mut Setup, u64)) -> u64 {
-    let fits = |v: u64| {
+    largest_where(MAX_SEARCH, |v: u64| {
         let mut t = s.clone();
         set(&mut t, v);
         match t.validate() {
             Ok(t) => estimate(cfg, &t).device_used_bytes <= usable,
             Err(_) => false,
         }
-    };
-    if !fits(1) {
+    })
+}
+
+/// The largest `v` in 1..=`limit` with `ok(v)` (0: none) for a monotone
+/// `ok` (true up to a boundary, false after), by doubling then bisection.
+/// Shared with the image pipelines' `max_batch` / `max_seq`.
+pub(crate) fn largest_where(limit: u64, ok: impl Fn(u64) -> bool) -> u64 {
+    if limit == 0 || !ok(1) {
         return 0;
     }
     let (mut lo, mut hi) = (1u64, 2u64);
-    while hi <= MAX_SEARCH && fits(hi) {
+    while hi <= limit && ok(hi) {
         lo = hi;
         hi *= 2;
     }
-    if hi > MAX_SEARCH {
-        return lo;
-    }
+    let mut hi = hi.min(limit + 1);
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        if fits(mid) { lo = mid } else { hi = mid }
+        if ok(mid) { lo = mid } else { hi = mid }
     }
     lo
 }
@@ -451,6 +455,15 @@ mod tests {
             .iter()
             .find(|st| st.config.contains("--tensor-model-parallel-size 8"));
         assert!(step.is_some(), "{:?}", f.plan);
+    }
+
+    #[test]
+    fn largest_where_finds_the_boundary() {
+        assert_eq!(largest_where(100, |n| n <= 37), 37);
+        assert_eq!(largest_where(100, |_| true), 100);
+        assert_eq!(largest_where(100, |_| false), 0);
+        assert_eq!(largest_where(5, |n| n <= 4), 4);
+        assert_eq!(largest_where(MAX_SEARCH, |_| true), MAX_SEARCH);
     }
 
     #[test]

@@ -80,6 +80,21 @@ pub enum Quant {
     Mxfp4,
 }
 
+impl Quant {
+    /// The name as the user writes it (and as JSON prints it).
+    pub fn name(self) -> &'static str {
+        match self {
+            Quant::None => "none",
+            Quant::Int8 => "int8",
+            Quant::Nf4 => "nf4",
+            Quant::Nf4Dq => "nf4-dq",
+            Quant::Int4 => "int4",
+            Quant::Fp8 => "fp8",
+            Quant::Mxfp4 => "mxfp4",
+        }
+    }
+}
+
 /// Optimizer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

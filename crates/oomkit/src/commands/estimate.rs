@@ -24,19 +24,67 @@ use crate::cli::{
 };
 use crate::output;
 
-/// The JSON contract (README "`oomkit estimate`").
+/// The JSON contract (README "`oomkit estimate`"), one shape for text and
+/// image models: `model` and `setup` differ per kind, everything else is the
+/// same [`Estimate`] and [`Fit`]; image models add `image`.
 #[derive(Serialize)]
-struct JsonOut<'a> {
+struct JsonOut<'a, M, S> {
     version: u32,
-    model: JsonModel<'a>,
-    setup: &'a Setup,
+    model: M,
+    setup: S,
     components: &'a oomkit_estimate::Components,
     peak_allocated_bytes: u64,
     peak_reserved_bytes: u64,
     device_used_bytes: u64,
     peak_phase: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    image: Option<ImageDetail<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     fit: Option<&'a Fit>,
+}
+
+impl<'a, M: Serialize, S: Serialize> JsonOut<'a, M, S> {
+    /// The shared fields from the estimate and the fit; no `image`.
+    fn new(model: M, setup: S, est: &'a Estimate, fit: Option<&'a Fit>) -> Self {
+        JsonOut {
+            version: 1,
+            model,
+            setup,
+            components: &est.components,
+            peak_allocated_bytes: est.peak_allocated_bytes,
+            peak_reserved_bytes: est.peak_reserved_bytes,
+            device_used_bytes: est.device_used_bytes,
+            peak_phase: est.peak_phase,
+            image: None,
+            fit,
+        }
+    }
+}
+
+/// `model` for an image pipeline.
+#[derive(Serialize)]
+struct ImageModelOut {
+    id: &'static str,
+    pipeline: image::Pipeline,
+    params: u64,
+    trainable_params: u64,
+}
+
+/// `setup` for an image pipeline: `task` as for text models, then the image
+/// switches.
+#[derive(Serialize)]
+struct ImageSetupOut<'a> {
+    task: &'static str,
+    #[serde(flatten)]
+    setup: &'a image::ImageSetup,
+}
+
+/// `image`: parameters per loaded component and the weights each keeps on
+/// the GPU at the peak.
+#[derive(Serialize)]
+struct ImageDetail<'a> {
+    params: &'a [image::ParamRow],
+    weights: &'a [image::Part],
 }
 
 #[derive(Serialize)]
@@ -110,10 +158,11 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
         || args.vae_slicing
         || args.vae_tiling
         || args.cpu_offload.is_some()
+        || args.no_safety_checker
     {
         bail!(
-            "--width/--height/--images/--attention-slicing/--vae-slicing/--vae-tiling/--cpu-offload \
-             apply to image models only (see --list-models)"
+            "--width/--height/--images/--attention-slicing/--vae-slicing/--vae-tiling/--cpu-offload/\
+             --no-safety-checker apply to image models only (see --list-models)"
         );
     }
     let cfg = resolve_model(&args)?;
@@ -146,13 +195,48 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
 }
 
-/// Text-to-image pipelines (`oomkit_estimate::image`).
+/// Text-to-image pipelines (`oomkit_estimate::image`): the same JSON as text
+/// models, with the per-component detail under `image`.
 fn image_run(
     args: &EstimateArgs,
     pipeline: image::Pipeline,
     out: &mut impl Write,
 ) -> anyhow::Result<u8> {
     let m = image::Model::load(pipeline);
+    let s = image_setup(args, &m)?;
+    let est = image::estimate(&m, &s);
+    let fit = match &args.gpu {
+        Some(name) => Some(image::fit(&m, &s, oomkit_core::gpus::find(name)?)),
+        None => None,
+    };
+    match args.format {
+        Format::Json => {
+            let model = ImageModelOut {
+                id: m.id,
+                pipeline: m.pipeline,
+                params: est.estimate.params,
+                trainable_params: 0,
+            };
+            let setup = ImageSetupOut {
+                task: "infer",
+                setup: &s,
+            };
+            let mut j = JsonOut::new(model, setup, &est.estimate, fit.as_ref());
+            j.image = Some(ImageDetail {
+                params: &est.params,
+                weights: &est.weights,
+            });
+            serde_json::to_writer_pretty(&mut *out, &j)?;
+            writeln!(out)?;
+        }
+        Format::Human => write!(out, "{}", image::human(&m, &s, &est, fit.as_ref()))?,
+    }
+    out.flush()?;
+    Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
+}
+
+/// The image setup from the arguments, validated.
+fn image_setup(args: &EstimateArgs, m: &image::Model) -> anyhow::Result<image::ImageSetup> {
     if args.task != EstTask::Infer || args.engine != EstEngine::Hf {
         bail!(
             "{} is an image model: only --task infer (text-to-image with diffusers) is modelled",
@@ -171,33 +255,14 @@ fn image_run(
             m.id
         );
     }
-    let (fp32, fp16) = match args.precision {
-        EstPrecision::Fp32 => (true, false),
-        EstPrecision::Fp16 => (false, true),
-        EstPrecision::Bf16 => (false, false),
-        EstPrecision::MixedFp16 | EstPrecision::MixedBf16 => {
-            bail!("diffusers pipelines load one dtype: use --precision fp32, fp16 or bf16")
-        }
-    };
-    let quant = match args.quant {
-        None | Some(EstQuant::None) => image::ImageQuant::None,
-        Some(EstQuant::Int8) => image::ImageQuant::Int8,
-        Some(EstQuant::Nf4 | EstQuant::Nf4Dq) => image::ImageQuant::Nf4,
-        Some(q) => bail!("--quant {q:?} is not modelled for image models (int8 or nf4)"),
-    };
-    let eager = match args.attention {
-        EstAttention::Eager => true,
-        EstAttention::Sdpa => false,
-        EstAttention::Flash => bail!("image models: --attention sdpa (default) or eager"),
-    };
+    let d = image::ImageSetup::default_for(m);
     let s = image::ImageSetup {
-        width: args.width.unwrap_or(m.default_size),
-        height: args.height.unwrap_or(m.default_size),
+        width: args.width.unwrap_or(d.width),
+        height: args.height.unwrap_or(d.height),
         images: args.images,
-        fp32,
-        fp16,
-        quant,
-        eager,
+        precision: args.precision.map_or(d.precision, precision),
+        quant: args.quant.map_or(Quant::None, quant),
+        attention: attention(args.attention),
         attention_slicing: args.attention_slicing,
         vae_slicing: args.vae_slicing,
         vae_tiling: args.vae_tiling,
@@ -206,33 +271,13 @@ fn image_run(
             Some(EstCpuOffload::Model) => image::CpuOffload::Model,
             Some(EstCpuOffload::Sequential) => image::CpuOffload::Sequential,
         },
+        safety_checker: d.safety_checker && !args.no_safety_checker,
     };
-    image::validate(&m, &s).map_err(anyhow::Error::msg)?;
-    let est = image::estimate(&m, &s);
-    let fit = match &args.gpu {
-        Some(name) => Some(image::fit(&m, &s, oomkit_core::gpus::find(name)?)),
-        None => None,
-    };
-    match args.format {
-        Format::Json => {
-            let v = serde_json::json!({
-                "version": 1,
-                "model": {"id": m.id, "pipeline": m.pipeline, "params": m.params()},
-                "setup": s,
-                "estimate": est,
-                "peak_allocated_bytes": est.peak_allocated_bytes,
-                "peak_reserved_bytes": est.peak_reserved_bytes,
-                "device_used_bytes": est.device_used_bytes,
-                "peak_phase": est.peak_phase,
-                "fit": fit,
-            });
-            serde_json::to_writer_pretty(&mut *out, &v)?;
-            writeln!(out)?;
-        }
-        Format::Human => write!(out, "{}", image::human(&m, &s, &est, fit.as_ref()))?,
+    if args.no_safety_checker && !d.safety_checker {
+        bail!("{} loads no safety checker: drop --no-safety-checker", m.id);
     }
-    out.flush()?;
-    Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
+    image::validate(m, &s).map_err(anyhow::Error::msg)?;
+    Ok(s)
 }
 
 /// `--engine vllm --task serve`: the pool on the chosen GPU.
@@ -384,21 +429,41 @@ fn json<'a>(
     setup: &'a Setup,
     est: &'a Estimate,
     fit: Option<&'a Fit>,
-) -> JsonOut<'a> {
-    JsonOut {
-        version: 1,
-        model: JsonModel {
-            params: est.params,
-            trainable_params: est.trainable_params,
-            config: cfg,
-        },
-        setup,
-        components: &est.components,
-        peak_allocated_bytes: est.peak_allocated_bytes,
-        peak_reserved_bytes: est.peak_reserved_bytes,
-        device_used_bytes: est.device_used_bytes,
-        peak_phase: est.peak_phase,
-        fit,
+) -> JsonOut<'a, JsonModel<'a>, &'a Setup> {
+    let model = JsonModel {
+        params: est.params,
+        trainable_params: est.trainable_params,
+        config: cfg,
+    };
+    JsonOut::new(model, setup, est, fit)
+}
+
+fn precision(p: EstPrecision) -> Precision {
+    match p {
+        EstPrecision::Fp32 => Precision::Fp32,
+        EstPrecision::Fp16 => Precision::Fp16,
+        EstPrecision::Bf16 => Precision::Bf16,
+        EstPrecision::MixedFp16 => Precision::MixedFp16,
+        EstPrecision::MixedBf16 => Precision::MixedBf16,
+    }
+}
+
+fn quant(q: EstQuant) -> Quant {
+    match q {
+        EstQuant::None => Quant::None,
+        EstQuant::Int8 => Quant::Int8,
+        EstQuant::Nf4 => Quant::Nf4,
+        EstQuant::Nf4Dq => Quant::Nf4Dq,
+        EstQuant::Int4 => Quant::Int4,
+        EstQuant::Fp8 => Quant::Fp8,
+    }
+}
+
+fn attention(a: EstAttention) -> Attention {
+    match a {
+        EstAttention::Eager => Attention::Eager,
+        EstAttention::Sdpa => Attention::Sdpa,
+        EstAttention::Flash => Attention::Flash,
     }
 }
 
@@ -580,13 +645,7 @@ fn read_headers(mut files: Vec<PathBuf>) -> anyhow::Result<Option<Checkpoint>> {
 }
 
 fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
-    let precision = match a.precision {
-        EstPrecision::Fp32 => Precision::Fp32,
-        EstPrecision::Fp16 => Precision::Fp16,
-        EstPrecision::Bf16 => Precision::Bf16,
-        EstPrecision::MixedFp16 => Precision::MixedFp16,
-        EstPrecision::MixedBf16 => Precision::MixedBf16,
-    };
+    let precision = precision(a.precision.unwrap_or(EstPrecision::Bf16));
     let targets = LoraTargets::parse(&a.lora_targets);
     let kv_bits = match a.kv_dtype {
         EstKvDtype::Auto => 8 * precision.act_bytes(),
@@ -608,12 +667,7 @@ fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
         quant: match a.quant {
             None if a.task == EstTask::Train && a.method == EstMethod::Full => Quant::None,
             None => cfg.native_quant.unwrap_or(Quant::None),
-            Some(EstQuant::None) => Quant::None,
-            Some(EstQuant::Int8) => Quant::Int8,
-            Some(EstQuant::Nf4) => Quant::Nf4,
-            Some(EstQuant::Nf4Dq) => Quant::Nf4Dq,
-            Some(EstQuant::Int4) => Quant::Int4,
-            Some(EstQuant::Fp8) => Quant::Fp8,
+            Some(q) => quant(q),
         },
         optimizer: match a.optimizer {
             EstOptimizer::Adamw => Optimizer::Adamw,
@@ -629,11 +683,7 @@ fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
         new_tokens: a.new_tokens,
         grad_checkpointing: a.grad_checkpointing,
         grad_accum: a.grad_accum,
-        attention: match a.attention {
-            EstAttention::Eager => Attention::Eager,
-            EstAttention::Sdpa => Attention::Sdpa,
-            EstAttention::Flash => Attention::Flash,
-        },
+        attention: attention(a.attention),
         lora_rank: a.lora_rank,
         lora_targets: targets,
         kv_bits,

@@ -502,9 +502,10 @@ fn image_sd15_json_contract() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let j = json(&out);
     assert_eq!(j["model"]["pipeline"], "sd15");
+    // UNet + VAE + CLIP text + the safety checker (CLIP ViT-L/14 vision).
     assert_eq!(
         j["model"]["params"],
-        859_520_964u64 + 83_653_863 + 123_060_480
+        859_520_964u64 + 83_653_863 + 123_060_480 + 303_981_588
     );
     assert_eq!(j["setup"]["width"], 512);
     assert_eq!(j["setup"]["cpu_offload"], "model");
@@ -538,7 +539,15 @@ fn image_bad_input() {
     for (args, needle) in [
         (&["flux-dev", "--width", "1000"][..], "multiples of 16"),
         (&["sd15", "--task", "train"][..], "only --task infer"),
-        (&["sd15", "--quant", "nf4"][..], "FLUX.1-dev"),
+        (&["sd15", "--quant", "int4"][..], "not a diffusers"),
+        (
+            &["sdxl", "--no-safety-checker"][..],
+            "loads no safety checker",
+        ),
+        (
+            &["qwen2.5-7b", "--no-safety-checker"][..],
+            "image models only",
+        ),
         (
             &["flux-dev", "--attention-slicing"][..],
             "no attention slicing",
@@ -885,4 +894,222 @@ fn vllm_tensor_parallel_pool() {
     let text = stdout(&est(&[&base[..7], &["--tp", "4"]].concat()));
     assert!(text.contains("tensor_parallel_size 4"), "{text}");
     assert!(text.contains("--tensor-parallel-size 4"), "{text}");
+}
+
+/// The JSON type of `v` ("u64", "i64", "string", …), for comparing shapes.
+fn kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "bool",
+        serde_json::Value::Number(n) if n.is_u64() => "u64",
+        serde_json::Value::Number(n) if n.is_i64() => "i64",
+        serde_json::Value::Number(_) => "f64",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
+    }
+}
+
+/// Asserts that every key of `text` is in `img` with the same JSON type,
+/// recursively into objects and into the first element of arrays; keys in
+/// `skip` (per-kind contents such as the model config) only compare types.
+fn same_shape(text: &serde_json::Value, img: &serde_json::Value, path: &str, skip: &[&str]) {
+    match (text, img) {
+        (serde_json::Value::Object(t), serde_json::Value::Object(i)) if !skip.contains(&path) => {
+            for (k, tv) in t {
+                let p = format!("{path}.{k}");
+                let iv = i.get(k).unwrap_or_else(|| panic!("{p} missing"));
+                same_shape(tv, iv, &p, skip);
+            }
+        }
+        (serde_json::Value::Array(t), serde_json::Value::Array(i)) => {
+            if let (Some(t0), Some(i0)) = (t.first(), i.first()) {
+                same_shape(t0, i0, &format!("{path}[0]"), skip);
+            }
+        }
+        // A signed headroom serialises as u64 when positive.
+        _ if path.ends_with("headroom_bytes") => {
+            assert!(img.as_i64().is_some(), "{path}: {img}");
+        }
+        _ => assert_eq!(kind(text), kind(img), "{path}: {text} vs {img}"),
+    }
+}
+
+#[test]
+fn image_json_has_the_text_model_shape() {
+    let run = |args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend_from_slice(&["--format", "json"]);
+        let o = est(&a);
+        assert!(o.status.code().is_some_and(|c| c < 2), "{}", stderr(&o));
+        json(&o)
+    };
+    let text = run(&[
+        "meta-llama/Llama-3.1-8B",
+        "--task",
+        "train",
+        "--method",
+        "lora",
+        "--batch",
+        "8",
+        "--gpu",
+        "rtx-4090",
+    ]);
+    let model_keys = ["id", "params", "trainable_params"];
+    let setup_keys = ["task", "precision", "quant", "attention"];
+    for img in [
+        run(&[
+            "sd15", "--images", "4", "--width", "768", "--height", "768", "--gpu", "rtx-2060",
+        ]),
+        run(&["sdxl", "--gpu", "rtx-3060"]),
+        run(&["flux-dev", "--gpu", "rtx-4090"]),
+    ] {
+        same_shape(&text, &img, "", &[".model", ".setup"]);
+        let tk: Vec<&String> = text
+            .as_object()
+            .map(|o| o.keys().collect())
+            .unwrap_or_default();
+        for k in tk {
+            assert!(img.get(k).is_some(), "{k}");
+        }
+        for k in model_keys {
+            assert_eq!(kind(&text["model"][k]), kind(&img["model"][k]), "model.{k}");
+        }
+        for k in setup_keys {
+            assert_eq!(kind(&text["setup"][k]), kind(&img["setup"][k]), "setup.{k}");
+        }
+        assert_eq!(img["components"].as_object().map(|o| o.len()), Some(8));
+        for k in [
+            "gradients_bytes",
+            "optimizer_bytes",
+            "logits_bytes",
+            "kv_cache_bytes",
+        ] {
+            assert_eq!(img["components"][k], 0, "{k}");
+        }
+        let c = &img["components"];
+        let allocated: u64 = ["weights_bytes", "activations_bytes", "temporaries_bytes"]
+            .iter()
+            .filter_map(|k| c[k].as_u64())
+            .sum();
+        assert_eq!(img["peak_allocated_bytes"].as_u64(), Some(allocated));
+        let phase = img["peak_phase"].as_str().unwrap_or("");
+        assert!(
+            ["encode-prompt", "denoise", "vae-decode", "safety-check"].contains(&phase),
+            "{phase}"
+        );
+        let weights: u64 = img["image"]["weights"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|w| w["bytes"].as_u64()).sum())
+            .unwrap_or(0);
+        assert_eq!(c["weights_bytes"].as_u64(), Some(weights));
+        let fit = &img["fit"];
+        assert!(fit["max_batch"].as_u64().is_some() && fit["max_seq"].as_u64().is_some());
+    }
+}
+
+/// The bytes of one component in `image.weights`.
+fn component_bytes(j: &serde_json::Value, name: &str) -> u64 {
+    j["image"]["weights"]
+        .as_array()
+        .and_then(|a| a.iter().find(|w| w["name"] == name))
+        .and_then(|w| w["bytes"].as_u64())
+        .unwrap_or_else(|| panic!("{name} not in {}", j["image"]))
+}
+
+#[test]
+fn image_quant_shrinks_flux_weights_by_bits_per_weight() {
+    let weights = |q: &str| {
+        let o = est(&["flux-dev", "--quant", q, "--format", "json"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        json(&o)
+    };
+    let bf16 = weights("none");
+    // memory-estimation.md §3.1: int8/fp8 8 bits, NF4 4.5 bits per linear weight
+    // (vs 16); convolutions, norms and embeddings stay bf16.
+    for (q, lo, hi) in [
+        ("int8", 0.49, 0.52),
+        ("fp8", 0.49, 0.52),
+        ("nf4", 0.27, 0.31),
+        ("nf4-dq", 0.25, 0.29),
+    ] {
+        let j = weights(q);
+        assert_eq!(j["setup"]["quant"], q);
+        for name in ["transformer", "text_encoder_2"] {
+            let r = component_bytes(&j, name) as f64 / component_bytes(&bf16, name) as f64;
+            assert!((lo..hi).contains(&r), "{q} {name}: {r}");
+        }
+        // The CLIP text encoder and the VAE are not quantized.
+        for name in ["text_encoder", "vae"] {
+            assert_eq!(component_bytes(&j, name), component_bytes(&bf16, name));
+        }
+    }
+}
+
+#[test]
+fn image_precision_defaults_follow_the_model_cards() {
+    let setup = |m: &str| json(&est(&[m, "--format", "json"]))["setup"]["precision"].clone();
+    assert_eq!(setup("sd15"), "fp16");
+    assert_eq!(setup("sdxl"), "fp16");
+    assert_eq!(setup("flux-dev"), "bf16");
+    let fp32 = json(&est(&["sd15", "--precision", "fp32", "--format", "json"]));
+    let fp16 = json(&est(&["sd15", "--format", "json"]));
+    assert_eq!(
+        component_bytes(&fp32, "unet"),
+        2 * component_bytes(&fp16, "unet")
+    );
+}
+
+#[test]
+fn image_safety_checker_switch_changes_weights_by_its_size() {
+    // 303,981,588 parameters (CLIP ViT-L/14 vision + projection + concepts), fp16.
+    let sc_params = 303_981_588u64;
+    for extra in [&[][..], &["--cpu-offload", "model"][..]] {
+        let run = |more: &[&str]| {
+            let mut a = vec!["sd15", "--format", "json"];
+            a.extend_from_slice(extra);
+            a.extend_from_slice(more);
+            json(&est(&a))
+        };
+        let with = run(&[]);
+        let without = run(&["--no-safety-checker"]);
+        assert_eq!(with["setup"]["safety_checker"], true);
+        assert_eq!(without["setup"]["safety_checker"], false);
+        let p = |j: &serde_json::Value| j["model"]["params"].as_u64().unwrap_or(0);
+        assert_eq!(p(&with) - p(&without), sc_params);
+        assert_eq!(component_bytes(&with, "safety_checker"), 2 * sc_params);
+        // Offload leaves the checker on the GPU, so every phase carries it.
+        assert_eq!(with["peak_phase"], without["peak_phase"], "{extra:?}");
+        let w = |j: &serde_json::Value| j["components"]["weights_bytes"].as_u64().unwrap_or(0);
+        assert_eq!(w(&with) - w(&without), 2 * sc_params, "{extra:?}");
+    }
+}
+
+#[test]
+fn image_sd15_fp32_plan_drops_the_safety_checker() {
+    let out = est(&[
+        "sd15",
+        "--precision",
+        "fp32",
+        "--attention",
+        "eager",
+        "--images",
+        "2",
+        "--width",
+        "768",
+        "--height",
+        "768",
+        "--gpu",
+        "rtx-2060",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("safety_checker 303.98M"), "{text}");
+    assert!(text.contains("[unload-models]"), "{text}");
+    // The load line of a later step keeps the earlier load-time choices.
+    assert!(
+        text.contains("torch_dtype=torch.float16, safety_checker=None)"),
+        "{text}"
+    );
+    insta::assert_snapshot!(text);
 }

@@ -1,0 +1,108 @@
+//! Human output for image pipelines: the header with parameters per
+//! component, the breakdown with bars, the peaks, the verdict and the plan.
+
+use std::fmt::Write;
+
+use oomkit_core::Bytes;
+
+use super::{CpuOffload, ImageEstimate, ImageSetup, Model};
+use crate::components;
+use crate::fit::Fit;
+use crate::model::human_count;
+use crate::setup::Quant;
+
+const BAR: usize = 30;
+
+/// Human output.
+pub fn human(m: &Model, s: &ImageSetup, e: &ImageEstimate, f: Option<&Fit>) -> String {
+    let mut o = String::new();
+    let est = &e.estimate;
+    let _ = writeln!(
+        o,
+        "{} ({} params) · text-to-image · {}{} · {}×{} × {} image{}{}",
+        m.id,
+        human_count(est.params),
+        components::precision_name(s.precision),
+        match s.quant {
+            Quant::None => String::new(),
+            q => format!(" · {} {}", Quant::name(q), m.quant_targets().join("+")),
+        },
+        s.width,
+        s.height,
+        s.images,
+        if s.images == 1 { "" } else { "s" },
+        match s.cpu_offload {
+            CpuOffload::None => "",
+            CpuOffload::Model => " · model CPU offload",
+            CpuOffload::Sequential => " · sequential CPU offload",
+        }
+    );
+    let _ = writeln!(
+        o,
+        "  {}",
+        e.params
+            .iter()
+            .map(|r| format!("{} {}", r.name, human_count(r.params)))
+            .collect::<Vec<_>>()
+            .join(" · ")
+    );
+    o.push('\n');
+    let c = &est.components;
+    let mut rows: Vec<(String, u64)> = e
+        .weights
+        .iter()
+        .map(|p| (format!("{} weights", p.name), p.bytes))
+        .collect();
+    rows.push((e.activations.clone(), c.activations_bytes));
+    if c.temporaries_bytes > 0 {
+        rows.push(("dequantized linear".into(), c.temporaries_bytes));
+    }
+    rows.push(("cuda context".into(), c.cuda_context_bytes));
+    let total = est.device_used_bytes.max(1);
+    for (name, bytes) in rows {
+        let n = (((bytes as f64 / total as f64) * BAR as f64).round() as usize).min(BAR);
+        let _ = writeln!(
+            o,
+            "  {:<24}{:>11}  {}{}",
+            name,
+            Bytes(bytes).to_string(),
+            "█".repeat(n),
+            "·".repeat(BAR - n)
+        );
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "  peak allocated   {:>11}   (torch.cuda.max_memory_allocated, at {})",
+        Bytes(est.peak_allocated_bytes).to_string(),
+        est.peak_phase
+    );
+    let _ = writeln!(
+        o,
+        "  peak reserved    {:>11}   (torch.cuda.max_memory_reserved)",
+        Bytes(est.peak_reserved_bytes).to_string()
+    );
+    let _ = writeln!(
+        o,
+        "  device used      {:>11}   (nvidia-smi)",
+        Bytes(est.device_used_bytes).to_string()
+    );
+    if let Some(f) = f {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "{} {}: {} of {} usable ({} {}); max images {}, max size {}×{}",
+            if f.fits { "fits on" } else { "does not fit on" },
+            f.gpu,
+            Bytes(est.device_used_bytes),
+            Bytes(f.usable_bytes),
+            Bytes(f.headroom_bytes.unsigned_abs()),
+            if f.fits { "headroom" } else { "short" },
+            f.max_batch,
+            f.max_seq,
+            f.max_seq
+        );
+        crate::render::plan(&mut o, &f.plan, f.plan_fits);
+    }
+    o
+}
