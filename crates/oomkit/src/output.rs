@@ -35,9 +35,15 @@ pub fn print_input_error(err: &anyhow::Error) {
 }
 
 /// A closed pipe (`oomkit explain log | head`) is not an error (ripgrep's rule).
+/// `serde_json` wraps the write error in its own type, so look inside that too.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|c| {
         c.downcast_ref::<io::Error>()
-            .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            .map(io::Error::kind)
+            .or_else(|| {
+                c.downcast_ref::<serde_json::Error>()
+                    .and_then(serde_json::Error::io_error_kind)
+            })
+            == Some(io::ErrorKind::BrokenPipe)
     })
 }

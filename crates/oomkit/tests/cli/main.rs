@@ -60,3 +60,44 @@ pub fn stderr(o: &Output) -> String {
 pub fn json(o: &Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", stdout(o)))
 }
+
+/// A reader that goes away (`oomkit … | head -1`) is not an error: exit 0 and
+/// nothing on stderr, whether the output is text or JSON. The explain run
+/// writes more than a pipe buffer, so it always meets the closed pipe.
+#[test]
+fn closed_pipe_is_not_an_error() {
+    let logs: Vec<String> = std::fs::read_dir(fixtures())
+        .expect("fixtures")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let mut explain_text = vec!["explain"];
+    explain_text.extend(logs.iter().map(String::as_str));
+    let mut explain_json = explain_text.clone();
+    explain_json.splice(1..1, ["--format", "json"]);
+    let cases: [&[&str]; 4] = [
+        &explain_text,
+        &explain_json,
+        &["estimate", "gpt2", "--format", "json"],
+        &["estimate", "--list-models"],
+    ];
+    for args in cases {
+        let mut child = oomkit()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn oomkit");
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait oomkit");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{:?}: {}",
+            &args[..1],
+            stderr(&out)
+        );
+        assert_eq!(stderr(&out), "", "{:?}", &args[..1]);
+    }
+}
