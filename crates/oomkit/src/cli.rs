@@ -144,6 +144,12 @@ pub struct EstimateArgs {
     /// at least 8192).
     #[arg(long)]
     pub max_model_len: Option<u64>,
+    /// vLLM: sequences per step (default: vLLM's for the GPU, 1024 on H100/H200, else 256).
+    #[arg(long)]
+    pub max_num_seqs: Option<u64>,
+    /// vLLM: tokens per step (default: vLLM's for the GPU, 8192 on H100/H200, else 2048).
+    #[arg(long)]
+    pub max_num_batched_tokens: Option<u64>,
     /// Image models: width in pixels (default: the model's native size).
     #[arg(long)]
     pub width: Option<u64>,

@@ -547,20 +547,23 @@ pub fn cuda_context_bytes() -> u64 {
     1_343_000_000 + 32 * 1024 * 1024
 }
 
-/// NCCL communication buffers on each GPU when GPUs talk over NCCL
-/// (training on more than one GPU: DDP/ZeRO/FSDP collectives; tensor or
-/// pipeline parallelism). NCCL allocates them with `cudaMalloc`/cuMem
+/// NCCL communication buffers on each GPU when GPUs run collectives
+/// (tensor parallelism's all-reduces; data-parallel DDP/ZeRO/FSDP gradient
+/// reductions in training). NCCL allocates them with `cudaMalloc`/cuMem
 /// outside PyTorch's caching allocator, so nvidia-smi shows them and
 /// `max_memory_allocated` does not. We take 2 GiB per GPU:
 /// `memory-estimation.md` §2.8 and §3.9 ("NCCL about 2 GiB/GPU at TP ≥ 2":
-/// the llm-d planner report measured ≈ 2.1 GiB per GPU on H100 with vLLM
-/// v0.19; vLLM PR #10511 logs non-torch memory going from 1.79 to 3.58 GiB
-/// between TP=1 and TP=2). Assumption: the same per-GPU size for data-parallel
-/// and pipeline communicators (NCCL sizes buffers per channel and peer,
-/// NCCL_BUFFSIZE 4 MiB for the Simple protocol, not per parameter). HF
-/// inference split with `device_map` copies tensors between GPUs without NCCL.
+/// the llm-d planner report measured 2.07/2.13 GiB non-torch per GPU at TP 2/4
+/// on H100 with vLLM v0.19, §5.8 K3; vLLM PR #10511 logs non-torch memory
+/// going from 1.79 to 3.58 GiB between TP=1 and TP=2). Pipeline parallelism
+/// alone only sends activations point to point: the same report measured
+/// 0.07 GiB non-torch per GPU at PP 2/4 (K4), so it adds nothing here.
+/// Assumption: data-parallel communicators take the same size as
+/// tensor-parallel ones (NCCL sizes buffers per channel and peer, not per
+/// parameter). HF inference split with `device_map` copies tensors between
+/// GPUs without NCCL.
 pub fn nccl_bytes(s: &Setup) -> u64 {
-    let nccl = s.tp > 1 || s.pp > 1 || (s.task == Task::Train && s.gpus > 1);
+    let nccl = s.tp > 1 || (s.task == Task::Train && s.dp() > 1);
     if nccl { 2 << 30 } else { 0 }
 }
 
@@ -962,6 +965,16 @@ mod tests {
             ..Setup::default()
         };
         assert_eq!(nccl_bytes(&tp), 2 << 30);
+        let pp = Setup {
+            gpus: 2,
+            pp: 2,
+            ..Setup::default()
+        };
+        assert_eq!(
+            nccl_bytes(&pp),
+            0,
+            "pipeline stages only send point to point"
+        );
     }
 
     #[test]

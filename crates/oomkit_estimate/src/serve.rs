@@ -30,10 +30,25 @@ pub struct VllmArgs {
     pub gpu_memory_utilization: f64,
     /// `--max-model-len` (default: the model's context).
     pub max_model_len: u64,
-    /// `--max-num-batched-tokens` of the profile run (8192).
+    /// `--max-num-batched-tokens`: the profile run's forward pass.
     pub max_num_batched_tokens: u64,
-    /// `--max-num-seqs` (256): the sampler's logits in the profile run.
+    /// `--max-num-seqs`: the rows of the profile run's sampler.
     pub max_num_seqs: u64,
+}
+
+/// vLLM's defaults for `vllm serve` when the user sets neither
+/// `--max-num-seqs` nor `--max-num-batched-tokens` (vllm/engine/arg_utils.py
+/// `EngineArgs._set_default_args`, v0.10+): GPUs with at least 70 GiB that
+/// are not A100s (H100, H200, MI300X) get 1024 sequences and 8192 batched
+/// tokens; smaller GPUs and A100s get 256 and 2048. The llm-d report's
+/// activation rows are taken at "8192 batched tokens" on H100 (§5.8 K8).
+/// Returns (max_num_seqs, max_num_batched_tokens).
+pub fn default_batching(gpu_id: &str, total_bytes: u64) -> (u64, u64) {
+    if total_bytes >= 70 << 30 && !gpu_id.contains("a100") {
+        (1024, 8192)
+    } else {
+        (256, 2048)
+    }
 }
 
 /// The pool and what it holds.
@@ -72,9 +87,9 @@ pub struct ServeReport {
 }
 
 /// vLLM's non-torch memory on one GPU without tensor parallelism: 0.25 GiB on an
-/// H100 at v0.19 (llm-d report, §2.8 K2/K5: 0.24–0.25 GiB); with tensor or
-/// pipeline parallelism plus the NCCL buffers ([`c::nccl_bytes`]), which
-/// vLLM's profiler counts as non-torch memory.
+/// H100 at v0.19 (llm-d report, §2.8 K2/K5: 0.24–0.25 GiB); with tensor
+/// parallelism plus the NCCL buffers ([`c::nccl_bytes`]), which vLLM's
+/// profiler counts as non-torch memory.
 pub fn non_torch_bytes(s: &Setup) -> u64 {
     (256 << 20) + c::nccl_bytes(s)
 }
@@ -93,18 +108,34 @@ pub fn block_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     BLOCK_SIZE * per_token_layer * c::stage_layers(cfg, s) * s.kv_bits / 8
 }
 
-/// The profile run's activation peak: one layer's prefill working set at
-/// `max_num_batched_tokens` tokens, plus the sampler's fp32 logits for
-/// `max_num_seqs` sequences. Taken without the tensor-parallel split: vLLM
-/// PR #10511 logs the same activation peak (1.26 GiB) per GPU for
-/// Llama-3-8B at TP=1 and TP=2 (§2.8).
+/// Bytes per sampler element at the profile run's peak: the fp32 logits, and
+/// the top-k/top-p sort's fp32 values and int64 indices
+/// (vllm/v1/sample/ops/topk_topp_sampler.py `apply_top_k_top_p`:
+/// `logits.sort(dim=-1)`), alive together — 4 + 4 + 8. The dummy sampler
+/// run enables top-k/top-p so that this peak is profiled.
+pub const SAMPLER_BYTES_PER_LOGIT: u64 = 16;
+
+/// The profile run's activation peak: the larger of the dummy forward
+/// (one layer's prefill working set at `max_num_batched_tokens` tokens) and
+/// the dummy sampler run (`max_num_seqs` rows of the vocabulary at
+/// [`SAMPLER_BYTES_PER_LOGIT`]); the two run one after the other, so their
+/// peaks do not add. With the H100 defaults (1024 sequences) the sampler
+/// dominates: the llm-d report measured 1.89 GiB for Llama-3.1-8B
+/// (V = 128,256), 2.21 GiB for Qwen2.5-7B and 2.23 GiB for Qwen3-14B
+/// (V ≈ 152k) — in proportion to the vocabulary, not to the model (§5.8 K2,
+/// K5, K7); this gives 1.96, 2.32 and 2.32 GiB. Taken without the
+/// tensor-parallel split: vLLM PR #10511 logs the same activation peak per
+/// GPU at TP=1 and TP=2 (§2.8), and K3 the same 1.89 GiB at TP 2 and 4.
 pub fn profile_activation_bytes(cfg: &ModelConfig, s: &Setup, a: &VllmArgs) -> u64 {
     let mut p = s.clone();
     p.tp = 1;
     p.batch = 1;
     p.seq = a.max_num_batched_tokens;
     p.new_tokens = 0;
-    c::prefill_transient_bytes(cfg, &p) + a.max_num_seqs * cfg.vocab * 4
+    let forward = c::prefill_transient_bytes(cfg, &p);
+    let sampler =
+        a.max_num_seqs.min(a.max_num_batched_tokens) * cfg.vocab * SAMPLER_BYTES_PER_LOGIT;
+    forward.max(sampler)
 }
 
 /// The pool on a GPU with `total_bytes` of memory.

@@ -23,6 +23,7 @@ struct Row {
     setup: Setup,
     metric: String,
     kind: String,
+    /// Bytes, or tokens for `vllm_tokens` rows.
     measured_bytes: u64,
     gpu: Option<String>,
     grade: String,
@@ -79,27 +80,44 @@ fn accuracy_table() {
             "device_used" => est.device_used_bytes,
             "weights" => components::weights_bytes(&cfg, &s),
             "kv" => components::kv_cache_bytes(&cfg, &s, s.seq + s.new_tokens),
-            "vllm_pool" => {
+            m if m.starts_with("vllm_") => {
                 let gpu = oomkit_core::gpus::find(row.gpu.as_deref().unwrap()).unwrap();
+                let (max_num_seqs, max_num_batched_tokens) =
+                    serve::default_batching(gpu.id, gpu.usable().get());
                 let args = serve::VllmArgs {
                     gpu_memory_utilization: row.vllm_util.unwrap(),
                     max_model_len: 8192,
-                    max_num_batched_tokens: 8192,
-                    max_num_seqs: 256,
+                    max_num_batched_tokens,
+                    max_num_seqs,
                 };
-                serve::vllm(&cfg, &s, &args, gpu.usable().get()).kv_pool_bytes
+                let r = serve::vllm(&cfg, &s, &args, gpu.usable().get());
+                match m {
+                    "vllm_pool" => r.kv_pool_bytes,
+                    "vllm_tokens" => r.kv_tokens,
+                    "vllm_weights" => r.weights_bytes,
+                    "vllm_activation" => r.activation_bytes,
+                    _ => panic!("unknown metric {m}"),
+                }
             }
             m => panic!("unknown metric {m}"),
         };
         let err = (got as f64 - row.measured_bytes as f64) / row.measured_bytes as f64 * 100.0;
         errors.push(err.abs());
+        // `vllm_tokens` rows count tokens; every other row counts bytes.
+        let show = |v: u64| {
+            if row.metric == "vllm_tokens" {
+                format!("{v} tokens")
+            } else {
+                oomkit_core::Bytes(v).to_string()
+            }
+        };
         println!(
             "| {} | {} | {} | {} | {} | {:+.1} % |",
             row.id,
             row.grade,
             row.metric,
-            oomkit_core::Bytes(row.measured_bytes),
-            oomkit_core::Bytes(got),
+            show(row.measured_bytes),
+            show(got),
             err
         );
         if err.abs() > tolerance(&row.kind, &row.grade) {

@@ -11,7 +11,7 @@ use oomkit_estimate::fit::{self, Fit};
 use oomkit_estimate::gguf;
 use oomkit_estimate::image;
 use oomkit_estimate::model::parse_count;
-use oomkit_estimate::serve::{VllmArgs, smallest_tp, vllm};
+use oomkit_estimate::serve::{VllmArgs, default_batching, smallest_tp, vllm};
 use oomkit_estimate::{
     Attention, BareShape, Estimate, LoraTargets, Method, ModelConfig, Offload, Optimizer,
     Precision, Quant, Setup, Task, catalogue, estimate, render,
@@ -300,14 +300,18 @@ fn serve(
     if args.max_model_len == Some(0) {
         bail!("--max-model-len must be positive");
     }
+    if args.max_num_seqs == Some(0) || args.max_num_batched_tokens == Some(0) {
+        bail!("--max-num-seqs and --max-num-batched-tokens must be positive");
+    }
     let gpu = oomkit_core::gpus::find(name)?;
+    let (seqs, tokens) = default_batching(gpu.id, gpu.usable().get());
     let vargs = VllmArgs {
         gpu_memory_utilization: u,
         max_model_len: args
             .max_model_len
             .unwrap_or((setup.seq + setup.new_tokens).max(8192)),
-        max_num_batched_tokens: 8192,
-        max_num_seqs: 256,
+        max_num_batched_tokens: args.max_num_batched_tokens.unwrap_or(tokens),
+        max_num_seqs: args.max_num_seqs.unwrap_or(seqs),
     };
     let r = vllm(cfg, setup, &vargs, gpu.usable().get());
     let fits = r.fits && r.requested_bytes <= gpu.usable().get();
