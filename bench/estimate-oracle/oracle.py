@@ -12,6 +12,9 @@ in its own process, and reads MemTracker's peak:
   same (HF `Trainer` drops them before backward and peaks lower by s·b·V·β).
   `mixed-*` runs the forward under `torch.autocast`; `lora` wraps the model
   with peft.
+- transformers' packed-sequence check reads position_ids, which fake
+  tensors cannot: the oracle answers "not packed", as a real run would, so
+  no 4-D causal mask is built and SDPA keeps grouped KV heads.
 - infer: `torch.no_grad()`; `new_tokens == 0` is one forward without a cache
   (`use_cache=False`); otherwise a prefill with `logits_to_keep=1` and a
   decode loop into a `DynamicCache`, as `generate` does (without its
@@ -40,6 +43,8 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODELS = ROOT / "crates" / "oomkit_estimate" / "models"
 CACHE = ROOT / "bench" / "data" / "oracle-cache.json"
+# Bumped whenever the child program changes what it measures (invalidates the cache).
+ORACLE_REVISION = 2
 
 
 def S(model, task="train", b=1, s=512, **kw):
@@ -95,6 +100,12 @@ import json, pathlib, sys, torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.mem_tracker import MemTracker
 from transformers import AutoConfig, AutoModelForCausalLM, DynamicCache
+import transformers.masking_utils as mu
+# Without a cache or an attention mask, transformers looks for packed
+# sequences in position_ids: a data-dependent check that fake tensors cannot
+# answer, so it assumes packing, builds a 4-D mask and SDPA repeats the KV
+# heads. A real run finds no packing and calls SDPA with is_causal=True.
+mu.find_packed_sequence_indices = lambda position_ids: None
 st = json.loads(sys.argv[1]); cfg_path = sys.argv[2]
 cfg = AutoConfig.from_pretrained(cfg_path)
 cfg._attn_implementation = st["attention"]
@@ -171,7 +182,7 @@ print(json.dumps(cats))
 
 
 def key(st, versions):
-    return json.dumps([st, versions], sort_keys=True)
+    return json.dumps([st, versions, ORACLE_REVISION], sort_keys=True)
 
 
 def oracle(st, python):

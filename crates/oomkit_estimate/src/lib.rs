@@ -151,6 +151,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
                     weights_bytes: weights,
                     gradients_bytes: grads,
                     optimizer_bytes: opt,
+                    logits_bytes: c::held_logits_bytes(cfg, s),
                     temporaries_bytes: step_tmp,
                     ..Components::default()
                 },
