@@ -86,12 +86,20 @@ GRID = [
     S("meta-llama/Llama-3.2-3B", b=2, s=2048, method="lora", lora_rank=64,
       lora_targets="all-linear", ckpt=True),
     S("Qwen/Qwen2.5-1.5B", b=2, s=2048, method="lora", lora_targets="all-linear"),
+    # reconstructed configs and other architectures
+    S("stabilityai/stablelm-base-alpha-3b", b=2, s=1024),
+    S("tiiuae/falcon-7b", b=1, s=2048, ckpt=True),
+    S("mistralai/Mixtral-8x7B-v0.1", b=1, s=1024, ckpt=True),
+    S("Qwen/Qwen3-30B-A3B", b=1, s=1024, ckpt=True),
     # inference
     S("meta-llama/Llama-3.2-1B", task="infer", b=4, s=2048),
     S("Qwen/Qwen2.5-1.5B", task="infer", b=8, s=1024, new_tokens=64),
     S("meta-llama/Llama-3.2-3B", task="infer", b=1, s=8192, new_tokens=32),
     S("mistralai/Mistral-7B-v0.1", task="infer", b=4, s=2048, new_tokens=128),
     S("gpt2", task="infer", b=16, s=512, new_tokens=64),
+    S("microsoft/phi-2", task="infer", b=4, s=1024, new_tokens=32),
+    S("google/gemma-2-9b", task="infer", b=1, s=4096, new_tokens=16, attention="eager"),
+    S("Qwen/Qwen3-8B", task="infer", b=2, s=4096),
 ]
 
 
@@ -233,6 +241,8 @@ def main():
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--only", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--rows", default="",
+                    help="write the oracle peaks as test rows (crates/oomkit_estimate/tests/oracle.json)")
     a = ap.parse_args()
     versions = subprocess.run(
         [a.python, "-c", "import torch, transformers, peft; print(torch.__version__, transformers.__version__, peft.__version__)"],
@@ -272,6 +282,26 @@ def main():
               f"worst {max(errs):.1f} %")
     if a.json:
         pathlib.Path(a.json).write_text(json.dumps(dict(versions=versions, rows=rows), indent=1))
+    if a.rows:
+        out = []
+        for r in rows:
+            st = r["setup"]
+            setup = {k: st[k] for k in ("task", "precision", "batch", "seq", "attention")}
+            if st["task"] == "train":
+                setup.update(method=st["method"], optimizer=st["optimizer"],
+                             grad_checkpointing=st["ckpt"])
+                if st["method"] == "lora":
+                    setup.update(lora_rank=st["lora_rank"], lora_targets=st["lora_targets"])
+            else:
+                setup["new_tokens"] = st["new_tokens"]
+            out.append(dict(
+                id=f"O-{st['model'].split('/')[-1]}-{label(st).replace(' ', '-')}-{st['batch']}x{st['seq']}",
+                source=f"CPU oracle (bench/estimate-oracle/oracle.py): MemTracker peak on fake tensors, {versions}",
+                model=st["model"], setup=setup, metric="allocated", kind=st["task"],
+                grade="O", measured_bytes=r["oracle"]["Total"]))
+        pathlib.Path(a.rows).write_text(json.dumps(
+            {"note": "Written by bench/estimate-oracle/oracle.py --rows; regenerate, do not edit.",
+             "rows": out}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

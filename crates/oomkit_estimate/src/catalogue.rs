@@ -300,38 +300,40 @@ pub fn find(name: &str) -> Result<ModelConfig, UnknownModel> {
             }
         }
     }
+    Err(UnknownModel::NotFound {
+        input: name.to_string(),
+        suggestions: suggest(name),
+    })
+}
+
+/// Catalogue ids (text and image models) close to `name`: those whose alias
+/// contains what was typed (`flux` → FLUX.1-dev, `llama-3.1` → the three
+/// Llama 3.1 models), else the nearest aliases by edit distance.
+fn suggest(name: &str) -> Vec<&'static str> {
     let key = norm(&alias(name.trim()));
-    let mut scored: Vec<(usize, &'static str)> = MODELS
-        .iter()
-        .map(|(id, _)| (distance(&norm(&alias(id)), &key), *id))
+    let names = MODELS.iter().map(|(id, _)| (*id, norm(&alias(id)))).chain(
+        crate::image::MODELS
+            .iter()
+            .map(|(id, short, _)| (*id, norm(short))),
+    );
+    let mut scored: Vec<(usize, &'static str)> = names
+        .map(|(id, a)| {
+            let d = if key.len() >= 3 && a.contains(&key) {
+                0
+            } else {
+                strsim::levenshtein(&a, &key).max(1)
+            };
+            (d, id)
+        })
         .collect();
     scored.sort();
     let best = scored.first().map_or(usize::MAX, |s| s.0);
-    let suggestions = scored
+    scored
         .into_iter()
         .filter(|(d, _)| *d <= best.max(1) && *d <= key.len() / 2 + 1)
         .map(|(_, id)| id)
         .take(3)
-        .collect();
-    Err(UnknownModel::NotFound {
-        input: name.to_string(),
-        suggestions,
-    })
-}
-
-/// Levenshtein distance, for "did you mean".
-fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
+        .collect()
 }
 
 #[cfg(test)]

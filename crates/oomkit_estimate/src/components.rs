@@ -688,6 +688,14 @@ fn model_states(cfg: &ModelConfig, s: &Setup) -> (u64, u64, u64, u64) {
     )
 }
 
+/// DeepSpeed ZeRO-3's `sub_group_size` default (elements): the optimizer
+/// steps its partition one sub-group at a time, each with an fp32 copy of the
+/// sub-group's gradients (`stage3.py` `_prepare_fp32_grad_for_sub_group`,
+/// freed after the sub-group's step). Under ZeRO-1/2 the step holds the fp32
+/// gradient partition at once (4P/N): the fp32 grads in DeepSpeed's own
+/// estimators (`estimate_zero2/3_model_states_mem_needs`, §2.4: 16P/N and 18P/N).
+pub const ZERO3_SUB_GROUP: u64 = 1_000_000_000;
+
 /// Per-GPU model states under tensor/pipeline parallelism and ZeRO/FSDP.
 /// First the busiest GPU's share of the model ([`model_share`]: 1/(tp·pp) of
 /// the blocks, the embedding or head / tp), then ZeRO over the data-parallel
@@ -708,6 +716,9 @@ pub fn sharded_states(cfg: &ModelConfig, s: &Setup) -> (u64, u64, u64, u64) {
     }
     if s.zero >= 2 {
         g /= n;
+    }
+    if s.zero >= 3 && mixed(s) {
+        step = step.min(ZERO3_SUB_GROUP * 4);
     }
     if s.zero >= 3 {
         let largest = (0..cfg.layers)

@@ -1,8 +1,14 @@
-//! The accuracy table (`tests/accuracy.json`): every usable measured row of
-//! `shared/reference/memory-estimation.md` §5, with its source and metric.
+//! The accuracy tables:
+//! - `tests/accuracy.json`: every usable measured row of
+//!   `shared/reference/memory-estimation.md` §5, with its source and metric;
+//! - `tests/oracle.json`: the CPU oracle's peaks (PyTorch `MemTracker` on fake
+//!   tensors running the real transformers code, written by
+//!   `bench/estimate-oracle/oracle.py --rows`), compared with
+//!   `peak_allocated_bytes` (grade O).
+//!
 //! Fails when a row leaves its tolerance: weights ≤ 2 %, KV ≤ 3 %, inference
 //! peak ≤ 5 %, training peak ≤ 10 %, and every OOM row must not fit.
-//! `bash bench/estimate-accuracy/run.sh` prints the table.
+//! `bash bench/estimate-accuracy/run.sh` prints the tables.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used)]
 
@@ -45,7 +51,17 @@ fn tolerance(kind: &str, grade: &str) -> f64 {
 
 #[test]
 fn accuracy_table() {
-    let table: Table = serde_json::from_str(include_str!("accuracy.json")).unwrap();
+    check(include_str!("accuracy.json"), "a measured value");
+}
+
+#[test]
+fn oracle_table() {
+    check(include_str!("oracle.json"), "an oracle peak");
+}
+
+/// Prints the table of `json` and fails on any row out of tolerance.
+fn check(json: &str, what: &str) {
+    let table: Table = serde_json::from_str(json).unwrap();
     let mut errors = Vec::new();
     let mut failures = Vec::new();
     println!("| row | grade | metric | measured | estimated | error |");
@@ -132,7 +148,7 @@ fn accuracy_table() {
     errors.sort_by(f64::total_cmp);
     let median = errors[errors.len() / 2];
     println!(
-        "\n{} rows with a measured value, median |error| {:.1} %, worst {:.1} %",
+        "\n{} rows with {what}, median |error| {:.1} %, worst {:.1} %\n",
         errors.len(),
         median,
         errors.last().copied().unwrap_or(0.0)

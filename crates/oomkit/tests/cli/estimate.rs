@@ -173,6 +173,20 @@ fn unknown_model_suggests() {
     let e = stderr(&out);
     assert!(e.contains("did you mean meta-llama/Llama-3.1-8B"), "{e}");
     assert_eq!(e.lines().count(), 1, "{e}");
+    // A partial name suggests every model it is part of, image models included.
+    for (typed, wanted) in [
+        ("flux", "black-forest-labs/FLUX.1-dev"),
+        ("llama-3.1", "meta-llama/Llama-3.1-70B"),
+        ("gemma3", "google/gemma-3-27b-it"),
+    ] {
+        let out = est(&[typed]);
+        assert_eq!(out.status.code(), Some(2));
+        let e = stderr(&out);
+        assert!(
+            e.contains("did you mean") && e.contains(wanted),
+            "{typed}: {e}"
+        );
+    }
 }
 
 #[test]
