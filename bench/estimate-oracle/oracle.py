@@ -241,6 +241,8 @@ def main():
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--only", default="")
     ap.add_argument("--json", default="")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="skip setups the cache does not hold (no torch run)")
     ap.add_argument("--rows", default="",
                     help="write the oracle peaks as test rows (crates/oomkit_estimate/tests/oracle.json)")
     a = ap.parse_args()
@@ -257,6 +259,8 @@ def main():
             continue
         st = dict(st, model_file=model_file(a.oomkit, st["model"]))
         k = key(st, versions)
+        if k not in cache and a.cached_only:
+            continue
         if k not in cache:
             try:
                 cache[k] = oracle(st, a.python)

@@ -345,8 +345,8 @@ pub fn stage_layers(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// Activations one GPU keeps alive at the end of the forward pass (§3.5)
 /// with `micro_batches` micro-batches in flight: every layer of its pipeline
 /// stage ([`stage_layers`]), the embedding output and the final norm; with HF
-/// gradient checkpointing only each layer's input (h per token) plus one
-/// layer's full activations while it is recomputed. Tensor parallelism is
+/// gradient checkpointing only each layer's input (h per token; the layer
+/// being recomputed is [`recompute_bytes`], a later moment). Tensor parallelism is
 /// taken with sequence parallelism (Megatron's recommended setting, and the
 /// one its `theoretical_memory_usage.py` assumes): every saved tensor is
 /// split over the `tp` ranks, Korthikanti et al. 2022 §4.2.2,
@@ -362,13 +362,29 @@ pub fn stage_activations_bytes(cfg: &ModelConfig, s: &Setup, micro_batches: u64)
     let copies = model_share(cfg, s.pp, s.tp, autocast_weight_copies_bytes(cfg, s));
     let layers = 0..stage_layers(cfg, s);
     let layer = |i| layer_activation_bytes(cfg, s, i, s.batch, s.seq);
-    let (saved, recompute) = if s.grad_checkpointing {
-        let one = layers.clone().map(layer).max().unwrap_or(0);
-        (layers.count() as u64 * t * cfg.hidden * stream, one)
+    let saved = if s.grad_checkpointing {
+        layers.count() as u64 * t * cfg.hidden * stream
     } else {
-        (layers.map(layer).sum::<u64>(), 0)
+        layers.map(layer).sum::<u64>()
     };
-    ((saved + edges) * micro_batches + recompute) / s.tp.max(1) + copies
+    (saved + edges) * micro_batches / s.tp.max(1) + copies
+}
+
+/// With gradient checkpointing, the activations of the one layer being
+/// recomputed during backward (the largest layer; split over `tp`). They
+/// never coexist with the loss's logits: the loss backward runs first and
+/// frees them before the first layer is recomputed (checked against the CPU
+/// oracle, whose checkpointed peaks sit at the loss backward). Zero without
+/// checkpointing.
+pub fn recompute_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if !s.grad_checkpointing {
+        return 0;
+    }
+    (0..stage_layers(cfg, s))
+        .map(|i| layer_activation_bytes(cfg, s, i, s.batch, s.seq))
+        .max()
+        .unwrap_or(0)
+        / s.tp.max(1)
 }
 
 /// Output rows the head produces per token: the vocabulary for causal LMs,
@@ -377,15 +393,14 @@ fn head_width(cfg: &ModelConfig) -> u64 {
     if cfg.encoder { 2 } else { cfg.vocab }
 }
 
-/// Bytes per logit element the loss works in: fp32 (transformers'
-/// `ForCausalLMLoss` upcasts), or β for models whose own code does not.
-fn loss_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    if cfg.half_precision_loss {
-        s.precision.act_bytes()
-    } else {
-        4
-    }
-}
+/// Bytes per logit element the loss works in: fp32. transformers'
+/// `ForCausalLMLoss` upcasts; models whose own code does not (Qwen v1's
+/// remote code calls `CrossEntropyLoss()` on bf16 logits) still get fp32
+/// under HF `Trainer`/accelerate with `bf16=True`, whose autocast runs
+/// `cross_entropy` in fp32 (PyTorch's autocast fp32 op list). Checked on
+/// the Qwen-7B LoRA rows (§5.3 C5): within 6.6 % at 256–8192 tokens with an
+/// fp32 loss, −18 % at 4096 with a bf16 one.
+pub const LOSS_BYTES: u64 = 4;
 
 /// Extra vocabulary-wide β tensors of final-logit soft-capping
 /// (modeling_gemma2.py `Gemma2ForCausalLM.forward`: `logits / cap`,
@@ -410,10 +425,9 @@ pub fn held_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     s.batch * s.seq * head_width(cfg).div_ceil(s.tp.max(1)) * s.precision.act_bytes()
 }
 
-/// Logits kept for the loss (§3.6): the head output in β, the copy the loss
-/// works on (fp32 upcast, or the shifted `.contiguous()` copy in half-loss
-/// models), log-softmax's output saved by cross-entropy, and soft-capping's
-/// saved `tanh` output.
+/// Logits kept for the loss (§3.6): the head output in β, the fp32 copy the
+/// loss works on, log-softmax's output saved by cross-entropy, and
+/// soft-capping's saved `tanh` output.
 ///
 /// With tensor parallelism the head and the cross-entropy are vocabulary
 /// parallel (Megatron `VocabParallelEmbedding`/`vocab_parallel_cross_entropy`):
@@ -421,12 +435,8 @@ pub fn held_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let tv = s.batch * s.seq * head_width(cfg).div_ceil(s.tp.max(1));
     let beta = s.precision.act_bytes();
-    let lb = loss_bytes(cfg, s);
-    let copy = if lb != beta || cfg.half_precision_loss {
-        lb
-    } else {
-        0
-    };
+    let lb = LOSS_BYTES;
+    let copy = if lb != beta { lb } else { 0 };
     tv * (beta + copy + lb + softcap_copies(cfg) * beta)
 }
 
@@ -434,7 +444,7 @@ pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// log-softmax input is allocated while everything saved is still alive
 /// (V/t columns per rank under tensor parallelism, as [`training_logits_bytes`]).
 pub fn loss_backward_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    s.batch * s.seq * head_width(cfg).div_ceil(s.tp.max(1)) * loss_bytes(cfg, s)
+    s.batch * s.seq * head_width(cfg).div_ceil(s.tp.max(1)) * LOSS_BYTES
 }
 
 /// Optimizer-step temporaries (§3.7): torch's foreach AdamW/Lion/SGD

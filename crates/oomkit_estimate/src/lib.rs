@@ -145,6 +145,15 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
                     loss,
                 ));
             }
+            if s.grad_checkpointing {
+                // Later in backward: one layer recomputed, the loss gone (only
+                // the held head output remains).
+                v.push(backward(
+                    c::training_activations_bytes(cfg, s) + c::recompute_bytes(cfg, s),
+                    c::held_logits_bytes(cfg, s),
+                    0,
+                ));
+            }
             let step = Phase {
                 name: "optimizer-step",
                 parts: Components {

@@ -99,10 +99,6 @@ pub struct ModelConfig {
     pub attn_dropout: bool,
     /// Hidden/residual dropout is on (saves 1-byte masks).
     pub hidden_dropout: bool,
-    /// The model's own code computes cross-entropy on half-precision logits
-    /// (Qwen v1 remote code: `CrossEntropyLoss()(shift_logits, …)` with no
-    /// upcast) instead of transformers' `ForCausalLMLoss`, which upcasts to fp32.
-    pub half_precision_loss: bool,
     /// The longest context the model supports (`max_position_embeddings`,
     /// `n_positions`, `seq_length`), when the config states it.
     pub max_positions: Option<u64>,
@@ -291,7 +287,6 @@ impl ModelConfig {
             "attn_pdrop",
             "attention_dropout",
         ]);
-        let half_precision_loss = mt == "qwen";
         let native_quant = v
             .get("quantization_config")
             .and_then(|q| q.get("quant_method"))
@@ -333,7 +328,6 @@ impl ModelConfig {
             encoder,
             attn_dropout,
             hidden_dropout,
-            half_precision_loss,
             max_positions: int(
                 &v,
                 &["max_position_embeddings", "n_positions", "seq_length"],
@@ -395,7 +389,6 @@ impl ModelConfig {
             encoder: false,
             attn_dropout: false,
             hidden_dropout: false,
-            half_precision_loss: false,
             max_positions: None,
             native_quant: None,
             vision_params: 0,
