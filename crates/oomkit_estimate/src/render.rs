@@ -60,38 +60,11 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
         ("temporaries", c.temporaries_bytes),
         ("cuda context", c.cuda_context_bytes),
     ];
-    let total = est.device_used_bytes.max(1);
+    let rows: Vec<(String, u64)> = rows.iter().map(|(n, b)| ((*n).to_string(), *b)).collect();
     o.push('\n');
-    for (name, b) in rows {
-        if b == 0 {
-            continue;
-        }
-        let n = ((b as f64 / total as f64) * BAR as f64).round() as usize;
-        let _ = writeln!(
-            o,
-            "  {name:<13}{:>11}  {}{}",
-            Bytes(b).to_string(),
-            "█".repeat(n),
-            "·".repeat(BAR - n.min(BAR))
-        );
-    }
+    bars(&mut o, &rows, est.device_used_bytes);
     let _ = writeln!(o);
-    let _ = writeln!(
-        o,
-        "  peak allocated {:>11}   (torch.cuda.max_memory_allocated, at {})",
-        Bytes(est.peak_allocated_bytes).to_string(),
-        est.peak_phase
-    );
-    let _ = writeln!(
-        o,
-        "  peak reserved  {:>11}   (torch.cuda.max_memory_reserved)",
-        Bytes(est.peak_reserved_bytes).to_string()
-    );
-    let _ = writeln!(
-        o,
-        "  device used    {:>11}   (nvidia-smi)",
-        Bytes(est.device_used_bytes).to_string()
-    );
+    peaks(&mut o, est);
     if let Some(f) = fit {
         let _ = writeln!(o);
         if f.fits {
@@ -173,4 +146,40 @@ pub(crate) fn plan(o: &mut String, plan: &[crate::fit::Step], plan_fits: bool) {
             st.config
         );
     }
+}
+
+/// One bar per non-zero row, scaled to `total` (the nvidia-smi number), the
+/// names padded to the longest.
+pub(crate) fn bars(o: &mut String, rows: &[(String, u64)], total: u64) {
+    let width = rows.iter().map(|r| r.0.chars().count()).max().unwrap_or(0) + 1;
+    for (name, b) in rows.iter().filter(|r| r.1 > 0) {
+        let n = ((((*b as f64) / total.max(1) as f64) * BAR as f64).round() as usize).min(BAR);
+        let _ = writeln!(
+            o,
+            "  {name:<width$}{:>11}  {}{}",
+            Bytes(*b).to_string(),
+            "█".repeat(n),
+            "·".repeat(BAR - n)
+        );
+    }
+}
+
+/// The three numbers a user sees, each named after the tool that shows it.
+pub(crate) fn peaks(o: &mut String, est: &Estimate) {
+    let _ = writeln!(
+        o,
+        "  peak allocated {:>11}   (torch.cuda.max_memory_allocated, at {})",
+        Bytes(est.peak_allocated_bytes).to_string(),
+        est.peak_phase
+    );
+    let _ = writeln!(
+        o,
+        "  peak reserved  {:>11}   (torch.cuda.max_memory_reserved)",
+        Bytes(est.peak_reserved_bytes).to_string()
+    );
+    let _ = writeln!(
+        o,
+        "  device used    {:>11}   (nvidia-smi)",
+        Bytes(est.device_used_bytes).to_string()
+    );
 }

@@ -371,13 +371,7 @@ pub fn estimate(m: &Model, s: &ImageSetup) -> ImageEstimate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::{CpuOffload, ImageSetup, Model, Pipeline};
-
-    fn base(p: Pipeline) -> (Model, ImageSetup) {
-        let m = Model::load(p);
-        let s = ImageSetup::default_for(&m);
-        (m, s)
-    }
+    use crate::image::{CpuOffload, Pipeline, base};
 
     #[test]
     fn safety_checker_stays_on_the_gpu_with_offload() {

@@ -603,15 +603,17 @@ pub struct ImageEstimate {
     pub activations: String,
 }
 
+/// A pipeline and its default setup, for tests.
+#[cfg(test)]
+pub(crate) fn base(p: Pipeline) -> (Model, ImageSetup) {
+    let m = Model::load(p);
+    let s = ImageSetup::default_for(&m);
+    (m, s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn base(p: Pipeline) -> (Model, ImageSetup) {
-        let m = Model::load(p);
-        let s = ImageSetup::default_for(&m);
-        (m, s)
-    }
 
     #[test]
     fn configs_parse() {

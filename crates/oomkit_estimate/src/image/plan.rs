@@ -327,13 +327,7 @@ fn plan(m: &Model, s: &ImageSetup, usable: u64) -> (Vec<Step>, bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::{ImageSetup, Model, Pipeline};
-
-    fn base(p: Pipeline) -> (Model, ImageSetup) {
-        let m = Model::load(p);
-        let s = ImageSetup::default_for(&m);
-        (m, s)
-    }
+    use crate::image::{Pipeline, base};
 
     #[test]
     fn load_code_names_the_components() {

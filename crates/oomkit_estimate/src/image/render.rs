@@ -11,8 +11,6 @@ use crate::fit::Fit;
 use crate::model::human_count;
 use crate::setup::Quant;
 
-const BAR: usize = 30;
-
 /// Human output.
 pub fn human(m: &Model, s: &ImageSetup, e: &ImageEstimate, f: Option<&Fit>) -> String {
     let mut o = String::new();
@@ -58,35 +56,9 @@ pub fn human(m: &Model, s: &ImageSetup, e: &ImageEstimate, f: Option<&Fit>) -> S
         rows.push(("dequantized linear".into(), c.temporaries_bytes));
     }
     rows.push(("cuda context".into(), c.cuda_context_bytes));
-    let total = est.device_used_bytes.max(1);
-    for (name, bytes) in rows {
-        let n = (((bytes as f64 / total as f64) * BAR as f64).round() as usize).min(BAR);
-        let _ = writeln!(
-            o,
-            "  {:<24}{:>11}  {}{}",
-            name,
-            Bytes(bytes).to_string(),
-            "█".repeat(n),
-            "·".repeat(BAR - n)
-        );
-    }
+    crate::render::bars(&mut o, &rows, est.device_used_bytes);
     let _ = writeln!(o);
-    let _ = writeln!(
-        o,
-        "  peak allocated   {:>11}   (torch.cuda.max_memory_allocated, at {})",
-        Bytes(est.peak_allocated_bytes).to_string(),
-        est.peak_phase
-    );
-    let _ = writeln!(
-        o,
-        "  peak reserved    {:>11}   (torch.cuda.max_memory_reserved)",
-        Bytes(est.peak_reserved_bytes).to_string()
-    );
-    let _ = writeln!(
-        o,
-        "  device used      {:>11}   (nvidia-smi)",
-        Bytes(est.device_used_bytes).to_string()
-    );
+    crate::render::peaks(&mut o, est);
     if let Some(f) = f {
         let _ = writeln!(o);
         let _ = writeln!(
