@@ -345,6 +345,10 @@ fn serve(
                     "usable_bytes": gpu.usable().get(),
                     "fits": fits,
                     "headroom_bytes": gpu.usable().get() as i64 - r.requested_bytes as i64,
+                    // Requests of max_model_len served at once, and the longest
+                    // --max-model-len one request can reach in the pool.
+                    "max_batch": r.max_concurrency.floor() as u64,
+                    "max_seq": cfg.max_positions.map_or(r.kv_tokens, |m| m.min(r.kv_tokens)),
                     "plan": split.as_ref().map(|(tp, t)| vec![serde_json::json!({
                         "change": format!("tensor parallelism over {tp} GPUs"),
                         "remedy": "vllm-tensor-parallel",

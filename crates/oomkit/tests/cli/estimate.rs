@@ -254,6 +254,10 @@ fn vllm_serve_pool() {
     let tokens = v["serve"]["kv_tokens"].as_u64().expect("tokens");
     // llm-d measured 476,016 tokens (memory-estimation.md §5.8 K2).
     assert!((471_000..481_000).contains(&tokens), "{tokens}");
+    // The fit object has the text models' shape: requests of max_model_len at
+    // once, and the longest context one request can reach (the model's 131,072).
+    assert_eq!(v["fit"]["max_batch"].as_u64(), Some(tokens / 8192));
+    assert_eq!(v["fit"]["max_seq"].as_u64(), Some(131_072));
     assert_eq!(v["serve"]["block_bytes"], 16 * 2 * 8 * 128 * 32 * 2);
     // The profile run's peak is the sampler: 1024 sequences (vLLM's H100
     // default) × V × 16 B; `--max-num-seqs 256` shrinks it to a quarter, and
