@@ -130,7 +130,9 @@ store = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(st["precision"], tor
 torch.set_default_dtype(store)
 b, s = st["batch"], st["seq"]
 with FakeTensorMode():
-    model = AutoModelForCausalLM.from_config(cfg)
+    # The dtype explicitly: from_config otherwise takes config.json's torch_dtype
+    # (gemma-2-9b ships float32) over the default dtype.
+    model = AutoModelForCausalLM.from_config(cfg, dtype=store)
     if st["method"] == "lora":
         from peft import LoraConfig, get_peft_model
         t = st["lora_targets"]

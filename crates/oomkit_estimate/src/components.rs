@@ -177,13 +177,23 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
     let qkv_in = trains(s, "q_proj") || trains(s, "k_proj") || trains(s, "v_proj");
     // Flash kernels (SDPA's and FlashAttention-2) return their output laid
     // out as (b, s, heads, d): the reshape for `o_proj` is a view of the
-    // tensor the kernel saved. Eager attention saves no output (its
-    // probabilities·V matmul saves the probabilities and v) and the
-    // transpose before `o_proj` copies.
-    let attn = match s.attention {
-        Attention::Sdpa | Attention::Flash => 2 * q + 2 * kv,
-        Attention::Eager => q + 2 * kv + if trains(s, "o_proj") { q } else { 0 },
-    } + if qkv_in { h } else { 0 };
+    // tensor the kernel saved. Eager attention (transformers
+    // `eager_attention_forward`) saves q, k and v after `repeat_kv` (every
+    // query head's copy, so 2q rather than 2·kv under GQA) and no output (its
+    // probabilities·V matmul saves the probabilities and v); the transpose
+    // before `o_proj` copies. A fused q/k/v projection with rotary keeps its
+    // whole output alive through v ([`ModelConfig::fused_qkv_rope`]).
+    let heads_width = cfg.heads * cfg.head_dim;
+    let fused = if cfg.fused_qkv_rope { q + kv } else { 0 };
+    let attn = fused
+        + match s.attention {
+            Attention::Sdpa | Attention::Flash => 2 * q + 2 * kv,
+            Attention::Eager => {
+                let rep = if cfg.mla.is_some() { kv } else { heads_width };
+                q + 2 * rep + if trains(s, "o_proj") { q } else { 0 }
+            }
+        }
+        + if qkv_in { h } else { 0 };
     let mlp_in = trains(s, "gate_proj") || trains(s, "up_proj");
     let mlp_one = |f: u64| {
         let down = if trains(s, "down_proj") { f } else { 0 };
@@ -228,17 +238,20 @@ fn fp32_stream(cfg: &ModelConfig, s: &Setup) -> bool {
 pub fn layer_norm_token_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let h = cfg.hidden;
     let beta = s.precision.act_bytes();
+    // The normalized tensor the weight multiply saves: β, or fp32 where the
+    // scale is applied before the cast ([`ModelConfig::fp32_norm_scale`]).
+    let scaled = if cfg.fp32_norm_scale { 4 } else { beta };
     let per = if layer_norm(cfg) {
         if fp32_stream(cfg, s) { 4 * h } else { beta * h }
     } else if s.method == Method::Full {
-        4 * h + beta * h
+        4 * h + scaled * h
     } else {
         4 * h
     };
     // Per-head q/k RMSNorms (Qwen3, Gemma-3) save the same per element of q and k.
     let qk = if cfg.qk_norm {
         let el = if s.method == Method::Full {
-            4 + beta
+            4 + scaled
         } else {
             4
         };
@@ -252,7 +265,9 @@ pub fn layer_norm_token_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// Bytes eager attention saves per score element: the softmax output (fp32
 /// under autocast, in fp32 training, and in Llama-family code that calls
 /// `softmax(dtype=float32)`), with attention dropout its 1-byte mask and
-/// output, and the cast back to β that the probabilities·V matmul saves.
+/// output, the cast back to β that the probabilities·V matmul saves, and
+/// soft-capping's `tanh` output (Gemma-2; checked against the CPU oracle's
+/// saved tensors: 2 + 4 + 2 B per score).
 pub fn eager_score_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let beta = s.precision.act_bytes();
     let mixed = matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16);
@@ -263,7 +278,8 @@ pub fn eager_score_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     };
     let drop = if cfg.attn_dropout { 1 + sm } else { 0 };
     let cast = if sm != beta { beta } else { 0 };
-    sm + drop + cast
+    let softcap = if cfg.attn_softcap { beta } else { 0 };
+    sm + drop + cast + softcap
 }
 
 /// Autocast keeps a half-precision copy of every weight a matmul uses,
@@ -1040,5 +1056,47 @@ mod tests {
         let long = kv_cache_bytes(&cfg, &s, 100_000);
         let per = 2 * cfg.kv_heads * cfg.head_dim * 2;
         assert_eq!(long, per * (12 * 100_000 + 12 * 128));
+    }
+
+    /// Saved bytes per token of one layer, checked against the CPU oracle's
+    /// saved tensors (bench/estimate-oracle: one layer under
+    /// `saved_tensors_hooks`, bf16, full training).
+    fn per_token(model: &str, attention: Attention) -> u64 {
+        let cfg = catalogue::find(model).expect("model");
+        let s = Setup {
+            task: Task::Train,
+            attention,
+            ..Setup::default()
+        };
+        layer_activation_bytes(&cfg, &s, 0, 1, 512) / 512
+    }
+
+    #[test]
+    fn per_layer_saved_bytes_match_the_oracle() {
+        // Llama-3.2-3B, SDPA: the oracle's per-layer difference (4 vs 2
+        // layers) is 131,176 B per token.
+        assert_eq!(
+            per_token("meta-llama/Llama-3.2-3B", Attention::Sdpa),
+            131_168
+        );
+        // Gemma-2-9B, eager with soft-capping: q, repeated k and v, o_proj's
+        // input, the q/k/v input, fp32-scaled norms (4 × 8h), the MLP (h + 4f)
+        // and 2 + 4 + 2 B per score (16 heads × 512 keys).
+        let h = 3584;
+        let linear = 4 * 8192 + 7168 + 4 * 8 * h + 7168 + 4 * 28_672;
+        assert_eq!(
+            per_token("google/gemma-2-9b", Attention::Eager),
+            linear + 16 * 512 * 8
+        );
+        // Phi-3-mini: the fused qkv output stays alive through v.
+        let fused = per_token("microsoft/Phi-3-mini-4k-instruct", Attention::Sdpa);
+        let mut cfg = catalogue::find("microsoft/Phi-3-mini-4k-instruct").expect("model");
+        cfg.fused_qkv_rope = false;
+        let s = Setup {
+            task: Task::Train,
+            ..Setup::default()
+        };
+        let split = layer_activation_bytes(&cfg, &s, 0, 1, 512) / 512;
+        assert_eq!(fused - split, 2 * (3072 + 3072));
     }
 }

@@ -105,6 +105,16 @@ impl Phase {
 /// plus one layer's working set) with the end of decoding (full cache plus
 /// one layer's growth copy).
 pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
+    let eager;
+    let s = if sdpa_falls_back_to_eager(cfg, s) {
+        eager = Setup {
+            attention: Attention::Eager,
+            ..s.clone()
+        };
+        &eager
+    } else {
+        s
+    };
     let weights = c::weights_bytes(cfg, s);
     let ctx = c::cuda_context_bytes() + c::nccl_bytes(s);
     let phases: Vec<Phase> = match s.task {
@@ -254,4 +264,10 @@ pub fn split_share(cfg: &ModelConfig, s: &Setup, weights: u64) -> u64 {
         return weights;
     }
     c::model_share(cfg, s.gpus / s.tp.max(1), s.tp, weights)
+}
+
+/// transformers has no SDPA path for attention soft-capping (Gemma-2
+/// refuses `attn_implementation="sdpa"`): SDPA there means eager attention.
+pub fn sdpa_falls_back_to_eager(cfg: &ModelConfig, s: &Setup) -> bool {
+    cfg.attn_softcap && s.attention == Attention::Sdpa
 }

@@ -82,6 +82,24 @@ pub struct ModelConfig {
     /// through `/cap`, `tanh`, `*cap`, each a new vocabulary-wide tensor.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub logit_softcap: bool,
+    /// `attn_logit_softcapping` is set (Gemma-2): eager attention passes the
+    /// scores through `tanh` (one more saved a·s² tensor), and transformers
+    /// has no SDPA path for it, so SDPA means eager (flash-attention-2 can
+    /// soft-cap inside the kernel).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub attn_softcap: bool,
+    /// One fused q/k/v projection whose output is split into views, with
+    /// rotary embeddings applied to q and k (Phi-3 `qkv_proj`, Falcon and
+    /// GPT-NeoX `query_key_value`): v stays a view of the fused output, so the
+    /// whole q + 2·kv output lives as long as attention saves v, beside the
+    /// new rotated q and k (checked against the CPU oracle's saved tensors).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fused_qkv_rope: bool,
+    /// Gemma-style RMSNorm: the `(1 + weight)` scale is applied in fp32
+    /// before the cast back (`output * (1.0 + self.weight.float())`), so the
+    /// normalized tensor autograd saves is fp32, not the activation dtype.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub fp32_norm_scale: bool,
     /// Per-head RMSNorms on queries and keys (`q_norm`/`k_norm`: Gemma-3, Qwen3).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub qk_norm: bool,
@@ -299,6 +317,8 @@ impl ModelConfig {
                 _ => None,
             });
         let hidden_dropout = positive(&["hidden_dropout_prob", "resid_pdrop", "hidden_dropout"]);
+        let fp32_norm_scale = mt.starts_with("gemma");
+        let fused_qkv_rope = matches!(mt, "phi3" | "falcon" | "gpt_neox");
         let qk_norm = matches!(mt, "gemma3_text" | "gemma3" | "qwen3" | "qwen3_moe");
         Ok(ModelConfig {
             id: id.to_string(),
@@ -317,6 +337,12 @@ impl ModelConfig {
             position_rows,
             norms_per_layer,
             qk_norm,
+            attn_softcap: v
+                .get("attn_logit_softcapping")
+                .and_then(Value::as_f64)
+                .is_some_and(|c| c > 0.0),
+            fp32_norm_scale,
+            fused_qkv_rope,
             logit_softcap: v
                 .get("final_logit_softcapping")
                 .and_then(Value::as_f64)
@@ -381,6 +407,9 @@ impl ModelConfig {
             norms_per_layer: 2,
             qk_norm: false,
             logit_softcap: false,
+            attn_softcap: false,
+            fp32_norm_scale: false,
+            fused_qkv_rope: false,
             composite_gelu: false,
             sliding_window: None,
             sliding_layers: 0,

@@ -46,6 +46,12 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
             ck.index_tensors.unwrap_or(0)
         );
     }
+    if crate::sdpa_falls_back_to_eager(cfg, s) {
+        let _ = writeln!(
+            o,
+            "  attention: eager (transformers has no SDPA path for attention soft-capping; --attention flash for flash-attention-2)"
+        );
+    }
     if s.gpus > 1 || s.tp > 1 || s.pp > 1 {
         let _ = writeln!(o, "{}", parallel_line(s));
     }

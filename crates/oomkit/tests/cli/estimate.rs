@@ -1176,3 +1176,33 @@ fn image_sd15_fp32_plan_drops_the_safety_checker() {
     );
     insta::assert_snapshot!(text);
 }
+
+/// transformers refuses SDPA for Gemma-2 (attention soft-capping): the
+/// estimate says so and counts eager attention's a·s² tensors, which grow
+/// with the square of the sequence; `--attention flash` does not.
+#[test]
+fn gemma2_sdpa_means_eager() {
+    let run = |extra: &[&str]| {
+        let mut a = vec!["google/gemma-2-9b", "--task", "train", "--seq", "4096"];
+        a.extend_from_slice(extra);
+        est(&a)
+    };
+    let text = stdout(&run(&[]));
+    assert!(
+        text.contains("attention: eager (transformers has no SDPA path"),
+        "{text}"
+    );
+    let act = |extra: &[&str]| {
+        let mut a = extra.to_vec();
+        a.extend_from_slice(&["--format", "json"]);
+        json(&run(&a))["components"]["activations_bytes"]
+            .as_u64()
+            .expect("activations")
+    };
+    let sdpa = act(&[]);
+    assert_eq!(sdpa, act(&["--attention", "eager"]));
+    let flash = act(&["--attention", "flash"]);
+    // 42 layers × 16 heads × 4096² scores × (tanh 2 + softmax 4 + cast 2 B).
+    assert!(sdpa - flash >= 42 * 16 * 4096 * 4096 * 8, "{sdpa} {flash}");
+    assert!(!stdout(&run(&["--attention", "flash"])).contains("attention: eager"));
+}
