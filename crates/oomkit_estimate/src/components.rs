@@ -295,7 +295,32 @@ pub fn autocast_weight_copies_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     } else {
         cfg.vocab * cfg.hidden
     };
-    (cfg.block_linear_params() + head) * 2
+    // Checkpointed layers run their forward without saving anything, the
+    // copies included: only the head's copy is saved, and the recomputed
+    // layer's own copies come with [`recompute_bytes`] (checked against the
+    // CPU oracle: Qwen2.5-0.5B mixed-bf16 with checkpointing).
+    let blocks = if s.grad_checkpointing {
+        0
+    } else {
+        cfg.block_linear_params()
+    };
+    (blocks + head) * 2
+}
+
+/// Autocast's weight-cast cache at the end of a checkpointed forward: every
+/// half-precision weight copy made inside `torch.autocast` stays cached
+/// until the context exits (PyTorch autocast docs, `cache_enabled=True`),
+/// even when checkpointing saves none of them for backward. Zero without
+/// mixed precision, under ZeRO/FSDP, and without checkpointing (then the
+/// copies are saved anyway and counted in [`autocast_weight_copies_bytes`]).
+pub fn autocast_cache_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if !s.grad_checkpointing
+        || !matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16)
+        || s.zero >= 1
+    {
+        return 0;
+    }
+    model_share(cfg, s.pp, s.tp, cfg.block_linear_params() * 2)
 }
 
 /// Per token: PEFT casts each adapted linear's input to the fp32 adapter
@@ -396,10 +421,17 @@ pub fn recompute_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     if !s.grad_checkpointing {
         return 0;
     }
-    (0..stage_layers(cfg, s))
+    let copies =
+        if matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16) && s.zero == 0 {
+            cfg.block_linear_params() / cfg.layers.max(1) * 2
+        } else {
+            0
+        };
+    ((0..stage_layers(cfg, s))
         .map(|i| layer_activation_bytes(cfg, s, i, s.batch, s.seq))
         .max()
         .unwrap_or(0)
+        + copies)
         / s.tp.max(1)
 }
 

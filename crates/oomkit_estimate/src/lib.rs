@@ -155,6 +155,17 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
                     loss,
                 ));
             }
+            if c::autocast_cache_bytes(cfg, s) > 0 {
+                // End of a checkpointed forward under autocast: the cast cache
+                // still holds every layer's half-precision weights.
+                let mut fwd = backward(
+                    c::training_activations_bytes(cfg, s) + c::autocast_cache_bytes(cfg, s),
+                    logits,
+                    0,
+                );
+                fwd.name = "forward";
+                v.push(fwd);
+            }
             if s.grad_checkpointing {
                 // Later in backward: one layer recomputed, the loss gone (only
                 // the held head output remains).
