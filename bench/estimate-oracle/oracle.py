@@ -137,8 +137,18 @@ with FakeTensorMode():
         from peft import LoraConfig, get_peft_model
         t = st["lora_targets"]
         targets = "all-linear" if t == "all-linear" else [m + "_proj" for m in t.split(",")]
+        # peft moves each new adapter to its base layer's device, which
+        # FakeTensor parameters cannot do in place (they only swap, and the
+        # swap fails): they are on the "cpu" already, so the move is skipped.
+        # Adapters are created in fp32, as peft's default
+        # autocast_adapter_dtype upcasts them on a half-precision base.
+        to = torch.nn.Module.to
+        torch.nn.Module.to = lambda self, *a, **k: self
+        torch.set_default_dtype(torch.float32)
         model = get_peft_model(model, LoraConfig(r=st["lora_rank"], lora_alpha=16,
                                                  target_modules=targets, lora_dropout=0.0))
+        torch.nn.Module.to = to
+        torch.set_default_dtype(store)
     mt = MemTracker()
     if st["task"] == "train":
         if st["ckpt"]:
