@@ -613,6 +613,13 @@ pub fn prefill_transient_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     2 * t * h * beta + attn.max(mlp) / s.tp.max(1)
 }
 
+/// What is alive beside the logits when the head runs on the prompt: the
+/// last layer's output and the final norm's output, every position (β each;
+/// `logits_to_keep=1` slices a view, which keeps the whole tensor).
+pub fn head_input_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    2 * s.batch * s.seq * cfg.hidden * s.precision.act_bytes()
+}
+
 /// Logits during inference (§3.8): `generate` keeps only the last position
 /// (`logits_to_keep=1`) in β plus its fp32 copy for sampling; a plain
 /// forward (no new tokens) produces every position.
