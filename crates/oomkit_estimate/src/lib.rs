@@ -245,16 +245,20 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
             v
         }
     };
-    let mut best: Option<(u64, u64, Phase)> = None;
+    // `max_memory_allocated` and `max_memory_reserved` are separate maxima
+    // over time: the allocated peak's phase names the peak and gives the
+    // components; the reserved peak may come from another phase (decoding's
+    // freed cache blocks stay reserved after the prefill's larger allocation).
+    let mut reserved = 0;
+    let mut best: Option<(u64, Phase)> = None;
     for ph in phases {
         let alloc = ph.allocated();
-        let reserved = c::reserved_bytes(alloc, ph.transient()) + ph.extra_reserved;
-        if best.as_ref().is_none_or(|b| reserved > b.1) {
-            best = Some((alloc, reserved, ph));
+        reserved = reserved.max(c::reserved_bytes(alloc, ph.transient()) + ph.extra_reserved);
+        if best.as_ref().is_none_or(|b| alloc > b.0) {
+            best = Some((alloc, ph));
         }
     }
-    let (allocated, reserved, phase) = best.unwrap_or((
-        weights,
+    let (allocated, phase) = best.unwrap_or((
         weights,
         Phase {
             name: "forward",
@@ -262,6 +266,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
             extra_reserved: 0,
         },
     ));
+    let reserved = reserved.max(allocated);
     let mut components = phase.parts;
     components.cuda_context_bytes = ctx;
     Estimate {
