@@ -585,7 +585,7 @@ pub fn cache_growth_slack_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u6
 
 /// The prefill transient of one layer at `seq` prompt tokens (§3.8): the
 /// residual stream and norm output plus the larger of the attention working
-/// set (q, k, v, output; eager adds the a·s² scores in β and the fp32 softmax)
+/// set (q, k, v, output; eager adds the a·s² scores and their softmax)
 /// and the MLP working set (gate, up and their product: 3f; fc1 and GELU: 2f;
 /// a composite `gelu_new`: 4f).
 /// Tensor parallelism splits the heads and the intermediate over `tp` ranks
@@ -598,7 +598,21 @@ pub fn prefill_transient_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let kv = cfg.kv_heads * cfg.head_dim;
     let mut attn = t * (2 * q + 2 * kv) * beta;
     if s.attention == Attention::Eager {
-        attn += cfg.heads * s.seq * s.seq * s.batch * (beta + 4);
+        // The scores in β, and the softmax: Llama-family code calls
+        // `softmax(dtype=float32)`, which upcasts first (a 4-byte copy) and
+        // writes a 4-byte output while the β scores are still referenced;
+        // LayerNorm-era code takes the softmax in β. `repeat_kv` copies k and
+        // v to every query head under GQA (checked against the CPU oracle:
+        // Gemma-2-9B prefill of 4096 tokens).
+        let per_score = if beta == 4 || !layer_norm(cfg) {
+            beta + if beta == 4 { 0 } else { 4 } + 4
+        } else {
+            2 * beta
+        };
+        attn += cfg.heads * s.seq * s.seq * s.batch * per_score;
+        if cfg.kv_heads < cfg.heads {
+            attn += 2 * t * q * beta;
+        }
     }
     let f = match &cfg.moe {
         Some(m) => m.intermediate * m.active.max(1) + m.intermediate * m.shared,
