@@ -114,6 +114,25 @@ import transformers.masking_utils as mu
 # answer, so it assumes packing, builds a 4-D mask and SDPA repeats the KV
 # heads. A real run finds no packing and calls SDPA with is_causal=True.
 mu.find_packed_sequence_indices = lambda position_ids: None
+
+
+# MemTracker installs gradient hooks on every parameter of every module it
+# sees, and PyTorch refuses hooks on frozen ones (a LoRA base): those get a
+# handle that does nothing, as they never receive a gradient.
+class _NoHook:
+    def remove(self):
+        pass
+
+
+def _frozen_ok(register):
+    def wrapped(self, hook):
+        return register(self, hook) if self.requires_grad else _NoHook()
+    return wrapped
+
+
+torch.Tensor.register_hook = _frozen_ok(torch.Tensor.register_hook)
+torch.Tensor.register_post_accumulate_grad_hook = _frozen_ok(
+    torch.Tensor.register_post_accumulate_grad_hook)
 st = json.loads(sys.argv[1]); cfg_path = sys.argv[2]
 cfg = AutoConfig.from_pretrained(cfg_path)
 cfg._attn_implementation = st["attention"]
