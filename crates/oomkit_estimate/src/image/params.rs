@@ -216,6 +216,20 @@ pub fn vae_params(v: &Value) -> Count {
     c
 }
 
+/// CLIP encoder layers (text and vision towers alike): two LayerNorms,
+/// q/k/v/out and fc1/fc2, all with bias.
+fn clip_layers(c: &mut Count, h: u64, f: u64, layers: u64) {
+    for _ in 0..layers {
+        c.norm(h);
+        for _ in 0..4 {
+            c.lin(h, h, true);
+        }
+        c.norm(h);
+        c.lin(h, f, true);
+        c.lin(f, h, true);
+    }
+}
+
 /// transformers `CLIPTextModel` (+ `text_projection` without bias for
 /// `CLIPTextModelWithProjection`): token and position embeddings, per layer two
 /// LayerNorms, q/k/v/out and fc1/fc2 with bias; the final LayerNorm.
@@ -225,15 +239,7 @@ pub fn clip_text_params(v: &Value) -> Count {
     let mut c = Count::default();
     c.add(u(v, "vocab_size") * h);
     c.add(u(v, "max_position_embeddings") * h);
-    for _ in 0..u(v, "num_hidden_layers") {
-        c.norm(h);
-        for _ in 0..4 {
-            c.lin(h, h, true);
-        }
-        c.norm(h);
-        c.lin(h, f, true);
-        c.lin(f, h, true);
-    }
+    clip_layers(&mut c, h, f, u(v, "num_hidden_layers"));
     c.norm(h);
     if strs(v, "architectures")
         .iter()
@@ -260,15 +266,7 @@ pub fn safety_checker_params(v: &Value) -> Count {
     c.add(u(vc, "num_channels") * h * u(vc, "patch_size").pow(2));
     c.add(vision_tokens(vc) * h);
     c.norm(h);
-    for _ in 0..u(vc, "num_hidden_layers") {
-        c.norm(h);
-        for _ in 0..4 {
-            c.lin(h, h, true);
-        }
-        c.norm(h);
-        c.lin(h, f, true);
-        c.lin(f, h, true);
-    }
+    clip_layers(&mut c, h, f, u(vc, "num_hidden_layers"));
     c.norm(h);
     c.lin(h, proj, false);
     c.add((17 + 3) * proj + 17 + 3);
