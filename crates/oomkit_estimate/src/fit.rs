@@ -346,29 +346,41 @@ pub fn fit(cfg: &ModelConfig, s: &Setup, gpu: &'static Gpu, est: &Estimate) -> F
     if !fits {
         let mut cur = s.clone();
         let mut cur_used = used;
-        for (remedy, apply) in LADDER {
-            let Some((next, change, config)) = apply(&cur, cfg, usable) else {
-                continue;
-            };
-            let after = estimate(cfg, &next).device_used_bytes;
-            // A step must save something worth its cost (0.5 % of the GPU), and
-            // the last resorts (smaller batch, shorter inputs) only count when
-            // they reach a fit: shrinking the job without fitting helps nobody.
-            let last_resort = matches!(*remedy, "reduce-batch" | "reduce-input-size");
-            if after + usable / 200 >= cur_used || (last_resort && after > usable) {
-                continue;
+        // After each change the ladder is read again from its cheapest rung: a
+        // change can make an earlier one worth it (after LoRA shrinks the
+        // optimizer step, the peak moves to the activations, and gradient
+        // checkpointing, skipped before, now saves the most for the least).
+        // Every rung applies at most once to a setup it has already changed,
+        // so the plan is bounded by the ladder's length.
+        while plan.len() < LADDER.len() {
+            let mut changed = false;
+            for (remedy, apply) in LADDER {
+                let Some((next, change, config)) = apply(&cur, cfg, usable) else {
+                    continue;
+                };
+                let after = estimate(cfg, &next).device_used_bytes;
+                // A step must save something worth its cost (0.5 % of the GPU),
+                // and the last resorts (smaller batch, shorter inputs) only count
+                // when they reach a fit: shrinking the job without fitting helps
+                // nobody.
+                let last_resort = matches!(*remedy, "reduce-batch" | "reduce-input-size");
+                if after + usable / 200 >= cur_used || (last_resort && after > usable) {
+                    continue;
+                }
+                plan.push(Step {
+                    change,
+                    remedy,
+                    saves_bytes: cur_used - after,
+                    peak_after_bytes: after,
+                    config,
+                });
+                cur = next;
+                cur_used = after;
+                changed = true;
+                break;
             }
-            plan.push(Step {
-                change,
-                remedy,
-                saves_bytes: cur_used - after,
-                peak_after_bytes: after,
-                config,
-            });
-            cur = next;
-            cur_used = after;
-            if after <= usable {
-                plan_fits = true;
+            if !changed || cur_used <= usable {
+                plan_fits = cur_used <= usable;
                 break;
             }
         }
@@ -432,6 +444,25 @@ mod tests {
         assert!(f.plan_fits, "{:?}", f.plan);
         let last = f.plan.last().expect("steps");
         assert!(last.peak_after_bytes <= f.usable_bytes);
+    }
+
+    /// A rung skipped early (checkpointing, while the optimizer step held the
+    /// peak) is taken once a later change moves the peak to the activations.
+    #[test]
+    fn plan_reads_the_ladder_again_after_each_change() {
+        let cfg = catalogue::find("meta-llama/Llama-3.1-70B").expect("model");
+        let s = Setup {
+            task: Task::Train,
+            seq: 4096,
+            ..Setup::default()
+        };
+        let gpu = oomkit_core::gpus::find("h100-sxm").expect("gpu");
+        let est = estimate(&cfg, &s);
+        let f = fit(&cfg, &s, gpu, &est);
+        let ids: Vec<&str> = f.plan.iter().map(|st| st.remedy).collect();
+        assert_eq!(ids[0], "optimizer-8bit", "{ids:?}");
+        assert!(ids.contains(&"gradient-checkpointing"), "{ids:?}");
+        assert!(f.plan_fits, "{ids:?}");
     }
 
     #[test]
