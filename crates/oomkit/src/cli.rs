@@ -95,6 +95,11 @@ pub struct EstimateArgs {
     /// Gradient (activation) checkpointing.
     #[arg(long)]
     pub grad_checkpointing: bool,
+    /// The training loop is HF Trainer's, which drops the model output (and
+    /// its logits) before backward; without it the loop is taken to hold
+    /// `out = model(**batch)` through backward and the optimizer step.
+    #[arg(long)]
+    pub trainer: bool,
     /// Gradient accumulation steps.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub grad_accum: u64,

@@ -467,10 +467,10 @@ fn softcap_copies(cfg: &ModelConfig) -> u64 {
 /// keeps `out.logits` (β, V/t columns per rank) alive through the optimizer
 /// step (checked against the CPU oracle: Qwen2.5-0.5B at 1 × 512 tokens peaks
 /// in the step with exactly these 0.14 GiB on top of the model states).
-/// HF `Trainer` drops them before backward, so its peaks are lower by this;
-/// pipeline schedules return only the loss (none held).
+/// HF `Trainer` drops them before backward ([`Setup::drops_output`]), and
+/// pipeline schedules return only the loss: none held.
 pub fn held_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    if s.pp > 1 {
+    if s.pp > 1 || s.drops_output {
         return 0;
     }
     s.batch * s.seq * head_width(cfg).div_ceil(s.tp.max(1)) * s.precision.act_bytes()
@@ -487,7 +487,8 @@ pub fn held_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let tv = s.batch * s.seq * head_width(cfg).div_ceil(s.tp.max(1));
     let beta = s.precision.act_bytes();
-    tv * (beta + LOSS_BYTES + softcap_copies(cfg) * beta)
+    let held = if s.drops_output { 0 } else { beta };
+    tv * (held + LOSS_BYTES + softcap_copies(cfg) * beta)
 }
 
 /// The first backward steps through the loss (§3.6): log-softmax's backward

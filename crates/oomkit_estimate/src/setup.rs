@@ -214,6 +214,10 @@ pub struct Setup {
     pub new_tokens: u64,
     /// HF gradient checkpointing (per layer).
     pub grad_checkpointing: bool,
+    /// The training loop drops the model output before backward (HF
+    /// `Trainer`, torchtune's `del logits`); otherwise it is held through
+    /// backward and the optimizer step (`out = model(**batch)`).
+    pub drops_output: bool,
     /// Gradient accumulation steps.
     pub grad_accum: u64,
     /// Attention kernel.
@@ -251,6 +255,7 @@ impl Default for Setup {
             seq: 512,
             new_tokens: 0,
             grad_checkpointing: false,
+            drops_output: false,
             grad_accum: 1,
             attention: Attention::Sdpa,
             lora_rank: 8,

@@ -690,6 +690,7 @@ fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
         seq: a.seq,
         new_tokens: a.new_tokens,
         grad_checkpointing: a.grad_checkpointing,
+        drops_output: a.trainer,
         grad_accum: a.grad_accum,
         attention: attention(a.attention),
         lora_rank: a.lora_rank,

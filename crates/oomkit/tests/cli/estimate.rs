@@ -1206,3 +1206,28 @@ fn gemma2_sdpa_means_eager() {
     assert!(sdpa - flash >= 42 * 16 * 4096 * 4096 * 8, "{sdpa} {flash}");
     assert!(!stdout(&run(&["--attention", "flash"])).contains("attention: eager"));
 }
+
+/// `--trainer`: HF Trainer drops the model output before backward, so the
+/// half-precision logits (tokens × vocabulary × 2 B) are not held; the JSON
+/// setup says so.
+#[test]
+fn trainer_loop_drops_the_held_logits() {
+    let base = [
+        "Qwen/Qwen2.5-0.5B",
+        "--task",
+        "train",
+        "--batch",
+        "2",
+        "--seq",
+        "2048",
+        "--grad-checkpointing",
+        "--format",
+        "json",
+    ];
+    let held = json(&est(&base));
+    let dropped = json(&est(&[&base[..], &["--trainer"]].concat()));
+    assert_eq!(held["setup"]["drops_output"], false);
+    assert_eq!(dropped["setup"]["drops_output"], true);
+    let peak = |v: &serde_json::Value| v["peak_allocated_bytes"].as_u64().expect("peak");
+    assert_eq!(peak(&held) - peak(&dropped), 2 * 2048 * 151_936 * 2);
+}
