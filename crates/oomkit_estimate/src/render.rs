@@ -73,29 +73,27 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
     peaks(&mut o, est);
     if let Some(f) = fit {
         let _ = writeln!(o);
-        if f.fits {
-            let _ = writeln!(
-                o,
-                "fits on {}: {} of {} usable, {} headroom; max batch {}, max seq {}",
-                f.gpu,
-                Bytes(est.device_used_bytes),
-                Bytes(f.usable_bytes),
-                Bytes(f.headroom_bytes.unsigned_abs()),
-                f.max_batch,
-                f.max_seq
-            );
+        let (used, usable, margin) = (
+            Bytes(est.device_used_bytes),
+            Bytes(f.usable_bytes),
+            Bytes(f.headroom_bytes.unsigned_abs()),
+        );
+        let verdict = if f.fits {
+            format!(
+                "fits on {}: {used} of {usable} usable, {margin} headroom",
+                f.gpu
+            )
         } else {
-            let _ = writeln!(
-                o,
-                "does not fit on {}: needs {}, {} usable ({} short); max batch {}, max seq {}",
-                f.gpu,
-                Bytes(est.device_used_bytes),
-                Bytes(f.usable_bytes),
-                Bytes(f.headroom_bytes.unsigned_abs()),
-                f.max_batch,
-                f.max_seq
-            );
-        }
+            format!(
+                "does not fit on {}: needs {used}, {usable} usable ({margin} short)",
+                f.gpu
+            )
+        };
+        let _ = writeln!(
+            o,
+            "{verdict}; max batch {}, max seq {}",
+            f.max_batch, f.max_seq
+        );
         if let Some(dm) = &f.device_map {
             let _ = writeln!(o, "\nsplit over {} GPUs:\n       {dm}", s.gpus);
         }
