@@ -1,0 +1,494 @@
+//! Runs one command as a supervised child and reads everything it prints.
+//!
+//! Invariants (ARCHITECTURE.md):
+//! - **No process is left behind.** The child runs in its own process group
+//!   (`process_group(0)`). When its main process exits — noticed with
+//!   `waitid(WNOWAIT)` so the group leader is still a zombie and its group id
+//!   cannot be reused — the whole group is killed, so helpers that inherited
+//!   the pipes (data-loader workers) neither stall us nor survive. A timeout
+//!   kills the group; an interrupt forwards the signal to the group and kills
+//!   it after [`INTERRUPT_GRACE`].
+//! - **Bounded memory.** Output is read in 64 KiB chunks through bounded
+//!   channels; only the last `tail_bytes` are kept. `oomkit_explain` reads
+//!   the whole stream (its own memory is bounded), so an OOM is recognised
+//!   however much the child printed after it.
+
+use std::collections::VecDeque;
+use std::ffi::OsString;
+use std::io::{self, Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, ChildStderr, ChildStdout, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+use nix::unistd::Pid;
+use oomkit_explain::{Explainer, Report};
+
+use crate::Error;
+use crate::command::CommandLine;
+use crate::timeline::{LineSplitter, Timeline};
+
+/// Default for [`Options::tail_bytes`]: the last 4 MiB of output.
+pub const DEFAULT_TAIL_BYTES: usize = 4 << 20;
+
+/// After the main process exits and its group is killed, wait this long for
+/// the pipes to close; a process that left the group (`setsid`) and still
+/// holds them is not waited for.
+pub const DRAIN: Duration = Duration::from_millis(500);
+
+/// After forwarding an interrupt, the group gets this long to exit before it
+/// is killed.
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
+
+const CHUNK: usize = 64 * 1024;
+const POLL: Duration = Duration::from_millis(20);
+
+/// How to run.
+pub struct Options<'a> {
+    /// Kill the group when the command runs longer than this.
+    pub timeout: Option<Duration>,
+    /// Copy the child's stdout/stderr to ours, byte for byte, as it arrives.
+    pub passthrough: bool,
+    /// Give the child our standard input (else `/dev/null`).
+    pub inherit_stdin: bool,
+    /// Also write everything the child prints here (`--log`).
+    pub log: Option<&'a mut dyn Write>,
+    /// A signal number set by the caller's signal handler (0: none); it is
+    /// forwarded to the child's group.
+    pub interrupt: Option<&'a AtomicUsize>,
+    /// How much of the output to keep (the tail).
+    pub tail_bytes: usize,
+}
+
+impl Default for Options<'_> {
+    fn default() -> Self {
+        Options {
+            timeout: None,
+            passthrough: false,
+            inherit_stdin: false,
+            log: None,
+            interrupt: None,
+            tail_bytes: DEFAULT_TAIL_BYTES,
+        }
+    }
+}
+
+/// How the main process ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// It exited with this code.
+    Code(i32),
+    /// A signal killed it.
+    Signal(i32),
+}
+
+impl Exit {
+    /// The status a shell would report: the code, or 128 + signal.
+    pub fn shell_code(self) -> i32 {
+        match self {
+            Exit::Code(c) => c,
+            Exit::Signal(s) => s.saturating_add(128),
+        }
+    }
+}
+
+/// Why oomkit killed the command, if it did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Killed {
+    /// It outlived the timeout.
+    Timeout,
+    /// oomkit was interrupted (the signal number).
+    Interrupt(i32),
+}
+
+/// Everything learned from one run.
+#[derive(Debug)]
+pub struct Finished {
+    /// How the main process ended.
+    pub exit: Exit,
+    /// Set when oomkit killed it.
+    pub killed: Option<Killed>,
+    /// Wall-clock time from spawn to the main process's exit.
+    pub elapsed: Duration,
+    /// What `oomkit explain` finds in the whole output.
+    pub report: Report,
+    /// The last bytes of stdout and stderr, interleaved as they arrived.
+    pub tail: Vec<u8>,
+    /// Total bytes the child printed.
+    pub output_bytes: u64,
+    /// Memory figures the child printed, with their times.
+    pub timeline: Timeline,
+}
+
+enum Chunk {
+    Data(usize, Vec<u8>),
+    Eof,
+}
+
+/// Runs `cmd` to completion under `opts`.
+pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
+    let Some((program, args)) = cmd.argv.split_first() else {
+        return Err(Error::NoCommand);
+    };
+    let mut command = std::process::Command::new(program);
+    command
+        .args(args)
+        .envs(cmd.env.iter().map(|(k, v)| (k, v)))
+        .process_group(0)
+        .stdin(if opts.inherit_stdin {
+            Stdio::inherit()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = command.spawn().map_err(|source| Error::Spawn {
+        program: program.to_string_lossy().into_owned(),
+        source,
+    })?;
+    let pid = match i32::try_from(child.id()) {
+        Ok(p) => Pid::from_raw(p),
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Error::Pid(child.id()));
+        }
+    };
+    let (tx, rx) = sync_channel::<Chunk>(64);
+    spawn_readers(&mut child, &tx);
+    drop(tx);
+    let (etx, erx) = sync_channel::<Vec<u8>>(64);
+    let explainer = thread::spawn(move || Explainer::new().explain_reader(ChannelReader::new(erx)));
+    let mut sup = Supervisor {
+        pid,
+        opts,
+        start,
+        etx: Some(etx),
+        tail: VecDeque::new(),
+        output_bytes: 0,
+        lines: [LineSplitter::default(), LineSplitter::default()],
+        timeline: Timeline::default(),
+        killed: None,
+        interrupted_at: None,
+        exited_at: None,
+    };
+    sup.supervise(&rx);
+    // Reap the leader; its group was killed when it exited.
+    let status = child.wait().map_err(Error::Wait)?;
+    let exit = match (status.code(), status.signal()) {
+        (Some(c), _) => Exit::Code(c),
+        (None, Some(s)) => Exit::Signal(s),
+        (None, None) => Exit::Code(-1),
+    };
+    let elapsed = sup.exited_at.unwrap_or_else(Instant::now) - start;
+    for (i, s) in sup.lines.iter_mut().enumerate() {
+        if let Some(line) = s.finish() {
+            sup.timeline.observe(elapsed.as_secs_f64(), i, &line);
+        }
+    }
+    drop(sup.etx.take());
+    let report = explainer
+        .join()
+        .map_err(|_| Error::Explain)?
+        .map_err(|_| Error::Explain)?;
+    Ok(Finished {
+        exit,
+        killed: sup.killed,
+        elapsed,
+        report,
+        tail: sup.tail.into_iter().collect(),
+        output_bytes: sup.output_bytes,
+        timeline: sup.timeline,
+    })
+}
+
+struct Supervisor<'a> {
+    pid: Pid,
+    opts: Options<'a>,
+    start: Instant,
+    etx: Option<SyncSender<Vec<u8>>>,
+    tail: VecDeque<u8>,
+    output_bytes: u64,
+    lines: [LineSplitter; 2],
+    timeline: Timeline,
+    killed: Option<Killed>,
+    interrupted_at: Option<Instant>,
+    exited_at: Option<Instant>,
+}
+
+impl Supervisor<'_> {
+    /// Reads output until both pipes close (or the drain deadline passes
+    /// after the main process exited), watching exit, timeout and interrupt.
+    fn supervise(&mut self, rx: &Receiver<Chunk>) {
+        let mut open = 2u8;
+        loop {
+            match rx.recv_timeout(POLL) {
+                Ok(Chunk::Data(stream, bytes)) => self.output(stream, bytes),
+                Ok(Chunk::Eof) => open = open.saturating_sub(1),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => open = 0,
+            }
+            match self.exited_at {
+                None => self.watch(),
+                Some(t) => {
+                    if open == 0 || t.elapsed() > DRAIN {
+                        return;
+                    }
+                }
+            }
+            if open == 0 && self.exited_at.is_none() {
+                // Pipes closed before the process exited: keep watching it
+                // without busy-waiting on a dead channel.
+                thread::sleep(POLL);
+            }
+        }
+    }
+
+    /// One step of watching the main process.
+    fn watch(&mut self) {
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        let exited = !matches!(waitid(Id::Pid(self.pid), flags), Ok(WaitStatus::StillAlive));
+        if exited {
+            self.exited_at = Some(Instant::now());
+            self.kill(Signal::SIGKILL);
+            return;
+        }
+        if self.killed.is_none() && self.opts.timeout.is_some_and(|t| self.start.elapsed() >= t) {
+            self.killed = Some(Killed::Timeout);
+            self.kill(Signal::SIGKILL);
+            return;
+        }
+        let sig = self.opts.interrupt.map_or(0, |a| a.load(Ordering::SeqCst));
+        if sig != 0 && self.interrupted_at.is_none() {
+            let signal = i32::try_from(sig)
+                .ok()
+                .and_then(|s| Signal::try_from(s).ok())
+                .unwrap_or(Signal::SIGINT);
+            if self.killed.is_none() {
+                self.killed = Some(Killed::Interrupt(signal as i32));
+            }
+            self.interrupted_at = Some(Instant::now());
+            self.kill(signal);
+        } else if self
+            .interrupted_at
+            .is_some_and(|t| t.elapsed() >= INTERRUPT_GRACE)
+        {
+            self.kill(Signal::SIGKILL);
+        }
+    }
+
+    /// Signals the whole group; a group that is already gone is fine.
+    fn kill(&self, signal: Signal) {
+        let _ = killpg(self.pid, signal);
+    }
+
+    /// One chunk of output: pass it through, log it, keep its tail, read
+    /// memory figures from its lines, and feed the explainer.
+    fn output(&mut self, stream: usize, bytes: Vec<u8>) {
+        self.output_bytes = self
+            .output_bytes
+            .saturating_add(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
+        if self.opts.passthrough {
+            // A reader of ours that went away must not stop the child.
+            let _ = if stream == 0 {
+                write_now(&mut io::stdout().lock(), &bytes)
+            } else {
+                write_now(&mut io::stderr().lock(), &bytes)
+            };
+        }
+        if let Some(log) = self.opts.log.as_mut() {
+            let _ = log.write_all(&bytes);
+        }
+        self.tail.extend(bytes.iter().copied());
+        let excess = self.tail.len().saturating_sub(self.opts.tail_bytes);
+        self.tail.drain(..excess);
+        let t = self.start.elapsed().as_secs_f64();
+        if let Some(splitter) = self.lines.get_mut(stream) {
+            for line in splitter.push(&bytes) {
+                self.timeline.observe(t, stream, &line);
+            }
+        }
+        if let Some(etx) = &self.etx
+            && etx.send(bytes).is_err()
+        {
+            self.etx = None;
+        }
+    }
+}
+
+fn write_now(w: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
+    w.write_all(bytes)?;
+    w.flush()
+}
+
+fn spawn_readers(child: &mut Child, tx: &SyncSender<Chunk>) {
+    if let Some(out) = child.stdout.take() {
+        let tx = tx.clone();
+        thread::spawn(move || pump::<ChildStdout>(out, 0, &tx));
+    }
+    if let Some(err) = child.stderr.take() {
+        let tx = tx.clone();
+        thread::spawn(move || pump::<ChildStderr>(err, 1, &tx));
+    }
+}
+
+/// Copies one pipe into the channel in chunks until EOF (or until nobody
+/// listens any more).
+fn pump<R: Read>(mut r: R, stream: usize, tx: &SyncSender<Chunk>) {
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                let data = buf.get(..n).map(<[u8]>::to_vec).unwrap_or_default();
+                if tx.send(Chunk::Data(stream, data)).is_err() {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    let _ = tx.send(Chunk::Eof);
+}
+
+/// A `Read` over a channel of chunks, so the explainer streams the output.
+struct ChannelReader {
+    rx: Receiver<Vec<u8>>,
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl ChannelReader {
+    fn new(rx: Receiver<Vec<u8>>) -> Self {
+        ChannelReader {
+            rx,
+            buf: Vec::new(),
+            pos: 0,
+        }
+    }
+}
+
+impl Read for ChannelReader {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        while self.pos >= self.buf.len() {
+            match self.rx.recv() {
+                Ok(b) => {
+                    self.buf = b;
+                    self.pos = 0;
+                }
+                Err(_) => return Ok(0),
+            }
+        }
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        let n = rest.len().min(out.len());
+        if let (Some(dst), Some(src)) = (out.get_mut(..n), rest.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        self.pos = self.pos.saturating_add(n);
+        Ok(n)
+    }
+}
+
+/// Builds a [`CommandLine`] from strings (tests and examples).
+pub fn argv<I, S>(args: I) -> CommandLine
+where
+    I: IntoIterator<Item = S>,
+    S: Into<OsString>,
+{
+    CommandLine::new(args.into_iter().map(Into::into).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str) -> CommandLine {
+        argv(["sh", "-c", script])
+    }
+
+    #[test]
+    fn exit_codes_and_signals_are_reported() {
+        let f = run(&sh("exit 3"), Options::default()).unwrap();
+        assert_eq!(f.exit, Exit::Code(3));
+        let f = run(&sh("kill -SEGV $$"), Options::default()).unwrap();
+        assert_eq!(f.exit, Exit::Signal(11));
+        assert_eq!(f.exit.shell_code(), 139);
+    }
+
+    #[test]
+    fn keeps_only_a_bounded_tail_of_a_chatty_child() {
+        let f = run(
+            &sh("i=0; while [ $i -lt 3000 ]; do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; i=$((i+1)); done"),
+            Options {
+                tail_bytes: 1000,
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(f.tail.len(), 1000);
+        assert!(f.output_bytes > 100_000);
+        assert!(
+            String::from_utf8_lossy(&f.tail)
+                .ends_with("line-2999-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n")
+        );
+    }
+
+    #[test]
+    fn a_helper_holding_the_pipes_does_not_stall_the_run() {
+        let t = Instant::now();
+        let f = run(&sh("sleep 30 & echo started; exit 0"), Options::default()).unwrap();
+        assert_eq!(f.exit, Exit::Code(0));
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_timeout_kills_the_group() {
+        let f = run(
+            &sh("sleep 30"),
+            Options {
+                timeout: Some(Duration::from_millis(200)),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(f.killed, Some(Killed::Timeout));
+        assert_eq!(f.exit, Exit::Signal(9));
+    }
+
+    #[test]
+    fn an_interrupt_is_forwarded_to_the_group() {
+        let flag = AtomicUsize::new(2);
+        let f = run(
+            &sh("sleep 30"),
+            Options {
+                interrupt: Some(&flag),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(f.killed, Some(Killed::Interrupt(2)));
+        assert_eq!(f.exit, Exit::Signal(2));
+    }
+
+    #[test]
+    fn the_explainer_reads_the_whole_output() {
+        let f = run(
+            &sh("echo 'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB of which 20.00 MiB is free.' >&2; exit 1"),
+            Options::default(),
+        )
+        .unwrap();
+        assert!(f.report.has_oom());
+    }
+
+    #[test]
+    fn a_missing_program_is_an_error() {
+        let e = run(&argv(["/nonexistent/oomkit-test"]), Options::default()).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/oomkit-test"), "{e}");
+    }
+}
