@@ -1,6 +1,7 @@
 //! Command-line arguments (clap derive). Raw arguments only: validation and
 //! conversion to library options happen in `commands/`.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -36,6 +37,71 @@ pub enum Command {
     /// a config.json path or a folder holding one; or use --params.
     /// Exit status: 0 estimated (and fits the --gpu), 1 does not fit the --gpu, 2 error.
     Estimate(Box<EstimateArgs>),
+    /// Find the largest batch size that fits, by running the command once per trial.
+    ///
+    /// `{batch}` in CMD is replaced by each trial's batch size, which is also
+    /// exported as OOMKIT_BATCH_SIZE. Each trial runs in its own process group and
+    /// is classified as ok, oom (an OOM explain recognises), error or timeout.
+    /// Exit status: 0 a largest batch was found, 1 even --min does not fit,
+    /// 2 a trial failed otherwise (error, timeout) or bad arguments, 130 interrupted.
+    Probe(ProbeArgs),
+    /// Run a command with its output passed through; if it runs out of memory,
+    /// end with explain's report and the memory timeline.
+    ///
+    /// Exit status: the command's own (128 + N when signal N killed it), 2 when
+    /// oomkit itself fails.
+    Run(RunArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ProbeArgs {
+    /// Smallest batch size to try.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    pub min: u64,
+    /// Largest batch size to try (bisects [min, max]; without it the search doubles
+    /// from --min until the first OOM).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub max: Option<u64>,
+    /// Kill a trial that runs longer than this (`90s`, `2m`, `1h30m` or plain seconds);
+    /// it is reported as `timeout` and stops the search.
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Also report a batch size this many percent below the largest that ran.
+    #[arg(long, value_name = "PCT", default_value_t = 0.0)]
+    pub margin: f64,
+    /// Start at oomkit's own estimate of the largest batch and search around it:
+    /// MODEL then any `oomkit estimate` flags, including --gpu (required). Put it
+    /// last, just before `--`, e.g. `--estimate llama-3.2-1b --task train --gpu rtx-4090`.
+    #[arg(long, num_args = 1.., allow_hyphen_values = true, value_terminator = "--", value_name = "MODEL [FLAGS]")]
+    pub estimate: Option<Vec<String>>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// The command to probe, after `--`.
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        required = true,
+        value_name = "CMD"
+    )]
+    pub command: Vec<OsString>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Also write everything the command prints to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Write a self-contained HTML report (timeline, explanation, fixes) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
+    /// PyTorch programs: record the allocator's history and dump a memory snapshot
+    /// at the first OOM (through a generated sitecustomize.py on PYTHONPATH).
+    #[arg(long)]
+    pub snapshot_on_oom: bool,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
 }
 
 #[derive(Debug, clap::Args)]

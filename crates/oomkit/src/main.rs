@@ -5,6 +5,7 @@
 mod cli;
 mod commands;
 mod input;
+mod interrupt;
 mod output;
 
 use std::process::ExitCode;

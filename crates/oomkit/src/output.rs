@@ -6,12 +6,20 @@ use crate::cli::ColorChoice;
 
 /// A locked stdout that strips ANSI styles unless colour is wanted.
 pub fn stdout(color: ColorChoice) -> anstream::AutoStream<io::StdoutLock<'static>> {
-    let choice = match color {
+    anstream::AutoStream::new(io::stdout().lock(), anstream_choice(color))
+}
+
+/// A stderr that strips ANSI styles unless colour is wanted.
+pub fn stderr(color: ColorChoice) -> anstream::AutoStream<io::StderrLock<'static>> {
+    anstream::AutoStream::new(io::stderr().lock(), anstream_choice(color))
+}
+
+fn anstream_choice(color: ColorChoice) -> anstream::ColorChoice {
+    match color {
         ColorChoice::Auto => anstream::ColorChoice::Auto,
         ColorChoice::Always => anstream::ColorChoice::Always,
         ColorChoice::Never => anstream::ColorChoice::Never,
-    };
-    anstream::AutoStream::new(io::stdout().lock(), choice)
+    }
 }
 
 /// Prints `error: …` and one `caused by: …` line per source, on stderr.

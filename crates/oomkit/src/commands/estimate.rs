@@ -195,6 +195,32 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
 }
 
+/// The largest batch the estimate fits on `--gpu`, and the GPU's id: where
+/// `oomkit probe --estimate` starts (text models: `--batch`; image models:
+/// `--images`).
+pub fn max_batch(args: &EstimateArgs) -> anyhow::Result<(u64, &'static str)> {
+    let Some(name) = &args.gpu else {
+        bail!(
+            "--estimate needs --gpu: the GPU to size the batch for (see `oomkit estimate --list-gpus`)"
+        );
+    };
+    let gpu = oomkit_core::gpus::find(name)?;
+    if let Some((_, pipeline)) = args.model.as_deref().and_then(image::find) {
+        let m = image::Model::load(pipeline);
+        let s = image_setup(args, &m)?;
+        return Ok((image::fit(&m, &s, gpu).max_batch, gpu.id));
+    }
+    if args.task == EstTask::Serve || args.engine == EstEngine::Vllm {
+        bail!(
+            "--estimate sizes training and inference batches; a vLLM server has no batch size to probe"
+        );
+    }
+    let cfg = resolve_model(args)?;
+    let setup = build_setup(args, &cfg)?;
+    let est = estimate(&cfg, &setup);
+    Ok((fit::fit(&cfg, &setup, gpu, &est).max_batch, gpu.id))
+}
+
 /// Text-to-image pipelines (`oomkit_estimate::image`): the same JSON as text
 /// models, with the per-component detail under `image`.
 fn image_run(

@@ -4,6 +4,8 @@
 mod estimate;
 mod explain;
 mod lint;
+mod probe;
+mod run;
 
 use crate::cli::{Cli, Command};
 
@@ -13,5 +15,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Explain(args) => explain::run(args, cli.color),
         Command::Lint(args) => lint::run(args, cli.color),
         Command::Estimate(args) => estimate::run(*args, cli.color),
+        Command::Probe(args) => probe::run(args, cli.color),
+        Command::Run(args) => run::run(args, cli.color),
     }
 }

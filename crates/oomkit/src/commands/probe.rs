@@ -1,0 +1,267 @@
+//! `oomkit probe`: validate the arguments, optionally start from the
+//! estimate, run the search through `oomkit_probe`, show each trial live
+//! (with a spinner when stderr is a terminal) and the answer last.
+
+use std::io::{IsTerminal, Write};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use indicatif::{ProgressBar, ProgressStyle};
+use oomkit_core::Bytes;
+use oomkit_probe::probe::{self, Outcome, ProbeOptions, ProbeReport, Progress, Trial};
+use oomkit_probe::search::{Bounds, bounded_budget};
+use oomkit_probe::{CommandLine, command};
+
+use crate::cli::{Cli, ColorChoice, Command, Format, ProbeArgs};
+use crate::commands::estimate;
+use crate::{interrupt, output};
+
+pub fn run(args: ProbeArgs, color: ColorChoice) -> anyhow::Result<u8> {
+    let timeout = args.timeout.as_deref().map(parse_duration).transpose()?;
+    if !(0.0..100.0).contains(&args.margin) {
+        bail!(
+            "--margin must be a percentage in [0, 100), got {}",
+            args.margin
+        );
+    }
+    if let Some(max) = args.max
+        && max < args.min
+    {
+        bail!("--max {max} is below --min {}", args.min);
+    }
+    let estimate = match &args.estimate {
+        Some(tokens) => Some(estimated_max_batch(tokens)?),
+        None => None,
+    };
+    let cmd = CommandLine::new(args.command);
+    let human = args.format == Format::Human;
+    // Trial lines are results in human mode (stdout) and chatter in JSON mode (stderr).
+    let mut lines: Box<dyn Write> = if human {
+        Box::new(output::stdout(color))
+    } else {
+        Box::new(output::stderr(color))
+    };
+    if !cmd.has_placeholder() {
+        writeln!(
+            output::stderr(color),
+            "note: the command has no {}; it gets the batch size only as ${}",
+            command::PLACEHOLDER,
+            command::BATCH_ENV
+        )?;
+    }
+    let bounds = Bounds {
+        min: args.min,
+        max: args.max,
+        estimate: estimate.map(|(b, _)| b),
+    };
+    writeln!(lines, "probing {}", cmd.display())?;
+    writeln!(lines, "  {}", plan(&bounds, estimate.map(|(_, g)| g)))?;
+    writeln!(
+        lines,
+        "  {:>5}  {:>7}  {:<8} {:>8}  {:>11}  detail",
+        "trial", "batch", "outcome", "seconds", "peak"
+    )?;
+    let flag = interrupt::install()?;
+    let spinner = std::io::stderr().is_terminal().then(|| {
+        let pb = ProgressBar::new_spinner();
+        pb.set_style(
+            ProgressStyle::with_template("  {spinner} {msg} {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        pb.enable_steady_tick(Duration::from_millis(120));
+        pb
+    });
+    let mut index = 0;
+    let mut write_err: Option<std::io::Error> = None;
+    let report = probe::probe(
+        &cmd,
+        &ProbeOptions {
+            bounds,
+            timeout,
+            margin_pct: args.margin,
+            interrupt: Some(&flag),
+        },
+        |p| match p {
+            Progress::Start { index: i, batch } => {
+                index = i;
+                if let Some(pb) = &spinner {
+                    pb.set_message(format!("trial {i}: batch {batch}"));
+                }
+            }
+            Progress::Done(t) => {
+                let line = trial_line(index, t);
+                let mut write = || writeln!(lines, "{line}").and_then(|()| lines.flush());
+                let r = match &spinner {
+                    Some(pb) => pb.suspend(write),
+                    None => write(),
+                };
+                if let Err(e) = r {
+                    write_err.get_or_insert(e);
+                }
+            }
+        },
+    );
+    if let Some(pb) = &spinner {
+        pb.finish_and_clear();
+    }
+    let report = report?;
+    if let Some(e) = write_err {
+        return Err(e.into());
+    }
+    match args.format {
+        Format::Human => write!(lines, "{}", answer(&report, args.min))?,
+        Format::Json => {
+            let mut out = output::stdout(color);
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            writeln!(out)?;
+            out.flush()?;
+        }
+    }
+    lines.flush()?;
+    Ok(report.exit_code())
+}
+
+/// `90s`, `2m`, `1h30m` (humantime) or plain (possibly fractional) seconds.
+fn parse_duration(s: &str) -> anyhow::Result<Duration> {
+    let d = match s.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs > 0.0 => Duration::try_from_secs_f64(secs)
+            .with_context(|| format!("--timeout {s} is out of range"))?,
+        Ok(_) => bail!("--timeout must be positive, got {s}"),
+        Err(_) => humantime::parse_duration(s.trim())
+            .with_context(|| format!("invalid --timeout {s:?}: use 90s, 2m, 1h30m or seconds"))?,
+    };
+    if d.is_zero() {
+        bail!("--timeout must be positive, got {s}");
+    }
+    Ok(d)
+}
+
+/// Parses `MODEL [estimate flags]` as `oomkit estimate` would and returns
+/// the largest batch it fits on `--gpu`.
+fn estimated_max_batch(tokens: &[String]) -> anyhow::Result<(u64, &'static str)> {
+    let argv = ["oomkit", "estimate"]
+        .into_iter()
+        .map(str::to_string)
+        .chain(tokens.iter().cloned());
+    let cli = Cli::try_parse_from(argv).map_err(|e| {
+        anyhow::anyhow!(
+            "in --estimate {}: {}",
+            tokens.join(" "),
+            e.to_string().trim()
+        )
+    })?;
+    let Command::Estimate(est) = cli.command else {
+        bail!("--estimate takes a model and `oomkit estimate` flags");
+    };
+    estimate::max_batch(&est).with_context(|| format!("in --estimate {}", tokens.join(" ")))
+}
+
+fn plan(b: &Bounds, gpu: Option<&str>) -> String {
+    match (b.estimate, b.max) {
+        (Some(e), _) => format!(
+            "starting at oomkit's estimate, {e} on {}, then stepping ±1, 2, 4, … and bisecting",
+            gpu.unwrap_or("the GPU")
+        ),
+        (None, Some(max)) => format!(
+            "batch {}..={max}: bisection, at most {} trials",
+            b.min,
+            bounded_budget(b.min, max)
+        ),
+        (None, None) => format!(
+            "from batch {}: doubling until the first OOM, then bisecting (no --max)",
+            b.min
+        ),
+    }
+}
+
+fn trial_line(index: u32, t: &Trial) -> String {
+    let peak = t
+        .peak_bytes
+        .map_or_else(|| "—".to_string(), |b| Bytes(b).to_string());
+    let mut detail = t.detail.clone().unwrap_or_default();
+    if t.outcome == Outcome::Error {
+        let status = match (t.exit_code, t.signal) {
+            (_, Some(s)) => format!("killed by signal {s}"),
+            (Some(c), _) => format!("exit {c}"),
+            _ => String::new(),
+        };
+        detail = if detail.is_empty() {
+            status
+        } else {
+            format!("{status}: {detail}")
+        };
+    }
+    format!(
+        "  {index:>5}  {:>7}  {:<8} {:>8.2}  {peak:>11}  {detail}",
+        t.batch,
+        t.outcome.label(),
+        t.seconds
+    )
+}
+
+fn answer(r: &ProbeReport, min: u64) -> String {
+    let n = r.trials.len();
+    let stopped_by = r
+        .trials
+        .iter()
+        .find(|t| matches!(t.outcome, Outcome::Error | Outcome::Timeout));
+    let mut s = String::new();
+    if r.interrupted {
+        s.push_str("interrupted: the trial in progress was stopped and its processes killed\n");
+    }
+    if let Some(t) = stopped_by {
+        s.push_str(&format!(
+            "the search stopped: batch {} ended in {} (not an out-of-memory error)\n",
+            t.batch,
+            t.outcome.label()
+        ));
+    }
+    match (r.max_batch, r.min_oom_batch) {
+        (Some(b), Some(oom)) if r.exact => s.push_str(&format!(
+            "largest batch that fits: {b}  ({oom} ran out of memory; {n} trials)\n"
+        )),
+        (Some(b), None) if r.exact => s.push_str(&format!(
+            "largest batch that fits: {b}  (= --max, nothing larger was tried; {n} trials)\n"
+        )),
+        (Some(b), oom) => s.push_str(&format!(
+            "largest batch that ran so far: {b}{}  ({n} trials; not a final answer)\n",
+            oom.map(|o| format!(", {o} ran out of memory"))
+                .unwrap_or_default()
+        )),
+        (None, Some(_)) => s.push_str(&format!(
+            "even --min {min} does not fit: it ran out of memory\n"
+        )),
+        (None, None) => s.push_str("no batch size was confirmed\n"),
+    }
+    if let (Some(rec), Some(b)) = (r.recommended_batch, r.max_batch)
+        && r.margin_pct > 0.0
+    {
+        s.push_str(&format!(
+            "with --margin {}%: use {rec} (largest {b})\n",
+            r.margin_pct
+        ));
+    }
+    if r.trials.iter().all(|t| t.peak_bytes.is_none()) && n > 0 {
+        s.push_str(
+            "peak memory: unknown (not a PyTorch program with CUDA, and no NVML reader yet)\n",
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_in_humantime_or_seconds() {
+        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("45").unwrap(), Duration::from_secs(45));
+        for bad in ["0", "-3", "soon", "0s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+    }
+}
