@@ -35,10 +35,15 @@ use crate::timeline::{LineSplitter, Timeline};
 /// Default for [`Options::tail_bytes`]: the last 4 MiB of output.
 pub const DEFAULT_TAIL_BYTES: usize = 4 << 20;
 
-/// After the main process exits and its group is killed, wait this long for
-/// the pipes to close; a process that left the group (`setsid`) and still
-/// holds them is not waited for.
-pub const DRAIN: Duration = Duration::from_millis(500);
+/// After the main process exits and its group is killed, the pipes hold what
+/// was written before; read until they close, or until they have been quiet
+/// this long (a process that left the group with `setsid` may hold them
+/// forever) — quiet, not total, so a loaded machine does not lose the end of
+/// the output, which is where the OOM message is.
+pub const DRAIN_IDLE: Duration = Duration::from_secs(1);
+
+/// The most time spent draining after the main process exited.
+pub const DRAIN_MAX: Duration = Duration::from_secs(10);
 
 /// After forwarding an interrupt, the group gets this long to exit before it
 /// is killed.
@@ -222,13 +227,17 @@ struct Supervisor<'a> {
 }
 
 impl Supervisor<'_> {
-    /// Reads output until both pipes close (or the drain deadline passes
+    /// Reads output until both pipes close (or stay quiet, see [`DRAIN_IDLE`],
     /// after the main process exited), watching exit, timeout and interrupt.
     fn supervise(&mut self, rx: &Receiver<Chunk>) {
         let mut open = 2u8;
+        let mut last_data = Instant::now();
         loop {
             match rx.recv_timeout(POLL) {
-                Ok(Chunk::Data(stream, bytes)) => self.output(stream, bytes),
+                Ok(Chunk::Data(stream, bytes)) => {
+                    last_data = Instant::now();
+                    self.output(stream, bytes);
+                }
                 Ok(Chunk::Eof) => open = open.saturating_sub(1),
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => open = 0,
@@ -236,7 +245,8 @@ impl Supervisor<'_> {
             match self.exited_at {
                 None => self.watch(),
                 Some(t) => {
-                    if open == 0 || t.elapsed() > DRAIN {
+                    let quiet = last_data.max(t).elapsed() > DRAIN_IDLE;
+                    if open == 0 || quiet || t.elapsed() > DRAIN_MAX {
                         return;
                     }
                 }

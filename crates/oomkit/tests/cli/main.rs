@@ -4,6 +4,8 @@
 mod estimate;
 mod explain;
 mod lint;
+mod probe;
+mod run;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

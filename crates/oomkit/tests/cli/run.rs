@@ -1,0 +1,281 @@
+//! `oomkit run` end to end: byte-exact pass-through, exit statuses, the OOM
+//! report appended, `--log`, `--report`, `--snapshot-on-oom` with a fake
+//! `torch`, and no process left behind.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::probe::{gone, interrupt, probe_fixtures, python, read_pid};
+use crate::{fixtures, oomkit, run_in, stderr, stdout};
+
+/// `oomkit run ARGS -- python3 -c CODE`, from `dir`.
+fn run_py(dir: &Path, args: &[&str], code: &str) -> Output {
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--", python(), "-c", code]);
+    run_in(dir, &all, None)
+}
+
+/// `oomkit run ARGS -- python3 fake_train.py SCRIPT`, from `dir`.
+fn run_fake(dir: &Path, args: &[&str], script: &[&str]) -> Output {
+    let fake = probe_fixtures().join("fake_train.py");
+    let fake = fake.to_string_lossy();
+    let mut all = vec!["run"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--", python(), &fake]);
+    all.extend_from_slice(script);
+    run_in(dir, &all, None)
+}
+
+/// Writes raw bytes: partial lines, `\r` progress, invalid UTF-8, on both streams.
+const NOISY: &str = r#"
+import sys, os
+out, err = sys.stdout.buffer, sys.stderr.buffer
+for i in range(5):
+    out.write(b"\rprogress %d%%" % (i * 25)); out.flush()
+out.write(b"\nbinary \xff\xfe\x00 bytes, no newline at the end"); out.flush()
+err.write(b"warning: half a line"); err.flush()
+err.write(b" ... finished\n\xc3\x28 bad utf-8\r\n")
+"#;
+
+#[test]
+fn passes_output_through_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let direct = Command::new(python()).args(["-c", NOISY]).output().unwrap();
+    let o = run_py(dir.path(), &[], NOISY);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.stdout, direct.stdout);
+    assert_eq!(o.stderr, direct.stderr);
+}
+
+#[test]
+fn exits_with_the_commands_status_and_128_plus_a_killing_signal() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_py(dir.path(), &[], "import sys; sys.exit(3)");
+    assert_eq!(o.status.code(), Some(3));
+    let o = run_py(
+        dir.path(),
+        &[],
+        "import os, signal; os.kill(os.getpid(), signal.SIGTERM)",
+    );
+    assert_eq!(o.status.code(), Some(128 + 15));
+    let o = run_in(dir.path(), &["run", "--", "/nonexistent/train"], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cannot run /nonexistent/train"));
+}
+
+/// The same report `oomkit explain` prints for the same text, after the
+/// child's own stderr, then the timeline.
+#[test]
+fn an_oom_ends_with_explains_report_and_the_timeline() {
+    let dir = tempfile::tempdir().unwrap();
+    for log in [
+        "pytorch_2_3_non_pytorch_memory.log",
+        "tensorflow_2_4_bfc_with_stats_dump.log",
+        "jax_2024_human_size.log",
+    ] {
+        let path = fixtures().join(log);
+        let text = std::fs::read(&path).unwrap();
+        let code = format!(
+            "import sys; sys.stderr.buffer.write(open({:?}, 'rb').read()); sys.exit(1)",
+            path.to_string_lossy()
+        );
+        let o = run_py(dir.path(), &[], &code);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(
+            o.stderr.starts_with(&text),
+            "{log}: the child's stderr comes first, unchanged"
+        );
+        let err = stderr(&o);
+        let explained = run_in(dir.path(), &["explain", &path.to_string_lossy()], None);
+        let explained = stdout(&explained);
+        // Same headline, numbers, cause and fixes; only the source line differs.
+        let mut lines = explained.lines();
+        let headline = lines.next().unwrap();
+        lines.next(); // `FILE:LINE · framework …`
+        let body: Vec<&str> = lines.collect();
+        assert!(
+            err.contains("── oomkit: the command ran out of memory ──"),
+            "{log}"
+        );
+        assert!(err.contains(headline), "{log}: {err}");
+        assert!(
+            err.contains(&body.join("\n")),
+            "{log}: report differs\n{err}"
+        );
+        assert!(
+            err.contains("memory timeline\n  no GPU samples (NVML unavailable)"),
+            "{log}: {err}"
+        );
+    }
+}
+
+#[test]
+fn memory_figures_the_program_printed_make_the_timeline_and_growth_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = fixtures().join("pytorch_2_3_non_pytorch_memory.log");
+    let o = run_fake(
+        dir.path(),
+        &[],
+        &[
+            "--batch",
+            "8",
+            "--threshold",
+            "4",
+            "--leak",
+            "6",
+            "--oom-log",
+            &log.to_string_lossy(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains("6 figure(s) the program printed as `mem`"),
+        "{err}"
+    );
+    assert!(err.contains("memory climbed steadily: +"), "{err}");
+    assert!(
+        err.contains("per printed figure (1.50 GiB → 9.00 GiB)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_successful_run_adds_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run_py(dir.path(), &[], "print('mem: 1 GiB'); print('done')");
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(stdout(&o), "mem: 1 GiB\ndone\n");
+    assert_eq!(stderr(&o), "");
+}
+
+#[test]
+fn log_tees_the_output_to_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("train.log");
+    let o = run_py(
+        dir.path(),
+        &["--log", &log.to_string_lossy()],
+        "import sys\nfor i in range(1000): print('line', i)",
+    );
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(std::fs::read(&log).unwrap(), o.stdout);
+    assert!(o.stdout.len() > 8000);
+}
+
+#[test]
+fn report_writes_a_self_contained_page() {
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("report.html");
+    let log = fixtures().join("pytorch_2_3_non_pytorch_memory.log");
+    let o = run_fake(
+        dir.path(),
+        &["--report", &page.to_string_lossy()],
+        &[
+            "--batch",
+            "8",
+            "--threshold",
+            "4",
+            "--leak",
+            "5",
+            "--oom-log",
+            &log.to_string_lossy(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("<svg") && html.contains("<polyline"));
+    assert!(html.contains("CUDA out of memory on GPU 0"));
+    assert!(html.contains("Fixes, best first") && html.contains("<ol class=\"fixes\">"));
+    assert!(html.contains("memory climbed steadily"));
+    for banned in ["<script", "<link", "@import", " src=", "url("] {
+        assert!(
+            !html.contains(banned),
+            "{banned} makes the page depend on something"
+        );
+    }
+}
+
+#[test]
+fn snapshot_on_oom_dumps_through_the_hook_and_chains_sitecustomize() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("chained");
+    let fake = probe_fixtures().join("fake_torch");
+    let o = oomkit()
+        .current_dir(dir.path())
+        .env("PYTHONPATH", probe_fixtures().join("chained_site"))
+        .env("CHAINED_SITE_MARKER", &marker)
+        .args(["run", "--snapshot-on-oom", "--", python()])
+        .arg(fake.join("train.py"))
+        .arg("9")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains("torch.OutOfMemoryError") || err.contains("OutOfMemoryError"));
+    assert!(
+        err.contains("── oomkit: the command ran out of memory ──"),
+        "{err}"
+    );
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("memory snapshot"))
+        .unwrap_or_else(|| panic!("no snapshot line: {err}"));
+    let path = line.rsplit(": ").next().unwrap().trim();
+    assert!(
+        err.contains(&format!("read it with: oomkit snapshot {path}")),
+        "{err}"
+    );
+    let dumped = std::fs::read(path).unwrap();
+    std::fs::remove_file(path).unwrap();
+    assert_eq!(dumped, std::fs::read(fake.join("snapshot.pickle")).unwrap());
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran");
+    // Without an OOM, nothing is dumped and nothing is said.
+    let o = oomkit()
+        .current_dir(dir.path())
+        .args(["run", "--snapshot-on-oom", "--", python()])
+        .arg(fake.join("train.py"))
+        .arg("2")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(stderr(&o), "");
+}
+
+#[test]
+fn helpers_do_not_stall_run_or_survive_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let helper = dir.path().join("helper.pid");
+    let start = Instant::now();
+    let o = run_fake(
+        dir.path(),
+        &[],
+        &["--batch", "1", "--helper", &helper.to_string_lossy()],
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let pid = read_pid(&helper);
+    assert!(gone(pid), "helper {pid} survived oomkit run");
+}
+
+#[test]
+fn ctrl_c_is_forwarded_and_the_status_is_130() {
+    let (o, pid) = interrupt("run", &["--batch", "2", "--threshold", "1"], "2");
+    // Python turns SIGINT into KeyboardInterrupt and dies of it: 128 + 2.
+    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("oomkit: interrupted (signal 2)"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(gone(pid), "the command survived");
+}
