@@ -67,12 +67,15 @@ pub fn timeline_text(t: &Timeline, oom: Option<&Event>) -> String {
     out
 }
 
-/// `memory climbed steadily: +1.20 GiB/min, +40.00 MiB per printed figure (2.00 GiB → 9.50 GiB)`.
+/// `memory climbed steadily: +1.20 GiB/min, +40.00 MiB per printed figure (2.00 GiB → 9.50 GiB)`
+/// (no per-minute rate when the figures came out within a second).
 pub fn growth_text(g: &Growth) -> String {
-    let per_min = (g.bytes_per_second * 60.0).max(0.0);
+    let per_min = g
+        .bytes_per_second
+        .map(|r| format!("+{}/min, ", Bytes(to_u64(r * 60.0))))
+        .unwrap_or_default();
     format!(
-        "memory climbed steadily: +{}/min, +{} per printed figure ({} → {})",
-        Bytes(to_u64(per_min)),
+        "memory climbed steadily: {per_min}+{} per printed figure ({} → {})",
         Bytes(to_u64(g.bytes_per_sample)),
         Bytes(g.from_bytes),
         Bytes(g.to_bytes)
@@ -272,7 +275,15 @@ fn svg(t: &Timeline, at_oom: Option<u64>, total: Option<u64>) -> String {
     const H: f64 = 260.0;
     const L: f64 = 70.0;
     const B: f64 = 30.0;
-    let t_end = t.samples.last().map_or(1.0, |s| s.seconds).max(1e-3);
+    // By time when the figures span a second or more, else by their order.
+    let by_time = t.span_seconds() >= crate::timeline::MIN_SPAN_SECONDS;
+    let pos: Vec<f64> = t
+        .samples
+        .iter()
+        .enumerate()
+        .map(|(i, s)| if by_time { s.seconds } else { i as f64 })
+        .collect();
+    let t_end = pos.last().copied().unwrap_or(1.0).max(1e-3);
     let top = [t.peak(), at_oom, total]
         .into_iter()
         .flatten()
@@ -300,9 +311,14 @@ fn svg(t: &Timeline, at_oom: Option<u64>, total: Option<u64>) -> String {
             y = y(v)
         );
     }
+    let (start_label, end_label) = if by_time {
+        ("0 s".to_string(), format!("{t_end:.1} s"))
+    } else {
+        ("figure 1".to_string(), format!("figure {}", pos.len()))
+    };
     let _ = write!(
         s,
-        "<text x=\"{L}\" y=\"{}\" class=\"ax\">0 s</text><text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"end\">{t_end:.1} s</text>",
+        "<text x=\"{L}\" y=\"{}\" class=\"ax\">{start_label}</text><text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"end\">{end_label}</text>",
         H - 8.0,
         W - 20.0,
         H - 8.0
@@ -322,7 +338,8 @@ fn svg(t: &Timeline, at_oom: Option<u64>, total: Option<u64>) -> String {
     let points: Vec<String> = t
         .samples
         .iter()
-        .map(|p| format!("{:.1},{:.1}", x(p.seconds), y(p.bytes as f64)))
+        .zip(&pos)
+        .map(|(p, &at)| format!("{:.1},{:.1}", x(at), y(p.bytes as f64)))
         .collect();
     let _ = write!(
         s,

@@ -17,6 +17,10 @@ use serde::Serialize;
 /// Samples kept at most.
 pub const MAX_SAMPLES: usize = 4096;
 
+/// Figures printed within less time than this have no per-time rate, and
+/// are plotted by their order instead of their time.
+pub const MIN_SPAN_SECONDS: f64 = 1.0;
+
 /// Longest line looked at; the rest of a longer line is ignored.
 pub const MAX_LINE: usize = 64 * 1024;
 
@@ -54,8 +58,9 @@ pub struct Timeline {
 /// A steady climb: what [`Timeline::growth`] reports.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Growth {
-    /// Least-squares slope, bytes per second.
-    pub bytes_per_second: f64,
+    /// Least-squares slope, bytes per second; `None` when the figures were
+    /// printed within [`MIN_SPAN_SECONDS`] (a rate over no time means nothing).
+    pub bytes_per_second: Option<f64>,
     /// Average increase from one printed figure to the next.
     pub bytes_per_sample: f64,
     /// First and last figure.
@@ -98,6 +103,14 @@ impl Timeline {
         });
     }
 
+    /// Seconds between the first and the last figure.
+    pub fn span_seconds(&self) -> f64 {
+        match (self.samples.first(), self.samples.last()) {
+            (Some(a), Some(b)) => b.seconds - a.seconds,
+            _ => 0.0,
+        }
+    }
+
     /// The highest figure.
     pub fn peak(&self) -> Option<u64> {
         self.samples.iter().map(|s| s.bytes).max()
@@ -129,7 +142,8 @@ impl Timeline {
             den += (s.seconds - mean_t).powi(2);
         }
         Some(Growth {
-            bytes_per_second: if den > 0.0 { num / den } else { 0.0 },
+            bytes_per_second: (self.span_seconds() >= MIN_SPAN_SECONDS && den > 0.0)
+                .then(|| num / den),
             bytes_per_sample: (last.bytes - first.bytes) as f64 / (nf - 1.0),
             from_bytes: first.bytes,
             to_bytes: last.bytes,
@@ -219,8 +233,16 @@ mod tests {
             "mem: 5 GiB",
         ]);
         let g = t.growth().unwrap();
-        assert!((g.bytes_per_second - f64::from(1u32 << 30)).abs() < 1.0);
+        let rate = g.bytes_per_second.unwrap();
+        assert!((rate - f64::from(1u32 << 30)).abs() < 1.0);
         assert_eq!((g.from_bytes, g.to_bytes), (1 << 30, 5 << 30));
+        let mut burst = Timeline::default();
+        for i in 1..=5 {
+            burst.observe(0.25, 0, &format!("mem: {i} GiB"));
+        }
+        let g = burst.growth().unwrap();
+        assert_eq!(g.bytes_per_second, None);
+        assert_eq!(g.bytes_per_sample, f64::from(1u32 << 30));
         let flat = timeline(&["mem: 1 GiB", "mem: 1 GiB", "mem: 1 GiB", "mem: 1 GiB"]);
         assert!(flat.growth().is_none());
         let saw = timeline(&[
