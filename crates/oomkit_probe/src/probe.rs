@@ -240,22 +240,27 @@ fn run_trial(
     )?;
     let outcome = classify(&f);
     let oom_event = f.report.events.iter().find(|e| e.is_oom);
-    let peak_bytes = hook::read_peak(&peak_file).or_else(|| match outcome {
-        Outcome::Oom => oom_event.and_then(|e| {
-            e.numbers
-                .this_process_bytes
-                .or(e.reserved_bytes)
-                .map(oomkit_core::Bytes::get)
-        }),
-        _ => None,
-    });
+    let peak_bytes = hook::read_peak(&peak_file)
+        .filter(|&b| b > 0)
+        .or_else(|| match outcome {
+            Outcome::Oom => oom_event.and_then(|e| {
+                e.numbers
+                    .this_process_bytes
+                    .or(e.reserved_bytes)
+                    .map(oomkit_core::Bytes::get)
+            }),
+            _ => None,
+        });
     let detail = match outcome {
         Outcome::Oom => oom_event.map(oomkit_explain::render::headline),
         Outcome::Ok => None,
         Outcome::Timeout => opts
             .timeout
             .map(|t| format!("killed after {:.1}s", t.as_secs_f64())),
-        Outcome::Error | Outcome::Interrupted => last_line(&f.tail),
+        // stderr first: stdout and stderr interleave in any order.
+        Outcome::Error | Outcome::Interrupted => {
+            last_line(&f.stderr_tail).or_else(|| last_line(&f.tail))
+        }
     };
     let (exit_code, signal) = match f.exit {
         Exit::Code(c) => (Some(c), None),

@@ -40,7 +40,7 @@ pub const DEFAULT_TAIL_BYTES: usize = 4 << 20;
 /// this long (a process that left the group with `setsid` may hold them
 /// forever) — quiet, not total, so a loaded machine does not lose the end of
 /// the output, which is where the OOM message is.
-pub const DRAIN_IDLE: Duration = Duration::from_secs(1);
+pub const DRAIN_IDLE: Duration = Duration::from_secs(2);
 
 /// The most time spent draining after the main process exited.
 pub const DRAIN_MAX: Duration = Duration::from_secs(10);
@@ -48,6 +48,9 @@ pub const DRAIN_MAX: Duration = Duration::from_secs(10);
 /// After forwarding an interrupt, the group gets this long to exit before it
 /// is killed.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
+
+/// How much of stderr alone is kept, besides the interleaved tail.
+pub const STDERR_TAIL: usize = 64 * 1024;
 
 const CHUNK: usize = 64 * 1024;
 const POLL: Duration = Duration::from_millis(20);
@@ -123,6 +126,9 @@ pub struct Finished {
     pub report: Report,
     /// The last bytes of stdout and stderr, interleaved as they arrived.
     pub tail: Vec<u8>,
+    /// The last bytes of stderr alone (at most [`STDERR_TAIL`]): where a
+    /// failure's last words are, whatever the interleaving with stdout.
+    pub stderr_tail: Vec<u8>,
     /// Total bytes the child printed.
     pub output_bytes: u64,
     /// Memory figures the child printed, with their times.
@@ -175,6 +181,7 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
         start,
         etx: Some(etx),
         tail: VecDeque::new(),
+        stderr_tail: VecDeque::new(),
         output_bytes: 0,
         lines: [LineSplitter::default(), LineSplitter::default()],
         timeline: Timeline::default(),
@@ -207,6 +214,7 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
         elapsed,
         report,
         tail: sup.tail.into_iter().collect(),
+        stderr_tail: sup.stderr_tail.into_iter().collect(),
         output_bytes: sup.output_bytes,
         timeline: sup.timeline,
     })
@@ -218,6 +226,7 @@ struct Supervisor<'a> {
     start: Instant,
     etx: Option<SyncSender<Vec<u8>>>,
     tail: VecDeque<u8>,
+    stderr_tail: VecDeque<u8>,
     output_bytes: u64,
     lines: [LineSplitter; 2],
     timeline: Timeline,
@@ -314,9 +323,10 @@ impl Supervisor<'_> {
         if let Some(log) = self.opts.log.as_mut() {
             let _ = log.write_all(&bytes);
         }
-        self.tail.extend(bytes.iter().copied());
-        let excess = self.tail.len().saturating_sub(self.opts.tail_bytes);
-        self.tail.drain(..excess);
+        keep_tail(&mut self.tail, &bytes, self.opts.tail_bytes);
+        if stream == 1 {
+            keep_tail(&mut self.stderr_tail, &bytes, STDERR_TAIL);
+        }
         let t = self.start.elapsed().as_secs_f64();
         if let Some(splitter) = self.lines.get_mut(stream) {
             for line in splitter.push(&bytes) {
@@ -329,6 +339,13 @@ impl Supervisor<'_> {
             self.etx = None;
         }
     }
+}
+
+/// Appends `bytes` and keeps only the last `cap`.
+fn keep_tail(tail: &mut VecDeque<u8>, bytes: &[u8], cap: usize) {
+    tail.extend(bytes.iter().copied());
+    let excess = tail.len().saturating_sub(cap);
+    tail.drain(..excess);
 }
 
 fn write_now(w: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
