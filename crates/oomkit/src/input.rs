@@ -34,6 +34,46 @@ pub fn open(path: &Path) -> anyhow::Result<Input> {
     sniffed(name, Box::new(file))
 }
 
+/// Reads a whole small input (a config, a header, a source file) into memory,
+/// refusing more than `limit` bytes with an error naming the input and the
+/// limit. Regular files are checked by size first; devices, FIFOs and process
+/// substitutions (`<(…)`) are read, but never past the limit, so an endless
+/// device (`/dev/zero`, `/dev/urandom`) ends in an error instead of exhausting
+/// memory.
+pub fn read_limited(name: &str, reader: impl Read, limit: u64) -> anyhow::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    reader
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut buf)
+        .with_context(|| format!("cannot read {name}"))?;
+    if buf.len() as u64 > limit {
+        bail!(
+            "{name} is larger than the {} limit for this kind of input (an endless device or the wrong file?)",
+            oomkit_core::Bytes(limit)
+        );
+    }
+    Ok(buf)
+}
+
+/// [`read_limited`] for a path: a directory or a regular file over the limit
+/// is refused before anything is read.
+pub fn read_file_limited(path: &Path, limit: u64) -> anyhow::Result<Vec<u8>> {
+    let name = path.display().to_string();
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {name}"))?;
+    if meta.is_dir() {
+        bail!("{name} is a directory, not a file");
+    }
+    if meta.is_file() && meta.len() > limit {
+        bail!(
+            "{name} is {} long, over the {} limit for this kind of input",
+            oomkit_core::Bytes(meta.len()),
+            oomkit_core::Bytes(limit)
+        );
+    }
+    let file = File::open(path).with_context(|| format!("cannot read {name}"))?;
+    read_limited(&name, file, limit)
+}
+
 fn sniffed(name: String, mut r: Box<dyn Read>) -> anyhow::Result<Input> {
     let mut head = Vec::with_capacity(SNIFF);
     (&mut r)
@@ -205,5 +245,15 @@ mod tests {
         let mut s = String::new();
         input.reader.read_to_string(&mut s).unwrap();
         assert_eq!(s, text);
+    }
+
+    #[test]
+    fn limited_reads_stop_at_the_limit() {
+        assert_eq!(read_limited("x", &b"abc"[..], 3).unwrap(), b"abc");
+        let err = read_limited("x", io::repeat(0), 1024).unwrap_err();
+        assert!(
+            err.to_string().contains("larger than the 1024 bytes limit"),
+            "{err}"
+        );
     }
 }
