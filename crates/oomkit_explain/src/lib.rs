@@ -22,6 +22,7 @@
 //! assert_eq!(e.cause, oomkit_explain::Cause::Fragmentation);
 //! ```
 #![warn(missing_docs)]
+#![warn(clippy::indexing_slicing, clippy::string_slice)]
 
 mod assemble;
 mod detect;
@@ -73,7 +74,7 @@ impl Explainer {
     pub fn explain_reader<R: Read>(&self, reader: R) -> Result<Report, Error> {
         let mut findings = Vec::new();
         self.scanner.scan(reader, |region| {
-            let lines = normalize::clean(region.first_line, &region.lines);
+            let lines = normalize::clean(&region.lines);
             let doc = normalize::build(lines);
             let signals = detect::detect(&doc);
             if signals.is_empty() {

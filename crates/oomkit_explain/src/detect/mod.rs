@@ -14,6 +14,8 @@ mod pytorch;
 mod serving;
 mod tensorflow;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use oomkit_core::Bytes;
@@ -88,7 +90,49 @@ pub struct Span<'a> {
     pub spaced: &'a str,
     pub tight: &'a str,
     /// The whole region, spaced, for context hints.
-    pub region: &'a str,
+    pub region: &'a RegionText<'a>,
+}
+
+/// The whole region (spaced view) with memoised lookups. A dense log puts
+/// thousands of messages in one region; looking through the region once per
+/// message made `explain` quadratic (4 MB of TensorFlow errors took 6 s).
+/// Each needle and each regex is now searched once per region.
+pub struct RegionText<'a> {
+    text: &'a str,
+    found: RefCell<HashMap<&'static str, bool>>,
+    /// Where each regex first matches (its captures are re-read there).
+    first: RefCell<HashMap<usize, Option<usize>>>,
+}
+
+impl<'a> RegionText<'a> {
+    /// Wraps a region's spaced text.
+    pub fn new(text: &'a str) -> Self {
+        RegionText {
+            text,
+            found: RefCell::default(),
+            first: RefCell::default(),
+        }
+    }
+
+    /// Whether the region contains `needle` (searched once per region).
+    pub fn contains(&self, needle: &'static str) -> bool {
+        *self
+            .found
+            .borrow_mut()
+            .entry(needle)
+            .or_insert_with(|| self.text.contains(needle))
+    }
+
+    /// The first match of `re` in the region (searched once per region).
+    pub fn captures(&self, re: &'static Regex) -> Option<Captures<'a>> {
+        let key = std::ptr::from_ref(re) as usize;
+        let at = *self
+            .first
+            .borrow_mut()
+            .entry(key)
+            .or_insert_with(|| re.find(self.text).map(|m| m.start()));
+        re.captures_at(self.text, at?)
+    }
 }
 
 impl Span<'_> {
@@ -262,6 +306,7 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
     hits.sort_by_key(|h| (h.line_idx, h.start));
     let mut spaced_starts: Vec<usize> = hits.iter().filter(|h| !h.tight).map(|h| h.start).collect();
     spaced_starts.sort_unstable();
+    let region = RegionText::new(&doc.spaced);
     let mut out = Vec::new();
     for (i, h) in hits.iter().enumerate() {
         // The message runs to the next headline on a later line (or the cap).
@@ -308,7 +353,7 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
         let span = Span {
             spaced,
             tight,
-            region: &doc.spaced,
+            region: &region,
         };
         if let Some(mut s) = (h.det.parse)(&caps, &span) {
             s.line_idx = h.line_idx;
@@ -383,7 +428,7 @@ fn fixed_width_wrap(doc: &Doc, from: usize, to: usize) -> bool {
 }
 
 /// Whether the region (spaced) mentions any of these words.
-pub fn region_has(span: &Span<'_>, needles: &[&str]) -> bool {
+pub fn region_has(span: &Span<'_>, needles: &[&'static str]) -> bool {
     needles.iter().any(|n| span.region.contains(n))
 }
 
