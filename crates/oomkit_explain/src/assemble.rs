@@ -367,6 +367,12 @@ fn same_error(a: &Finding, b: &Finding) -> bool {
 /// How many recent distinct errors a near copy is compared with.
 const NEAR_WINDOW: usize = 64;
 
+/// A copy folds into an earlier error only when it starts at most this many
+/// lines after that error's latest copy: every rank's traceback of one crash,
+/// or a retry loop that hits the same OOM step after step, is one event; the
+/// same OOM again an hour (a million lines) later is a new event.
+pub const FOLD_WINDOW: u64 = 5000;
+
 /// Folds repeated findings (every rank, every retry) into one with a count,
 /// and marks look-alikes that follow an OOM as its fallout.
 pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
@@ -375,18 +381,28 @@ pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
     // copy without the device) only among the last few distinct errors, which
     // keeps folding linear on logs with thousands of different OOMs.
     let mut exact: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    // The line of the latest copy folded into each event.
+    let mut last_seen: Vec<u64> = Vec::new();
     for f in all {
         let key = format!(
             "{}|{:?}|{:?}|{:?}",
             f.sig.format, f.sig.status, f.sig.framework, f.sig.fields
         );
-        let found = exact.get(&key).copied().or_else(|| {
+        let near = |i: &usize| {
+            last_seen
+                .get(*i)
+                .is_some_and(|&l| f.line.saturating_sub(l) <= FOLD_WINDOW)
+        };
+        let found = exact.get(&key).copied().filter(near).or_else(|| {
             let from = out.len().saturating_sub(NEAR_WINDOW);
-            (from..out.len()).rev().find(|&i| same_error(&out[i], &f))
+            (from..out.len())
+                .rev()
+                .filter(near)
+                .find(|&i| out.get(i).is_some_and(|o| same_error(o, &f)))
         });
-        if let Some(i) = found {
-            let e = &mut out[i];
-            e.repeats += f.repeats;
+        if let Some((e, seen)) = found.and_then(|i| out.get_mut(i).zip(last_seen.get_mut(i))) {
+            *seen = (*seen).max(f.line);
+            e.repeats = e.repeats.saturating_add(f.repeats);
             for r in f.ranks {
                 if !e.ranks.contains(&r) {
                     e.ranks.push(r);
@@ -412,11 +428,12 @@ pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
         if out.len() >= crate::MAX_EVENTS {
             // Bounded: further distinct errors count on the last one.
             if let Some(last) = out.last_mut() {
-                last.repeats += f.repeats;
+                last.repeats = last.repeats.saturating_add(f.repeats);
             }
             continue;
         }
         exact.insert(key, out.len());
+        last_seen.push(f.line);
         out.push(f);
     }
     let mut last_oom: Option<u64> = None;

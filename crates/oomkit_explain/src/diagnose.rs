@@ -84,8 +84,9 @@ fn numbers(f: &Finding) -> (Vec<ProcessUse>, Numbers) {
             .filter(|(_, p)| p.used_bytes >= res)
             .min_by_key(|(_, p)| p.used_bytes)
             .map(|(i, _)| i)
+        && let Some(p) = procs.get_mut(i)
     {
-        procs[i].is_self = true;
+        p.is_self = true;
     }
     let this = procs.iter().find(|p| p.is_self).map(|p| p.used_bytes);
     let others: Option<Bytes> = if procs.iter().any(|p| !p.is_self) {

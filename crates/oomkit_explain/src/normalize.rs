@@ -215,11 +215,12 @@ fn strip_line(part: &str) -> (String, Option<u32>) {
         let before = cur.len();
         if let Some(c) = RANK.captures(&cur) {
             rank = c.get(1).and_then(|m| m.as_str().parse().ok());
-            cur = cur[c.get(0).map_or(0, |m| m.end())..].to_string();
+            let end = c.get(0).map_or(0, |m| m.end());
+            cur = cur.get(end..).unwrap_or_default().to_string();
         }
         for p in PREFIXES.iter() {
             if let Some(m) = p.find(&cur) {
-                cur = cur[m.end()..].to_string();
+                cur = cur.get(m.end()..).unwrap_or_default().to_string();
             }
         }
         cur = cur.trim_start().to_string();

@@ -485,7 +485,7 @@ mod tests {
         for (len, sep) in [(300 << 10, " "), (3 << 20, ""), (200 << 10, "é")] {
             let mut s = String::from("line one\n");
             while s.len() < len {
-                s.push_str("x");
+                s.push('x');
                 s.push_str(sep);
             }
             s.push_str(" RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\nlast\n");
