@@ -52,7 +52,7 @@ for input in "$DATA/dense_64m.log" "$DATA/many_ooms_200000.log" "$DATA/oneline_2
   /usr/bin/time -f "%e %M" -o /tmp/oomkit_time.$$ "$OOMKIT" explain --format json "$input" > /tmp/oomkit_out.$$ 2>/dev/null
   code=$?
   set -e
-  read -r secs kb < /tmp/oomkit_time.$$
+  read -r secs kb < <(tail -n 1 /tmp/oomkit_time.$$)
   events=$(python3 -c 'import json,sys
 try: print(len(json.load(open(sys.argv[1]))["events"]))
 except Exception: print("-")' /tmp/oomkit_out.$$)

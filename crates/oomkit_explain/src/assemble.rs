@@ -15,6 +15,8 @@ pub struct Finding {
     pub kinds: Vec<&'static str>,
     /// 1-based input line of the first signal.
     pub line: u64,
+    /// 1-based input line of the latest signal or copy folded in.
+    pub last_line: u64,
     pub last_idx: usize,
     pub ranks: Vec<u32>,
     pub repeats: u32,
@@ -125,8 +127,10 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
             let restated = cur.sig.kind == s.kind
                 && matches!(s.status, Status::Undetermined(_))
                 && s.line_idx <= cur.last_idx + 2;
+            let s_line = doc.lines.get(s.line_idx).map_or(0, |l| l.line);
             if restated {
                 cur.last_idx = cur.last_idx.max(s.line_idx);
+                cur.last_line = cur.last_line.max(s_line);
                 continue;
             }
             if cur.sig.chain == s.chain
@@ -134,6 +138,7 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
                 && s.line_idx <= cur.last_idx + chain_gap(s.chain)
                 && compatible(&cur.sig, &s)
             {
+                cur.last_line = cur.last_line.max(s_line);
                 merge(cur, s);
                 continue;
             }
@@ -143,6 +148,7 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
         out.push(Finding {
             kinds: vec![s.kind],
             line,
+            last_line: line,
             last_idx: s.line_idx,
             ranks: rank.into_iter().collect(),
             repeats: 1,
@@ -176,6 +182,7 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
                 out.push(Finding {
                     kinds: vec![sig.kind],
                     line,
+                    last_line: line,
                     last_idx: sig.line_idx,
                     ranks: Vec::new(),
                     repeats: 1,
@@ -381,17 +388,14 @@ pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
     // copy without the device) only among the last few distinct errors, which
     // keeps folding linear on logs with thousands of different OOMs.
     let mut exact: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    // The line of the latest copy folded into each event.
-    let mut last_seen: Vec<u64> = Vec::new();
     for f in all {
         let key = format!(
             "{}|{:?}|{:?}|{:?}",
             f.sig.format, f.sig.status, f.sig.framework, f.sig.fields
         );
         let near = |i: &usize| {
-            last_seen
-                .get(*i)
-                .is_some_and(|&l| f.line.saturating_sub(l) <= FOLD_WINDOW)
+            out.get(*i)
+                .is_some_and(|e| f.line.saturating_sub(e.last_line) <= FOLD_WINDOW)
         };
         let found = exact.get(&key).copied().filter(near).or_else(|| {
             let from = out.len().saturating_sub(NEAR_WINDOW);
@@ -400,8 +404,8 @@ pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
                 .filter(near)
                 .find(|&i| out.get(i).is_some_and(|o| same_error(o, &f)))
         });
-        if let Some((e, seen)) = found.and_then(|i| out.get_mut(i).zip(last_seen.get_mut(i))) {
-            *seen = (*seen).max(f.line);
+        if let Some(e) = found.and_then(|i| out.get_mut(i)) {
+            e.last_line = e.last_line.max(f.last_line);
             e.repeats = e.repeats.saturating_add(f.repeats);
             for r in f.ranks {
                 if !e.ranks.contains(&r) {
@@ -433,7 +437,6 @@ pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
             continue;
         }
         exact.insert(key, out.len());
-        last_seen.push(f.line);
         out.push(f);
     }
     let mut last_oom: Option<u64> = None;

@@ -325,7 +325,8 @@ fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
     }
     if let (Some(r), Some(t)) = (x.requested, x.total)
         && u128::from(r.0) * 500 <= u128::from(t.0)
-        && x.free.is_some_and(|fr| u128::from(fr.0) * 100 <= u128::from(t.0))
+        && x.free
+            .is_some_and(|fr| u128::from(fr.0) * 100 <= u128::from(t.0))
     {
         e.push_str(": a small request failed because the GPU was already full; if this happens only after many steps, memory is building up (tensors or graphs kept across steps)");
         return e;

@@ -130,6 +130,17 @@ mod tests {
         assert_eq!(total, (MAX_EVENTS + 500) as u64);
     }
 
+    #[test]
+    fn copies_fold_across_intermediate_folds() {
+        // More findings than the intermediate fold threshold, all close
+        // together: one event, whatever the region and fold boundaries.
+        let n = MAX_EVENTS + 2048 + 500;
+        let log = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB (GPU 0; 23.65 GiB total capacity; 1.06 GiB already allocated; 10.26 GiB free; 12.53 GiB reserved in total by PyTorch)\n".repeat(n);
+        let r = Explainer::new().explain_str(&log);
+        assert_eq!(r.events.len(), 1);
+        assert_eq!(r.events[0].repeats as usize, n);
+    }
+
     mod properties {
         //! Arbitrary input never panics the explainer (issue 9). Fixture
         //! messages cut, spliced and sprinkled with odd bytes reach deep into
