@@ -34,6 +34,46 @@ pub fn open(path: &Path) -> anyhow::Result<Input> {
     sniffed(name, Box::new(file))
 }
 
+/// Reads a whole small input (a config, a header, a source file) into memory,
+/// refusing more than `limit` bytes with an error naming the input and the
+/// limit. Regular files are checked by size first; devices, FIFOs and process
+/// substitutions (`<(…)`) are read, but never past the limit, so an endless
+/// device (`/dev/zero`, `/dev/urandom`) ends in an error instead of exhausting
+/// memory.
+pub fn read_limited(name: &str, reader: impl Read, limit: u64) -> anyhow::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    reader
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut buf)
+        .with_context(|| format!("cannot read {name}"))?;
+    if buf.len() as u64 > limit {
+        bail!(
+            "{name} is larger than the {} limit for this kind of input (an endless device or the wrong file?)",
+            oomkit_core::Bytes(limit)
+        );
+    }
+    Ok(buf)
+}
+
+/// [`read_limited`] for a path: a directory or a regular file over the limit
+/// is refused before anything is read.
+pub fn read_file_limited(path: &Path, limit: u64) -> anyhow::Result<Vec<u8>> {
+    let name = path.display().to_string();
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {name}"))?;
+    if meta.is_dir() {
+        bail!("{name} is a directory, not a file");
+    }
+    if meta.is_file() && meta.len() > limit {
+        bail!(
+            "{name} is {} long, over the {} limit for this kind of input",
+            oomkit_core::Bytes(meta.len()),
+            oomkit_core::Bytes(limit)
+        );
+    }
+    let file = File::open(path).with_context(|| format!("cannot read {name}"))?;
+    read_limited(&name, file, limit)
+}
+
 fn sniffed(name: String, mut r: Box<dyn Read>) -> anyhow::Result<Input> {
     let mut head = Vec::with_capacity(SNIFF);
     (&mut r)
@@ -102,6 +142,20 @@ fn binary_kind(head: &[u8]) -> Option<&'static str> {
             "a Python pickle (a checkpoint or memory snapshot? try `oomkit snapshot`)",
         ),
         (b"\x93NUMPY", "a NumPy array file"),
+        (b"\x89PNG", "a PNG image"),
+        (b"\xff\xd8\xff", "a JPEG image"),
+        (b"GIF8", "a GIF image"),
+        (b"%PDF-", "a PDF document"),
+        (
+            b"BZh",
+            "bzip2-compressed data (decompress it first: bzcat FILE | oomkit explain)",
+        ),
+        (
+            b"\xfd7zXZ\x00",
+            "xz-compressed data (decompress it first: xzcat FILE | oomkit explain)",
+        ),
+        (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+        (b"SQLite format 3\x00", "an SQLite database"),
     ];
     if let Some((_, kind)) = magic.iter().find(|(m, _)| head.starts_with(m)) {
         return Some(kind);
@@ -113,9 +167,30 @@ fn binary_kind(head: &[u8]) -> Option<&'static str> {
             return Some("a safetensors model file");
         }
     }
+    if head.get(257..262) == Some(b"ustar") {
+        return Some("a tar archive");
+    }
+    not_text(head)
+}
+
+/// Whether a head of unknown format is binary. Text in any encoding (UTF-8,
+/// Latin-1, CP1251, …) has almost no C0 control bytes besides whitespace,
+/// ESC (colours), BS and BEL; random or packed binary data has about one
+/// byte in eight. NUL bytes are tolerated after text (a log cut short by a
+/// crash ends in zero-filled blocks) but not from the start (`/dev/zero`, a
+/// sparse file).
+fn not_text(head: &[u8]) -> Option<&'static str> {
     let nul = head.iter().filter(|&&b| b == 0).count();
-    if nul > 0 && nul * 100 >= head.len() {
-        return Some("binary data (it contains NUL bytes)");
+    if head.first() == Some(&0) && nul * 2 >= head.len() {
+        return Some("binary data (it starts with NUL bytes)");
+    }
+    let control = head
+        .iter()
+        .filter(|&&b| b < 0x20 && b != 0 && !b"\t\n\r\x0b\x0c\x1b\x08\x07".contains(&b))
+        .count();
+    let text = head.len() - nul;
+    if control * 50 > text {
+        return Some("binary data (control bytes that text does not contain)");
     }
     None
 }
@@ -192,6 +267,29 @@ mod tests {
         assert!(binary_kind(&st).unwrap().contains("safetensors"));
         assert!(binary_kind(b"plain text\n").is_none());
         assert!(binary_kind(b"progress \xff\xfe bar\n").is_none());
+        assert!(binary_kind(b"%PDF-1.7\n").unwrap().contains("PDF"));
+        assert!(binary_kind(b"\x89PNG\r\n").unwrap().contains("PNG"));
+    }
+
+    #[test]
+    fn random_bytes_and_zeros_are_binary_but_a_crash_cut_log_is_text() {
+        // A fixed pseudo-random sequence (xorshift), like /dev/urandom.
+        let mut x: u32 = 0x9E37_79B9;
+        let random: Vec<u8> = (0..8192)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x.to_le_bytes()[0]
+            })
+            .collect();
+        assert!(binary_kind(&random).is_some());
+        assert!(binary_kind(&[0u8; 8192]).is_some());
+        let mut cut = b"step 1 loss 0.5\nRuntimeError: CUDA out of memory.\n".to_vec();
+        cut.extend_from_slice(&[0u8; 4096]);
+        assert!(binary_kind(&cut).is_none());
+        let latin1 = b"\xe9poque 1: perte 0.5 \xe0 l'\xe9tape 3\n".repeat(100);
+        assert!(binary_kind(&latin1).is_none());
     }
 
     #[test]
@@ -205,5 +303,15 @@ mod tests {
         let mut s = String::new();
         input.reader.read_to_string(&mut s).unwrap();
         assert_eq!(s, text);
+    }
+
+    #[test]
+    fn limited_reads_stop_at_the_limit() {
+        assert_eq!(read_limited("x", &b"abc"[..], 3).unwrap(), b"abc");
+        let err = read_limited("x", io::repeat(0), 1024).unwrap_err();
+        assert!(
+            err.to_string().contains("larger than the 1024 bytes limit"),
+            "{err}"
+        );
     }
 }

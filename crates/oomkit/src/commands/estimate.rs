@@ -554,8 +554,9 @@ fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
         } else {
             path.to_path_buf()
         };
-        let text = std::fs::read_to_string(&file)
-            .with_context(|| format!("cannot read {}", file.display()))?;
+        let bytes = crate::input::read_file_limited(&file, CONFIG_LIMIT)?;
+        let text = String::from_utf8(bytes)
+            .with_context(|| format!("{}: not a text config.json", file.display()))?;
         let id = if path.is_dir() {
             name
         } else {
@@ -580,6 +581,10 @@ fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
     }
     Ok(catalogue::find(name)?)
 }
+
+/// The most of a `config.json` read: real ones are a few KiB (the largest in
+/// the catalogue, a vision-language model's, is under 20 KiB).
+const CONFIG_LIMIT: u64 = 4 << 20;
 
 /// Reads a GGUF header: a growing prefix of the file until the header parses.
 fn read_gguf(path: &Path) -> anyhow::Result<ModelConfig> {

@@ -160,7 +160,7 @@ fn estimated_max_batch(tokens: &[String]) -> anyhow::Result<(u64, &'static str)>
 fn plan(b: &Bounds, gpu: Option<&str>) -> String {
     match (b.estimate, b.max) {
         (Some(e), _) => format!(
-            "starting at oomkit's estimate, {e} on {}, then stepping ±1, 2, 4, … and bisecting",
+            "starting at oomkit's estimate, {e} on {}, then stepping away from it and bisecting",
             gpu.unwrap_or("the GPU")
         ),
         (None, Some(max)) => format!(
