@@ -160,6 +160,14 @@ pub fn probe(
     let mut failure: Option<Error> = None;
     let mut interrupted = false;
     let answer: Answer = search::search(opts.bounds, |batch| {
+        // Interrupted between trials: start no new one.
+        if opts
+            .interrupt
+            .is_some_and(|flag| flag.load(std::sync::atomic::Ordering::SeqCst) != 0)
+        {
+            interrupted = true;
+            return Verdict::Stop;
+        }
         let index = u32::try_from(trials.len())
             .unwrap_or(u32::MAX)
             .saturating_add(1);

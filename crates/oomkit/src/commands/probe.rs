@@ -198,6 +198,8 @@ fn trial_line(index: u32, t: &Trial) -> String {
         t.outcome.label(),
         t.seconds
     )
+    .trim_end()
+    .to_string()
 }
 
 fn answer(r: &ProbeReport, min: u64) -> String {

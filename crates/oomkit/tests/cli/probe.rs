@@ -399,3 +399,34 @@ fn bad_arguments_exit_2_with_a_message() {
         assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
     }
 }
+
+/// The human and JSON outputs as snapshots (times and the interpreter's path
+/// filtered): the executable spec of both formats.
+#[test]
+fn output_formats_snapshot() {
+    let log = "../../../oomkit_explain/tests/fixtures/pytorch_2_3_non_pytorch_memory.log";
+    let script = [
+        "fake_train.py",
+        "--batch",
+        "{batch}",
+        "--threshold",
+        "5",
+        "--oom-log",
+        log,
+    ];
+    let filters = vec![
+        (r"(?m)^probing \S+", "probing [PYTHON]"),
+        (r"(?m)^(\s+\d+\s+\d+\s+\w+\s+)\d+\.\d\d", "${1}[SECS]"),
+        (r#""seconds": [0-9.]+"#, r#""seconds": "[SECS]""#),
+    ];
+    for format in ["human", "json"] {
+        let mut args = vec!["probe", "--max", "8", "--margin", "10", "--format", format];
+        args.extend_from_slice(&["--", python()]);
+        args.extend_from_slice(&script);
+        let o = run_in(&probe_fixtures(), &args, None);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        insta::with_settings!({ filters => filters.clone() }, {
+            insta::assert_snapshot!(format!("probe_{format}"), stdout(&o));
+        });
+    }
+}
