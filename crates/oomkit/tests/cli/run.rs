@@ -279,3 +279,46 @@ fn ctrl_c_is_forwarded_and_the_status_is_130() {
     );
     assert!(gone(pid), "the command survived");
 }
+
+/// Bounded output buffering: after the command printed 64 MiB, oomkit's
+/// peak resident memory (VmHWM, read while it still runs) stays far below it.
+#[test]
+fn a_chatty_command_does_not_grow_oomkits_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let flag = dir.path().join("printed");
+    let code = format!(
+        "import sys, time\nline = b'x' * 1023 + b'\\n'\nfor _ in range(64 * 1024):\n    sys.stdout.buffer.write(line)\nsys.stdout.flush()\nopen({:?}, 'w').close()\ntime.sleep(30)",
+        flag.to_string_lossy()
+    );
+    let mut child = oomkit()
+        .args(["run", "--", python(), "-c", &code])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !flag.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "never printed it all"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The pass-through may still be draining the pipe: give it a moment.
+    std::thread::sleep(Duration::from_millis(300));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let hwm_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    let oomkit_pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(oomkit_pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    child.wait().unwrap();
+    assert!(
+        hwm_kib < 40 * 1024,
+        "oomkit run peaked at {hwm_kib} KiB after the command printed 64 MiB"
+    );
+}
