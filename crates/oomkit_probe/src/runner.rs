@@ -8,6 +8,11 @@
 //!   the pipes (data-loader workers) neither stall us nor survive. A timeout
 //!   kills the group; an interrupt forwards the signal to the group and kills
 //!   it after [`INTERRUPT_GRACE`].
+//! - **The terminal follows the child.** With stdin inherited from a terminal
+//!   whose foreground group is ours, the child's group is made the foreground
+//!   group (`tcsetpgrp`), so it can read the terminal (`input()`, `pdb`) and
+//!   gets Ctrl-C itself, as under a shell; the terminal is handed back when it
+//!   exits (with SIGTTOU blocked, which POSIX requires for a background group).
 //! - **Bounded memory.** Output is read in 64 KiB chunks through bounded
 //!   channels; only the last `tail_bytes` are kept. `oomkit_explain` reads
 //!   the whole stream (its own memory is bounded), so an OOM is recognised
@@ -23,9 +28,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
-use nix::unistd::Pid;
+use nix::unistd::{Pid, getpgrp, tcgetpgrp, tcsetpgrp};
 use oomkit_explain::{Explainer, Report};
 
 use crate::Error;
@@ -170,6 +175,7 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
             return Err(Error::Pid(child.id()));
         }
     };
+    let terminal = opts.inherit_stdin.then(|| Terminal::give(pid)).flatten();
     let (tx, rx) = sync_channel::<Chunk>(64);
     spawn_readers(&mut child, &tx);
     drop(tx);
@@ -190,6 +196,9 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
         exited_at: None,
     };
     sup.supervise(&rx);
+    if let Some(t) = terminal {
+        t.take_back();
+    }
     // Reap the leader; its group was killed when it exited.
     let status = child.wait().map_err(Error::Wait)?;
     let exit = match (status.code(), status.signal()) {
@@ -338,6 +347,37 @@ impl Supervisor<'_> {
         {
             self.etx = None;
         }
+    }
+}
+
+/// Our terminal, lent to the child's process group.
+struct Terminal {
+    ours: Pid,
+}
+
+impl Terminal {
+    /// Makes `child` the foreground group of the terminal on stdin, when stdin
+    /// is a terminal and we are its foreground group.
+    fn give(child: Pid) -> Option<Terminal> {
+        let stdin = io::stdin();
+        let ours = getpgrp();
+        if tcgetpgrp(&stdin).ok()? != ours {
+            return None;
+        }
+        tcsetpgrp(&stdin, child).ok()?;
+        Some(Terminal { ours })
+    }
+
+    /// Makes our group the foreground group again. From a background group
+    /// that raises SIGTTOU unless it is blocked, so it is, for this call.
+    fn take_back(self) {
+        let mut ttou = SigSet::empty();
+        ttou.add(Signal::SIGTTOU);
+        let Ok(old) = ttou.thread_swap_mask(SigmaskHow::SIG_BLOCK) else {
+            return;
+        };
+        let _ = tcsetpgrp(io::stdin(), self.ours);
+        let _ = old.thread_set_mask();
     }
 }
 

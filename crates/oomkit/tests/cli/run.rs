@@ -322,3 +322,45 @@ fn a_chatty_command_does_not_grow_oomkits_memory() {
         "oomkit run peaked at {hwm_kib} KiB after the command printed 64 MiB"
     );
 }
+
+/// On a terminal the command gets the terminal (it is made the foreground
+/// process group), so a program that reads it is not stopped by SIGTTIN.
+/// `script` (Debian's bsdutils, in the base image) provides the terminal.
+#[test]
+fn a_command_on_a_terminal_can_read_it() {
+    assert!(
+        Path::new("/usr/bin/script").exists(),
+        "this test needs script(1) from bsdutils"
+    );
+    let inner = format!(
+        "{} run -- {} -c 'print(\"got\", input())'",
+        env!("CARGO_BIN_EXE_oomkit"),
+        python()
+    );
+    let mut child = Command::new("/usr/bin/script")
+        .args(["-qec", &inner, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"hello\n").unwrap();
+    }
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("the command was stopped reading the terminal");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = child.wait_with_output().unwrap();
+    assert!(status.success(), "{}", stdout(&out));
+    assert!(stdout(&out).contains("got hello"), "{}", stdout(&out));
+}
