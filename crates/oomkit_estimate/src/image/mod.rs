@@ -533,9 +533,40 @@ impl ImageSetup {
     }
 }
 
-/// Invalid combinations.
+/// Training flags mean nothing for a text-to-image pipeline (only
+/// inference is modelled).
+pub fn check_given(given: &crate::setup::Given) -> Result<(), crate::setup::SetupError> {
+    match given.training_flag() {
+        Some(flag) => Err(crate::setup::SetupError::NotApplicable {
+            flag,
+            applies_to: "--task train on text models",
+            instead: "image models are estimated for inference only: drop it",
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Most images per call (`--images`), and the most `max_batch` searches.
+pub const MAX_IMAGES: u64 = 4096;
+/// Largest `--width`/`--height` in pixels (16 × SDXL's native side), and
+/// the largest square side `max_seq` searches.
+pub const MAX_SIDE: u64 = 16_384;
+
+/// Invalid combinations, and sizes above [`MAX_IMAGES`] / [`MAX_SIDE`].
 pub fn validate(m: &Model, s: &ImageSetup) -> Result<(), String> {
     let k = m.size_multiple();
+    if s.width > MAX_SIDE || s.height > MAX_SIDE {
+        return Err(format!(
+            "--width/--height at most {MAX_SIDE} pixels (got {}×{})",
+            s.width, s.height
+        ));
+    }
+    if s.images > MAX_IMAGES {
+        return Err(format!(
+            "--images {} is above the limit of {MAX_IMAGES}",
+            s.images
+        ));
+    }
     if s.width == 0 || s.height == 0 || !s.width.is_multiple_of(k) || !s.height.is_multiple_of(k) {
         return Err(format!(
             "--width/--height must be positive multiples of {k} for {} (got {}×{})",
