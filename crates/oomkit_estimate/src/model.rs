@@ -441,7 +441,7 @@ impl ModelConfig {
         limit("intermediate_size", self.intermediate, l::INTERMEDIATE)?;
         limit("vocab_size", self.vocab, l::VOCAB)?;
         limit(
-            "max_position_embeddings",
+            "learned position rows (max_position_embeddings + type_vocab_size)",
             self.position_rows,
             l::POSITION_ROWS,
         )?;

@@ -295,8 +295,7 @@ pub enum SetupError {
     Model(#[from] crate::model::ConfigError),
     /// Some term of the estimate exceeds [`crate::model::MAX_BYTES`] on one GPU.
     #[error(
-        "this configuration needs more than {} on one GPU ({what}); nothing that large can be estimated or run",
-        oomkit_core::Bytes(crate::model::MAX_BYTES)
+        "this configuration needs more than 1 EiB (2^60 bytes) on one GPU ({what}); nothing that large can be estimated or run"
     )]
     TooLarge {
         /// Which term.
@@ -566,10 +565,8 @@ impl Setup {
             && !matches!(self.quant, Quant::Nf4 | Quant::Nf4Dq)
         {
             return Err(SetupError::Conflict(format!(
-                "--method qlora quantizes the frozen base to NF4, not --quant {}: use --quant nf4 or nf4-dq (or drop --quant), or --method lora --quant {} for LoRA on a {} base",
-                self.quant.name(),
-                self.quant.name(),
-                self.quant.name()
+                "--method qlora quantizes the frozen base to NF4, not --quant {q}: use --quant nf4 or nf4-dq (or drop --quant), or --method lora --quant {q} to train LoRA on that quantized base",
+                q = self.quant.name()
             )));
         }
         if g.fsdp && g.zero && self.zero != 3 {
