@@ -339,6 +339,22 @@ pub struct Given {
     pub offload: bool,
     /// `--new-tokens`.
     pub new_tokens: bool,
+    /// `--task train`.
+    pub train: bool,
+    /// `--task serve`.
+    pub serve: bool,
+    /// `--engine vllm`.
+    pub vllm: bool,
+    /// `--gpu`.
+    pub gpu: bool,
+    /// `--batch` other than 1.
+    pub batch: bool,
+    /// `--tp` or `--pp` other than 1.
+    pub parallel: bool,
+    /// `--no-safety-checker`.
+    pub no_safety_checker: bool,
+    /// The first image-only flag given (`--width`, `--images`, …), if any.
+    pub image_flag: Option<&'static str>,
 }
 
 impl Given {
@@ -401,6 +417,12 @@ impl Setup {
             return Err(SetupError::Invalid(format!(
                 "--pp {} is more than the {} layers of {}",
                 self.pp, cfg.layers, cfg.id
+            )));
+        }
+        if cfg.encoder && self.new_tokens > 0 {
+            return Err(SetupError::Conflict(format!(
+                "{} is an encoder ({}): it does not generate; drop --new-tokens",
+                cfg.id, cfg.model_type
             )));
         }
         if self.method != Method::Full
@@ -481,6 +503,12 @@ impl Setup {
         cfg: &crate::model::ModelConfig,
         a: &crate::serve::VllmArgs,
     ) -> Result<(), SetupError> {
+        if cfg.encoder {
+            return Err(SetupError::Conflict(format!(
+                "{} is an encoder ({}): it does not generate, so there is nothing to serve with vLLM",
+                cfg.id, cfg.model_type
+            )));
+        }
         let u = a.gpu_memory_utilization;
         if !(u > 0.0 && u <= 1.0) {
             return Err(SetupError::Invalid(format!(
@@ -533,6 +561,23 @@ impl Setup {
                     "for quantized inference use --quant (nf4, int8, …) without --method",
                 ));
             }
+        }
+        if let Some(flag) = g.image_flag {
+            return Err(na(
+                flag,
+                "image models only (see --list-models)",
+                "drop it for a text model",
+            ));
+        }
+        if g.serve != g.vllm {
+            return Err(SetupError::Conflict(
+                "serving is modelled for vLLM only: use --engine vllm --task serve".into(),
+            ));
+        }
+        if g.serve && !g.gpu {
+            return Err(SetupError::Conflict(
+                "--task serve needs --gpu (vLLM sizes its KV pool from the GPU's memory)".into(),
+            ));
         }
         if self.task == Task::Train && g.new_tokens && self.new_tokens > 0 {
             return Err(na(

@@ -161,31 +161,10 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     if let Some((_, pipeline)) = args.model.as_deref().and_then(image::find) {
         return image_run(&args, pipeline, &mut out);
     }
-    if args.width.is_some()
-        || args.height.is_some()
-        || args.images.is_some()
-        || args.attention_slicing
-        || args.vae_slicing
-        || args.vae_tiling
-        || args.cpu_offload.is_some()
-        || args.no_safety_checker
-    {
-        bail!(
-            "--width/--height/--images/--attention-slicing/--vae-slicing/--vae-tiling/--cpu-offload/\
-             --no-safety-checker apply to image models only (see --list-models)"
-        );
-    }
     let cfg = resolve_model(&args)?;
     let setup = build_setup(&args, &cfg)?;
     let warnings = setup.warnings(&cfg);
-    if cfg.encoder && (setup.new_tokens > 0 || args.task == EstTask::Serve) {
-        bail!(
-            "{} is an encoder ({}): it does not generate; drop --new-tokens / --task serve",
-            cfg.id,
-            cfg.model_type
-        );
-    }
-    if args.task == EstTask::Serve || args.engine == EstEngine::Vllm {
+    if args.task == EstTask::Serve {
         return serve(&args, &cfg, &setup, &warnings, &mut out);
     }
     let est = estimate(&cfg, &setup)?;
@@ -251,24 +230,7 @@ fn image_run(
 
 /// The image setup from the arguments, validated.
 fn image_setup(args: &EstimateArgs, m: &image::Model) -> anyhow::Result<image::ImageSetup> {
-    if args.task != EstTask::Infer || args.engine != EstEngine::Hf {
-        bail!(
-            "{} is an image model: only --task infer (text-to-image with diffusers) is modelled",
-            m.id
-        );
-    }
-    if args.batch != 1 || args.new_tokens.is_some() {
-        bail!(
-            "{} is an image model: use --images N instead of --batch/--new-tokens",
-            m.id
-        );
-    }
-    if args.tp != 1 || args.pp != 1 {
-        bail!(
-            "{} is an image model: --tp/--pp are modelled for text models only",
-            m.id
-        );
-    }
+    image::check_given(m, &given(args))?;
     let d = image::ImageSetup::default_for(m);
     let s = image::ImageSetup {
         width: args.width.unwrap_or(d.width),
@@ -287,10 +249,6 @@ fn image_setup(args: &EstimateArgs, m: &image::Model) -> anyhow::Result<image::I
         },
         safety_checker: d.safety_checker && !args.no_safety_checker,
     };
-    if args.no_safety_checker && !d.safety_checker {
-        bail!("{} loads no safety checker: drop --no-safety-checker", m.id);
-    }
-    image::check_given(&given(args))?;
     image::validate(m, &s).map_err(anyhow::Error::msg)?;
     Ok(s)
 }
@@ -303,9 +261,6 @@ fn serve(
     warnings: &[String],
     out: &mut impl Write,
 ) -> anyhow::Result<u8> {
-    if args.task != EstTask::Serve || args.engine != EstEngine::Vllm {
-        bail!("serving is modelled for vLLM only: use --engine vllm --task serve");
-    }
     let Some(name) = &args.gpu else {
         bail!("--task serve needs --gpu (vLLM sizes its KV pool from the GPU's memory)");
     };
@@ -684,6 +639,25 @@ fn given(a: &EstimateArgs) -> Given {
         fsdp: a.fsdp,
         offload: a.offload.is_some(),
         new_tokens: a.new_tokens.is_some(),
+        train: a.task == EstTask::Train,
+        serve: a.task == EstTask::Serve,
+        vllm: a.engine == EstEngine::Vllm,
+        gpu: a.gpu.is_some(),
+        batch: a.batch != 1,
+        parallel: a.tp != 1 || a.pp != 1,
+        no_safety_checker: a.no_safety_checker,
+        image_flag: [
+            (a.width.is_some(), "--width"),
+            (a.height.is_some(), "--height"),
+            (a.images.is_some(), "--images"),
+            (a.attention_slicing, "--attention-slicing"),
+            (a.vae_slicing, "--vae-slicing"),
+            (a.vae_tiling, "--vae-tiling"),
+            (a.cpu_offload.is_some(), "--cpu-offload"),
+            (a.no_safety_checker, "--no-safety-checker"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag)),
     }
 }
 

@@ -533,17 +533,39 @@ impl ImageSetup {
     }
 }
 
-/// Training flags mean nothing for a text-to-image pipeline (only
-/// inference is modelled).
-pub fn check_given(given: &crate::setup::Given) -> Result<(), crate::setup::SetupError> {
-    match given.training_flag() {
-        Some(flag) => Err(crate::setup::SetupError::NotApplicable {
+/// Checks the flags given for a text-to-image pipeline: only inference
+/// with diffusers is modelled, one call of `--images` images on one GPU, so
+/// training, serving, text-model sizes and parallel degrees mean nothing.
+pub fn check_given(m: &Model, g: &crate::setup::Given) -> Result<(), crate::setup::SetupError> {
+    use crate::setup::SetupError;
+    if let Some(flag) = g.training_flag() {
+        return Err(SetupError::NotApplicable {
             flag,
             applies_to: "--task train on text models",
             instead: "image models are estimated for inference only: drop it",
-        }),
-        None => Ok(()),
+        });
     }
+    let id = m.id;
+    let conflict = |what: &str| {
+        Err(SetupError::Conflict(format!(
+            "{id} is an image model: {what}"
+        )))
+    };
+    if g.train || g.serve || g.vllm || g.method {
+        return conflict("only --task infer (text-to-image with diffusers) is modelled");
+    }
+    if g.batch || g.new_tokens {
+        return conflict("use --images N instead of --batch/--new-tokens");
+    }
+    if g.parallel {
+        return conflict("--tp/--pp are modelled for text models only");
+    }
+    if g.no_safety_checker && m.safety_checker.is_none() {
+        return Err(SetupError::Conflict(format!(
+            "{id} loads no safety checker: drop --no-safety-checker"
+        )));
+    }
+    Ok(())
 }
 
 /// Most images per call (`--images`), and the most `max_batch` searches.
