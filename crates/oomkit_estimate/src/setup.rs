@@ -419,6 +419,16 @@ impl Setup {
                 self.pp, cfg.layers, cfg.id
             )));
         }
+        let groups = self.gpus / tp.max(1);
+        if self.task == Task::Infer && groups > cfg.layers.max(1) {
+            return Err(SetupError::Conflict(format!(
+                "--gpus {} makes {groups} groups of --tp {tp} for the {} layers of {}: layers are placed whole (device_map=\"auto\" or pipeline stages), so use at most --gpus {}",
+                self.gpus,
+                cfg.layers,
+                cfg.id,
+                cfg.layers.max(1) * tp.max(1)
+            )));
+        }
         if cfg.encoder && self.new_tokens > 0 {
             return Err(SetupError::Conflict(format!(
                 "{} is an encoder ({}): it does not generate; drop --new-tokens",

@@ -6,13 +6,8 @@ use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use super::{json, run_in, stderr, stdout};
-
-fn est(args: &[&str]) -> Output {
-    let mut full = vec!["estimate"];
-    full.extend_from_slice(args);
-    run_in(&std::env::temp_dir(), &full, None)
-}
+use super::estimate::est;
+use super::{json, stderr, stdout};
 
 /// Exit 2 with `needle` in the one-line error.
 #[track_caller]
@@ -237,6 +232,19 @@ fn hundred_thousand_layers_estimate_quickly() {
             t.elapsed()
         );
     }
+}
+
+/// A million GPUs for inference printed a million-entry `max_memory` map
+/// (14 s, 17 MB): more layer groups than layers is refused.
+#[test]
+fn more_gpu_groups_than_layers_is_refused() {
+    let t = Instant::now();
+    let out = est(&["gpt2", "--gpus", "1048576", "--gpu", "rtx-4090"]);
+    refused(
+        &out,
+        "--gpus 1048576 makes 1048576 groups of --tp 1 for the 12 layers of openai-community/gpt2",
+    );
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
 
 // --- stack overflow and header sizes ---------------------------------------
