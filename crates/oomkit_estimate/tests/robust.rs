@@ -465,3 +465,27 @@ fn gguf_nested_arrays_hit_the_depth_limit() {
     let e = gguf::parse(&b, "x").expect_err("too deep");
     assert!(e.to_string().contains("nested more than 8 deep"), "{e}");
 }
+
+/// The image corner: every pipeline at the largest side and image count,
+/// eager attention in fp32, estimated and fitted without overflow.
+#[test]
+fn image_models_at_the_limits() {
+    for (_, _, p) in image::MODELS {
+        let m = image::Model::load(p);
+        let k = m.size_multiple();
+        let s = image::ImageSetup {
+            width: image::MAX_SIDE / k * k,
+            height: image::MAX_SIDE / k * k,
+            images: image::MAX_IMAGES,
+            precision: Precision::Fp32,
+            attention: Attention::Eager,
+            ..image::ImageSetup::default_for(&m)
+        };
+        image::validate(&m, &s).expect("at the limits");
+        let est = quick("image estimate", || image::estimate(&m, &s));
+        assert!(est.estimate.device_used_bytes > 80 << 30, "{}", m.id);
+        let gpu = oomkit_core::gpus::find("rtx-4090").expect("gpu");
+        let f = quick("image fit", || image::fit(&m, &s, gpu));
+        assert!(!f.fits);
+    }
+}

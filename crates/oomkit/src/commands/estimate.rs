@@ -249,7 +249,7 @@ fn image_setup(args: &EstimateArgs, m: &image::Model) -> anyhow::Result<image::I
         },
         safety_checker: d.safety_checker && !args.no_safety_checker,
     };
-    image::validate(m, &s).map_err(anyhow::Error::msg)?;
+    image::validate(m, &s)?;
     Ok(s)
 }
 
