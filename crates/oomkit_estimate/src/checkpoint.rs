@@ -20,6 +20,10 @@ use serde_json::Value;
 /// itself caps them at 100 MB).
 pub const MAX_HEADER: u64 = 16 << 20;
 
+/// The most header bytes read over all the shards of one folder (DeepSeek-V3's
+/// 163 shards hold about 10 MiB of headers).
+pub const MAX_HEADERS_TOTAL: u64 = 64 << 20;
+
 /// The largest `model.safetensors.index.json` we read: about 80 bytes per
 /// tensor name, under 10 MiB even for DeepSeek-V3's 91k tensors.
 pub const MAX_INDEX: u64 = 32 << 20;

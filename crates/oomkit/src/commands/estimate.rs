@@ -600,13 +600,20 @@ fn read_headers(mut files: Vec<PathBuf>) -> anyhow::Result<Option<Checkpoint>> {
     }
     files.sort();
     let mut total = Checkpoint::default();
+    let mut budget = checkpoint::MAX_HEADERS_TOTAL;
     for f in files {
-        let read = || -> anyhow::Result<Checkpoint> {
+        let mut read = || -> anyhow::Result<Checkpoint> {
             let mut fh = std::fs::File::open(&f)?;
             let mut prefix = [0u8; 8];
             fh.read_exact(&mut prefix)
                 .context("malformed safetensors header: file shorter than 8 bytes")?;
             let n = checkpoint::header_len(prefix)?;
+            budget = budget.checked_sub(n).with_context(|| {
+                format!(
+                    "the safetensors headers in this folder add up to more than {}",
+                    oomkit_core::Bytes(checkpoint::MAX_HEADERS_TOTAL)
+                )
+            })?;
             let buf = crate::input::read_limited(&f.display().to_string(), fh, n)?;
             if buf.len() as u64 != n {
                 bail!(
