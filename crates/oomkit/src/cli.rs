@@ -112,9 +112,9 @@ pub struct EstimateArgs {
     /// LoRA target modules: `q,v` (default), `all-linear` or a list (q,k,v,o,gate,up,down).
     #[arg(long)]
     pub lora_targets: Option<String>,
-    /// KV-cache dtype.
-    #[arg(long, value_enum, default_value_t = EstKvDtype::Auto)]
-    pub kv_dtype: EstKvDtype,
+    /// KV-cache dtype (inference; default auto).
+    #[arg(long, value_enum)]
+    pub kv_dtype: Option<EstKvDtype>,
     /// The optimizer loops over parameters (torch `foreach=False`, torch 1.x) instead of
     /// the multi-tensor path.
     #[arg(long)]
@@ -142,9 +142,9 @@ pub struct EstimateArgs {
     /// Inference engine.
     #[arg(long, value_enum, default_value_t = EstEngine::Hf)]
     pub engine: EstEngine,
-    /// vLLM: fraction of the GPU's memory the engine may use.
-    #[arg(long, default_value_t = 0.9)]
-    pub gpu_memory_utilization: f64,
+    /// vLLM: fraction of the GPU's memory the engine may use (default 0.9).
+    #[arg(long)]
+    pub gpu_memory_utilization: Option<f64>,
     /// vLLM: the context length each request may reach (default: the prompt + new tokens,
     /// at least 8192).
     #[arg(long)]

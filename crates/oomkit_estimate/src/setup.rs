@@ -353,6 +353,10 @@ pub struct Given {
     pub parallel: bool,
     /// `--no-safety-checker`.
     pub no_safety_checker: bool,
+    /// `--kv-dtype`.
+    pub kv_dtype: bool,
+    /// The first vLLM-only flag given (`--max-model-len`, …), if any.
+    pub vllm_flag: Option<&'static str>,
     /// The first image-only flag given (`--width`, `--images`, …), if any.
     pub image_flag: Option<&'static str>,
 }
@@ -582,6 +586,20 @@ impl Setup {
         if g.serve != g.vllm {
             return Err(SetupError::Conflict(
                 "serving is modelled for vLLM only: use --engine vllm --task serve".into(),
+            ));
+        }
+        if let Some(flag) = g.vllm_flag.filter(|_| !g.serve) {
+            return Err(na(
+                flag,
+                "--engine vllm --task serve",
+                "drop it, or add --engine vllm --task serve to estimate vLLM's pool",
+            ));
+        }
+        if g.kv_dtype && self.task == Task::Train {
+            return Err(na(
+                "--kv-dtype",
+                "inference (--task infer or serve)",
+                "training keeps no KV cache: drop it",
             ));
         }
         if g.serve && !g.gpu {

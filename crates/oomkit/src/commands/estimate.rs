@@ -264,7 +264,7 @@ fn serve(
     let Some(name) = &args.gpu else {
         bail!("--task serve needs --gpu (vLLM sizes its KV pool from the GPU's memory)");
     };
-    let u = args.gpu_memory_utilization;
+    let u = args.gpu_memory_utilization.unwrap_or(0.9);
     let gpu = oomkit_core::gpus::find(name)?;
     let (seqs, tokens) = default_batching(gpu.id, gpu.usable().get());
     let vargs = VllmArgs {
@@ -653,6 +653,21 @@ fn given(a: &EstimateArgs) -> Given {
         batch: a.batch != 1,
         parallel: a.tp != 1 || a.pp != 1,
         no_safety_checker: a.no_safety_checker,
+        kv_dtype: a.kv_dtype.is_some(),
+        vllm_flag: [
+            (
+                a.gpu_memory_utilization.is_some(),
+                "--gpu-memory-utilization",
+            ),
+            (a.max_model_len.is_some(), "--max-model-len"),
+            (a.max_num_seqs.is_some(), "--max-num-seqs"),
+            (
+                a.max_num_batched_tokens.is_some(),
+                "--max-num-batched-tokens",
+            ),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag)),
         image_flag: [
             (a.width.is_some(), "--width"),
             (a.height.is_some(), "--height"),
@@ -675,7 +690,7 @@ fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
         .lora_targets
         .as_deref()
         .map_or(d.lora_targets, LoraTargets::parse);
-    let kv_bits = match a.kv_dtype {
+    let kv_bits = match a.kv_dtype.unwrap_or(EstKvDtype::Auto) {
         EstKvDtype::Auto => 8 * precision.act_bytes(),
         EstKvDtype::Fp16 | EstKvDtype::Bf16 => 16,
         EstKvDtype::Fp8 | EstKvDtype::Int8 => 8,

@@ -413,6 +413,14 @@ fn training_flags_with_inference_are_refused() {
         &est(&["gpt2", "--task", "train", "--new-tokens", "64"]),
         "--new-tokens applies to --task infer",
     );
+    refused(
+        &est(&["gpt2", "--task", "train", "--kv-dtype", "fp8"]),
+        "--kv-dtype applies to inference",
+    );
+    refused(
+        &est(&["gpt2", "--max-model-len", "4096"]),
+        "--max-model-len applies to --engine vllm --task serve",
+    );
 }
 
 /// Defaults never trigger a combination error.

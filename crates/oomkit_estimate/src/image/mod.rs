@@ -550,11 +550,11 @@ pub fn check_given(m: &Model, g: &crate::setup::Given) -> Result<(), SetupError>
             "{id} is an image model: {what}"
         )))
     };
-    if g.train || g.serve || g.vllm || g.method {
+    if g.train || g.serve || g.vllm || g.method || g.vllm_flag.is_some() {
         return conflict("only --task infer (text-to-image with diffusers) is modelled");
     }
-    if g.batch || g.new_tokens {
-        return conflict("use --images N instead of --batch/--new-tokens");
+    if g.batch || g.new_tokens || g.kv_dtype {
+        return conflict("use --images N instead of --batch/--new-tokens/--kv-dtype");
     }
     if g.parallel {
         return conflict("--tp/--pp are modelled for text models only");
