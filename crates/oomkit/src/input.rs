@@ -161,8 +161,11 @@ fn binary_kind(head: &[u8]) -> Option<&'static str> {
         return Some(kind);
     }
     // safetensors: u64 little-endian header length, then a JSON object.
-    if head.len() > 9 && head[8] == b'{' {
-        let n = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
+    if let Some((len, b'{')) = head
+        .split_first_chunk::<8>()
+        .and_then(|(l, r)| Some((l, *r.first()?)))
+    {
+        let n = u64::from_le_bytes(*len);
         if n > 1 && n < (100 << 20) {
             return Some("a safetensors model file");
         }
@@ -226,15 +229,15 @@ impl<R: Read> Read for Utf16Reader<R> {
                 return Ok(0);
             }
             let mut bytes: Vec<u8> = self.odd.take().into_iter().collect();
-            bytes.extend_from_slice(&self.buf[..n]);
+            bytes.extend_from_slice(self.buf.get(..n).unwrap_or_default());
             if bytes.len() % 2 == 1 {
                 self.odd = bytes.pop();
             }
-            let units = bytes.chunks_exact(2).map(|c| {
+            let units = bytes.as_chunks::<2>().0.iter().map(|&c| {
                 if self.little_endian {
-                    u16::from_le_bytes([c[0], c[1]])
+                    u16::from_le_bytes(c)
                 } else {
-                    u16::from_be_bytes([c[0], c[1]])
+                    u16::from_be_bytes(c)
                 }
             });
             let text: String = char::decode_utf16(units)
@@ -243,8 +246,11 @@ impl<R: Read> Read for Utf16Reader<R> {
             self.out = text.into_bytes();
             self.pos = 0;
         }
-        let n = dst.len().min(self.out.len() - self.pos);
-        dst[..n].copy_from_slice(&self.out[self.pos..self.pos + n]);
+        let pending = self.out.get(self.pos..).unwrap_or_default();
+        let n = dst.len().min(pending.len());
+        if let (Some(to), Some(from)) = (dst.get_mut(..n), pending.get(..n)) {
+            to.copy_from_slice(from);
+        }
         self.pos += n;
         Ok(n)
     }

@@ -5,6 +5,7 @@ mod estimate;
 mod explain;
 mod lint;
 mod probe;
+mod robust_estimate;
 mod robust_explain;
 mod run;
 
