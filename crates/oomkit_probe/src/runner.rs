@@ -279,8 +279,20 @@ impl Supervisor<'_> {
 
     /// One step of watching the main process.
     fn watch(&mut self) {
-        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-        let exited = !matches!(waitid(Id::Pid(self.pid), flags), Ok(WaitStatus::StillAlive));
+        let flags = WaitPidFlag::WEXITED
+            | WaitPidFlag::WSTOPPED
+            | WaitPidFlag::WNOHANG
+            | WaitPidFlag::WNOWAIT;
+        let exited = match waitid(Id::Pid(self.pid), flags) {
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_) => true,
+            Ok(WaitStatus::Stopped(..)) => {
+                // Ctrl-Z (or any stop signal): nobody here does job control,
+                // and a stopped command would hang oomkit, so it goes on.
+                self.kill(Signal::SIGCONT);
+                false
+            }
+            Ok(_) => false,
+        };
         if exited {
             self.exited_at = Some(Instant::now());
             self.kill(Signal::SIGKILL);
@@ -512,6 +524,13 @@ mod tests {
         let f = run(&sh("sleep 30 & echo started; exit 0"), Options::default()).unwrap();
         assert_eq!(f.exit, Exit::Code(0));
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn a_stopped_command_is_continued() {
+        let f = run(&sh("kill -STOP $$; echo resumed"), Options::default()).unwrap();
+        assert_eq!(f.exit, Exit::Code(0));
+        assert_eq!(f.tail, b"resumed\n");
     }
 
     #[test]
