@@ -23,7 +23,8 @@ use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStderr, ChildStdout, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -177,7 +178,8 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
     };
     let terminal = opts.inherit_stdin.then(|| Terminal::give(pid)).flatten();
     let (tx, rx) = sync_channel::<Chunk>(64);
-    spawn_readers(&mut child, &tx);
+    let hang_up = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
+    spawn_readers(&mut child, &tx, &hang_up);
     drop(tx);
     let (etx, erx) = sync_channel::<Vec<u8>>(64);
     let explainer = thread::spawn(move || Explainer::new().explain_reader(ChannelReader::new(erx)));
@@ -190,6 +192,8 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
         stderr_tail: VecDeque::new(),
         output_bytes: 0,
         lines: [LineSplitter::default(), LineSplitter::default()],
+        closed: [false; 2],
+        hang_up: Arc::clone(&hang_up),
         timeline: Timeline::default(),
         killed: None,
         interrupted_at: None,
@@ -238,6 +242,10 @@ struct Supervisor<'a> {
     stderr_tail: VecDeque<u8>,
     output_bytes: u64,
     lines: [LineSplitter; 2],
+    /// Our stdout/stderr closed under us (broken pipe).
+    closed: [bool; 2],
+    /// Tells the pump of that stream to drop the command's pipe.
+    hang_up: Arc<[AtomicBool; 2]>,
     timeline: Timeline,
     killed: Option<Killed>,
     interrupted_at: Option<Instant>,
@@ -333,13 +341,23 @@ impl Supervisor<'_> {
         self.output_bytes = self
             .output_bytes
             .saturating_add(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
-        if self.opts.passthrough {
-            // A reader of ours that went away must not stop the child.
-            let _ = if stream == 0 {
+        if self.opts.passthrough && !self.closed.get(stream).copied().unwrap_or(true) {
+            let written = if stream == 0 {
                 write_now(&mut io::stdout().lock(), &bytes)
             } else {
                 write_now(&mut io::stderr().lock(), &bytes)
             };
+            // Our reader went away (`oomkit run -- yes | head -1`): close the
+            // command's pipe too, so its next write fails (SIGPIPE or EPIPE) as
+            // in a shell pipe — else it would write forever.
+            if written.is_err_and(|e| e.kind() == io::ErrorKind::BrokenPipe) {
+                if let Some(c) = self.closed.get_mut(stream) {
+                    *c = true;
+                }
+                if let Some(flag) = self.hang_up.get(stream) {
+                    flag.store(true, Ordering::SeqCst);
+                }
+            }
         }
         if let Some(log) = self.opts.log.as_mut() {
             let _ = log.write_all(&bytes);
@@ -405,22 +423,28 @@ fn write_now(w: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
     w.flush()
 }
 
-fn spawn_readers(child: &mut Child, tx: &SyncSender<Chunk>) {
+fn spawn_readers(child: &mut Child, tx: &SyncSender<Chunk>, hang_up: &Arc<[AtomicBool; 2]>) {
     if let Some(out) = child.stdout.take() {
-        let tx = tx.clone();
-        thread::spawn(move || pump::<ChildStdout>(out, 0, &tx));
+        let (tx, hang_up) = (tx.clone(), Arc::clone(hang_up));
+        thread::spawn(move || pump::<ChildStdout>(out, 0, &tx, &hang_up));
     }
     if let Some(err) = child.stderr.take() {
-        let tx = tx.clone();
-        thread::spawn(move || pump::<ChildStderr>(err, 1, &tx));
+        let (tx, hang_up) = (tx.clone(), Arc::clone(hang_up));
+        thread::spawn(move || pump::<ChildStderr>(err, 1, &tx, &hang_up));
     }
 }
 
-/// Copies one pipe into the channel in chunks until EOF (or until nobody
-/// listens any more).
-fn pump<R: Read>(mut r: R, stream: usize, tx: &SyncSender<Chunk>) {
+/// Copies one pipe into the channel in chunks until EOF, until nobody
+/// listens any more, or until told to hang up (dropping the pipe).
+fn pump<R: Read>(mut r: R, stream: usize, tx: &SyncSender<Chunk>, hang_up: &[AtomicBool; 2]) {
     let mut buf = vec![0u8; CHUNK];
     loop {
+        if hang_up
+            .get(stream)
+            .is_some_and(|h| h.load(Ordering::SeqCst))
+        {
+            break;
+        }
         match r.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {

@@ -364,3 +364,36 @@ fn a_command_on_a_terminal_can_read_it() {
     assert!(status.success(), "{}", stdout(&out));
     assert!(stdout(&out).contains("got hello"), "{}", stdout(&out));
 }
+
+/// `oomkit run -- yes | head -1`: when our reader goes away the command gets
+/// SIGPIPE, as in a shell pipe, instead of writing forever.
+#[test]
+fn a_closed_pipe_ends_the_command() {
+    let mut child = oomkit()
+        .args(["run", "--", python(), "-c", "while True: print('y')"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Read;
+        let mut out = child.stdout.take().unwrap();
+        let mut first = [0u8; 2];
+        out.read_exact(&mut first).unwrap();
+        assert_eq!(&first, b"y\n");
+    }
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("oomkit run kept the command writing into a closed pipe");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    // Python reports the broken pipe itself, or dies of SIGPIPE: 1 or 128 + 13.
+    assert!(matches!(status.code(), Some(1 | 141)), "{status:?}");
+}
