@@ -28,6 +28,21 @@ fn run_fake(dir: &Path, args: &[&str], script: &[&str]) -> Output {
     run_in(dir, &all, None)
 }
 
+/// Waits up to 20 s for `child`; kills it and fails with `why` after that.
+fn wait_within(child: &mut std::process::Child, why: &str) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            return s;
+        }
+        if start.elapsed() > Duration::from_secs(20) {
+            let _ = child.kill();
+            panic!("{why}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Writes raw bytes: partial lines, `\r` progress, invalid UTF-8, on both streams.
 const NOISY: &str = r#"
 import sys, os
@@ -349,17 +364,7 @@ fn a_command_on_a_terminal_can_read_it() {
         let mut stdin = child.stdin.take().unwrap();
         stdin.write_all(b"hello\n").unwrap();
     }
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("the command was stopped reading the terminal");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_within(&mut child, "the command was stopped reading the terminal");
     let out = child.wait_with_output().unwrap();
     assert!(status.success(), "{}", stdout(&out));
     assert!(stdout(&out).contains("got hello"), "{}", stdout(&out));
@@ -383,17 +388,10 @@ fn a_closed_pipe_ends_the_command() {
         out.read_exact(&mut first).unwrap();
         assert_eq!(&first, b"y\n");
     }
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(20) {
-            let _ = child.kill();
-            panic!("oomkit run kept the command writing into a closed pipe");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = wait_within(
+        &mut child,
+        "oomkit run kept the command writing into a closed pipe",
+    );
     // Python reports the broken pipe itself, or dies of SIGPIPE: 1 or 128 + 13.
     assert!(matches!(status.code(), Some(1 | 141)), "{status:?}");
 }
