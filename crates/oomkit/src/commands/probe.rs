@@ -86,6 +86,7 @@ pub fn run(args: ProbeArgs, color: ColorChoice) -> anyhow::Result<u8> {
             Progress::Start { index: i, batch } => {
                 index = i;
                 if let Some(pb) = &spinner {
+                    pb.reset_elapsed();
                     pb.set_message(format!("trial {i}: batch {batch}"));
                 }
             }
