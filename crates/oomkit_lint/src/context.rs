@@ -9,6 +9,7 @@
 //! `.detach()`, `.cpu()`, `float()`, `.shape[...]`… make it safe, and anything unknown is
 //! never flagged.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use crate::diagnostic::{Edit, Violation};
@@ -108,17 +109,17 @@ impl<'a> Visitor<'a> for BodyScan<'a> {
             Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
             Stmt::For(s) => {
                 self.visit_expr(&s.iter);
-                self.loop_depth += 1;
+                self.loop_depth = self.loop_depth.saturating_add(1);
                 collect_targets(&s.target, &mut self.facts.assigned);
                 self.visit_body(&s.body);
-                self.loop_depth -= 1;
+                self.loop_depth = self.loop_depth.saturating_sub(1);
                 self.visit_body(&s.orelse);
             }
             Stmt::While(s) => {
                 self.visit_expr(&s.test);
-                self.loop_depth += 1;
+                self.loop_depth = self.loop_depth.saturating_add(1);
                 self.visit_body(&s.body);
-                self.loop_depth -= 1;
+                self.loop_depth = self.loop_depth.saturating_sub(1);
                 self.visit_body(&s.orelse);
             }
             Stmt::If(s) => {
@@ -247,20 +248,45 @@ pub fn is_modulo(test: &Expr) -> bool {
     }
 }
 
-/// Dotted text of a name/attribute chain (`self.model`, `outputs.loss`); `""` otherwise.
-pub fn text_of(expr: &Expr) -> String {
-    match expr {
-        Expr::Name(n) => n.id.to_string(),
-        Expr::Attribute(a) => {
-            let base = text_of(&a.value);
-            if base.is_empty() {
-                String::new()
-            } else {
-                format!("{base}.{}", a.attr.as_str())
+/// Name/attribute chains with more attributes than this (`a.b.c…`) are not tracked:
+/// no variable or library API is that deep, and the cap keeps every query on a chain
+/// O(1), so a 40,000-long `a.b.b…` is checked in linear time (each of its nodes asks).
+pub const MAX_CHAIN_ATTRS: usize = 32;
+
+/// A name/attribute chain split into its base name and attributes (innermost first);
+/// `None` for any other expression or a chain longer than [`MAX_CHAIN_ATTRS`].
+/// Iterative and O([`MAX_CHAIN_ATTRS`]).
+fn chain(expr: &Expr) -> Option<(&str, Vec<&str>)> {
+    let mut attrs = Vec::new();
+    let mut e = expr;
+    loop {
+        match e {
+            Expr::Name(n) => {
+                attrs.reverse();
+                return Some((n.id.as_str(), attrs));
             }
+            Expr::Attribute(a) if attrs.len() < MAX_CHAIN_ATTRS => {
+                attrs.push(a.attr.as_str());
+                e = &a.value;
+            }
+            _ => return None,
         }
-        _ => String::new(),
     }
+}
+
+fn join_chain(base: &str, attrs: &[&str]) -> String {
+    let mut out = String::from(base);
+    for a in attrs {
+        out.push('.');
+        out.push_str(a);
+    }
+    out
+}
+
+/// Dotted text of a name/attribute chain (`self.model`, `outputs.loss`); `""` otherwise
+/// (and for chains longer than [`MAX_CHAIN_ATTRS`]).
+pub fn text_of(expr: &Expr) -> String {
+    chain(expr).map_or_else(String::new, |(base, attrs)| join_chain(base, &attrs))
 }
 
 /// The last segment of a name/attribute chain (`model` for `self.model`).
@@ -274,8 +300,19 @@ pub fn last_segment(expr: &Expr) -> Option<&str> {
 
 /// Whether `name` (a simple name or dotted text) occurs in `expr`.
 pub fn mentions(expr: &Expr, name: &str) -> bool {
-    struct Finder<'n> {
-        name: &'n str,
+    find_chain(expr, &mut |text| text == name)
+}
+
+/// Whether any name or dotted text of `names` occurs in `expr`.
+pub fn mentions_any(expr: &Expr, names: &HashSet<String>) -> bool {
+    find_chain(expr, &mut |text| names.contains(text))
+}
+
+/// Whether `hit` holds for the text of a name/attribute chain in `expr` (each node
+/// asks once, O([`MAX_CHAIN_ATTRS`]) each).
+fn find_chain(expr: &Expr, hit: &mut dyn FnMut(&str) -> bool) -> bool {
+    struct Finder<'h> {
+        hit: &'h mut dyn FnMut(&str) -> bool,
         found: bool,
     }
     impl<'a> Visitor<'a> for Finder<'_> {
@@ -283,14 +320,17 @@ pub fn mentions(expr: &Expr, name: &str) -> bool {
             if self.found {
                 return;
             }
-            if matches!(expr, Expr::Name(_) | Expr::Attribute(_)) && text_of(expr) == self.name {
+            if matches!(expr, Expr::Name(_) | Expr::Attribute(_))
+                && let Some((base, attrs)) = chain(expr)
+                && (self.hit)(&join_chain(base, &attrs))
+            {
                 self.found = true;
                 return;
             }
             visitor::walk_expr(self, expr);
         }
     }
-    let mut f = Finder { name, found: false };
+    let mut f = Finder { hit, found: false };
     f.visit_expr(expr);
     f.found
 }
@@ -339,6 +379,10 @@ pub struct Scope<'a> {
     pub facts: BodyFacts<'a>,
     /// Loops currently open in this scope, innermost last.
     pub loops: Vec<LoopFrame<'a>>,
+    /// Whether the body trains (backward, `.train()`, `enable_grad`…): not inference.
+    pub trains: bool,
+    /// [`Checker::consumed_as_loss`] answers so far.
+    loss_memo: RefCell<HashMap<String, bool>>,
 }
 
 /// A loop currently being visited.
@@ -354,6 +398,26 @@ pub struct LoopFrame<'a> {
     pub is_data_loop: bool,
     /// Names bound by the `for` target.
     pub targets: HashSet<String>,
+    /// [`LoopFrame::only_accumulated`] answers so far.
+    accumulated_memo: RefCell<HashMap<String, bool>>,
+}
+
+impl LoopFrame<'_> {
+    /// `total` is assigned in the loop only by `total = total + …` (not reset per
+    /// iteration). Memoised: 100,000 `total = total + loss` lines ask once.
+    pub fn only_accumulated(&self, name: &str) -> bool {
+        let memo = &self.accumulated_memo;
+        if let Some(known) = memo.try_borrow().ok().and_then(|m| m.get(name).copied()) {
+            return known;
+        }
+        let found = self.facts.assigns.iter().all(|(targets, value, aug)| {
+            !targets.iter().any(|t| t == name) || *aug || mentions(value, name)
+        });
+        if let Ok(mut m) = memo.try_borrow_mut() {
+            m.insert(name.to_string(), found);
+        }
+        found
+    }
 }
 
 const DATA_ITER_WORDS: &[&str] = &[
@@ -390,9 +454,23 @@ impl<'a> Scope<'a> {
             eval_models: Vec::new(),
             reported_inference: false,
             device_map_models: HashSet::new(),
+            trains: false,
             facts: BodyFacts::of(body),
             loops: Vec::new(),
+            loss_memo: RefCell::new(HashMap::new()),
         }
+        .with_trains()
+    }
+
+    fn with_trains(mut self) -> Self {
+        self.trains = self.facts.calls.iter().any(|c| {
+            backward_loss(c.call).is_some()
+                || matches!(
+                    last_segment(&c.call.func),
+                    Some("train" | "enable_grad" | "set_grad_enabled" | "requires_grad_")
+                )
+        });
+        self
     }
 }
 
@@ -402,8 +480,10 @@ pub struct Checker<'a> {
     pub source: &'a str,
     /// Local name → qualified name, from every import in the file.
     pub imports: HashMap<String, String>,
-    /// Open scopes, innermost last (the module first).
-    pub scopes: Vec<Scope<'a>>,
+    /// The innermost open scope (the module's when outside every function).
+    current: Scope<'a>,
+    /// The scopes around it, the module's first.
+    outer: Vec<Scope<'a>>,
     /// Enclosing classes: whether each has base classes, and the `self.x = Class(...)`
     /// attributes its `__init__` creates (submodules).
     classes: Vec<(bool, HashSet<String>)>,
@@ -422,7 +502,8 @@ impl<'a> Checker<'a> {
         let mut ch = Checker {
             source,
             imports,
-            scopes: vec![Scope::new("", &module.body)],
+            current: Scope::new("", &module.body),
+            outer: Vec::new(),
             classes: Vec::new(),
             handled: HashSet::new(),
             rules,
@@ -459,15 +540,12 @@ impl<'a> Checker<'a> {
 
     /// The innermost scope.
     pub fn scope(&self) -> &Scope<'a> {
-        self.scopes
-            .last()
-            .expect("the module scope is never popped")
+        &self.current
     }
 
-    fn scope_mut(&mut self) -> &mut Scope<'a> {
-        self.scopes
-            .last_mut()
-            .expect("the module scope is never popped")
+    /// The innermost scope, to update.
+    pub fn scope_mut(&mut self) -> &mut Scope<'a> {
+        &mut self.current
     }
 
     /// The innermost open loop of the current function.
@@ -528,17 +606,13 @@ impl<'a> Checker<'a> {
     /// (`nn.DataParallel` → `torch.nn.DataParallel`). A bare `torch` counts even
     /// without its import (snippets often omit it).
     pub fn qualified(&self, expr: &Expr) -> Option<String> {
-        match expr {
-            Expr::Name(n) => match self.imports.get(n.id.as_str()) {
-                Some(q) => Some(q.clone()),
-                None if n.id.as_str() == "torch" => Some("torch".into()),
-                None => None,
-            },
-            Expr::Attribute(a) => self
-                .qualified(&a.value)
-                .map(|base| format!("{base}.{}", a.attr.as_str())),
-            _ => None,
-        }
+        let (base, attrs) = chain(expr)?;
+        let base = match self.imports.get(base) {
+            Some(q) => q.as_str(),
+            None if base == "torch" => "torch",
+            None => return None,
+        };
+        Some(join_chain(base, &attrs))
     }
 
     /// What `expr` holds here.
@@ -755,22 +829,32 @@ impl<'a> Checker<'a> {
 
     /// Whether the accumulator `name` is consumed as a loss in this function
     /// (backpropagated or returned, directly or through a simple assignment).
+    /// Memoised per function: a loop body of 100,000 `xs.append(loss)` asks once.
     pub fn consumed_as_loss(&self, name: &str) -> bool {
+        let memo = &self.scope().loss_memo;
+        if let Some(known) = memo.try_borrow().ok().and_then(|m| m.get(name).copied()) {
+            return known;
+        }
+        let found = self.consumed_as_loss_uncached(name);
+        if let Ok(mut m) = memo.try_borrow_mut() {
+            m.insert(name.to_string(), found);
+        }
+        found
+    }
+
+    /// One pass over the function's facts, linear in its size.
+    fn consumed_as_loss_uncached(&self, name: &str) -> bool {
         let facts = &self.scope().facts;
-        let mut names: Vec<String> = vec![name.to_string()];
+        let mut names: HashSet<String> = HashSet::from([name.to_string()]);
         // one pass of alias propagation in source order is enough for `loss = sum(losses)`
         for (targets, value, _) in &facts.assigns {
-            if names.iter().any(|n| mentions(value, n)) {
-                for t in targets {
-                    if !names.contains(t) {
-                        names.push(t.clone());
-                    }
-                }
+            if mentions_any(value, &names) {
+                names.extend(targets.iter().cloned());
             }
         }
-        let hit = |e: &Expr| names.iter().any(|n| mentions(e, n));
+        let hit = |e: &Expr| mentions_any(e, &names);
         // returned as is (a summed loss), not averaged for logging (`total / n`)
-        let is_name = |e: &Expr| names.iter().any(|n| text_of(e) == *n);
+        let is_name = |e: &Expr| names.contains(&text_of(e));
         facts.returns.iter().any(|e| match e {
             Expr::Tuple(t) => t.elts.iter().any(is_name),
             e => is_name(e),
@@ -836,12 +920,11 @@ impl<'a> Checker<'a> {
         }
         let outer_no_grad = self.scope().no_grad;
         let mut scope = Scope::new(f.name.as_str(), &f.body);
-        scope.no_grad = outer_no_grad
-            + u32::from(
-                f.decorator_list
-                    .iter()
-                    .any(|d| self.is_grad_off(&d.expression)),
-            );
+        scope.no_grad = outer_no_grad.saturating_add(u32::from(
+            f.decorator_list
+                .iter()
+                .any(|d| self.is_grad_off(&d.expression)),
+        ));
         let in_class = self.classes.last().map(|c| c.0);
         let first_param = f
             .parameters
@@ -859,9 +942,12 @@ impl<'a> Checker<'a> {
                 scope.env.insert(p.parameter.name.to_string(), Kind::Param);
             }
         }
-        self.scopes.push(scope);
+        let outer = std::mem::replace(&mut self.current, scope);
+        self.outer.push(outer);
         self.visit_body(&f.body);
-        self.scopes.pop();
+        if let Some(outer) = self.outer.pop() {
+            self.current = outer;
+        }
     }
 }
 
@@ -1093,7 +1179,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
             }
             Stmt::If(s) => {
                 self.visit_expr(&s.test);
-                self.loop_counter(|l| l.if_depth += 1);
+                self.loop_counter(|l| l.if_depth = l.if_depth.saturating_add(1));
                 self.visit_body(&s.body);
                 for clause in &s.elif_else_clauses {
                     if let Some(t) = &clause.test {
@@ -1101,16 +1187,16 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     }
                     self.visit_body(&clause.body);
                 }
-                self.loop_counter(|l| l.if_depth -= 1);
+                self.loop_counter(|l| l.if_depth = l.if_depth.saturating_sub(1));
             }
             Stmt::Try(t) => {
                 self.visit_body(&t.body);
-                self.loop_counter(|l| l.except_depth += 1);
+                self.loop_counter(|l| l.except_depth = l.except_depth.saturating_add(1));
                 for h in &t.handlers {
                     let ast::ExceptHandler::ExceptHandler(h) = h;
                     self.visit_body(&h.body);
                 }
-                self.loop_counter(|l| l.except_depth -= 1);
+                self.loop_counter(|l| l.except_depth = l.except_depth.saturating_sub(1));
                 self.visit_body(&t.orelse);
                 self.visit_body(&t.finalbody);
             }
@@ -1122,13 +1208,12 @@ impl<'a> Visitor<'a> for Checker<'a> {
                         self.bind(v, Kind::Unknown);
                     }
                 }
-                if off {
-                    self.scope_mut().no_grad += 1;
-                }
+                let grad_off = u32::from(off);
+                let s = self.scope_mut();
+                s.no_grad = s.no_grad.saturating_add(grad_off);
                 self.visit_body(&w.body);
-                if off {
-                    self.scope_mut().no_grad -= 1;
-                }
+                let s = self.scope_mut();
+                s.no_grad = s.no_grad.saturating_sub(grad_off);
             }
             Stmt::Assign(a) => {
                 self.visit_expr(&a.value);
@@ -1172,7 +1257,8 @@ impl<'a> Visitor<'a> for Checker<'a> {
                     )
                     && self.is_grad_off(&e.value)
                 {
-                    self.scope_mut().no_grad += 1;
+                    let s = self.scope_mut();
+                    s.no_grad = s.no_grad.saturating_add(1);
                 }
             }
             _ => visitor::walk_stmt(self, stmt),
@@ -1213,6 +1299,7 @@ impl<'a> Checker<'a> {
             facts,
             if_depth: 0,
             except_depth: 0,
+            accumulated_memo: RefCell::new(HashMap::new()),
         };
         self.scope_mut().loops.push(frame);
         self.visit_body(body);

@@ -17,6 +17,27 @@
 //! assert_eq!((diags[0].line, diags[0].column), (4, 5));
 //! ```
 #![warn(missing_docs)]
+// No panic is reachable from input (ARCHITECTURE.md): no indexing or slicing that can
+// go out of bounds or cut a character, no unwrap/expect/panic. Tests may index
+// (clippy.toml allows unwrap/expect there; test modules allow indexing).
+#![deny(
+    clippy::indexing_slicing,
+    clippy::string_slice,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::string_slice,
+        clippy::panic,
+        clippy::arithmetic_side_effects
+    )
+)]
 
 pub mod config;
 mod context;
