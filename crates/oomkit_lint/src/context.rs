@@ -492,11 +492,24 @@ pub struct Checker<'a> {
     rules: RuleSet,
     /// What the rules found.
     pub violations: Vec<Violation>,
+    /// How deep the walk is (statements and expressions).
+    depth: usize,
+    /// Set when the tree is deeper than [`MAX_WALK_DEPTH`]: the walk stops descending.
+    too_deep: bool,
 }
+
+/// The walk's own guard: the nesting pre-check (`parse::depth`) already refuses
+/// deeper files, so this only holds if that check and the parser ever disagree.
+pub const MAX_WALK_DEPTH: usize = crate::parse::depth::MAX_EXPR_DEPTH + 1_000;
 
 impl<'a> Checker<'a> {
     /// Checks a parsed module with the given rules.
-    pub fn check(module: &'a Module, source: &'a str, rules: RuleSet) -> Vec<Violation> {
+    /// `Err` when the tree is deeper than [`MAX_WALK_DEPTH`].
+    pub fn check(
+        module: &'a Module,
+        source: &'a str,
+        rules: RuleSet,
+    ) -> Result<Vec<Violation>, ()> {
         let mut imports = HashMap::new();
         collect_imports(&module.body, &mut imports);
         let mut ch = Checker {
@@ -508,9 +521,28 @@ impl<'a> Checker<'a> {
             handled: HashSet::new(),
             rules,
             violations: Vec::new(),
+            depth: 0,
+            too_deep: false,
         };
         ch.visit_body(&module.body);
-        ch.violations
+        if ch.too_deep {
+            Err(())
+        } else {
+            Ok(ch.violations)
+        }
+    }
+
+    /// Enters a node: `false` (and the walk stops descending) past [`MAX_WALK_DEPTH`].
+    fn enter(&mut self) -> bool {
+        self.depth = self.depth.saturating_add(1);
+        if self.depth > MAX_WALK_DEPTH {
+            self.too_deep = true;
+        }
+        !self.too_deep
+    }
+
+    fn leave(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
     }
 
     /// Whether a rule is selected.
@@ -1153,6 +1185,22 @@ fn collect_imports(body: &[Stmt], out: &mut HashMap<String, String>) {
 
 impl<'a> Visitor<'a> for Checker<'a> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        if self.enter() {
+            self.visit_stmt_inner(stmt);
+        }
+        self.leave();
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if self.enter() {
+            self.visit_expr_inner(expr);
+        }
+        self.leave();
+    }
+}
+
+impl<'a> Checker<'a> {
+    fn visit_stmt_inner(&mut self, stmt: &'a Stmt) {
         rules::on_stmt(self, stmt);
         match stmt {
             Stmt::FunctionDef(f) => self.visit_function(f),
@@ -1265,7 +1313,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
         }
     }
 
-    fn visit_expr(&mut self, expr: &'a Expr) {
+    fn visit_expr_inner(&mut self, expr: &'a Expr) {
         if let Expr::Call(c) = expr {
             rules::on_call(self, c);
         }
