@@ -47,9 +47,10 @@ mod parse;
 pub mod render;
 pub mod rules;
 pub mod sarif;
+pub mod source;
 mod suppression;
 
-pub use config::{LintConfig, rule_set};
+pub use config::{DEFAULT_MAX_FILE_SIZE, LintConfig, rule_set};
 pub use diagnostic::Diagnostic;
 pub use parse::SyntaxError;
 pub use parse::depth::{MAX_EXPR_DEPTH, MAX_NESTING};
