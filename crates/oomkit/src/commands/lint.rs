@@ -122,8 +122,11 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
 }
 
 /// Worker threads with a large stack: syntax trees of generated code can be very deep
-/// (a 200,000-term `a + b + …` chain), and the parser and the checker recurse. The stack
-/// is virtual memory; only what is touched is committed.
+/// (a 100,000-term `a + b + …` chain), and the parser, the checker and the tree's drop
+/// recurse. `oomkit_lint` refuses files deeper than `MAX_NESTING` / `MAX_EXPR_DEPTH`
+/// before parsing, and a file at those limits needs about 50 MiB of this stack in a
+/// release build (about 130 MiB in a debug build, which the tests use). The stack is
+/// virtual memory; only what is touched is committed.
 fn pool() -> anyhow::Result<rayon::ThreadPool> {
     rayon::ThreadPoolBuilder::new()
         .stack_size(STACK)

@@ -24,7 +24,7 @@ use ruff_python_parser::Mode;
 /// The deepest nesting of brackets, blocks and prefix operators that is linted.
 pub const MAX_NESTING: usize = 200;
 /// The deepest expression (nesting plus chained operators) that is linted.
-pub const MAX_EXPR_DEPTH: usize = 200_000;
+pub const MAX_EXPR_DEPTH: usize = 100_000;
 
 /// Why a file is too deep to lint.
 #[derive(Debug, Clone, PartialEq, Eq)]
