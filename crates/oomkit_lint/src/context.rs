@@ -11,6 +11,7 @@
 
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 
 use crate::diagnostic::{Edit, Violation};
 use crate::parse::ast::{self, Expr, Stmt};
@@ -62,44 +63,247 @@ pub struct CallSite<'a> {
     pub nested_loop: bool,
 }
 
-/// Facts about a body (a loop's or a function's), gathered once when it is entered.
-/// Nested function and class bodies are not part of it.
-#[derive(Debug, Default)]
-pub struct BodyFacts<'a> {
-    /// Every name (or `self.x` text) assigned in the body.
-    pub assigned: HashSet<String>,
-    /// Every assignment: target texts and value (augmented ones included).
-    pub assigns: Vec<(Vec<String>, &'a Expr, bool)>,
-    /// Every call, with its guard.
-    pub calls: Vec<CallSite<'a>>,
-    /// `return` / `yield` values.
-    pub returns: Vec<&'a Expr>,
-    /// `p.grad = None` assignments: (in_if, modulo).
-    pub grad_none: Vec<(bool, bool)>,
-}
-
-impl<'a> BodyFacts<'a> {
-    /// Scans `body`.
-    pub fn of(body: &'a [Stmt]) -> Self {
-        let mut scan = BodyScan {
-            facts: BodyFacts::default(),
-            guards: Vec::new(),
-            loop_depth: 0,
-        };
-        scan.visit_body(body);
-        scan.facts
-    }
-}
-
-struct BodyScan<'a> {
-    facts: BodyFacts<'a>,
-    guards: Vec<bool>,
+/// Where a fact sits in the scanned body: under how many `if`s, the deepest of them
+/// whose test uses `%` (0 for none), inside how many loops.
+#[derive(Debug, Clone, Copy, Default)]
+struct Place {
+    if_depth: u32,
+    mod_level: u32,
     loop_depth: u32,
 }
 
-impl BodyScan<'_> {
-    fn guard(&self) -> (bool, bool) {
-        (!self.guards.is_empty(), self.guards.iter().any(|m| *m))
+/// The facts of one loop body: ranges into its function's [`BodyFacts`] (a loop's
+/// facts are the contiguous run gathered while its body was scanned), and where the
+/// loop itself sits, so guards are read relative to it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Span {
+    assigned: (usize, usize),
+    assigns: (usize, usize),
+    calls: (usize, usize),
+    returns: (usize, usize),
+    grad_none: (usize, usize),
+    /// `if`s around the loop (guards deeper than this are inside it).
+    if_base: u32,
+    /// The loop depth of the loop's body (deeper calls are in nested loops).
+    loop_base: u32,
+}
+
+fn run<T>(v: &[T], (start, end): (usize, usize)) -> &[T] {
+    v.get(start..end).unwrap_or_default()
+}
+
+/// Facts about a function's (or the module's) body, gathered once when it is entered,
+/// in one pass: the facts of every loop inside are sub-ranges of these, so nested
+/// loops cost nothing more (95 nested loops around 60,000 statements are scanned once,
+/// not 95 times). Nested function and class bodies are not part of it.
+#[derive(Debug, Default)]
+pub struct BodyFacts<'a> {
+    /// Name (or `self.x` text) → the ordinal of each assignment to it, ascending.
+    assigned_at: HashMap<String, Vec<usize>>,
+    assigned_count: usize,
+    /// Every assignment: target texts and value (augmented ones included).
+    assigns: Vec<(Vec<String>, &'a Expr, bool)>,
+    calls: Vec<(&'a ast::ExprCall, Place)>,
+    /// Indices in `calls` of the training-step calls (see [`Facts::step_calls`]).
+    step_calls: Vec<usize>,
+    returns: Vec<&'a Expr>,
+    /// `p.grad = None` assignments.
+    grad_none: Vec<Place>,
+    /// Each loop statement of the body → its span.
+    loops: HashMap<TextRange, Span>,
+}
+
+impl<'a> BodyFacts<'a> {
+    /// Scans a function's or the module's `body`.
+    pub fn of(body: &'a [Stmt]) -> Self {
+        let mut scan = BodyScan::default();
+        scan.visit_body(body);
+        scan.facts
+    }
+
+    /// Scans one loop statement on its own (a loop outside any scanned body: in a
+    /// class body).
+    fn of_loop(stmt: &'a Stmt) -> Self {
+        let mut scan = BodyScan::default();
+        scan.visit_stmt(stmt);
+        scan.facts
+    }
+
+    fn whole(&self) -> Span {
+        Span {
+            assigned: (0, self.assigned_count),
+            assigns: (0, self.assigns.len()),
+            calls: (0, self.calls.len()),
+            returns: (0, self.returns.len()),
+            grad_none: (0, self.grad_none.len()),
+            if_base: 0,
+            loop_base: 0,
+        }
+    }
+}
+
+/// The facts of a function body or of one loop body within it (a view, O(1) to make).
+#[derive(Debug, Clone)]
+pub struct Facts<'a> {
+    all: Rc<BodyFacts<'a>>,
+    span: Span,
+    /// Names bound by the loop's own `for` target.
+    targets: HashSet<String>,
+}
+
+impl<'a> Facts<'a> {
+    fn whole(all: Rc<BodyFacts<'a>>) -> Self {
+        let span = all.whole();
+        Self {
+            all,
+            span,
+            targets: HashSet::new(),
+        }
+    }
+
+    /// Whether `name` (or `self.x` text) is assigned in the body (a loop's `for`
+    /// target included).
+    pub fn assigned(&self, name: &str) -> bool {
+        let (start, end) = self.span.assigned;
+        self.targets.contains(name)
+            || self.all.assigned_at.get(name).is_some_and(|at| {
+                at.get(at.partition_point(|&i| i < start))
+                    .is_some_and(|&i| i < end)
+            })
+    }
+
+    /// Every assignment: target texts and value (augmented ones included).
+    pub fn assigns(&self) -> &[(Vec<String>, &'a Expr, bool)] {
+        run(&self.all.assigns, self.span.assigns)
+    }
+
+    /// `return` / `yield` values.
+    pub fn returns(&self) -> &[&'a Expr] {
+        run(&self.all.returns, self.span.returns)
+    }
+
+    /// Every call, with its guard relative to this body.
+    pub fn calls(&self) -> impl Iterator<Item = CallSite<'a>> + '_ {
+        run(&self.all.calls, self.span.calls)
+            .iter()
+            .map(|&(call, place)| {
+                let (in_if, modulo, nested_loop) = self.relative(place);
+                CallSite {
+                    call,
+                    in_if,
+                    modulo,
+                    nested_loop,
+                }
+            })
+    }
+
+    /// The calls that the loop-exit rules look at: `*.step`, `*.backward`,
+    /// `*.manual_backward`, `*zero_grad*`, `*.div_`, `*.mul_`. Each loop exit reads
+    /// only these (through an index), so checking every loop of a deep nest costs the
+    /// number of such calls times the nesting, not the size of the code.
+    pub fn step_calls(&self) -> impl Iterator<Item = CallSite<'a>> + '_ {
+        let (start, end) = self.span.calls;
+        let marked = &self.all.step_calls;
+        let from = marked.partition_point(|&i| i < start);
+        let to = marked.partition_point(|&i| i < end);
+        marked
+            .get(from..to)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|&i| self.all.calls.get(i))
+            .map(|&(call, place)| {
+                let (in_if, modulo, nested_loop) = self.relative(place);
+                CallSite {
+                    call,
+                    in_if,
+                    modulo,
+                    nested_loop,
+                }
+            })
+    }
+
+    /// `p.grad = None` assignments: (in_if, modulo).
+    pub fn grad_none(&self) -> impl Iterator<Item = (bool, bool)> + '_ {
+        run(&self.all.grad_none, self.span.grad_none)
+            .iter()
+            .map(|&place| {
+                let (in_if, modulo, _) = self.relative(place);
+                (in_if, modulo)
+            })
+    }
+
+    fn relative(&self, place: Place) -> (bool, bool, bool) {
+        (
+            place.if_depth > self.span.if_base,
+            place.mod_level > self.span.if_base,
+            place.loop_depth > self.span.loop_base,
+        )
+    }
+}
+
+#[derive(Default)]
+struct BodyScan<'a> {
+    facts: BodyFacts<'a>,
+    /// For each open `if`: the deepest `%` guard level at and above it (0 for none).
+    guards: Vec<u32>,
+    loop_depth: u32,
+}
+
+impl<'a> BodyScan<'a> {
+    fn place(&self) -> Place {
+        Place {
+            if_depth: u32::try_from(self.guards.len()).unwrap_or(u32::MAX),
+            mod_level: self.guards.last().copied().unwrap_or(0),
+            loop_depth: self.loop_depth,
+        }
+    }
+
+    fn push_guard(&mut self, modulo: bool) {
+        let level = u32::try_from(self.guards.len().saturating_add(1)).unwrap_or(u32::MAX);
+        let outer = self.guards.last().copied().unwrap_or(0);
+        self.guards.push(if modulo { level } else { outer });
+    }
+
+    fn note_assigned(&mut self, names: impl IntoIterator<Item = String>) {
+        for name in names {
+            let n = self.facts.assigned_count;
+            self.facts.assigned_at.entry(name).or_default().push(n);
+            self.facts.assigned_count = n.saturating_add(1);
+        }
+    }
+
+    fn note_targets(&mut self, target: &Expr) {
+        let mut names = HashSet::new();
+        collect_targets(target, &mut names);
+        self.note_assigned(names);
+    }
+
+    /// Visits a loop's body, recording the span of facts it produced.
+    fn loop_body(&mut self, stmt: &'a Stmt, body: &'a [Stmt]) {
+        let f = &self.facts;
+        let start = (
+            f.assigned_count,
+            f.assigns.len(),
+            f.calls.len(),
+            f.returns.len(),
+            f.grad_none.len(),
+        );
+        let if_base = self.place().if_depth;
+        self.loop_depth = self.loop_depth.saturating_add(1);
+        let loop_base = self.loop_depth;
+        self.visit_body(body);
+        self.loop_depth = self.loop_depth.saturating_sub(1);
+        let f = &self.facts;
+        let span = Span {
+            assigned: (start.0, f.assigned_count),
+            assigns: (start.1, f.assigns.len()),
+            calls: (start.2, f.calls.len()),
+            returns: (start.3, f.returns.len()),
+            grad_none: (start.4, f.grad_none.len()),
+            if_base,
+            loop_base,
+        };
+        self.facts.loops.insert(stmt.range(), span);
     }
 }
 
@@ -109,29 +313,25 @@ impl<'a> Visitor<'a> for BodyScan<'a> {
             Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
             Stmt::For(s) => {
                 self.visit_expr(&s.iter);
-                self.loop_depth = self.loop_depth.saturating_add(1);
-                collect_targets(&s.target, &mut self.facts.assigned);
-                self.visit_body(&s.body);
-                self.loop_depth = self.loop_depth.saturating_sub(1);
+                self.note_targets(&s.target);
+                self.loop_body(stmt, &s.body);
                 self.visit_body(&s.orelse);
             }
             Stmt::While(s) => {
                 self.visit_expr(&s.test);
-                self.loop_depth = self.loop_depth.saturating_add(1);
-                self.visit_body(&s.body);
-                self.loop_depth = self.loop_depth.saturating_sub(1);
+                self.loop_body(stmt, &s.body);
                 self.visit_body(&s.orelse);
             }
             Stmt::If(s) => {
                 self.visit_expr(&s.test);
-                self.guards.push(is_modulo(&s.test));
+                self.push_guard(is_modulo(&s.test));
                 self.visit_body(&s.body);
                 self.guards.pop();
                 for clause in &s.elif_else_clauses {
                     if let Some(t) = &clause.test {
                         self.visit_expr(t);
                     }
-                    self.guards.push(false);
+                    self.push_guard(false);
                     self.visit_body(&clause.body);
                     self.guards.pop();
                 }
@@ -150,11 +350,11 @@ impl<'a> Visitor<'a> for BodyScan<'a> {
                         && at.attr.as_str() == "grad"
                         && a.value.is_none_literal_expr()
                     {
-                        let g = self.guard();
+                        let g = self.place();
                         self.facts.grad_none.push(g);
                     }
                 }
-                self.facts.assigned.extend(names.iter().cloned());
+                self.note_assigned(names.iter().cloned());
                 self.facts
                     .assigns
                     .push((names.into_iter().collect(), &a.value, false));
@@ -172,7 +372,7 @@ impl<'a> Visitor<'a> for BodyScan<'a> {
                 if let Some(v) = &a.value {
                     let mut names = HashSet::new();
                     collect_targets(&a.target, &mut names);
-                    self.facts.assigned.extend(names.iter().cloned());
+                    self.note_assigned(names.iter().cloned());
                     self.facts
                         .assigns
                         .push((names.into_iter().collect(), v, false));
@@ -182,7 +382,7 @@ impl<'a> Visitor<'a> for BodyScan<'a> {
             Stmt::With(w) => {
                 for item in &w.items {
                     if let Some(v) = &item.optional_vars {
-                        collect_targets(v, &mut self.facts.assigned);
+                        self.note_targets(v);
                     }
                 }
                 visitor::walk_stmt(self, stmt);
@@ -195,13 +395,20 @@ impl<'a> Visitor<'a> for BodyScan<'a> {
         match expr {
             Expr::Lambda(_) => {}
             Expr::Call(call) => {
-                let (in_if, modulo) = self.guard();
-                self.facts.calls.push(CallSite {
-                    call,
-                    in_if,
-                    modulo,
-                    nested_loop: self.loop_depth > 0,
-                });
+                let place = self.place();
+                let step = match &*call.func {
+                    Expr::Attribute(a) => {
+                        let m = a.attr.as_str();
+                        matches!(m, "step" | "backward" | "manual_backward" | "div_" | "mul_")
+                            || m.contains("zero_grad")
+                    }
+                    Expr::Name(n) => n.id.as_str().contains("zero_grad"),
+                    _ => false,
+                };
+                if step {
+                    self.facts.step_calls.push(self.facts.calls.len());
+                }
+                self.facts.calls.push((call, place));
                 visitor::walk_expr(self, expr);
             }
             Expr::Yield(y) => {
@@ -211,7 +418,7 @@ impl<'a> Visitor<'a> for BodyScan<'a> {
                 visitor::walk_expr(self, expr);
             }
             Expr::Named(n) => {
-                collect_targets(&n.target, &mut self.facts.assigned);
+                self.note_targets(&n.target);
                 self.facts
                     .assigns
                     .push((vec![text_of(&n.target)], &n.value, false));
@@ -376,7 +583,10 @@ pub struct Scope<'a> {
     /// Names bound to a model loaded with `device_map=`.
     pub device_map_models: HashSet<String>,
     /// Facts about the whole body.
-    pub facts: BodyFacts<'a>,
+    pub facts: Facts<'a>,
+    /// The scanned bodies whose loops this scope may enter: the function's, then any
+    /// loop scanned on its own (in a class body), innermost last.
+    roots: Vec<Rc<BodyFacts<'a>>>,
     /// Loops currently open in this scope, innermost last.
     pub loops: Vec<LoopFrame<'a>>,
     /// Whether the body trains (backward, `.train()`, `enable_grad`…): not inference.
@@ -387,8 +597,8 @@ pub struct Scope<'a> {
 
 /// A loop currently being visited.
 pub struct LoopFrame<'a> {
-    /// Facts about its body.
-    pub facts: BodyFacts<'a>,
+    /// Facts about its body (its `for` target included in `assigned`).
+    pub facts: Facts<'a>,
     /// `if` depth inside this loop.
     pub if_depth: u32,
     /// `except` depth inside this loop.
@@ -410,7 +620,7 @@ impl LoopFrame<'_> {
         if let Some(known) = memo.try_borrow().ok().and_then(|m| m.get(name).copied()) {
             return known;
         }
-        let found = self.facts.assigns.iter().all(|(targets, value, aug)| {
+        let found = self.facts.assigns().iter().all(|(targets, value, aug)| {
             !targets.iter().any(|t| t == name) || *aug || mentions(value, name)
         });
         if let Ok(mut m) = memo.try_borrow_mut() {
@@ -445,6 +655,7 @@ fn is_data_loop(iter: Option<&Expr>, target: Option<&Expr>, source: &str) -> boo
 
 impl<'a> Scope<'a> {
     fn new(name: &str, body: &'a [Stmt]) -> Self {
+        let root = Rc::new(BodyFacts::of(body));
         Self {
             name: name.to_string(),
             is_forward: false,
@@ -455,7 +666,8 @@ impl<'a> Scope<'a> {
             reported_inference: false,
             device_map_models: HashSet::new(),
             trains: false,
-            facts: BodyFacts::of(body),
+            facts: Facts::whole(Rc::clone(&root)),
+            roots: vec![root],
             loops: Vec::new(),
             loss_memo: RefCell::new(HashMap::new()),
         }
@@ -463,7 +675,7 @@ impl<'a> Scope<'a> {
     }
 
     fn with_trains(mut self) -> Self {
-        self.trains = self.facts.calls.iter().any(|c| {
+        self.trains = self.facts.calls().any(|c| {
             backward_loss(c.call).is_some()
                 || matches!(
                     last_segment(&c.call.func),
@@ -879,7 +1091,7 @@ impl<'a> Checker<'a> {
         let facts = &self.scope().facts;
         let mut names: HashSet<String> = HashSet::from([name.to_string()]);
         // one pass of alias propagation in source order is enough for `loss = sum(losses)`
-        for (targets, value, _) in &facts.assigns {
+        for (targets, value, _) in facts.assigns() {
             if mentions_any(value, &names) {
                 names.extend(targets.iter().cloned());
             }
@@ -887,11 +1099,11 @@ impl<'a> Checker<'a> {
         let hit = |e: &Expr| mentions_any(e, &names);
         // returned as is (a summed loss), not averaged for logging (`total / n`)
         let is_name = |e: &Expr| names.contains(&text_of(e));
-        facts.returns.iter().any(|e| match e {
+        facts.returns().iter().any(|e| match e {
             Expr::Tuple(t) => t.elts.iter().any(is_name),
             e => is_name(e),
         })
-            || facts.calls.iter().any(|cs| {
+            || facts.calls().any(|cs| {
                 let c = cs.call;
                 let backward_like = matches!(&*c.func, Expr::Attribute(a)
                     if matches!(a.attr.as_str(), "backward" | "manual_backward" | "scale" | "append" | "extend"));
@@ -1217,12 +1429,12 @@ impl<'a> Checker<'a> {
             Stmt::For(s) => {
                 self.visit_expr(&s.iter);
                 self.bind(&s.target, Kind::Unknown);
-                self.run_loop(&s.body, Some(&s.iter), Some(&s.target));
+                self.run_loop(stmt, &s.body, Some(&s.iter), Some(&s.target));
                 self.visit_body(&s.orelse);
             }
             Stmt::While(s) => {
                 self.visit_expr(&s.test);
-                self.run_loop(&s.body, None, None);
+                self.run_loop(stmt, &s.body, None, None);
                 self.visit_body(&s.orelse);
             }
             Stmt::If(s) => {
@@ -1333,13 +1545,43 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn run_loop(&mut self, body: &'a [Stmt], iter: Option<&Expr>, target: Option<&Expr>) {
-        let mut facts = BodyFacts::of(body);
+    fn run_loop(
+        &mut self,
+        stmt: &'a Stmt,
+        body: &'a [Stmt],
+        iter: Option<&Expr>,
+        target: Option<&Expr>,
+    ) {
         let mut targets = HashSet::new();
         if let Some(t) = target {
             collect_targets(t, &mut targets);
-            facts.assigned.extend(targets.iter().cloned());
         }
+        // the loop's span in a scanned body, or a scan of this loop alone
+        let key = stmt.range();
+        let found = self
+            .scope()
+            .roots
+            .iter()
+            .rev()
+            .find_map(|root| root.loops.get(&key).map(|&span| (Rc::clone(root), span)));
+        let own_root = found.is_none();
+        let (all, span) = found.unwrap_or_else(|| {
+            let root = Rc::new(BodyFacts::of_loop(stmt));
+            let span = root
+                .loops
+                .get(&key)
+                .copied()
+                .unwrap_or_else(|| root.whole());
+            (root, span)
+        });
+        if own_root {
+            self.scope_mut().roots.push(Rc::clone(&all));
+        }
+        let facts = Facts {
+            all,
+            span,
+            targets: targets.clone(),
+        };
         let frame = LoopFrame {
             // a loop inside `forward` is model computation, never a loop over data
             is_data_loop: !self.scope().is_forward && is_data_loop(iter, target, self.source),
@@ -1353,6 +1595,9 @@ impl<'a> Checker<'a> {
         self.visit_body(body);
         rules::on_loop_exit(self);
         self.scope_mut().loops.pop();
+        if own_root {
+            self.scope_mut().roots.pop();
+        }
     }
 }
 

@@ -42,7 +42,7 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
         return;
     }
     let name = text_of(target);
-    if name.is_empty() || (lp.facts.assigned.contains(&name) && !lp.only_accumulated(&name)) {
+    if name.is_empty() || (lp.facts.assigned(&name) && !lp.only_accumulated(&name)) {
         return;
     }
     if !ch.kind(value).has_graph() || ch.consumed_as_loss(&name) {

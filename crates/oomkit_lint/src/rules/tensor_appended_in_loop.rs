@@ -45,7 +45,7 @@ fn in_loop_and_kept(ch: &Checker<'_>, container: &Expr) -> bool {
     }
     let name = text_of(container);
     // a list re-created inside the loop is dropped every iteration
-    !name.is_empty() && !lp.facts.assigned.contains(&name) && !ch.consumed_as_loss(&name)
+    !name.is_empty() && !lp.facts.assigned(&name) && !ch.consumed_as_loss(&name)
 }
 
 fn report(

@@ -53,12 +53,12 @@ pub(crate) fn check(ch: &mut Checker<'_>) {
     // names scaled in the loop (`loss = loss / k`, `loss /= k`, `loss.div_(k)`), gathered
     // once so that each backward call asks in O(1)
     let mut scaled: HashSet<String> = HashSet::new();
-    for (targets, value, aug) in &lp.facts.assigns {
+    for (targets, value, aug) in lp.facts.assigns() {
         if *aug || is_scaled(value) {
             scaled.extend(targets.iter().cloned());
         }
     }
-    for c in &lp.facts.calls {
+    for c in lp.facts.step_calls() {
         if let Expr::Attribute(a) = &*c.call.func
             && matches!(a.attr.as_str(), "div_" | "mul_")
         {
@@ -68,8 +68,7 @@ pub(crate) fn check(ch: &mut Checker<'_>) {
     let mut found = None;
     for site in lp
         .facts
-        .calls
-        .iter()
+        .step_calls()
         .filter(|c| !c.nested_loop && !c.modulo)
     {
         let Some(loss) = backward_loss(site.call) else {
