@@ -111,6 +111,9 @@ pub struct BodyFacts<'a> {
     grad_none: Vec<Place>,
     /// Each loop statement of the body → its span.
     loops: HashMap<TextRange, Span>,
+    /// Target text → (assignment, whether it accumulates: augmented, or its value
+    /// mentions the target), built on first use by [`Facts::only_accumulated`].
+    accumulates: std::cell::OnceCell<HashMap<String, Vec<(usize, bool)>>>,
 }
 
 impl<'a> BodyFacts<'a> {
@@ -220,6 +223,30 @@ impl<'a> Facts<'a> {
                     nested_loop,
                 }
             })
+    }
+
+    /// `name` is assigned in the body only by `name = name + …` / `name += …` (not
+    /// reset per iteration). O(log n + assignments to `name`) after a one-time index.
+    pub fn only_accumulated(&self, name: &str) -> bool {
+        let index = self.all.accumulates.get_or_init(|| {
+            let mut index: HashMap<String, Vec<(usize, bool)>> = HashMap::new();
+            for (i, (targets, value, aug)) in self.all.assigns.iter().enumerate() {
+                for t in targets {
+                    let ok = *aug || mentions(value, t);
+                    index.entry(t.clone()).or_default().push((i, ok));
+                }
+            }
+            index
+        });
+        let (start, end) = self.span.assigns;
+        index.get(name).is_none_or(|at| {
+            let from = at.partition_point(|&(i, _)| i < start);
+            at.get(from..)
+                .unwrap_or_default()
+                .iter()
+                .take_while(|&&(i, _)| i < end)
+                .all(|&(_, ok)| ok)
+        })
     }
 
     /// `p.grad = None` assignments: (in_if, modulo).
@@ -510,11 +537,6 @@ pub fn mentions(expr: &Expr, name: &str) -> bool {
     find_chain(expr, &mut |text| text == name)
 }
 
-/// Whether any name or dotted text of `names` occurs in `expr`.
-pub fn mentions_any(expr: &Expr, names: &HashSet<String>) -> bool {
-    find_chain(expr, &mut |text| names.contains(text))
-}
-
 /// Whether `hit` holds for the text of a name/attribute chain in `expr` (each node
 /// asks once, O([`MAX_CHAIN_ATTRS`]) each).
 fn find_chain(expr: &Expr, hit: &mut dyn FnMut(&str) -> bool) -> bool {
@@ -593,6 +615,79 @@ pub struct Scope<'a> {
     pub trains: bool,
     /// [`Checker::consumed_as_loss`] answers so far.
     loss_memo: RefCell<HashMap<String, bool>>,
+    /// Built on the first [`Checker::consumed_as_loss`] question.
+    loss_index: RefCell<Option<LossIndex>>,
+}
+
+/// What [`Checker::consumed_as_loss`] reads, gathered in one walk of a function's facts.
+#[derive(Debug, Default)]
+struct LossIndex {
+    /// Name text → the assignments whose value mentions it (ascending).
+    by_value: HashMap<String, Vec<usize>>,
+    /// Each assignment's target texts.
+    targets: Vec<Vec<String>>,
+    /// Texts returned or yielded as is (or in a returned tuple).
+    returned: HashSet<String>,
+    /// Name text → for each backward-like call (`backward`, `manual_backward`, `scale`,
+    /// `append`, `extend`) that mentions it: the receiver of an `append`/`extend`.
+    sinks: HashMap<String, Vec<Option<String>>>,
+}
+
+impl LossIndex {
+    fn of(facts: &Facts<'_>) -> Self {
+        let mut index = LossIndex::default();
+        for (i, (targets, value, _)) in facts.assigns().iter().enumerate() {
+            for text in chain_texts(value) {
+                let at = index.by_value.entry(text).or_default();
+                if at.last() != Some(&i) {
+                    at.push(i);
+                }
+            }
+            index.targets.push(targets.clone());
+        }
+        for e in facts.returns() {
+            match e {
+                Expr::Tuple(t) => index.returned.extend(t.elts.iter().map(text_of)),
+                e => {
+                    index.returned.insert(text_of(e));
+                }
+            }
+        }
+        index.returned.remove("");
+        for cs in facts.calls() {
+            let c = cs.call;
+            let Expr::Attribute(a) = &*c.func else {
+                continue;
+            };
+            let m = a.attr.as_str();
+            if !matches!(
+                m,
+                "backward" | "manual_backward" | "scale" | "append" | "extend"
+            ) {
+                continue;
+            }
+            let receiver = matches!(m, "append" | "extend").then(|| text_of(&a.value));
+            let mut texts: HashSet<String> = chain_texts(&c.func).into_iter().collect();
+            for arg in &c.arguments.args {
+                texts.extend(chain_texts(arg));
+            }
+            for t in texts {
+                index.sinks.entry(t).or_default().push(receiver.clone());
+            }
+        }
+        index
+    }
+}
+
+/// The texts of every name/attribute chain in `expr` ([`mentions`] is true for exactly
+/// these), O(size × [`MAX_CHAIN_ATTRS`]).
+fn chain_texts(expr: &Expr) -> Vec<String> {
+    let mut out = Vec::new();
+    find_chain(expr, &mut |text| {
+        out.push(text.to_string());
+        false
+    });
+    out
 }
 
 /// A loop currently being visited.
@@ -608,25 +703,13 @@ pub struct LoopFrame<'a> {
     pub is_data_loop: bool,
     /// Names bound by the `for` target.
     pub targets: HashSet<String>,
-    /// [`LoopFrame::only_accumulated`] answers so far.
-    accumulated_memo: RefCell<HashMap<String, bool>>,
 }
 
 impl LoopFrame<'_> {
     /// `total` is assigned in the loop only by `total = total + …` (not reset per
-    /// iteration). Memoised: 100,000 `total = total + loss` lines ask once.
+    /// iteration).
     pub fn only_accumulated(&self, name: &str) -> bool {
-        let memo = &self.accumulated_memo;
-        if let Some(known) = memo.try_borrow().ok().and_then(|m| m.get(name).copied()) {
-            return known;
-        }
-        let found = self.facts.assigns().iter().all(|(targets, value, aug)| {
-            !targets.iter().any(|t| t == name) || *aug || mentions(value, name)
-        });
-        if let Ok(mut m) = memo.try_borrow_mut() {
-            m.insert(name.to_string(), found);
-        }
-        found
+        self.facts.only_accumulated(name)
     }
 }
 
@@ -670,6 +753,7 @@ impl<'a> Scope<'a> {
             roots: vec![root],
             loops: Vec::new(),
             loss_memo: RefCell::new(HashMap::new()),
+            loss_index: RefCell::new(None),
         }
         .with_trains()
     }
@@ -1086,31 +1170,57 @@ impl<'a> Checker<'a> {
         found
     }
 
-    /// One pass over the function's facts, linear in its size.
+    /// Alias propagation in source order (`loss = sum(losses)` makes `loss` stand for
+    /// `losses` from there on), then: is one of the names returned as is, or
+    /// backpropagated / scaled / appended somewhere (not by `name.append` itself)?
+    /// Reads the function's [`LossIndex`], built once: the cost is the names reached,
+    /// not the size of the function.
     fn consumed_as_loss_uncached(&self, name: &str) -> bool {
-        let facts = &self.scope().facts;
-        let mut names: HashSet<String> = HashSet::from([name.to_string()]);
-        // one pass of alias propagation in source order is enough for `loss = sum(losses)`
-        for (targets, value, _) in facts.assigns() {
-            if mentions_any(value, &names) {
-                names.extend(targets.iter().cloned());
+        let scope = self.scope();
+        if let Ok(mut index) = scope.loss_index.try_borrow_mut()
+            && index.is_none()
+        {
+            *index = Some(LossIndex::of(&scope.facts));
+        }
+        let Ok(index) = scope.loss_index.try_borrow() else {
+            return false;
+        };
+        let Some(index) = index.as_ref() else {
+            return false;
+        };
+        // earliest assignment from which each name stands for `name`
+        let mut from: HashMap<&str, usize> = HashMap::from([(name, 0)]);
+        let mut queue = std::collections::BinaryHeap::from([std::cmp::Reverse((0usize, name))]);
+        while let Some(std::cmp::Reverse((at, n))) = queue.pop() {
+            if from.get(n).is_some_and(|&f| f < at) {
+                continue;
+            }
+            if index.returned.contains(n)
+                || index.sinks.get(n).is_some_and(|calls| {
+                    calls
+                        .iter()
+                        .any(|receiver| receiver.as_deref() != Some(name))
+                })
+            {
+                return true;
+            }
+            let Some(assigns) = index.by_value.get(n) else {
+                continue;
+            };
+            for &i in assigns
+                .get(assigns.partition_point(|&i| i < at)..)
+                .unwrap_or_default()
+            {
+                let next = i.saturating_add(1);
+                for t in index.targets.get(i).into_iter().flatten() {
+                    if from.get(t.as_str()).is_none_or(|&f| f > next) {
+                        from.insert(t, next);
+                        queue.push(std::cmp::Reverse((next, t)));
+                    }
+                }
             }
         }
-        let hit = |e: &Expr| mentions_any(e, &names);
-        // returned as is (a summed loss), not averaged for logging (`total / n`)
-        let is_name = |e: &Expr| names.contains(&text_of(e));
-        facts.returns().iter().any(|e| match e {
-            Expr::Tuple(t) => t.elts.iter().any(is_name),
-            e => is_name(e),
-        })
-            || facts.calls().any(|cs| {
-                let c = cs.call;
-                let backward_like = matches!(&*c.func, Expr::Attribute(a)
-                    if matches!(a.attr.as_str(), "backward" | "manual_backward" | "scale" | "append" | "extend"));
-                backward_like
-                    && (hit(&c.func) || c.arguments.args.iter().any(&hit))
-                    && !matches!(&*c.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "append" | "extend") && text_of(&a.value) == name)
-            })
+        false
     }
 
     fn bind(&mut self, target: &Expr, kind: Kind) {
@@ -1589,7 +1699,6 @@ impl<'a> Checker<'a> {
             facts,
             if_depth: 0,
             except_depth: 0,
-            accumulated_memo: RefCell::new(HashMap::new()),
         };
         self.scope_mut().loops.push(frame);
         self.visit_body(body);

@@ -163,6 +163,29 @@ fn deeply_nested_loops_around_a_big_body_are_scanned_once() {
     assert!(took < QUICK, "{took:?}");
 }
 
+/// "Is this list backpropagated later?" and "is this total only accumulated?" were
+/// answered by re-walking the function for every name: 40,000 distinct accumulators
+/// took 35 s in release. They now read an index built once per function.
+#[test]
+fn a_loop_body_of_many_distinct_accumulators_is_linted_in_linear_time() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut src =
+        String::from("def train():\n    for batch in loader:\n        loss = model(batch)\n");
+    for i in 0..20_000 {
+        src.push_str(&format!(
+            "        xs{i}.append(loss)\n        t{i} = t{i} + loss\n"
+        ));
+    }
+    fs::write(tmp.path().join("many.py"), src).expect("write");
+    let (code, out, err, took) = lint_in(tmp.path(), &["lint", "--statistics", "many.py"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        out.contains("20000\tOOM102\tloss-accumulated-with-graph"),
+        "{out}"
+    );
+    assert!(took < QUICK, "{took:?}");
+}
+
 #[test]
 fn two_megabytes_of_parentheses_are_refused_at_once() {
     let tmp = tempfile::tempdir().expect("tmp");
