@@ -111,9 +111,10 @@ pub struct BodyFacts<'a> {
     grad_none: Vec<Place>,
     /// Each loop statement of the body → its span.
     loops: HashMap<TextRange, Span>,
-    /// Target text → (assignment, whether it accumulates: augmented, or its value
-    /// mentions the target), built on first use by [`Facts::only_accumulated`].
-    accumulates: std::cell::OnceCell<HashMap<String, Vec<(usize, bool)>>>,
+    /// Target text → the assignments to it that do not accumulate (neither augmented
+    /// nor mentioning the target in their value), ascending; built on first use by
+    /// [`Facts::only_accumulated`].
+    resets: std::cell::OnceCell<HashMap<String, Vec<usize>>>,
 }
 
 impl<'a> BodyFacts<'a> {
@@ -226,26 +227,23 @@ impl<'a> Facts<'a> {
     }
 
     /// `name` is assigned in the body only by `name = name + …` / `name += …` (not
-    /// reset per iteration). O(log n + assignments to `name`) after a one-time index.
+    /// reset per iteration). O(log n) after a one-time index of the function.
     pub fn only_accumulated(&self, name: &str) -> bool {
-        let index = self.all.accumulates.get_or_init(|| {
-            let mut index: HashMap<String, Vec<(usize, bool)>> = HashMap::new();
+        let resets = self.all.resets.get_or_init(|| {
+            let mut index: HashMap<String, Vec<usize>> = HashMap::new();
             for (i, (targets, value, aug)) in self.all.assigns.iter().enumerate() {
                 for t in targets {
-                    let ok = *aug || mentions(value, t);
-                    index.entry(t.clone()).or_default().push((i, ok));
+                    if !*aug && !mentions(value, t) {
+                        index.entry(t.clone()).or_default().push(i);
+                    }
                 }
             }
             index
         });
         let (start, end) = self.span.assigns;
-        index.get(name).is_none_or(|at| {
-            let from = at.partition_point(|&(i, _)| i < start);
-            at.get(from..)
-                .unwrap_or_default()
-                .iter()
-                .take_while(|&&(i, _)| i < end)
-                .all(|&(_, ok)| ok)
+        resets.get(name).is_none_or(|at| {
+            at.get(at.partition_point(|&i| i < start))
+                .is_none_or(|&i| i >= end)
         })
     }
 
