@@ -269,6 +269,9 @@ impl<'a> Facts<'a> {
 #[derive(Default)]
 struct BodyScan<'a> {
     facts: BodyFacts<'a>,
+    /// How deep the scan is; it stops descending past [`MAX_WALK_DEPTH`] (the checker
+    /// then refuses the file).
+    depth: usize,
     /// For each open `if`: the deepest `%` guard level at and above it (0 for none).
     guards: Vec<u32>,
     loop_depth: u32,
@@ -334,6 +337,24 @@ impl<'a> BodyScan<'a> {
 
 impl<'a> Visitor<'a> for BodyScan<'a> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        self.depth = self.depth.saturating_add(1);
+        if self.depth <= MAX_WALK_DEPTH {
+            self.scan_stmt(stmt);
+        }
+        self.depth = self.depth.saturating_sub(1);
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        self.depth = self.depth.saturating_add(1);
+        if self.depth <= MAX_WALK_DEPTH {
+            self.scan_expr(expr);
+        }
+        self.depth = self.depth.saturating_sub(1);
+    }
+}
+
+impl<'a> BodyScan<'a> {
+    fn scan_stmt(&mut self, stmt: &'a Stmt) {
         match stmt {
             Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
             Stmt::For(s) => {
@@ -416,7 +437,7 @@ impl<'a> Visitor<'a> for BodyScan<'a> {
         }
     }
 
-    fn visit_expr(&mut self, expr: &'a Expr) {
+    fn scan_expr(&mut self, expr: &'a Expr) {
         match expr {
             Expr::Lambda(_) => {}
             Expr::Call(call) => {
@@ -1780,6 +1801,36 @@ pub fn last_segment_of_text(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use crate::{Settings, lint_source};
+
+    /// The walk's own guard, behind the nesting pre-check: a tree deeper than
+    /// `MAX_WALK_DEPTH` (parsed here without the pre-check) is refused, not overflowed.
+    #[test]
+    fn the_walk_refuses_a_tree_deeper_than_its_guard() {
+        let run = || {
+            let deep = format!("x = a{}\n", ".b".repeat(super::MAX_WALK_DEPTH + 10));
+            let lines = crate::parse::Lines::new(&deep);
+            let module = crate::parse::parse_module(&deep, &lines).expect("parses");
+            let result = super::Checker::check(&module, &deep, crate::rules::RuleSet::all())
+                .map(|v| v.len());
+            // the tree is dropped on this big stack too
+            drop(module);
+            result
+        };
+        let out = std::thread::Builder::new()
+            .stack_size(1 << 30)
+            .spawn(run)
+            .expect("thread")
+            .join()
+            .expect("no panic");
+        assert_eq!(out, Err(()));
+        let shallow = "x = a.b.c\n";
+        let lines = crate::parse::Lines::new(shallow);
+        let module = crate::parse::parse_module(shallow, &lines).expect("parses");
+        assert_eq!(
+            super::Checker::check(&module, shallow, crate::rules::RuleSet::all()).map(|v| v.len()),
+            Ok(0)
+        );
+    }
 
     /// Codes found when `value` is appended in a training loop after `setup`.
     fn appended(setup: &str, value: &str) -> Vec<&'static str> {
