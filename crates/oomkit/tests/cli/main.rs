@@ -4,6 +4,7 @@
 mod estimate;
 mod explain;
 mod lint;
+mod robust_any;
 mod robust_estimate;
 mod robust_explain;
 
