@@ -78,11 +78,11 @@ fn damage(
 }
 
 fn every_command(bytes: &[u8]) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("temp dir");
     let limit = Duration::from_secs(20);
-    std::fs::write(dir.path().join("input.log"), bytes).unwrap();
-    std::fs::write(dir.path().join("input.py"), bytes).unwrap();
-    std::fs::write(dir.path().join("config.json"), bytes).unwrap();
+    for name in ["input.log", "input.py", "config.json"] {
+        std::fs::write(dir.path().join(name), bytes).expect("write input");
+    }
     contract(&["explain", "input.log"], dir.path(), limit);
     contract(
         &["explain", "--format", "json", "input.log"],
