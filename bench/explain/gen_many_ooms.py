@@ -3,7 +3,7 @@
 
 Each line asks for a different size, so oomkit cannot fold them into repeats;
 this probes how time and memory grow with the number of distinct events
-(`oomkit_explain::MAX_EVENTS` keeps at most 10,000).
+(`oomkit_explain::MAX_EVENTS` keeps at most 2,000).
 
     python3 bench/explain/gen_many_ooms.py --count 5000 --out bench/data/many_ooms_5000.log
     /usr/bin/time -v target/release/oomkit explain --format json bench/data/many_ooms_5000.log > /dev/null

@@ -67,9 +67,9 @@ pub struct EstimateArgs {
     /// What runs.
     #[arg(long, value_enum, default_value_t = EstTask::Infer)]
     pub task: EstTask,
-    /// Which parameters train.
-    #[arg(long, value_enum, default_value_t = EstMethod::Full)]
-    pub method: EstMethod,
+    /// Which parameters train (--task train; default full).
+    #[arg(long, value_enum)]
+    pub method: Option<EstMethod>,
     /// Precision: pure half keeps weights, grads and states in half; mixed keeps fp32
     /// weights and states with autocast activations. Default bf16; image models: the
     /// pipeline's `torch_dtype` (default fp16 for SD 1.5/SDXL, bf16 for FLUX).
@@ -80,18 +80,18 @@ pub struct EstimateArgs {
     /// and the T5 encoder (int8, nf4, nf4-dq: bitsandbytes; fp8: torchao).
     #[arg(long, value_enum)]
     pub quant: Option<EstQuant>,
-    /// Optimizer (training).
-    #[arg(long, value_enum, default_value_t = EstOptimizer::Adamw)]
-    pub optimizer: EstOptimizer,
+    /// Optimizer (--task train; default adamw).
+    #[arg(long, value_enum)]
+    pub optimizer: Option<EstOptimizer>,
     /// Micro-batch size.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
     /// Tokens per sample (training) or prompt tokens (inference).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
     pub seq: u64,
-    /// Generated tokens (inference).
-    #[arg(long, default_value_t = 0)]
-    pub new_tokens: u64,
+    /// Generated tokens (--task infer; default 0).
+    #[arg(long)]
+    pub new_tokens: Option<u64>,
     /// Gradient (activation) checkpointing.
     #[arg(long)]
     pub grad_checkpointing: bool,
@@ -100,21 +100,21 @@ pub struct EstimateArgs {
     /// `out = model(**batch)` through backward and the optimizer step.
     #[arg(long)]
     pub trainer: bool,
-    /// Gradient accumulation steps.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
-    pub grad_accum: u64,
+    /// Gradient accumulation steps (--task train; default 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub grad_accum: Option<u64>,
     /// Attention kernel.
     #[arg(long, value_enum, default_value_t = EstAttention::Sdpa)]
     pub attention: EstAttention,
-    /// LoRA rank.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
-    pub lora_rank: u64,
-    /// LoRA target modules: `q,v`, `all-linear` or a list (q,k,v,o,gate,up,down).
-    #[arg(long, default_value = "q,v")]
-    pub lora_targets: String,
-    /// KV-cache dtype.
-    #[arg(long, value_enum, default_value_t = EstKvDtype::Auto)]
-    pub kv_dtype: EstKvDtype,
+    /// LoRA rank (--method lora/qlora; default 8).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub lora_rank: Option<u64>,
+    /// LoRA target modules: `q,v` (default), `all-linear` or a list (q,k,v,o,gate,up,down).
+    #[arg(long)]
+    pub lora_targets: Option<String>,
+    /// KV-cache dtype (inference; default auto).
+    #[arg(long, value_enum)]
+    pub kv_dtype: Option<EstKvDtype>,
     /// The optimizer loops over parameters (torch `foreach=False`, torch 1.x) instead of
     /// the multi-tensor path.
     #[arg(long)]
@@ -130,21 +130,21 @@ pub struct EstimateArgs {
     /// Pipeline-parallel degree (1F1B; micro-batches per step = --grad-accum).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub pp: u64,
-    /// DeepSpeed ZeRO stage.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..=3))]
-    pub zero: u8,
+    /// DeepSpeed ZeRO stage (--task train; default 0).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
+    pub zero: Option<u8>,
     /// FSDP full shard (same memory as ZeRO-3).
     #[arg(long)]
     pub fsdp: bool,
-    /// CPU offload.
-    #[arg(long, value_enum, default_value_t = EstOffload::None)]
-    pub offload: EstOffload,
+    /// CPU offload (--task train; default none).
+    #[arg(long, value_enum)]
+    pub offload: Option<EstOffload>,
     /// Inference engine.
     #[arg(long, value_enum, default_value_t = EstEngine::Hf)]
     pub engine: EstEngine,
-    /// vLLM: fraction of the GPU's memory the engine may use.
-    #[arg(long, default_value_t = 0.9)]
-    pub gpu_memory_utilization: f64,
+    /// vLLM: fraction of the GPU's memory the engine may use (default 0.9).
+    #[arg(long)]
+    pub gpu_memory_utilization: Option<f64>,
     /// vLLM: the context length each request may reach (default: the prompt + new tokens,
     /// at least 8192).
     #[arg(long)]
@@ -162,8 +162,8 @@ pub struct EstimateArgs {
     #[arg(long)]
     pub height: Option<u64>,
     /// Image models: images per prompt (`num_images_per_prompt`).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
-    pub images: u64,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub images: Option<u64>,
     /// Image models: `pipe.enable_attention_slicing()`.
     #[arg(long)]
     pub attention_slicing: bool,

@@ -142,20 +142,58 @@ fn binary_kind(head: &[u8]) -> Option<&'static str> {
             "a Python pickle (a checkpoint or memory snapshot? try `oomkit snapshot`)",
         ),
         (b"\x93NUMPY", "a NumPy array file"),
+        (b"\x89PNG", "a PNG image"),
+        (b"\xff\xd8\xff", "a JPEG image"),
+        (b"GIF8", "a GIF image"),
+        (b"%PDF-", "a PDF document"),
+        (
+            b"BZh",
+            "bzip2-compressed data (decompress it first: bzcat FILE | oomkit explain)",
+        ),
+        (
+            b"\xfd7zXZ\x00",
+            "xz-compressed data (decompress it first: xzcat FILE | oomkit explain)",
+        ),
+        (b"7z\xbc\xaf\x27\x1c", "a 7-Zip archive"),
+        (b"SQLite format 3\x00", "an SQLite database"),
     ];
     if let Some((_, kind)) = magic.iter().find(|(m, _)| head.starts_with(m)) {
         return Some(kind);
     }
     // safetensors: u64 little-endian header length, then a JSON object.
-    if head.len() > 9 && head[8] == b'{' {
-        let n = u64::from_le_bytes(head[..8].try_into().unwrap_or_default());
+    if let Some((len, b'{')) = head
+        .split_first_chunk::<8>()
+        .and_then(|(l, r)| Some((l, *r.first()?)))
+    {
+        let n = u64::from_le_bytes(*len);
         if n > 1 && n < (100 << 20) {
             return Some("a safetensors model file");
         }
     }
+    if head.get(257..262) == Some(b"ustar") {
+        return Some("a tar archive");
+    }
+    not_text(head)
+}
+
+/// Whether a head of unknown format is binary. Text in any encoding (UTF-8,
+/// Latin-1, CP1251, …) has almost no C0 control bytes besides whitespace,
+/// ESC (colours), BS and BEL; random or packed binary data has about one
+/// byte in eight. NUL bytes are tolerated after text (a log cut short by a
+/// crash ends in zero-filled blocks) but not from the start (`/dev/zero`, a
+/// sparse file).
+fn not_text(head: &[u8]) -> Option<&'static str> {
     let nul = head.iter().filter(|&&b| b == 0).count();
-    if nul > 0 && nul * 100 >= head.len() {
-        return Some("binary data (it contains NUL bytes)");
+    if head.first() == Some(&0) && nul * 2 >= head.len() {
+        return Some("binary data (it starts with NUL bytes)");
+    }
+    let control = head
+        .iter()
+        .filter(|&&b| b < 0x20 && b != 0 && !b"\t\n\r\x0b\x0c\x1b\x08\x07".contains(&b))
+        .count();
+    let text = head.len() - nul;
+    if control * 50 > text {
+        return Some("binary data (control bytes that text does not contain)");
     }
     None
 }
@@ -191,15 +229,15 @@ impl<R: Read> Read for Utf16Reader<R> {
                 return Ok(0);
             }
             let mut bytes: Vec<u8> = self.odd.take().into_iter().collect();
-            bytes.extend_from_slice(&self.buf[..n]);
+            bytes.extend_from_slice(self.buf.get(..n).unwrap_or_default());
             if bytes.len() % 2 == 1 {
                 self.odd = bytes.pop();
             }
-            let units = bytes.chunks_exact(2).map(|c| {
+            let units = bytes.as_chunks::<2>().0.iter().map(|&c| {
                 if self.little_endian {
-                    u16::from_le_bytes([c[0], c[1]])
+                    u16::from_le_bytes(c)
                 } else {
-                    u16::from_be_bytes([c[0], c[1]])
+                    u16::from_be_bytes(c)
                 }
             });
             let text: String = char::decode_utf16(units)
@@ -208,8 +246,11 @@ impl<R: Read> Read for Utf16Reader<R> {
             self.out = text.into_bytes();
             self.pos = 0;
         }
-        let n = dst.len().min(self.out.len() - self.pos);
-        dst[..n].copy_from_slice(&self.out[self.pos..self.pos + n]);
+        let pending = self.out.get(self.pos..).unwrap_or_default();
+        let n = dst.len().min(pending.len());
+        if let (Some(to), Some(from)) = (dst.get_mut(..n), pending.get(..n)) {
+            to.copy_from_slice(from);
+        }
         self.pos += n;
         Ok(n)
     }
@@ -232,6 +273,29 @@ mod tests {
         assert!(binary_kind(&st).unwrap().contains("safetensors"));
         assert!(binary_kind(b"plain text\n").is_none());
         assert!(binary_kind(b"progress \xff\xfe bar\n").is_none());
+        assert!(binary_kind(b"%PDF-1.7\n").unwrap().contains("PDF"));
+        assert!(binary_kind(b"\x89PNG\r\n").unwrap().contains("PNG"));
+    }
+
+    #[test]
+    fn random_bytes_and_zeros_are_binary_but_a_crash_cut_log_is_text() {
+        // A fixed pseudo-random sequence (xorshift), like /dev/urandom.
+        let mut x: u32 = 0x9E37_79B9;
+        let random: Vec<u8> = (0..8192)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                x.to_le_bytes()[0]
+            })
+            .collect();
+        assert!(binary_kind(&random).is_some());
+        assert!(binary_kind(&[0u8; 8192]).is_some());
+        let mut cut = b"step 1 loss 0.5\nRuntimeError: CUDA out of memory.\n".to_vec();
+        cut.extend_from_slice(&[0u8; 4096]);
+        assert!(binary_kind(&cut).is_none());
+        let latin1 = b"\xe9poque 1: perte 0.5 \xe0 l'\xe9tape 3\n".repeat(100);
+        assert!(binary_kind(&latin1).is_none());
     }
 
     #[test]

@@ -142,8 +142,8 @@ fn parse(input: &str, prefixes: Prefixes) -> Result<Bytes, ParseSizeError> {
         return Err(err(input, "empty"));
     }
     // `17.79G (19104890880 bytes)`: the exact count in parentheses wins.
-    if let Some(open) = s.find('(') {
-        let inner = s[open + 1..].trim_end_matches(')').trim();
+    if let Some((before, after)) = s.split_once('(') {
+        let inner = after.trim_end_matches(')').trim();
         let digits = inner.trim_end_matches("bytes").trim_end_matches('B').trim();
         if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
             return digits
@@ -151,7 +151,7 @@ fn parse(input: &str, prefixes: Prefixes) -> Result<Bytes, ParseSizeError> {
                 .map(Bytes)
                 .map_err(|_| err(input, "byte count out of range"));
         }
-        return parse(&s[..open], prefixes);
+        return parse(before, prefixes);
     }
     let split = s
         .find(|c: char| {
@@ -200,8 +200,8 @@ fn parse(input: &str, prefixes: Prefixes) -> Result<Bytes, ParseSizeError> {
 /// nearest byte and saturating at `u64::MAX`. Integer arithmetic only, so
 /// `1024.00 KiB` is exactly 1 MiB.
 fn decimal_times(num: &str, scale: u64) -> Option<Bytes> {
-    let (mantissa, exp) = match num.find(['e', 'E']) {
-        Some(i) => (&num[..i], num[i + 1..].parse::<i32>().ok()?),
+    let (mantissa, exp) = match num.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i32>().ok()?),
         None => (num, 0),
     };
     if mantissa.starts_with('-') || mantissa.starts_with('+') {

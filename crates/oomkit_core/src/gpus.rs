@@ -655,7 +655,7 @@ pub static GPUS: &[Gpu] = &[
         aliases: &["6000-ada"],
         source: "gpus.md: NV RTX6000Ada_x8 (49140 MiB ECC off, reserved 500, deviceQuery 48640 MiB, driver 550.127); CI",
     },
-    // "v100" alone means the 16 GB SXM2, the most common V100.
+    // "v100" alone is ambiguous (16 or 32 GB, SXM2 or PCIe): `find` lists them.
     Gpu {
         id: "v100-16gb",
         name: "Tesla V100-SXM2-16GB",
@@ -669,7 +669,7 @@ pub static GPUS: &[Gpu] = &[
         unified: false,
         bf16: false,
         bandwidth_gbs: 900,
-        aliases: &["v100", "v100-sxm2"],
+        aliases: &["v100-sxm2"],
         source: "gpus.md: GLS V100_x8 (driver 550.127, reserved 240, deviceQuery 16144 MiB); CI (16160 / 16130 pre-R510)",
     },
     Gpu {
@@ -787,7 +787,7 @@ pub static GPUS: &[Gpu] = &[
         aliases: &["a100-40gb-pcie"],
         source: "gpus.md: CI (new-format nvidia-smi rows, 7 hits)",
     },
-    // "a100" alone means the 80 GB SXM4, the A100 most clouds rent out.
+    // "a100" alone is ambiguous (40 or 80 GB): `find` lists the variants.
     Gpu {
         id: "a100-80gb",
         name: "NVIDIA A100-SXM4-80GB",
@@ -802,7 +802,7 @@ pub static GPUS: &[Gpu] = &[
         unified: false,
         bf16: true,
         bandwidth_gbs: 2039,
-        aliases: &["a100", "a100-80gb-sxm"],
+        aliases: &["a100-80gb-sxm"],
         source: "gpus.md: MO; NV A100SXMx4 (driver 555.42, reserved 763, deviceQuery 81158 MiB); keyu-tian/SparK#8 (81252 pre-R510); levihsu/OOTDiffusion#235 (OOM 79.25 GiB)",
     },
     Gpu {
@@ -837,7 +837,7 @@ pub static GPUS: &[Gpu] = &[
         aliases: &["h100-pcie-80gb"],
         source: "gpus.md: CI (81559; outliers 94514 and a mock 81920 ignored)",
     },
-    // "h100" alone means the SXM board.
+    // "h100" alone is ambiguous (PCIe, SXM, NVL with 94 GB): `find` lists them.
     Gpu {
         id: "h100-sxm",
         name: "NVIDIA H100 80GB HBM3",
@@ -851,7 +851,7 @@ pub static GPUS: &[Gpu] = &[
         unified: false,
         bf16: true,
         bandwidth_gbs: 3350,
-        aliases: &["h100", "h100-80gb", "h100-sxm5"],
+        aliases: &["h100-80gb", "h100-sxm5"],
         source: "gpus.md: MO; modal-labs/modal-client#2797; NVIDIA/nccl#1264; wilicc/gpu-burn#114; EX h100 capture; NV H100SXMx8 (reserved 454, deviceQuery 81106 MiB)",
     },
     Gpu {
@@ -1262,12 +1262,31 @@ pub static GPUS: &[Gpu] = &[
 
 /// Why a GPU name did not resolve.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown GPU {input:?}{}", suggestion_text(.suggestions))]
+#[error("{}", unknown_text(self))]
 pub struct UnknownGpu {
     /// What the user typed.
     pub input: String,
     /// Close catalogue ids.
     pub suggestions: Vec<&'static str>,
+    /// The name is the start of several catalogue ids (`a100`: the 40 GB
+    /// and 80 GB boards), listed in `suggestions`: choose one.
+    pub ambiguous: bool,
+}
+
+fn unknown_text(e: &UnknownGpu) -> String {
+    if e.ambiguous {
+        format!(
+            "ambiguous GPU {:?}: {} (name one; see `oomkit estimate --list-gpus`)",
+            e.input,
+            e.suggestions.join(", ")
+        )
+    } else {
+        format!(
+            "unknown GPU {:?}{}",
+            e.input,
+            suggestion_text(&e.suggestions)
+        )
+    }
 }
 
 fn suggestion_text(s: &[&'static str]) -> String {
@@ -1308,6 +1327,20 @@ pub fn find(name: &str) -> Result<&'static Gpu, UnknownGpu> {
             }
         }
     }
+    // A family name (`a100`, `h100`, `v100`) is the start of several ids
+    // with different memory: an error listing them, never a silent pick.
+    let family: Vec<&'static str> = GPUS
+        .iter()
+        .filter(|g| want.len() >= 2 && normalize_name(g.id).starts_with(&want))
+        .map(|g| g.id)
+        .collect();
+    if family.len() > 1 {
+        return Err(UnknownGpu {
+            input: name.to_string(),
+            suggestions: family,
+            ambiguous: true,
+        });
+    }
     let mut suggestions: Vec<&'static str> = GPUS
         .iter()
         .filter(|g| {
@@ -1321,6 +1354,7 @@ pub fn find(name: &str) -> Result<&'static Gpu, UnknownGpu> {
     Err(UnknownGpu {
         input: name.to_string(),
         suggestions,
+        ambiguous: false,
     })
 }
 
@@ -1468,7 +1502,38 @@ mod tests {
         ] {
             assert_eq!(find(n).unwrap().id, "rtx-4090", "{n}");
         }
-        assert_eq!(find("h100").unwrap().id, "h100-sxm");
+        assert_eq!(find("h100-sxm").unwrap().id, "h100-sxm");
+    }
+
+    #[test]
+    fn family_names_are_ambiguous() {
+        for (n, want) in [
+            (
+                "a100",
+                &["a100-40gb", "a100-pcie-40gb", "a100-80gb", "a100-pcie-80gb"][..],
+            ),
+            (
+                "A100",
+                &["a100-40gb", "a100-pcie-40gb", "a100-80gb", "a100-pcie-80gb"],
+            ),
+            ("h100", &["h100-pcie", "h100-sxm", "h100-nvl"]),
+            (
+                "v100",
+                &["v100-16gb", "v100-32gb", "v100-pcie-16gb", "v100-pcie-32gb"],
+            ),
+        ] {
+            let e = find(n).unwrap_err();
+            assert!(e.ambiguous, "{n}");
+            assert_eq!(e.suggestions, want, "{n}");
+            assert!(
+                e.to_string().starts_with(&format!("ambiguous GPU {n:?}: ")),
+                "{e}"
+            );
+        }
+        // Exact ids and aliases still resolve; an unknown name stays unknown.
+        assert_eq!(find("a100-80gb").unwrap().id, "a100-80gb");
+        assert_eq!(find("rtx-a6000").unwrap().id, "rtx-a6000");
+        assert!(!find("z9000").unwrap_err().ambiguous);
     }
 
     #[test]
@@ -1479,14 +1544,11 @@ mod tests {
             ("RTX 4090", "rtx-4090"),
             ("a100-40gb", "a100-40gb"),
             ("A100-SXM4-40GB", "a100-40gb"),
-            ("a100", "a100-80gb"),
-            ("A100", "a100-80gb"),
             ("a100 80gb", "a100-80gb"),
             ("A100-SXM4-80GB", "a100-80gb"),
             ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
             ("A100 80GB PCIe", "a100-pcie-80gb"),
             ("a100-pcie-40gb", "a100-pcie-40gb"),
-            ("h100", "h100-sxm"),
             ("H100 80GB HBM3", "h100-sxm"),
             ("h100 pcie", "h100-pcie"),
             ("H100 NVL", "h100-nvl"),
@@ -1501,7 +1563,6 @@ mod tests {
             ("4060 Ti", "rtx-4060-ti-8gb"),
             ("4060 Ti 16GB", "rtx-4060-ti-16gb"),
             ("titan rtx", "titan-rtx"),
-            ("v100", "v100-16gb"),
             ("Tesla V100-SXM2-32GB", "v100-32gb"),
             ("v100-pcie-32gb", "v100-pcie-32gb"),
             ("mi300x", "mi300x"),
@@ -1561,7 +1622,10 @@ mod tests {
 
     #[test]
     fn h100_reports_driver_memory_not_marketing() {
-        assert_eq!(find("h100").unwrap().driver_total.display_mib(), "81559MiB");
+        assert_eq!(
+            find("h100-sxm").unwrap().driver_total.display_mib(),
+            "81559MiB"
+        );
     }
 
     #[test]

@@ -1126,7 +1126,7 @@ mod tests {
             // `load_in_8bit=True` / `load_in_4bit=True` belong inside a
             // BitsAndBytesConfig, never as a bare from_pretrained argument.
             for (at, _) in s.code.match_indices("load_in_") {
-                let before = &s.code[..at];
+                let before = s.code.get(..at).unwrap_or_default();
                 let config = before.rfind("BitsAndBytesConfig(");
                 let call = before.rfind("from_pretrained(");
                 assert!(

@@ -15,8 +15,18 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
-/// The largest header we accept (the format caps it at 100 MB).
-pub const MAX_HEADER: u64 = 100_000_000;
+/// The largest header we accept: real headers are about 100 bytes per
+/// tensor, well under 1 MiB even for a shard of a 671B model (the format
+/// itself caps them at 100 MB).
+pub const MAX_HEADER: u64 = 16 << 20;
+
+/// The most header bytes read over all the shards of one folder (DeepSeek-V3's
+/// 163 shards hold about 10 MiB of headers).
+pub const MAX_HEADERS_TOTAL: u64 = 64 << 20;
+
+/// The largest `model.safetensors.index.json` we read: about 80 bytes per
+/// tensor name, under 10 MiB even for DeepSeek-V3's 91k tensors.
+pub const MAX_INDEX: u64 = 32 << 20;
 
 /// What the headers say about the stored tensors.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -49,12 +59,18 @@ impl Checkpoint {
     }
 
     /// Adds another shard.
-    pub fn merge(&mut self, other: Checkpoint) {
-        self.elements += other.elements;
-        self.bytes += other.bytes;
+    pub fn merge(&mut self, other: Checkpoint) -> Result<(), HeaderError> {
+        let overflow = || HeaderError("the shards' sizes add up beyond 2^64".into());
+        self.elements = self
+            .elements
+            .checked_add(other.elements)
+            .ok_or_else(overflow)?;
+        self.bytes = self.bytes.checked_add(other.bytes).ok_or_else(overflow)?;
         for (k, v) in other.bytes_by_dtype {
-            *self.bytes_by_dtype.entry(k).or_default() += v;
+            let by = self.bytes_by_dtype.entry(k).or_default();
+            *by = by.checked_add(v).ok_or_else(overflow)?;
         }
+        Ok(())
     }
 }
 
@@ -149,8 +165,14 @@ pub struct HeaderError(pub String);
 /// Reads the header length from the first 8 bytes.
 pub fn header_len(prefix: [u8; 8]) -> Result<u64, HeaderError> {
     let n = u64::from_le_bytes(prefix);
-    if n == 0 || n > MAX_HEADER {
-        return Err(HeaderError(format!("header length {n} is out of range")));
+    if n == 0 {
+        return Err(HeaderError("header length 0".into()));
+    }
+    if n > MAX_HEADER {
+        return Err(HeaderError(format!(
+            "the file claims a {n}-byte header, over the {} limit (safetensors headers are small: about 100 bytes per tensor)",
+            oomkit_core::Bytes(MAX_HEADER)
+        )));
     }
     Ok(n)
 }
@@ -195,9 +217,13 @@ pub fn parse_header(json: &[u8]) -> Result<Checkpoint, HeaderError> {
         if b < a {
             return Err(bad("data_offsets end before they begin"));
         }
-        c.elements += elems;
-        c.bytes += b - a;
-        *c.bytes_by_dtype.entry(dtype.to_string()).or_default() += b - a;
+        let mut one = Checkpoint {
+            elements: elems,
+            bytes: b - a,
+            ..Checkpoint::default()
+        };
+        one.bytes_by_dtype.insert(dtype.to_string(), b - a);
+        c.merge(one).map_err(|_| bad("sizes add up beyond 2^64"))?;
     }
     Ok(c)
 }

@@ -2,7 +2,7 @@
 //! `shared/reference/memory-estimation.md` (§3 is the consolidated formula
 //! sheet); each function says which item it implements.
 
-use crate::model::ModelConfig;
+use crate::model::{ModelConfig, sat};
 use crate::setup::{Attention, Method, Optimizer, Precision, Quant, Setup, Task};
 
 /// Bits per quantized linear weight, including quantization constants
@@ -27,11 +27,18 @@ pub fn quant_bits_x1000(q: Quant) -> u64 {
 /// Trainable adapter parameters: r·(in + out) per adapted linear (LoRA
 /// paper §4.1), for every matching linear of every layer.
 pub fn lora_params(cfg: &ModelConfig, s: &Setup) -> u64 {
-    (0..cfg.layers)
-        .flat_map(|i| cfg.layer_linears(i))
-        .filter(|(name, ..)| s.lora_targets.matches(name))
-        .map(|(_, a, b, n)| s.lora_rank * (a + b) * n)
-        .sum()
+    sat(lora_params_wide(cfg, s))
+}
+
+/// [`lora_params`] in 128 bits (what setup validation bounds).
+pub fn lora_params_wide(cfg: &ModelConfig, s: &Setup) -> u128 {
+    cfg.sum_layers(0, cfg.layers, |i| {
+        cfg.layer_linears(i)
+            .into_iter()
+            .filter(|(name, ..)| s.lora_targets.matches(name))
+            .map(|(_, a, b, n)| u128::from(s.lora_rank) * u128::from(a + b) * u128::from(n))
+            .sum()
+    })
 }
 
 /// Parameters that receive gradients and optimizer state.
@@ -74,10 +81,12 @@ pub fn weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     } else {
         let lin = cfg.block_linear_params();
         let rows: u64 = if s.quant == Quant::Int8 {
-            (0..cfg.layers)
-                .flat_map(|i| cfg.layer_linears(i))
-                .map(|(_, _, out, n)| out * n * 4)
-                .sum()
+            sat(cfg.sum_layers(0, cfg.layers, |i| {
+                cfg.layer_linears(i)
+                    .into_iter()
+                    .map(|(_, _, out, n)| u128::from(out * n * 4))
+                    .sum()
+            }))
         } else {
             0
         };
@@ -131,15 +140,26 @@ fn adafactor_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     if s.task != Task::Train {
         return 0;
     }
-    let lin = (0..cfg.layers).flat_map(|i| cfg.layer_linears(i));
+    let sum_linears = |f: &dyn Fn(&str, u64, u64, u64) -> u64| {
+        sat(cfg.sum_layers(0, cfg.layers, |i| {
+            cfg.layer_linears(i)
+                .into_iter()
+                .map(|(name, a, b, n)| u128::from(f(name, a, b, n)))
+                .sum()
+        }))
+    };
     let elems: u64 = if s.method == Method::Full {
-        let mats: u64 = lin.map(|(_, a, b, n)| (a + b) * n).sum();
+        let mats = sum_linears(&|_, a, b, n| (a + b) * n);
         let vectors = cfg.params() - cfg.block_linear_params() - cfg.vocab * cfg.hidden;
         mats + cfg.vocab + cfg.hidden + vectors.min(cfg.layers * 8 * cfg.hidden)
     } else {
-        lin.filter(|(name, ..)| s.lora_targets.matches(name))
-            .map(|(_, a, b, n)| (a + 2 * s.lora_rank + b) * n)
-            .sum()
+        sum_linears(&|name, a, b, n| {
+            if s.lora_targets.matches(name) {
+                (a + 2 * s.lora_rank + b) * n
+            } else {
+                0
+            }
+        })
     };
     elems * 4
 }
@@ -346,17 +366,24 @@ pub fn lora_input_copies_bytes(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 
 /// Korthikanti 5·a·s²·b term), or the O(s) log-sum-exp with flash/SDPA
 /// kernels, plus 1-byte residual dropout masks when the config enables dropout.
 pub fn layer_activation_bytes(cfg: &ModelConfig, s: &Setup, layer: u64, b: u64, seq: u64) -> u64 {
+    sat(layer_activation_wide(cfg, s, layer, b, seq))
+}
+
+/// [`layer_activation_bytes`] in 128 bits: the per-token widths are
+/// bounded by the model's limits, the token and score counts are not.
+fn layer_activation_wide(cfg: &ModelConfig, s: &Setup, layer: u64, b: u64, seq: u64) -> u128 {
+    let w = u128::from;
     let beta = s.precision.act_bytes();
-    let t = b * seq;
-    let mut bytes = (layer_token_elems(cfg, s, layer) * beta + layer_norm_token_bytes(cfg, s)) * t;
+    let t = w(b) * w(seq);
+    let mut bytes = w(layer_token_elems(cfg, s, layer) * beta + layer_norm_token_bytes(cfg, s)) * t;
     if cfg.hidden_dropout {
-        bytes += 2 * t * cfg.hidden; // two residual dropout masks, 1 B each
+        bytes += 2 * t * w(cfg.hidden); // two residual dropout masks, 1 B each
     }
-    bytes += lora_input_copies_bytes(cfg, s, layer) * t;
-    let scores = cfg.heads * seq * seq * b;
+    bytes += w(lora_input_copies_bytes(cfg, s, layer)) * t;
+    let scores = w(cfg.heads) * w(seq) * w(seq) * w(b);
     bytes += match s.attention {
-        Attention::Eager => scores * eager_score_bytes(cfg, s),
-        Attention::Sdpa | Attention::Flash => cfg.heads * t * 4,
+        Attention::Eager => scores * w(eager_score_bytes(cfg, s)),
+        Attention::Sdpa | Attention::Flash => w(cfg.heads) * t * 4,
     };
     bytes
 }
@@ -396,22 +423,29 @@ pub fn stage_layers(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// split over the `tp` ranks, Korthikanti et al. 2022 §4.2.2,
 /// (sbh/t)·(34 + 5·a·s/h). Autocast's weight copies follow the weights.
 pub fn stage_activations_bytes(cfg: &ModelConfig, s: &Setup, micro_batches: u64) -> u64 {
+    sat(stage_activations_wide(cfg, s, micro_batches))
+}
+
+/// [`stage_activations_bytes`] in 128 bits, closed-form over the layers.
+pub fn stage_activations_wide(cfg: &ModelConfig, s: &Setup, micro_batches: u64) -> u128 {
+    let w = u128::from;
     let stream = if fp32_stream(cfg, s) {
         4
     } else {
         s.precision.act_bytes()
     };
-    let t = s.batch * s.seq;
-    let edges = 3 * t * cfg.hidden * stream;
+    let t = w(s.batch) * w(s.seq);
+    let edges = 3 * t * w(cfg.hidden * stream);
     let copies = model_share(cfg, s.pp, s.tp, autocast_weight_copies_bytes(cfg, s));
-    let layers = 0..stage_layers(cfg, s);
-    let layer = |i| layer_activation_bytes(cfg, s, i, s.batch, s.seq);
+    let layers = stage_layers(cfg, s);
     let saved = if s.grad_checkpointing {
-        layers.count() as u64 * t * cfg.hidden * stream
+        w(layers) * t * w(cfg.hidden * stream)
     } else {
-        layers.map(layer).sum::<u64>()
+        cfg.sum_layers(0, layers, |i| {
+            layer_activation_wide(cfg, s, i, s.batch, s.seq)
+        })
     };
-    (saved + edges) * micro_batches / s.tp.max(1) + copies
+    (saved + edges).saturating_mul(w(micro_batches)) / w(s.tp.max(1)) + w(copies)
 }
 
 /// With gradient checkpointing, the activations of the one layer being
@@ -430,8 +464,10 @@ pub fn recompute_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
         } else {
             0
         };
-    ((0..stage_layers(cfg, s))
-        .map(|i| layer_activation_bytes(cfg, s, i, s.batch, s.seq))
+    (cfg.layer_groups(0, stage_layers(cfg, s))
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(i, _)| layer_activation_bytes(cfg, s, i, s.batch, s.seq))
         .max()
         .unwrap_or(0)
         + copies)
@@ -556,6 +592,12 @@ pub fn kv_elem_bits(s: &Setup) -> u64 {
 /// per layer, capped at the window on sliding-window layers; MLA models in
 /// transformers cache the decompressed per-head keys (nope + rope) and values.
 pub fn kv_cache_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u64 {
+    sat(kv_cache_wide(cfg, s, tokens))
+}
+
+/// [`kv_cache_bytes`] in 128 bits.
+pub fn kv_cache_wide(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u128 {
+    let w = u128::from;
     if cfg.encoder {
         return 0;
     }
@@ -563,17 +605,19 @@ pub fn kv_cache_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u64 {
         Some(m) => cfg.heads * (m.nope_dim + m.rope_dim + m.v_dim),
         None => 2 * cfg.kv_heads * cfg.head_dim,
     };
-    let full_layers = cfg.layers - cfg.sliding_layers;
+    let full_layers = cfg.layers.saturating_sub(cfg.sliding_layers);
     let window = cfg.sliding_window.unwrap_or(tokens).min(tokens);
-    let elems = per_token_layer * (full_layers * tokens + cfg.sliding_layers * window) * s.batch;
+    let elems = w(per_token_layer)
+        * (w(full_layers) * w(tokens) + w(cfg.sliding_layers) * w(window))
+        * w(s.batch);
     // A quantized cache (HF QuantizedCache, Qwen `use_cache_quantization`) keeps a
     // scale and a zero point (fp32) per token, head and head_dim group.
     let constants = if kv_elem_bits(s) < 16 {
-        elems / cfg.head_dim.max(1) * 2 * 32
+        elems / w(cfg.head_dim.max(1)) * 2 * 32
     } else {
         0
     };
-    (elems * kv_elem_bits(s) + constants) / 8
+    (elems * w(kv_elem_bits(s)) + constants) / 8
 }
 
 /// Allocator slack of a cache grown by concatenation (§3.8 and §3.9): each
@@ -596,11 +640,17 @@ pub fn cache_growth_slack_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u6
 /// Tensor parallelism splits the heads and the intermediate over `tp` ranks
 /// (Megatron column/row-parallel linears); the residual stream stays whole.
 pub fn prefill_transient_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    let beta = s.precision.act_bytes();
-    let t = s.batch * s.seq;
-    let h = cfg.hidden;
-    let q = cfg.heads * cfg.head_dim;
-    let kv = cfg.kv_heads * cfg.head_dim;
+    sat(prefill_transient_wide(cfg, s))
+}
+
+/// [`prefill_transient_bytes`] in 128 bits.
+pub fn prefill_transient_wide(cfg: &ModelConfig, s: &Setup) -> u128 {
+    let w = u128::from;
+    let beta = w(s.precision.act_bytes());
+    let t = w(s.batch) * w(s.seq);
+    let h = w(cfg.hidden);
+    let q = w(cfg.heads * cfg.head_dim);
+    let kv = w(cfg.kv_heads * cfg.head_dim);
     let mut attn = t * (2 * q + 2 * kv) * beta;
     if s.attention == Attention::Eager {
         // The scores in β, and the softmax: Llama-family code calls
@@ -614,7 +664,7 @@ pub fn prefill_transient_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
         } else {
             2 * beta
         };
-        attn += cfg.heads * s.seq * s.seq * s.batch * per_score;
+        attn += w(cfg.heads) * w(s.seq) * w(s.seq) * w(s.batch) * per_score;
         if cfg.kv_heads < cfg.heads {
             attn += 2 * t * q * beta;
         }
@@ -624,12 +674,12 @@ pub fn prefill_transient_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
         None => cfg.intermediate,
     };
     let live = if cfg.glu || cfg.composite_gelu {
-        3 + u64::from(cfg.composite_gelu)
+        3 + u128::from(cfg.composite_gelu)
     } else {
         2
     };
-    let mlp = t * f * live * beta;
-    2 * t * h * beta + attn.max(mlp) / s.tp.max(1)
+    let mlp = t * w(f) * live * beta;
+    2 * t * h * beta + attn.max(mlp) / w(s.tp.max(1))
 }
 
 /// What is alive beside the logits when the head runs on the prompt: the
@@ -692,7 +742,10 @@ pub fn nccl_bytes(s: &Setup) -> u64 {
 /// tensors at face value and 10 % on top of the transient working set.
 pub fn reserved_bytes(allocated: u64, transient: u64) -> u64 {
     let slack = transient / 10;
-    (allocated + slack).div_ceil(2 << 20) * (2 << 20)
+    allocated
+        .saturating_add(slack)
+        .div_ceil(2 << 20)
+        .saturating_mul(2 << 20)
 }
 
 /// Weights for precision labels in outputs.
@@ -805,8 +858,11 @@ pub fn sharded_states(cfg: &ModelConfig, s: &Setup) -> (u64, u64, u64, u64) {
         step = step.min(ZERO3_SUB_GROUP * 4);
     }
     if s.zero >= 3 {
-        let largest = (0..cfg.layers)
-            .map(|i| cfg.layer_params(i))
+        let largest = cfg
+            .layer_groups(0, cfg.layers)
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(i, _)| cfg.layer_params(i))
             .max()
             .unwrap_or(0);
         let gathered_bytes = if mixed(s) {

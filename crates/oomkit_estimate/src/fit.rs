@@ -62,10 +62,9 @@ fn largest(cfg: &ModelConfig, s: &Setup, usable: u64, set: impl Fn(&mut Setup, u
     largest_where(MAX_SEARCH, |v: u64| {
         let mut t = s.clone();
         set(&mut t, v);
-        match t.validate() {
-            Ok(t) => estimate(cfg, &t).device_used_bytes <= usable,
-            Err(_) => false,
-        }
+        t.validate()
+            .and_then(|t| estimate(cfg, &t))
+            .is_ok_and(|e| e.device_used_bytes <= usable)
     })
 }
 
@@ -305,7 +304,7 @@ fn more_gpus(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String
             gpus: n,
             ..s.clone()
         };
-        estimate(cfg, &t).device_used_bytes <= usable
+        estimate(cfg, &t).is_ok_and(|e| e.device_used_bytes <= usable)
     })?;
     let t = Setup {
         gpus: n,
@@ -358,7 +357,10 @@ pub fn fit(cfg: &ModelConfig, s: &Setup, gpu: &'static Gpu, est: &Estimate) -> F
                 let Some((next, change, config)) = apply(&cur, cfg, usable) else {
                     continue;
                 };
-                let after = estimate(cfg, &next).device_used_bytes;
+                // A change the model cannot take (or too large) is no step.
+                let Ok(after) = estimate(cfg, &next).map(|e| e.device_used_bytes) else {
+                    continue;
+                };
                 // A step must save something worth its cost (0.5 % of the GPU),
                 // and the last resorts (smaller batch, shorter inputs) only count
                 // when they reach a fit: shrinking the job without fitting helps
@@ -438,7 +440,7 @@ mod tests {
             ..Setup::default()
         };
         let gpu = oomkit_core::gpus::find("rtx-4090").expect("gpu");
-        let est = estimate(&cfg, &s);
+        let est = estimate(&cfg, &s).expect("estimate");
         let f = fit(&cfg, &s, gpu, &est);
         assert!(!f.fits);
         assert!(f.plan_fits, "{:?}", f.plan);
@@ -457,7 +459,7 @@ mod tests {
             ..Setup::default()
         };
         let gpu = oomkit_core::gpus::find("h100-sxm").expect("gpu");
-        let est = estimate(&cfg, &s);
+        let est = estimate(&cfg, &s).expect("estimate");
         let f = fit(&cfg, &s, gpu, &est);
         let ids: Vec<&str> = f.plan.iter().map(|st| st.remedy).collect();
         assert_eq!(ids[0], "optimizer-8bit", "{ids:?}");
@@ -478,7 +480,7 @@ mod tests {
             ..Setup::default()
         };
         let gpu = oomkit_core::gpus::find("h100-sxm").expect("gpu");
-        let est = estimate(&cfg, &s);
+        let est = estimate(&cfg, &s).expect("estimate");
         let f = fit(&cfg, &s, gpu, &est);
         assert!(!f.fits);
         let step = f
@@ -506,12 +508,12 @@ mod tests {
             ..Setup::default()
         };
         let gpu = oomkit_core::gpus::find("rtx-4090").expect("gpu");
-        let est = estimate(&cfg, &s);
+        let est = estimate(&cfg, &s).expect("estimate");
         let f = fit(&cfg, &s, gpu, &est);
         let at = |b| {
             let mut t = s.clone();
             t.batch = b;
-            estimate(&cfg, &t).device_used_bytes
+            estimate(&cfg, &t).expect("estimate").device_used_bytes
         };
         assert!(f.max_batch >= 1);
         assert!(at(f.max_batch) <= f.usable_bytes);

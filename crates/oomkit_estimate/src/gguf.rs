@@ -32,6 +32,36 @@ enum Val {
     Other,
 }
 
+/// The most of a GGUF file read for its header: real headers are a few
+/// MiB (the tokenizer's vocabulary and merges are the bulk; Llama-3's are
+/// under 10 MiB); a file whose header claims more is refused.
+pub const MAX_HEADER: u64 = 64 << 20;
+
+/// Arrays nested deeper than this are refused (real files nest at most 2:
+/// an array of strings or numbers); the parser recurses once per level.
+pub const MAX_DEPTH: u32 = 8;
+
+/// Bytes per tensor info at least: name length, dims count, one dim, type, offset.
+const MIN_TENSOR_INFO: u64 = 8 + 4 + 8 + 4 + 8;
+/// Bytes per key-value pair at least: key length, type, one byte of value.
+const MIN_KV: u64 = 8 + 4 + 1;
+
+fn malformed(what: String) -> GgufError {
+    GgufError::Malformed(what)
+}
+
+/// The fewest bytes one value of type `t` takes (for checking a claimed
+/// array length against the header limit before reading it).
+fn min_size(t: u32) -> u64 {
+    match t {
+        0 | 1 | 7 => 1,
+        2 | 3 => 2,
+        4..=6 => 4,
+        9 => 12,
+        _ => 8,
+    }
+}
+
 struct Cursor<'a> {
     b: &'a [u8],
     at: usize,
@@ -44,31 +74,31 @@ impl Cursor<'_> {
         self.at = end;
         Ok(s)
     }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], GgufError> {
+        self.take(N)?.try_into().map_err(|_| GgufError::NeedMore)
+    }
     fn u32(&mut self) -> Result<u32, GgufError> {
-        let s = self.take(4)?;
-        Ok(u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+        Ok(u32::from_le_bytes(self.array()?))
     }
     fn u64(&mut self) -> Result<u64, GgufError> {
-        let s = self.take(8)?;
-        let mut a = [0u8; 8];
-        a.copy_from_slice(s);
-        Ok(u64::from_le_bytes(a))
+        Ok(u64::from_le_bytes(self.array()?))
     }
     fn string(&mut self) -> Result<String, GgufError> {
         let n = self.u64()?;
-        if n > 1 << 30 {
-            return Err(GgufError::Malformed(format!("string length {n}")));
+        if n > MAX_HEADER {
+            return Err(malformed(format!(
+                "string length {n} is beyond the {} header limit (GGUF headers are a few MiB)",
+                oomkit_core::Bytes(MAX_HEADER)
+            )));
         }
-        Ok(String::from_utf8_lossy(self.take(n as usize)?).into_owned())
+        let n = usize::try_from(n).map_err(|_| GgufError::NeedMore)?;
+        Ok(String::from_utf8_lossy(self.take(n)?).into_owned())
     }
-    /// Reads one value of GGUF type `t`.
-    fn value(&mut self, t: u32) -> Result<Val, GgufError> {
+    /// Reads one value of GGUF type `t`, `depth` arrays deep.
+    fn value(&mut self, t: u32, depth: u32) -> Result<Val, GgufError> {
         Ok(match t {
-            0 | 1 | 7 => Val::Int(u64::from(self.take(1)?[0])),
-            2 | 3 => {
-                let s = self.take(2)?;
-                Val::Int(u64::from(u16::from_le_bytes([s[0], s[1]])))
-            }
+            0 | 1 | 7 => Val::Int(u64::from(u8::from_le_bytes(self.array()?))),
+            2 | 3 => Val::Int(u64::from(u16::from_le_bytes(self.array()?))),
             4 | 5 => Val::Int(u64::from(self.u32()?)),
             6 => {
                 self.take(4)?;
@@ -76,14 +106,22 @@ impl Cursor<'_> {
             }
             8 => Val::Str(self.string()?),
             9 => {
+                if depth >= MAX_DEPTH {
+                    return Err(malformed(format!(
+                        "arrays nested more than {MAX_DEPTH} deep"
+                    )));
+                }
                 let et = self.u32()?;
                 let n = self.u64()?;
-                if n > 1 << 32 {
-                    return Err(GgufError::Malformed(format!("array length {n}")));
+                if n.saturating_mul(min_size(et)) > MAX_HEADER {
+                    return Err(malformed(format!(
+                        "an array of {n} elements is larger than the {} header limit",
+                        oomkit_core::Bytes(MAX_HEADER)
+                    )));
                 }
                 let mut max = None;
                 for _ in 0..n {
-                    if let Val::Int(v) = self.value(et)? {
+                    if let Val::Int(v) = self.value(et, depth + 1)? {
                         max = Some(max.map_or(v, |m: u64| m.max(v)));
                     }
                 }
@@ -157,14 +195,20 @@ pub fn parse(bytes: &[u8], id: &str) -> Result<ModelConfig, GgufError> {
     }
     let n_tensors = c.u64()?;
     let n_kv = c.u64()?;
-    if n_tensors > 1 << 24 || n_kv > 1 << 24 {
-        return Err(GgufError::Malformed("implausible counts".into()));
+    let least = n_tensors
+        .saturating_mul(MIN_TENSOR_INFO)
+        .saturating_add(n_kv.saturating_mul(MIN_KV));
+    if least > MAX_HEADER {
+        return Err(malformed(format!(
+            "the header claims {n_tensors} tensors and {n_kv} key-value pairs, more than fit the {} header limit (GGUF headers are a few MiB)",
+            oomkit_core::Bytes(MAX_HEADER)
+        )));
     }
     let mut meta: BTreeMap<String, Val> = BTreeMap::new();
     for _ in 0..n_kv {
         let k = c.string()?;
         let t = c.u32()?;
-        let v = c.value(t)?;
+        let v = c.value(t, 0)?;
         meta.insert(k, v);
     }
     let mut ck = Checkpoint::default();
@@ -188,10 +232,12 @@ pub fn parse(bytes: &[u8], id: &str) -> Result<ModelConfig, GgufError> {
         let _offset = c.u64()?;
         let (bb, per, tname) = ggml_type_size(t)
             .ok_or_else(|| GgufError::Malformed(format!("tensor {name:?}: unknown type {t}")))?;
-        let bytes = elems.div_ceil(per) * bb;
-        ck.elements += elems;
-        ck.bytes += bytes;
-        *ck.bytes_by_dtype.entry(tname.to_string()).or_default() += bytes;
+        let overflow = || malformed(format!("tensor {name:?}: sizes overflow"));
+        let bytes = elems.div_ceil(per).checked_mul(bb).ok_or_else(overflow)?;
+        ck.elements = ck.elements.checked_add(elems).ok_or_else(overflow)?;
+        ck.bytes = ck.bytes.checked_add(bytes).ok_or_else(overflow)?;
+        let by = ck.bytes_by_dtype.entry(tname.to_string()).or_default();
+        *by = by.checked_add(bytes).ok_or_else(overflow)?;
     }
     let arch = match meta.get("general.architecture") {
         Some(Val::Str(s)) => s.clone(),
@@ -217,19 +263,21 @@ pub fn parse(bytes: &[u8], id: &str) -> Result<ModelConfig, GgufError> {
         // llama.cpp writes `output.weight` only when the head is not tied.
         "tie_word_embeddings": !has_output,
     });
-    if let Some(e) = int("expert_count").filter(|e| *e > 1) {
-        cfg["num_local_experts"] = e.into();
-        cfg["num_experts_per_tok"] = int("expert_used_count").unwrap_or(2).into();
-        if let Some(f) = int("expert_feed_forward_length") {
-            cfg["moe_intermediate_size"] = f.into();
+    let mut set = |k: &str, v: Option<u64>| {
+        if let (Some(o), Some(v)) = (cfg.as_object_mut(), v) {
+            o.insert(k.into(), v.into());
         }
+    };
+    if let Some(e) = int("expert_count").filter(|e| *e > 1) {
+        set("num_local_experts", Some(e));
+        set(
+            "num_experts_per_tok",
+            Some(int("expert_used_count").unwrap_or(2)),
+        );
+        set("moe_intermediate_size", int("expert_feed_forward_length"));
     }
-    if let Some(d) = int("attention.key_length") {
-        cfg["head_dim"] = d.into();
-    }
-    if let Some(w) = int("attention.sliding_window") {
-        cfg["sliding_window"] = w.into();
-    }
+    set("head_dim", int("attention.key_length"));
+    set("sliding_window", int("attention.sliding_window"));
     let mut model = ModelConfig::from_hf_json(id, &cfg.to_string())?;
     model.checkpoint = Some(ck);
     Ok(model)

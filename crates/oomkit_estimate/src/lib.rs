@@ -7,6 +7,14 @@
 //! three numbers a user sees (allocated, reserved, nvidia-smi used) and the
 //! phase of the peak; [`fit`] checks a GPU and builds the plan.
 
+#![deny(
+    clippy::indexing_slicing,
+    clippy::string_slice,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
 pub mod catalogue;
 pub mod checkpoint;
 pub mod components;
@@ -22,7 +30,8 @@ use serde::Serialize;
 
 pub use model::{BareShape, ConfigError, ModelConfig};
 pub use setup::{
-    Attention, LoraTargets, Method, Offload, Optimizer, Precision, Quant, Setup, Task,
+    Attention, Given, LoraTargets, Method, Offload, Optimizer, Precision, Quant, Setup, SetupError,
+    Task,
 };
 
 use components as c;
@@ -81,17 +90,23 @@ struct Phase {
 impl Phase {
     fn allocated(&self) -> u64 {
         let p = &self.parts;
-        p.weights_bytes
-            + p.gradients_bytes
-            + p.optimizer_bytes
-            + p.activations_bytes
-            + p.logits_bytes
-            + p.kv_cache_bytes
-            + p.temporaries_bytes
+        [
+            p.weights_bytes,
+            p.gradients_bytes,
+            p.optimizer_bytes,
+            p.activations_bytes,
+            p.logits_bytes,
+            p.kv_cache_bytes,
+            p.temporaries_bytes,
+        ]
+        .into_iter()
+        .fold(0, u64::saturating_add)
     }
     fn transient(&self) -> u64 {
         let p = &self.parts;
-        p.activations_bytes + p.logits_bytes + p.temporaries_bytes
+        p.activations_bytes
+            .saturating_add(p.logits_bytes)
+            .saturating_add(p.temporaries_bytes)
     }
 }
 
@@ -104,7 +119,12 @@ impl Phase {
 /// micro-batch plus the logits). Inference compares prefill (prompt cache
 /// plus one layer's working set) with the end of decoding (full cache plus
 /// one layer's growth copy).
-pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
+///
+/// Errors when the setup does not fit the model or some term exceeds
+/// [`model::MAX_BYTES`] ([`Setup::check_model`], which bounds every growing
+/// term in 128 bits first): never a wrapped number.
+pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
+    s.check_model(cfg)?;
     let eager;
     let s = if sdpa_falls_back_to_eager(cfg, s) {
         eager = Setup {
@@ -253,7 +273,8 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
     let mut best: Option<(u64, Phase)> = None;
     for ph in phases {
         let alloc = ph.allocated();
-        reserved = reserved.max(c::reserved_bytes(alloc, ph.transient()) + ph.extra_reserved);
+        reserved = reserved
+            .max(c::reserved_bytes(alloc, ph.transient()).saturating_add(ph.extra_reserved));
         if best.as_ref().is_none_or(|b| alloc > b.0) {
             best = Some((alloc, ph));
         }
@@ -267,17 +288,21 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Estimate {
         },
     ));
     let reserved = reserved.max(allocated);
+    let device_used = reserved.saturating_add(ctx);
+    if device_used > model::MAX_BYTES {
+        return Err(SetupError::TooLarge { what: "the peak" });
+    }
     let mut components = phase.parts;
     components.cuda_context_bytes = ctx;
-    Estimate {
+    Ok(Estimate {
         components,
         peak_allocated_bytes: allocated,
         peak_reserved_bytes: reserved,
-        device_used_bytes: reserved + ctx,
+        device_used_bytes: device_used,
         peak_phase: phase.name,
         params: cfg.params(),
         trainable_params: c::trainable_params(cfg, s),
-    }
+    })
 }
 
 /// Weights on the busiest GPU for inference: tensor parallelism divides

@@ -151,6 +151,65 @@ pub enum ConfigError {
     /// Numbers that contradict each other.
     #[error("{0}")]
     Invalid(String),
+    /// A number above the documented limit ([`limits`]).
+    #[error(
+        "{key} is {value}, above the limit of {max} (far beyond any published model; see README \"Limits\")"
+    )]
+    Limit {
+        /// The `config.json` key (or flag) that states it.
+        key: &'static str,
+        /// What the input says.
+        value: u128,
+        /// The largest accepted.
+        max: u64,
+    },
+}
+
+/// Upper bounds on what a config may state, each far above any published
+/// model (the largest today: 126 layers, hidden 16,384 and 128 heads in
+/// Llama-3.1-405B, head_dim 256, intermediate 53,248, vocabulary 262,144 in
+/// Gemma-3, 384 routed experts in Kimi-K2, 1T parameters). They keep every
+/// product the estimate forms inside 64 bits; the totals are still computed
+/// with checked (128-bit) arithmetic before anything multiplies them.
+pub mod limits {
+    /// Layers.
+    pub const LAYERS: u64 = 100_000;
+    /// Hidden size.
+    pub const HIDDEN: u64 = 1 << 20;
+    /// Attention heads and key/value heads.
+    pub const HEADS: u64 = 1 << 14;
+    /// Per-head dimension (and MLA's per-head dims).
+    pub const HEAD_DIM: u64 = 1 << 14;
+    /// MLP intermediate size (dense or per expert).
+    pub const INTERMEDIATE: u64 = 1 << 22;
+    /// Vocabulary.
+    pub const VOCAB: u64 = 1 << 24;
+    /// Routed (and shared) experts per layer.
+    pub const EXPERTS: u64 = 1 << 14;
+    /// MLA's compressed ranks (`q_lora_rank`, `kv_lora_rank`).
+    pub const MLA_RANK: u64 = 1 << 16;
+    /// Learned position rows (BERT/GPT-2 `max_position_embeddings`).
+    pub const POSITION_ROWS: u64 = 1 << 32;
+    /// Total parameters (≈ 1.1 × 10^15, a thousand times the largest model).
+    pub const PARAMS: u64 = 1 << 50;
+}
+
+/// Bytes above which an estimate is refused rather than computed: 1 EiB on
+/// one GPU. Every term the estimate adds is checked against it (in 128-bit
+/// arithmetic) before the 64-bit formulas run, so their sums cannot wrap.
+pub const MAX_BYTES: u64 = 1 << 60;
+
+/// `x` as u64, saturating (the callers compare it with a limit).
+pub(crate) fn sat(x: u128) -> u64 {
+    u64::try_from(x).unwrap_or(u64::MAX)
+}
+
+fn limit(key: &'static str, value: impl Into<u128>, max: u64) -> Result<(), ConfigError> {
+    let value = value.into();
+    if value > u128::from(max) {
+        return Err(ConfigError::Limit { key, value, max });
+    }
+    Ok(())
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -164,7 +223,7 @@ fn int(v: &Value, keys: &[&'static str]) -> Option<u64> {
 fn need(v: &Value, keys: &[&'static str]) -> Result<u64, ConfigError> {
     match int(v, keys) {
         Some(n) if n > 0 => Ok(n),
-        _ => Err(ConfigError::Missing(keys[0])),
+        _ => Err(ConfigError::Missing(keys.first().copied().unwrap_or("?"))),
     }
 }
 
@@ -175,7 +234,7 @@ impl ModelConfig {
         if !v.is_object() {
             return Err(ConfigError::Json("expected a JSON object".into()));
         }
-        let vision_params = vision_params(&v);
+        let vision_params = vision_params(&v)?;
         // Multimodal wrappers (Gemma-3, Llava) keep the LM under `text_config`.
         let v = match v.get("text_config") {
             Some(t) if t.is_object() => t.clone(),
@@ -208,8 +267,8 @@ impl ModelConfig {
             )));
         }
         let head_dim = int(&v, &["head_dim", "kv_channels"]).unwrap_or(hidden / heads);
-        let mut intermediate =
-            int(&v, &["intermediate_size", "n_inner", "ffn_hidden_size"]).unwrap_or(4 * hidden);
+        let mut intermediate = int(&v, &["intermediate_size", "n_inner", "ffn_hidden_size"])
+            .unwrap_or(hidden.saturating_mul(4));
         let act = v
             .get("hidden_act")
             .or_else(|| v.get("activation_function"))
@@ -239,10 +298,9 @@ impl ModelConfig {
             .unwrap_or(tied_default);
         let position_rows = match mt {
             "gpt2" => int(&v, &["n_positions"]).unwrap_or(1024),
-            "bert" | "roberta" => {
-                int(&v, &["max_position_embeddings"]).unwrap_or(512)
-                    + int(&v, &["type_vocab_size"]).unwrap_or(2)
-            }
+            "bert" | "roberta" => int(&v, &["max_position_embeddings"])
+                .unwrap_or(512)
+                .saturating_add(int(&v, &["type_vocab_size"]).unwrap_or(2)),
             _ => 0,
         };
         let norms_per_layer = match mt {
@@ -279,10 +337,11 @@ impl ModelConfig {
         let window = int(&v, &["sliding_window"]).filter(|w| *w > 0);
         let use_sw = v.get("use_sliding_window").and_then(Value::as_bool);
         let sliding_layers = match (window, v.get("layer_types").and_then(Value::as_array)) {
-            (Some(_), Some(types)) => types
+            (Some(_), Some(types)) => (types
                 .iter()
                 .filter(|t| t.as_str() == Some("sliding_attention"))
-                .count() as u64,
+                .count() as u64)
+                .min(layers),
             (Some(_), None) if use_sw == Some(false) => 0,
             // Gemma-2 alternates local and global layers (modeling_gemma2.py).
             (Some(_), None) if mt == "gemma2" => layers / 2,
@@ -320,7 +379,7 @@ impl ModelConfig {
         let fp32_norm_scale = mt.starts_with("gemma");
         let fused_qkv_rope = matches!(mt, "phi3" | "falcon" | "gpt_neox");
         let qk_norm = matches!(mt, "gemma3_text" | "gemma3" | "qwen3" | "qwen3_moe");
-        Ok(ModelConfig {
+        let cfg = ModelConfig {
             id: id.to_string(),
             model_type,
             layers,
@@ -362,7 +421,82 @@ impl ModelConfig {
             vision_params,
             reconstructed: false,
             checkpoint: None,
-        })
+        };
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    /// Checks every number against [`limits`] and the parameter total
+    /// (computed in 128 bits, closed-form over the layers) against
+    /// [`limits::PARAMS`]; checkpoint sizes from headers against
+    /// [`MAX_BYTES`]. After it, the 64-bit parameter and size formulas
+    /// cannot overflow. Keys are named as `config.json` states them.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        use limits as l;
+        limit("num_hidden_layers", self.layers, l::LAYERS)?;
+        limit("hidden_size", self.hidden, l::HIDDEN)?;
+        limit("num_attention_heads", self.heads, l::HEADS)?;
+        limit("num_key_value_heads", self.kv_heads, l::HEADS)?;
+        limit("head_dim", self.head_dim, l::HEAD_DIM)?;
+        limit("intermediate_size", self.intermediate, l::INTERMEDIATE)?;
+        limit("vocab_size", self.vocab, l::VOCAB)?;
+        limit(
+            "learned position rows (max_position_embeddings + type_vocab_size)",
+            self.position_rows,
+            l::POSITION_ROWS,
+        )?;
+        limit("norms per layer", self.norms_per_layer, 8)?;
+        limit("sliding layers", self.sliding_layers, self.layers)?;
+        if let Some(m) = &self.moe {
+            limit("num_experts", m.experts, l::EXPERTS)?;
+            limit("num_experts_per_tok", m.active, m.experts)?;
+            limit("n_shared_experts", m.shared, l::EXPERTS)?;
+            limit("moe_intermediate_size", m.intermediate, l::INTERMEDIATE)?;
+        }
+        if let Some(m) = &self.mla {
+            limit("q_lora_rank", m.q_lora_rank, l::MLA_RANK)?;
+            limit("kv_lora_rank", m.kv_lora_rank, l::MLA_RANK)?;
+            limit("qk_rope_head_dim", m.rope_dim, l::HEAD_DIM)?;
+            limit("qk_nope_head_dim", m.nope_dim, l::HEAD_DIM)?;
+            limit("v_head_dim", m.v_dim, l::HEAD_DIM)?;
+        }
+        limit("vision_config parameters", self.vision_params, l::PARAMS)?;
+        limit("parameters", self.params_wide(), l::PARAMS)?;
+        if let Some(ck) = &self.checkpoint {
+            limit("checkpoint tensor elements", ck.elements, l::PARAMS)?;
+            limit("checkpoint bytes", ck.bytes, MAX_BYTES)?;
+        }
+        Ok(())
+    }
+
+    /// The layers `lo..hi` grouped by kind, as (a representative index,
+    /// count): every per-layer quantity depends only on whether a layer is
+    /// one of an MoE model's leading dense layers, so sums over layers are
+    /// `count × value` — closed-form, whatever the layer count.
+    pub fn layer_groups(&self, lo: u64, hi: u64) -> [(u64, u64); 2] {
+        let hi = hi.max(lo);
+        let split = self
+            .moe
+            .as_ref()
+            .map_or(hi, |m| m.dense_layers.clamp(lo, hi));
+        [(lo, split - lo), (split, hi - split)]
+    }
+
+    /// Σ over layers `lo..hi` of `f(layer)`, closed-form ([`Self::layer_groups`]),
+    /// in 128 bits.
+    pub fn sum_layers(&self, lo: u64, hi: u64, f: impl Fn(u64) -> u128) -> u128 {
+        self.layer_groups(lo, hi)
+            .into_iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(i, n)| f(i).saturating_mul(u128::from(n)))
+            .fold(0u128, u128::saturating_add)
+    }
+
+    /// Total parameters in 128 bits (what [`Self::check`] bounds).
+    fn params_wide(&self) -> u128 {
+        u128::from(self.embedding_params())
+            .saturating_add(self.sum_layers(0, self.layers, |i| u128::from(self.layer_params(i))))
+            .saturating_add(u128::from(self.vision_params))
     }
 
     /// A bare decoder from a parameter count (`--params 7B`) and optional shape
@@ -372,6 +506,21 @@ impl ModelConfig {
     pub fn bare(params: u64, shape: &BareShape) -> Result<ModelConfig, ConfigError> {
         if params == 0 {
             return Err(ConfigError::Invalid("--params must be positive".into()));
+        }
+        use limits as l;
+        limit("--params", params, l::PARAMS)?;
+        for (key, v, max) in [
+            ("--layers", shape.layers, l::LAYERS),
+            ("--hidden", shape.hidden, l::HIDDEN),
+            ("--heads", shape.heads, l::HEADS),
+            ("--kv-heads", shape.kv_heads, l::HEADS),
+            ("--vocab", shape.vocab, l::VOCAB),
+            ("--intermediate", shape.intermediate, l::INTERMEDIATE),
+        ] {
+            if v == Some(0) {
+                return Err(ConfigError::Invalid(format!("{key} must be positive")));
+            }
+            limit(key, v.unwrap_or(0), max)?;
         }
         let vocab = shape.vocab.unwrap_or(32000);
         let p = params as f64;
@@ -444,6 +593,7 @@ impl ModelConfig {
         if cfg.layers == 0 {
             return Err(ConfigError::Invalid("--layers must be positive".into()));
         }
+        cfg.check()?;
         Ok(cfg)
     }
 
@@ -570,18 +720,18 @@ impl ModelConfig {
     /// Total parameters P (tied embeddings counted once), with the vision
     /// tower of a multimodal wrapper.
     pub fn params(&self) -> u64 {
-        self.embedding_params()
-            + (0..self.layers).map(|i| self.layer_params(i)).sum::<u64>()
-            + self.vision_params
+        sat(self.params_wide())
     }
 
     /// Parameters in linear layers inside the blocks (what bitsandbytes
     /// quantizes; embeddings, the LM head and norms stay 16-bit).
     pub fn block_linear_params(&self) -> u64 {
-        (0..self.layers)
-            .flat_map(|i| self.layer_linears(i))
-            .map(|(_, a, b, n)| a * b * n)
-            .sum()
+        sat(self.sum_layers(0, self.layers, |i| {
+            self.layer_linears(i)
+                .into_iter()
+                .map(|(_, a, b, n)| u128::from(a * b * n))
+                .sum()
+        }))
     }
 
     /// The MoE expert matrices (gate/up/down of every routed and shared
@@ -590,12 +740,24 @@ impl ModelConfig {
         let Some(moe) = &self.moe else {
             return (0, 0);
         };
-        (moe.dense_layers.min(self.layers)..self.layers)
-            .flat_map(|i| self.layer_linears(i))
-            .filter(|(name, ..)| matches!(*name, "gate_proj" | "up_proj" | "down_proj"))
-            .fold((0, 0), |(w, b), (_, a, out, n)| {
-                (w + a * out * n, b + if self.bias { out * n } else { 0 })
+        let lo = moe.dense_layers.min(self.layers);
+        let (w, b) = self
+            .layer_groups(lo, self.layers)
+            .into_iter()
+            .flat_map(|(i, count)| {
+                self.layer_linears(i)
+                    .into_iter()
+                    .map(move |lin| (lin, u128::from(count)))
             })
+            .filter(|((name, ..), _)| matches!(*name, "gate_proj" | "up_proj" | "down_proj"))
+            .fold((0u128, 0u128), |(w, b), ((_, a, out, n), count)| {
+                let bias = if self.bias { out * n } else { 0 };
+                (
+                    w + u128::from(a * out * n) * count,
+                    b + u128::from(bias) * count,
+                )
+            });
+        (sat(w), sat(b))
     }
 
     /// Parameters one token actually uses in an MoE layer's MLP relative to
@@ -614,21 +776,29 @@ impl ModelConfig {
 /// head when `vision_use_head`) plus `Gemma3MultiModalProjector` (a
 /// vision × text matrix and an RMSNorm of vision width). Missing keys take
 /// `SiglipVisionConfig`'s defaults. 0 for every other config.
-fn vision_params(top: &Value) -> u64 {
+fn vision_params(top: &Value) -> Result<u64, ConfigError> {
     let is_gemma3 = top.get("model_type").and_then(Value::as_str) == Some("gemma3");
     let (Some(vc), Some(text_hidden)) = (
         top.get("vision_config").filter(|_| is_gemma3),
         top.get("text_config")
             .and_then(|t| int(t, &["hidden_size"])),
     ) else {
-        return 0;
+        return Ok(0);
     };
-    let h = int(vc, &["hidden_size"]).unwrap_or(768);
-    let f = int(vc, &["intermediate_size"]).unwrap_or(3072);
-    let layers = int(vc, &["num_hidden_layers"]).unwrap_or(12);
-    let channels = int(vc, &["num_channels"]).unwrap_or(3);
-    let image = int(vc, &["image_size"]).unwrap_or(224);
-    let patch = int(vc, &["patch_size"]).unwrap_or(16).max(1);
+    let field = |key: &'static str, default: u64, max: u64| -> Result<u128, ConfigError> {
+        let v = int(vc, &[key]).unwrap_or(default);
+        limit(key, v, max)?;
+        Ok(u128::from(v))
+    };
+    // Bounded first, then multiplied in 128 bits.
+    let h = field("hidden_size", 768, limits::HIDDEN)?;
+    let f = field("intermediate_size", 3072, limits::INTERMEDIATE)?;
+    let layers = field("num_hidden_layers", 12, limits::LAYERS)?;
+    let channels = field("num_channels", 3, 1 << 10)?;
+    let image = field("image_size", 224, 1 << 20)?;
+    let patch = field("patch_size", 16, 1 << 20)?.max(1);
+    limit("text_config.hidden_size", text_hidden, limits::HIDDEN)?;
+    let text_hidden = u128::from(text_hidden);
     let patches = (image / patch) * (image / patch);
     let embeddings = channels * patch * patch * h + h + patches * h;
     let mlp = h * f + f + f * h + h;
@@ -641,7 +811,9 @@ fn vision_params(top: &Value) -> u64 {
         0
     };
     let projector = h * text_hidden + h;
-    embeddings + layers * layer + 2 * h + head + projector
+    let total = embeddings + layers * layer + 2 * h + head + projector;
+    limit("vision_config parameters", total, limits::PARAMS)?;
+    Ok(sat(total))
 }
 
 /// Shape overrides for `--params`.
@@ -678,11 +850,13 @@ pub fn human_count(n: u64) -> String {
 /// Parses `7B`, `1.5b`, `350M`, `124000000`.
 pub fn parse_count(s: &str) -> Option<u64> {
     let t = s.trim();
-    let (num, mult) = match t.chars().last()?.to_ascii_uppercase() {
-        'B' | 'G' => (&t[..t.len() - 1], 1e9),
-        'M' => (&t[..t.len() - 1], 1e6),
-        'K' => (&t[..t.len() - 1], 1e3),
-        'T' => (&t[..t.len() - 1], 1e12),
+    let (at, last) = t.char_indices().last()?;
+    let (head, _) = t.split_at(at);
+    let (num, mult) = match last.to_ascii_uppercase() {
+        'B' | 'G' => (head, 1e9),
+        'M' => (head, 1e6),
+        'K' => (head, 1e3),
+        'T' => (head, 1e12),
         _ => (t, 1.0),
     };
     let v: f64 = num.trim().parse().ok()?;

@@ -115,6 +115,20 @@ pub fn block_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// run enables top-k/top-p so that this peak is profiled.
 pub const SAMPLER_BYTES_PER_LOGIT: u64 = 16;
 
+/// The setup of vLLM's profile run: one sequence of
+/// `max_num_batched_tokens` tokens on an unsplit model.
+pub fn profile_setup(s: &Setup, a: &VllmArgs) -> Setup {
+    Setup {
+        tp: 1,
+        pp: 1,
+        gpus: 1,
+        batch: 1,
+        seq: a.max_num_batched_tokens,
+        new_tokens: 0,
+        ..s.clone()
+    }
+}
+
 /// The profile run's activation peak: the larger of the dummy forward
 /// (one layer's prefill working set at `max_num_batched_tokens` tokens) and
 /// the dummy sampler run (`max_num_seqs` rows of the vocabulary at
@@ -127,12 +141,7 @@ pub const SAMPLER_BYTES_PER_LOGIT: u64 = 16;
 /// tensor-parallel split: vLLM PR #10511 logs the same activation peak per
 /// GPU at TP=1 and TP=2 (§2.8), and K3 the same 1.89 GiB at TP 2 and 4.
 pub fn profile_activation_bytes(cfg: &ModelConfig, s: &Setup, a: &VllmArgs) -> u64 {
-    let mut p = s.clone();
-    p.tp = 1;
-    p.batch = 1;
-    p.seq = a.max_num_batched_tokens;
-    p.new_tokens = 0;
-    let forward = c::prefill_transient_bytes(cfg, &p);
+    let forward = c::prefill_transient_bytes(cfg, &profile_setup(s, a));
     let sampler =
         a.max_num_seqs.min(a.max_num_batched_tokens) * cfg.vocab * SAMPLER_BYTES_PER_LOGIT;
     forward.max(sampler)
@@ -144,7 +153,8 @@ pub fn vllm(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total_bytes: u64) -> Ser
     let weights = c::model_share(cfg, s.pp, s.tp, c::weights_bytes(cfg, s));
     let activation = profile_activation_bytes(cfg, s, a);
     let non_torch = non_torch_bytes(s);
-    let pool = requested.saturating_sub(weights + activation + non_torch);
+    let pool =
+        requested.saturating_sub(weights.saturating_add(activation).saturating_add(non_torch));
     let bb = block_bytes(cfg, s).max(1);
     let blocks = pool / bb;
     let tokens = blocks * BLOCK_SIZE;

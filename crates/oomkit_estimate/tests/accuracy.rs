@@ -69,7 +69,7 @@ fn check(json: &str, what: &str) {
     for row in &table.rows {
         let cfg = catalogue::find(&row.model).unwrap();
         let s = row.setup.clone().validate().unwrap();
-        let est = estimate(&cfg, &s);
+        let est = estimate(&cfg, &s).expect("estimate");
         if row.kind == "oom" {
             let gpu = oomkit_core::gpus::find(row.gpu.as_deref().unwrap()).unwrap();
             let f = fit::fit(&cfg, &s, gpu, &est);

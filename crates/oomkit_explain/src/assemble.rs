@@ -15,6 +15,8 @@ pub struct Finding {
     pub kinds: Vec<&'static str>,
     /// 1-based input line of the first signal.
     pub line: u64,
+    /// 1-based input line of the latest signal or copy folded in.
+    pub last_line: u64,
     pub last_idx: usize,
     pub ranks: Vec<u32>,
     pub repeats: u32,
@@ -125,8 +127,10 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
             let restated = cur.sig.kind == s.kind
                 && matches!(s.status, Status::Undetermined(_))
                 && s.line_idx <= cur.last_idx + 2;
+            let s_line = doc.lines.get(s.line_idx).map_or(0, |l| l.line);
             if restated {
                 cur.last_idx = cur.last_idx.max(s.line_idx);
+                cur.last_line = cur.last_line.max(s_line);
                 continue;
             }
             if cur.sig.chain == s.chain
@@ -134,6 +138,7 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
                 && s.line_idx <= cur.last_idx + chain_gap(s.chain)
                 && compatible(&cur.sig, &s)
             {
+                cur.last_line = cur.last_line.max(s_line);
                 merge(cur, s);
                 continue;
             }
@@ -143,6 +148,7 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
         out.push(Finding {
             kinds: vec![s.kind],
             line,
+            last_line: line,
             last_idx: s.line_idx,
             ranks: rank.into_iter().collect(),
             repeats: 1,
@@ -176,6 +182,7 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
                 out.push(Finding {
                     kinds: vec![sig.kind],
                     line,
+                    last_line: line,
                     last_idx: sig.line_idx,
                     ranks: Vec::new(),
                     repeats: 1,
@@ -367,6 +374,12 @@ fn same_error(a: &Finding, b: &Finding) -> bool {
 /// How many recent distinct errors a near copy is compared with.
 const NEAR_WINDOW: usize = 64;
 
+/// A copy folds into an earlier error only when it starts at most this many
+/// lines after that error's latest copy: every rank's traceback of one crash,
+/// or a retry loop that hits the same OOM step after step, is one event; the
+/// same OOM again an hour (a million lines) later is a new event.
+pub const FOLD_WINDOW: u64 = 5000;
+
 /// Folds repeated findings (every rank, every retry) into one with a count,
 /// and marks look-alikes that follow an OOM as its fallout.
 pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
@@ -380,13 +393,20 @@ pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
             "{}|{:?}|{:?}|{:?}",
             f.sig.format, f.sig.status, f.sig.framework, f.sig.fields
         );
-        let found = exact.get(&key).copied().or_else(|| {
+        let near = |i: &usize| {
+            out.get(*i)
+                .is_some_and(|e| f.line.saturating_sub(e.last_line) <= FOLD_WINDOW)
+        };
+        let found = exact.get(&key).copied().filter(near).or_else(|| {
             let from = out.len().saturating_sub(NEAR_WINDOW);
-            (from..out.len()).rev().find(|&i| same_error(&out[i], &f))
+            (from..out.len())
+                .rev()
+                .filter(near)
+                .find(|&i| out.get(i).is_some_and(|o| same_error(o, &f)))
         });
-        if let Some(i) = found {
-            let e = &mut out[i];
-            e.repeats += f.repeats;
+        if let Some(e) = found.and_then(|i| out.get_mut(i)) {
+            e.last_line = e.last_line.max(f.last_line);
+            e.repeats = e.repeats.saturating_add(f.repeats);
             for r in f.ranks {
                 if !e.ranks.contains(&r) {
                     e.ranks.push(r);
@@ -412,7 +432,7 @@ pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
         if out.len() >= crate::MAX_EVENTS {
             // Bounded: further distinct errors count on the last one.
             if let Some(last) = out.last_mut() {
-                last.repeats += f.repeats;
+                last.repeats = last.repeats.saturating_add(f.repeats);
             }
             continue;
         }

@@ -84,8 +84,9 @@ fn numbers(f: &Finding) -> (Vec<ProcessUse>, Numbers) {
             .filter(|(_, p)| p.used_bytes >= res)
             .min_by_key(|(_, p)| p.used_bytes)
             .map(|(i, _)| i)
+        && let Some(p) = procs.get_mut(i)
     {
-        procs[i].is_self = true;
+        p.is_self = true;
     }
     let this = procs.iter().find(|p| p.is_self).map(|p| p.used_bytes);
     let others: Option<Bytes> = if procs.iter().any(|p| !p.is_self) {
@@ -219,7 +220,7 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
         return (*c, e.clone());
     }
     if let (Some(u), Some(r)) = (n.reserved_unallocated_bytes, r) {
-        let noticeable = t.is_none_or(|t| u.0 * 20 >= t.0);
+        let noticeable = t.is_none_or(|t| u128::from(u.0) * 20 >= u128::from(t.0));
         if u >= r && noticeable && u.0 > 0 {
             let share = t.map_or(String::new(), |t| {
                 format!(" ({} of the {t} GPU)", pct(u, t))
@@ -236,7 +237,7 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
         let named = f.sig.fields.processes.iter().any(|p| p.pid.is_some()) || x.others.is_some();
         let free = fr.unwrap_or_default();
         if named
-            && o.0 * 20 >= t.0
+            && u128::from(o.0) * 20 >= u128::from(t.0)
             && free.saturating_add(o) >= r
             && f.sig.backend != Some(Backend::Mps)
         {
@@ -252,7 +253,7 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
         && x.reserved.is_some()
         && let (Some(out), Some(t), Some(r)) = (n.unaccounted_bytes, t, r)
         && out.saturating_sub(CONTEXT) >= r
-        && out.0 * 4 >= t.0
+        && u128::from(out.0) * 4 >= u128::from(t.0)
     {
         return (
             Cause::OtherProcesses,
@@ -263,7 +264,7 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
     }
     if let (Some(nf), Some(t), Some(r)) = (n.non_framework_bytes, t, r) {
         let short = r.saturating_sub(fr.unwrap_or_default());
-        if nf.saturating_sub(CONTEXT) >= short && nf.0 * 10 >= t.0 {
+        if nf.saturating_sub(CONTEXT) >= short && u128::from(nf.0) * 10 >= u128::from(t.0) {
             return (
                 Cause::NonFrameworkMemory,
                 format!(
@@ -323,8 +324,9 @@ fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
         e = "the allocation did not fit".into();
     }
     if let (Some(r), Some(t)) = (x.requested, x.total)
-        && r.0 * 500 <= t.0
-        && x.free.is_some_and(|fr| fr.0 * 100 <= t.0)
+        && u128::from(r.0) * 500 <= u128::from(t.0)
+        && x.free
+            .is_some_and(|fr| u128::from(fr.0) * 100 <= u128::from(t.0))
     {
         e.push_str(": a small request failed because the GPU was already full; if this happens only after many steps, memory is building up (tensors or graphs kept across steps)");
         return e;

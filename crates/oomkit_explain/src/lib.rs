@@ -22,6 +22,9 @@
 //! assert_eq!(e.cause, oomkit_explain::Cause::Fragmentation);
 //! ```
 #![warn(missing_docs)]
+// No panics reachable from input (issue 9): no indexing or slicing that can
+// fail on odd text; `get` and char-boundary helpers instead.
+#![deny(clippy::indexing_slicing, clippy::string_slice)]
 
 mod assemble;
 mod detect;
@@ -40,7 +43,7 @@ pub use event::{
 
 /// At most this many distinct events are kept; the rest are counted as repeats
 /// of the last one so memory stays bounded on pathological input.
-pub const MAX_EVENTS: usize = 10_000;
+pub const MAX_EVENTS: usize = 2_000;
 
 /// Errors reading the input.
 #[derive(Debug, thiserror::Error)]
@@ -73,7 +76,7 @@ impl Explainer {
     pub fn explain_reader<R: Read>(&self, reader: R) -> Result<Report, Error> {
         let mut findings = Vec::new();
         self.scanner.scan(reader, |region| {
-            let lines = normalize::clean(region.first_line, &region.lines);
+            let lines = normalize::clean(&region.lines);
             let doc = normalize::build(lines);
             let signals = detect::detect(&doc);
             if signals.is_empty() {
@@ -125,5 +128,118 @@ mod tests {
         assert_eq!(r.events.len(), MAX_EVENTS);
         let total: u64 = r.events.iter().map(|e| u64::from(e.repeats)).sum();
         assert_eq!(total, (MAX_EVENTS + 500) as u64);
+    }
+
+    #[test]
+    fn copies_fold_across_intermediate_folds() {
+        // More findings than the intermediate fold threshold, all close
+        // together: one event, whatever the region and fold boundaries.
+        let n = MAX_EVENTS + 2048 + 500;
+        let log = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 MiB (GPU 0; 23.65 GiB total capacity; 1.06 GiB already allocated; 10.26 GiB free; 12.53 GiB reserved in total by PyTorch)\n".repeat(n);
+        let r = Explainer::new().explain_str(&log);
+        assert_eq!(r.events.len(), 1);
+        assert_eq!(r.events[0].repeats as usize, n);
+    }
+
+    mod properties {
+        //! Arbitrary input never panics the explainer (issue 9). Fixture
+        //! messages cut, spliced and sprinkled with odd bytes reach deep into
+        //! the detectors; plain random bytes cover the scanner.
+        use proptest::prelude::*;
+
+        use super::*;
+
+        fn fixtures() -> Vec<Vec<u8>> {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+            let mut out = Vec::new();
+            for sub in [dir.clone(), dir.join("real")] {
+                for e in std::fs::read_dir(sub).into_iter().flatten().flatten() {
+                    let p = e.path();
+                    if p.extension().is_some_and(|x| x == "log" || x == "txt") {
+                        out.extend(std::fs::read(p).ok());
+                    }
+                }
+            }
+            out.sort();
+            out
+        }
+
+        /// Pieces that are sharp for parsers: multi-byte characters, huge
+        /// numbers, separators, line ends, control bytes.
+        const SHARDS: &[&str] = &[
+            "é",
+            "清理显存",
+            "👍",
+            "\u{301}",
+            "\r",
+            "\n",
+            "\r\n",
+            "\x1b[31m",
+            "\\n",
+            "\t",
+            "18446744073709551616",
+            "99999999999999999999.99 GiB",
+            "-1.00 MiB",
+            "0 bytes",
+            "NaN GiB",
+            "1e308 GB",
+            "(GPU 4294967296; ",
+            "[rank99999999999]: ",
+            "``",
+            "**",
+            " │ ",
+            "\u{0}",
+            "\u{feff}",
+            "Tried to allocate ",
+            " of which ",
+            "CUDA out of memory.",
+            "shape[",
+            "]",
+            ",",
+            "9999999999",
+            "total capacity",
+            "\u{1e}",
+        ];
+
+        fn assert_sane(r: &Report) {
+            assert!(r.events.len() <= MAX_EVENTS);
+            for e in &r.events {
+                assert!(e.line >= 1);
+                assert!(e.repeats >= 1);
+            }
+        }
+
+        proptest! {
+            // 64 cases in CI; PROPTEST_CASES=5000 for a deep run.
+            #![proptest_config(ProptestConfig {
+                cases: std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(64),
+                ..ProptestConfig::default()
+            })]
+
+            #[test]
+            fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..4096)) {
+                let r = Explainer::new().explain_reader(bytes.as_slice()).unwrap();
+                assert_sane(&r);
+            }
+
+            #[test]
+            fn mangled_messages_never_panic(
+                pick in any::<prop::sample::Index>(),
+                cuts in proptest::collection::vec((any::<prop::sample::Index>(), 0..SHARDS.len()), 1..12),
+                truncate in any::<prop::sample::Index>(),
+            ) {
+                let all = fixtures();
+                prop_assume!(!all.is_empty());
+                let mut text = pick.get(&all).clone();
+                for (at, shard) in cuts {
+                    let i = at.index(text.len() + 1);
+                    let piece = SHARDS[shard].as_bytes();
+                    text.splice(i..i, piece.iter().copied());
+                }
+                text.truncate(truncate.index(text.len() + 1));
+                let r = Explainer::new().explain_reader(text.as_slice()).unwrap();
+                assert_sane(&r);
+            }
+        }
     }
 }

@@ -18,6 +18,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use crate::scan::RawLine;
+
 /// One cleaned logical line.
 #[derive(Debug, Clone)]
 pub struct Line {
@@ -108,15 +110,15 @@ static RANK: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// Cleans raw region lines.
-pub fn clean(first_line: u64, raw: &[Vec<u8>]) -> Vec<Line> {
+pub fn clean(raw: &[RawLine]) -> Vec<Line> {
     let mut out = Vec::with_capacity(raw.len());
-    for (i, bytes) in raw.iter().enumerate() {
-        let line_no = first_line + i as u64;
-        let text = String::from_utf8_lossy(bytes);
+    for piece in raw {
+        let line_no = piece.number;
+        let text = String::from_utf8_lossy(&piece.bytes);
         let mut text: &str = text.trim_end_matches(['\r', '\n']);
         // A progress bar redraws with CR: only the last redraw is visible.
-        if let Some(p) = text.rfind('\r') {
-            text = &text[p + 1..];
+        if let Some((_, last)) = text.rsplit_once('\r') {
+            text = last;
         }
         let mut s = if text.contains('\x1b') {
             ANSI.replace_all(text, "").into_owned()
@@ -213,11 +215,12 @@ fn strip_line(part: &str) -> (String, Option<u32>) {
         let before = cur.len();
         if let Some(c) = RANK.captures(&cur) {
             rank = c.get(1).and_then(|m| m.as_str().parse().ok());
-            cur = cur[c.get(0).map_or(0, |m| m.end())..].to_string();
+            let end = c.get(0).map_or(0, |m| m.end());
+            cur = cur.get(end..).unwrap_or_default().to_string();
         }
         for p in PREFIXES.iter() {
             if let Some(m) = p.find(&cur) {
-                cur = cur[m.end()..].to_string();
+                cur = cur.get(m.end()..).unwrap_or_default().to_string();
             }
         }
         cur = cur.trim_start().to_string();
@@ -267,8 +270,18 @@ pub fn build(lines: Vec<Line>) -> Doc {
 mod tests {
     use super::*;
 
+    fn raw(first: u64, lines: &[&[u8]]) -> Vec<RawLine> {
+        (first..)
+            .zip(lines)
+            .map(|(number, b)| RawLine {
+                number,
+                bytes: b.to_vec(),
+            })
+            .collect()
+    }
+
     fn one(s: &str) -> String {
-        let lines = clean(1, &[s.as_bytes().to_vec()]);
+        let lines = clean(&raw(1, &[s.as_bytes()]));
         lines
             .into_iter()
             .map(|l| l.text)
@@ -302,7 +315,7 @@ mod tests {
 
     #[test]
     fn records_ranks() {
-        let l = clean(7, &[b"[rank3]: torch.OutOfMemoryError: CUDA".to_vec()]);
+        let l = clean(&raw(7, &[b"[rank3]: torch.OutOfMemoryError: CUDA"]));
         assert_eq!(l[0].rank, Some(3));
         assert_eq!(l[0].text, "torch.OutOfMemoryError: CUDA");
         assert_eq!(l[0].line, 7);
@@ -327,10 +340,7 @@ mod tests {
 
     #[test]
     fn views_join_wrapped_lines() {
-        let d = build(clean(
-            1,
-            &[b"a total capac".to_vec(), b"ity of 2.00   GiB".to_vec()],
-        ));
+        let d = build(clean(&raw(1, &[b"a total capac", b"ity of 2.00   GiB"])));
         assert_eq!(d.spaced, "a total capac ity of 2.00 GiB");
         assert_eq!(d.tight, "a total capacity of 2.00   GiB");
         assert_eq!(d.line_index_spaced(14), 1);

@@ -10,24 +10,38 @@
 //! message (`out of memory`, `Tried to allocate`, `total capacity`, …) so a
 //! message hard-wrapped in the middle of one phrase is still found by another.
 //!
-//! Memory: one chunk, the last `BEFORE` lines, and one region capped at
-//! [`MAX_REGION_BYTES`], whatever the input size.
+//! Lines longer than [`MAX_LINE`] (a minified JSON dump, hours of `\r`
+//! progress-bar redraws, a message pasted into one line) are cut into pieces
+//! of at most `MAX_LINE` bytes, at a space where there is one, and every piece
+//! keeps its input line number: the normalizer joins pieces the way it joins
+//! hard-wrapped lines, so a message anywhere in a line of any length is found.
+//!
+//! Memory: one chunk, the last `BEFORE` pieces, and one region capped at
+//! [`MAX_REGION_BYTES`], whatever the input size. Time: one Aho-Corasick pass
+//! over the input plus a per-line pass over the lines of a region.
 
+use std::collections::VecDeque;
 use std::io::{self, Read};
 
 use aho_corasick::{AhoCorasick, MatchKind};
 
-/// Lines kept before a hit.
+/// Pieces kept before a hit.
 pub const BEFORE: usize = 30;
-/// Lines kept after the last hit in a region.
+/// Pieces kept after the last hit in a region.
 pub const AFTER: usize = 40;
 /// After an allocator dump starts, keep this many lines so the summary at its end is seen.
 pub const AFTER_DUMP: usize = 4000;
 /// A region never grows past this; a longer one is cut and a new one begins.
-pub const MAX_REGION_BYTES: usize = 4 << 20;
-/// Longest line kept whole; the rest of a longer line is dropped.
-const MAX_LINE: usize = 64 << 10;
+/// A TensorFlow BFC dump (the longest message, [`AFTER_DUMP`] lines of ~100
+/// bytes) fits; a dense log of back-to-back errors is parsed a megabyte at a time.
+pub const MAX_REGION_BYTES: usize = 1 << 20;
+/// Longest piece of a line; longer lines are cut into pieces this long.
+pub const MAX_LINE: usize = 64 << 10;
 const CHUNK: usize = 1 << 20;
+/// Marks where the scanner cut an overlong line (a piece boundary that is not
+/// a line end). An ASCII control that text logs do not use; one in the input
+/// is read as a cut too, which at worst joins two pieces with a space.
+const CUT: u8 = 0x1E;
 
 /// Phrases that start or continue a region. Case-sensitive on purpose: every
 /// variant a framework prints is listed, which keeps the automaton fast.
@@ -78,13 +92,20 @@ const DUMP_ANCHORS: &[&str] = &[
     "BufferAssignment OOM Debugging",
 ];
 
-/// A run of whole input lines around one or more anchor hits.
+/// One piece of input: a whole line, or a cut of an overlong one.
+#[derive(Debug, Clone, Default)]
+pub struct RawLine {
+    /// 1-based input line number (every piece of a line has the line's number).
+    pub number: u64,
+    /// The bytes, without the line end.
+    pub bytes: Vec<u8>,
+}
+
+/// A run of input pieces around one or more anchor hits.
 #[derive(Debug, Default)]
 pub struct Region {
-    /// 1-based number of the first line.
-    pub first_line: u64,
-    /// The lines, without their `\n`.
-    pub lines: Vec<Vec<u8>>,
+    /// The pieces, in input order.
+    pub lines: Vec<RawLine>,
 }
 
 /// Streams a reader and calls `on_region` for each region, in order.
@@ -100,10 +121,10 @@ impl Default for Scanner {
 }
 
 struct State {
-    /// Line number of the next line to be seen.
+    /// Line number of the next piece to be seen.
     next_line: u64,
-    /// The last `BEFORE` lines not in a region.
-    recent: std::collections::VecDeque<Vec<u8>>,
+    /// The last `BEFORE` pieces not in a region.
+    recent: VecDeque<RawLine>,
     region: Option<Region>,
     region_bytes: usize,
     after_left: usize,
@@ -112,15 +133,9 @@ struct State {
 impl Scanner {
     /// Builds the automata (a few hundred microseconds; build once).
     pub fn new() -> Scanner {
-        let build = |pats: &[&str]| {
-            AhoCorasick::builder()
-                .match_kind(MatchKind::LeftmostFirst)
-                .build(pats)
-                .expect("anchor patterns are valid literals")
-        };
         Scanner {
-            anchors: build(ANCHORS),
-            dump: build(DUMP_ANCHORS),
+            anchors: automaton(ANCHORS),
+            dump: automaton(DUMP_ANCHORS),
         }
     }
 
@@ -133,12 +148,13 @@ impl Scanner {
     ) -> io::Result<u64> {
         let mut st = State {
             next_line: 1,
-            recent: std::collections::VecDeque::with_capacity(BEFORE + 1),
+            recent: VecDeque::with_capacity(BEFORE + 1),
             region: None,
             region_bytes: 0,
             after_left: 0,
         };
         let mut buf = vec![0u8; CHUNK];
+        // The unfinished last line of the previous chunk (at most MAX_LINE bytes).
         let mut carry: Vec<u8> = Vec::new();
         let mut total = 0u64;
         loop {
@@ -148,26 +164,29 @@ impl Scanner {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
-            total += n as u64;
-            let data = &buf[..n];
+            total = total.saturating_add(n as u64);
+            let data = buf.get(..n).unwrap_or_default();
             // Complete lines end at the last newline; the rest waits for more data.
             let Some(last_nl) = memchr::memrchr(b'\n', data) else {
-                append_capped(&mut carry, data);
+                carry.extend_from_slice(data);
+                self.cut_carry(&mut carry, &mut st, &mut on_region);
                 continue;
             };
-            let mut rest = &data[..=last_nl];
+            let (lines, tail) = data.split_at(last_nl + 1);
+            let mut rest = lines;
             if !carry.is_empty() {
                 // Finish the line that straddled the previous chunk, then go on in place.
                 let first_nl = memchr::memchr(b'\n', rest).unwrap_or(last_nl);
-                append_capped(&mut carry, &rest[..first_nl]);
-                carry.push(b'\n');
+                let (head, after) = rest.split_at(first_nl + 1);
+                carry.extend_from_slice(head);
                 let joined = std::mem::take(&mut carry);
                 self.process(&joined, &mut st, &mut on_region);
-                rest = &rest[first_nl + 1..];
+                rest = after;
             }
             self.process(rest, &mut st, &mut on_region);
             carry.clear();
-            carry.extend_from_slice(&data[last_nl + 1..]);
+            carry.extend_from_slice(tail);
+            self.cut_carry(&mut carry, &mut st, &mut on_region);
         }
         if !carry.is_empty() {
             carry.push(b'\n');
@@ -180,60 +199,84 @@ impl Scanner {
         Ok(total)
     }
 
-    /// Handles a block of complete lines (ends with `\n`).
-    fn process(&self, block: &[u8], st: &mut State, on_region: &mut impl FnMut(Region)) {
-        let mut pos = 0;
-        while pos < block.len() {
-            if st.region.is_some() {
-                // Inside a region: take lines one by one until the after-window closes.
-                let end = memchr::memchr(b'\n', &block[pos..]).map_or(block.len(), |i| pos + i);
-                let line = &block[pos..end];
-                pos = end + 1;
-                self.push_region_line(line, st, on_region);
-                continue;
-            }
-            // Outside a region: jump to the next hit.
-            let Some(m) = self.anchors.find(&block[pos..]) else {
-                let rest = &block[pos..];
-                st.next_line += memchr::memchr_iter(b'\n', rest).count() as u64;
-                remember_tail(rest, &mut st.recent);
-                return;
-            };
-            let hit = pos + m.start();
-            let line_start = memchr::memrchr(b'\n', &block[pos..hit]).map_or(pos, |i| pos + i + 1);
-            let skipped = &block[pos..line_start];
-            st.next_line += memchr::memchr_iter(b'\n', skipped).count() as u64;
-            remember_tail(skipped, &mut st.recent);
-            let before: Vec<Vec<u8>> = st.recent.drain(..).collect();
-            st.region = Some(Region {
-                first_line: st.next_line - before.len() as u64,
-                lines: Vec::new(),
-            });
-            st.region_bytes = 0;
-            if let Some(r) = st.region.as_mut() {
-                for l in before {
-                    st.region_bytes += l.len() + 1;
-                    r.lines.push(l);
-                }
-            }
-            st.after_left = AFTER;
-            pos = line_start;
+    /// While the unfinished line is longer than a piece, hands its first
+    /// piece on (cut at a space where possible) and keeps the rest.
+    fn cut_carry(&self, carry: &mut Vec<u8>, st: &mut State, on_region: &mut impl FnMut(Region)) {
+        while carry.len() > MAX_LINE {
+            let (piece, skip) = cut_point(carry);
+            let mut block: Vec<u8> = carry.drain(..piece).collect();
+            carry.drain(..skip);
+            block.push(CUT);
+            self.process(&block, st, on_region);
         }
     }
 
-    fn push_region_line(&self, line: &[u8], st: &mut State, on_region: &mut impl FnMut(Region)) {
-        let line = &line[..line.len().min(MAX_LINE)];
-        st.next_line += 1;
-        let hit = self.anchors.is_match(line);
-        if hit {
+    /// Handles a block of complete pieces (it ends with `\n` or [`CUT`]).
+    fn process(&self, block: &[u8], st: &mut State, on_region: &mut impl FnMut(Region)) {
+        let owned;
+        let block = if has_long_line(block) {
+            owned = cut_long_lines(block);
+            owned.as_slice()
+        } else {
+            block
+        };
+        let mut pos = 0;
+        while let Some(rest) = block.get(pos..).filter(|r| !r.is_empty()) {
+            if st.region.is_some() {
+                // Inside a region: take pieces one by one until the after-window closes.
+                let len = piece_end(rest).unwrap_or(rest.len());
+                let piece = rest.get(..len).unwrap_or_default();
+                let ends_line = rest.get(len) != Some(&CUT);
+                pos = pos.saturating_add(len).saturating_add(1);
+                self.push_region_piece(piece, ends_line, st, on_region);
+                continue;
+            }
+            // Outside a region: jump to the next hit.
+            let Some(m) = self.anchors.find(rest) else {
+                remember_tail(rest, st);
+                return;
+            };
+            let (skipped, _) = rest.split_at(piece_start(rest, m.start()));
+            remember_tail(skipped, st);
+            // Context before the hit takes at most a quarter of the region,
+            // so pieces of overlong lines leave room for the message.
+            let mut before: Vec<RawLine> = st.recent.drain(..).collect();
+            let mut bytes: usize = before.iter().map(|l| l.bytes.len() + 1).sum();
+            let mut drop = 0;
+            while bytes > MAX_REGION_BYTES / 4 {
+                bytes -= before.get(drop).map_or(bytes, |l| l.bytes.len() + 1);
+                drop += 1;
+            }
+            before.drain(..drop.min(before.len()));
+            st.region_bytes = bytes;
+            st.region = Some(Region { lines: before });
+            st.after_left = AFTER;
+            pos = pos.saturating_add(skipped.len());
+        }
+    }
+
+    fn push_region_piece(
+        &self,
+        piece: &[u8],
+        ends_line: bool,
+        st: &mut State,
+        on_region: &mut impl FnMut(Region),
+    ) {
+        if self.anchors.is_match(piece) {
             st.after_left = st.after_left.max(AFTER);
         }
-        if self.dump.is_match(line) {
+        if self.dump.is_match(piece) {
             st.after_left = AFTER_DUMP;
         }
         if let Some(r) = st.region.as_mut() {
-            r.lines.push(line.to_vec());
-            st.region_bytes += line.len() + 1;
+            r.lines.push(RawLine {
+                number: st.next_line,
+                bytes: piece.to_vec(),
+            });
+            st.region_bytes = st.region_bytes.saturating_add(piece.len() + 1);
+        }
+        if ends_line {
+            st.next_line = st.next_line.saturating_add(1);
         }
         st.after_left = st.after_left.saturating_sub(1);
         if st.after_left == 0 || st.region_bytes >= MAX_REGION_BYTES {
@@ -245,45 +288,126 @@ impl Scanner {
     }
 }
 
-fn append_capped(carry: &mut Vec<u8>, data: &[u8]) {
-    // A "line" longer than the cap (a binary blob, a minified JSON dump) is
-    // truncated rather than buffered without bound.
-    let room = (MAX_LINE * 4).saturating_sub(carry.len());
-    carry.extend_from_slice(&data[..data.len().min(room)]);
+fn automaton(patterns: &[&str]) -> AhoCorasick {
+    // Building fails only past aho-corasick's size limits, far above these
+    // few literal phrases: not reachable from input (a unit test builds it).
+    AhoCorasick::builder()
+        .match_kind(MatchKind::LeftmostFirst)
+        .build(patterns)
+        .expect("anchor patterns are a few short literals")
 }
 
-/// Keeps the last `BEFORE` lines of `block` (complete lines) in `recent`.
-fn remember_tail(block: &[u8], recent: &mut std::collections::VecDeque<Vec<u8>>) {
+/// Length of the first piece of `rest` (to its `\n` or [`CUT`]).
+fn piece_end(rest: &[u8]) -> Option<usize> {
+    memchr::memchr2(b'\n', CUT, rest)
+}
+
+/// Start of the piece that holds byte `at`.
+fn piece_start(block: &[u8], at: usize) -> usize {
+    block
+        .get(..at)
+        .and_then(|b| memchr::memrchr2(b'\n', CUT, b))
+        .map_or(0, |i| i + 1)
+}
+
+/// Where to cut an overlong line: the piece's length and how many bytes to
+/// drop after it (the space the cut replaces). A cut at a space is a
+/// word-boundary wrap; without a space it is a mid-word wrap, kept on a
+/// UTF-8 character boundary so no character is split.
+fn cut_point(line: &[u8]) -> (usize, usize) {
+    let window = line.get(..MAX_LINE).unwrap_or(line);
+    let floor = MAX_LINE / 2;
+    if let Some(sp) = memchr::memrchr(b' ', window).filter(|&i| i >= floor) {
+        return (sp, 1);
+    }
+    let mut at = window.len();
+    // Back up over UTF-8 continuation bytes (at most three).
+    while at > floor && line.get(at).is_some_and(|b| b & 0xC0 == 0x80) {
+        at -= 1;
+    }
+    (at, 0)
+}
+
+/// Whether any line of the block is longer than a piece.
+fn has_long_line(block: &[u8]) -> bool {
+    if block.len() <= MAX_LINE {
+        return false;
+    }
+    // A line longer than MAX_LINE covers a whole aligned half-window without
+    // a line end; finding a line end in each half-window reads only its
+    // first line, so ordinary blocks cost almost nothing here.
+    let half = MAX_LINE / 2;
+    if block
+        .chunks(half)
+        .all(|w| w.len() < half || memchr::memchr2(b'\n', CUT, w).is_some())
+    {
+        return false;
+    }
+    let mut last = 0;
+    for i in memchr::memchr2_iter(b'\n', CUT, block) {
+        if i - last > MAX_LINE {
+            return true;
+        }
+        last = i + 1;
+    }
+    block.len() - last > MAX_LINE
+}
+
+/// A copy of the block with every overlong line cut into pieces.
+fn cut_long_lines(block: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(block.len() + block.len() / MAX_LINE + 1);
+    let mut rest = block;
+    while !rest.is_empty() {
+        let len = piece_end(rest).map_or(rest.len(), |i| i + 1);
+        let (mut line, after) = rest.split_at(len);
+        while line.len() > MAX_LINE + 1 {
+            let (piece, skip) = cut_point(line);
+            let (head, tail) = line.split_at(piece);
+            out.extend_from_slice(head);
+            out.push(CUT);
+            line = tail.get(skip..).unwrap_or_default();
+        }
+        out.extend_from_slice(line);
+        rest = after;
+    }
+    out
+}
+
+/// Counts the line ends of `block` (complete pieces) and keeps its last
+/// `BEFORE` pieces in `recent`, numbered.
+fn remember_tail(block: &[u8], st: &mut State) {
     if block.is_empty() {
         return;
     }
-    // Walk back over at most BEFORE lines; the common case touches only the block's end.
-    let body = block.strip_suffix(b"\n").unwrap_or(block);
-    let mut starts = Vec::with_capacity(BEFORE);
-    let mut end = body.len();
-    let mut found_all = false;
-    while starts.len() < BEFORE {
-        match memchr::memrchr(b'\n', &body[..end]) {
-            Some(i) => {
-                starts.push((i + 1, end));
-                end = i;
-            }
-            None => {
-                starts.push((0, end));
-                found_all = true;
-                break;
-            }
+    let newlines = memchr::memchr_iter(b'\n', block).count() as u64;
+    let end_line = st.next_line.saturating_add(newlines);
+    // Walk back over at most BEFORE pieces; the common case touches only the block's end.
+    let mut pieces: Vec<RawLine> = Vec::with_capacity(BEFORE);
+    let mut end = block.len();
+    let mut number = end_line;
+    while pieces.len() < BEFORE && end > 0 {
+        let body = block.get(..end).unwrap_or_default();
+        let (terminator, content) = body
+            .split_last()
+            .map_or((None, body), |(t, c)| (Some(*t), c));
+        if terminator == Some(b'\n') {
+            number = number.saturating_sub(1);
         }
+        let start = memchr::memrchr2(b'\n', CUT, content).map_or(0, |i| i + 1);
+        pieces.push(RawLine {
+            number,
+            bytes: content.get(start..).unwrap_or_default().to_vec(),
+        });
+        end = start;
     }
-    if !found_all || starts.len() >= BEFORE {
-        recent.clear();
+    if pieces.len() >= BEFORE || end > 0 {
+        st.recent.clear();
     }
-    for &(s, e) in starts.iter().rev() {
-        recent.push_back(body[s..e.min(s + MAX_LINE)].to_vec());
+    st.recent.extend(pieces.into_iter().rev());
+    while st.recent.len() > BEFORE {
+        st.recent.pop_front();
     }
-    while recent.len() > BEFORE {
-        recent.pop_front();
-    }
+    st.next_line = end_line;
 }
 
 #[cfg(test)]
@@ -291,16 +415,22 @@ mod tests {
     use super::*;
 
     fn regions(input: &str) -> Vec<(u64, Vec<String>)> {
+        numbered(input.as_bytes())
+            .into_iter()
+            .map(|r| (r[0].0, r.into_iter().map(|(_, l)| l).collect()))
+            .collect()
+    }
+
+    fn numbered(input: &[u8]) -> Vec<Vec<(u64, String)>> {
         let mut out = Vec::new();
         Scanner::new()
-            .scan(input.as_bytes(), |r| {
-                out.push((
-                    r.first_line,
+            .scan(input, |r| {
+                out.push(
                     r.lines
                         .iter()
-                        .map(|l| String::from_utf8_lossy(l).into_owned())
+                        .map(|l| (l.number, String::from_utf8_lossy(&l.bytes).into_owned()))
                         .collect(),
-                ))
+                )
             })
             .unwrap();
         out
@@ -358,5 +488,57 @@ mod tests {
         let r = regions(&s);
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].0 + r[0].1.len() as u64 - 1, lines_before);
+    }
+
+    #[test]
+    fn a_message_deep_in_an_overlong_line_is_found_with_its_line_number() {
+        for (len, sep) in [(300 << 10, " "), (3 << 20, ""), (200 << 10, "é")] {
+            let mut s = String::from("line one\n");
+            while s.len() < len {
+                s.push('x');
+                s.push_str(sep);
+            }
+            s.push_str(" RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB\nlast\n");
+            let r = numbered(s.as_bytes());
+            assert_eq!(r.len(), 1, "len {len}");
+            let hit = r[0]
+                .iter()
+                .find(|(_, l)| l.contains("Tried to allocate"))
+                .expect("the message is in a piece");
+            assert_eq!(hit.0, 2);
+            assert!(r[0].iter().all(|(_, l)| l.len() <= MAX_LINE));
+            assert_eq!(r[0].last().unwrap(), &(3, "last".to_string()));
+        }
+    }
+
+    #[test]
+    fn an_endless_line_is_read_in_bounded_pieces() {
+        // 8 MiB without a newline, then a message: no piece over MAX_LINE.
+        let mut s = vec![b'a'; 8 << 20];
+        s.extend_from_slice(b" CUDA out of memory. Tried to allocate 1.00 GiB");
+        let r = numbered(&s);
+        assert_eq!(r.len(), 1);
+        assert!(r[0].iter().all(|(n, l)| *n == 1 && l.len() <= MAX_LINE));
+        assert!(r[0].iter().any(|(_, l)| l.contains("Tried to allocate")));
+    }
+
+    #[test]
+    fn line_numbers_after_long_lines_stay_right() {
+        let long = "y ".repeat(100 << 10);
+        let mut s = String::new();
+        for i in 1..=50 {
+            if i % 10 == 0 {
+                s.push_str(&long);
+                s.push('\n');
+            } else {
+                s.push_str(&format!("step {i}\n"));
+            }
+        }
+        s.push_str("CUDA out of memory. Tried to allocate 1.00 GiB\n");
+        let r = numbered(s.as_bytes());
+        let hit = r[0].iter().find(|(_, l)| l.contains("Tried")).unwrap();
+        assert_eq!(hit.0, 51);
+        let before = r[0].iter().find(|(_, l)| l == "step 49").unwrap();
+        assert_eq!(before.0, 49);
     }
 }

@@ -13,7 +13,7 @@ use oomkit_estimate::image;
 use oomkit_estimate::model::parse_count;
 use oomkit_estimate::serve::{VllmArgs, default_batching, smallest_tp, vllm};
 use oomkit_estimate::{
-    Attention, BareShape, Estimate, LoraTargets, Method, ModelConfig, Offload, Optimizer,
+    Attention, BareShape, Estimate, Given, LoraTargets, Method, ModelConfig, Offload, Optimizer,
     Precision, Quant, Setup, Task, catalogue, estimate, render,
 };
 use serde::Serialize;
@@ -37,6 +37,9 @@ struct JsonOut<'a, M, S> {
     peak_reserved_bytes: u64,
     device_used_bytes: u64,
     peak_phase: &'a str,
+    /// Warnings that did not stop the estimate (input beyond the model's
+    /// context); always present, `[]` when none.
+    warnings: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     image: Option<ImageDetail<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -45,7 +48,13 @@ struct JsonOut<'a, M, S> {
 
 impl<'a, M: Serialize, S: Serialize> JsonOut<'a, M, S> {
     /// The shared fields from the estimate and the fit; no `image`.
-    fn new(model: M, setup: S, est: &'a Estimate, fit: Option<&'a Fit>) -> Self {
+    fn new(
+        model: M,
+        setup: S,
+        est: &'a Estimate,
+        fit: Option<&'a Fit>,
+        warnings: &'a [String],
+    ) -> Self {
         JsonOut {
             version: 1,
             model,
@@ -55,6 +64,7 @@ impl<'a, M: Serialize, S: Serialize> JsonOut<'a, M, S> {
             peak_reserved_bytes: est.peak_reserved_bytes,
             device_used_bytes: est.device_used_bytes,
             peak_phase: est.peak_phase,
+            warnings,
             image: None,
             fit,
         }
@@ -151,33 +161,13 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     if let Some((_, pipeline)) = args.model.as_deref().and_then(image::find) {
         return image_run(&args, pipeline, &mut out);
     }
-    if args.width.is_some()
-        || args.height.is_some()
-        || args.images != 1
-        || args.attention_slicing
-        || args.vae_slicing
-        || args.vae_tiling
-        || args.cpu_offload.is_some()
-        || args.no_safety_checker
-    {
-        bail!(
-            "--width/--height/--images/--attention-slicing/--vae-slicing/--vae-tiling/--cpu-offload/\
-             --no-safety-checker apply to image models only (see --list-models)"
-        );
-    }
     let cfg = resolve_model(&args)?;
     let setup = build_setup(&args, &cfg)?;
-    if cfg.encoder && (setup.new_tokens > 0 || args.task == EstTask::Serve) {
-        bail!(
-            "{} is an encoder ({}): it does not generate; drop --new-tokens / --task serve",
-            cfg.id,
-            cfg.model_type
-        );
+    let warnings = setup.warnings(&cfg);
+    if args.task == EstTask::Serve {
+        return serve(&args, &cfg, &setup, &warnings, &mut out);
     }
-    if args.task == EstTask::Serve || args.engine == EstEngine::Vllm {
-        return serve(&args, &cfg, &setup, &mut out);
-    }
-    let est = estimate(&cfg, &setup);
+    let est = estimate(&cfg, &setup)?;
     let gpu = match &args.gpu {
         Some(name) => Some(oomkit_core::gpus::find(name)?),
         None => None,
@@ -185,11 +175,14 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let fit = gpu.map(|g| fit::fit(&cfg, &setup, g, &est));
     match args.format {
         Format::Json => {
-            let j = json(&cfg, &setup, &est, fit.as_ref());
+            let j = json(&cfg, &setup, &est, fit.as_ref(), &warnings);
             serde_json::to_writer_pretty(&mut out, &j)?;
             writeln!(out)?;
         }
-        Format::Human => write!(out, "{}", render::human(&cfg, &setup, &est, fit.as_ref()))?,
+        Format::Human => {
+            write_warnings(&mut out, &warnings)?;
+            write!(out, "{}", render::human(&cfg, &setup, &est, fit.as_ref()))?;
+        }
     }
     out.flush()?;
     Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
@@ -221,7 +214,7 @@ fn image_run(
                 task: "infer",
                 setup: &s,
             };
-            let mut j = JsonOut::new(model, setup, &est.estimate, fit.as_ref());
+            let mut j = JsonOut::new(model, setup, &est.estimate, fit.as_ref(), &[]);
             j.image = Some(ImageDetail {
                 params: &est.params,
                 weights: &est.weights,
@@ -237,29 +230,12 @@ fn image_run(
 
 /// The image setup from the arguments, validated.
 fn image_setup(args: &EstimateArgs, m: &image::Model) -> anyhow::Result<image::ImageSetup> {
-    if args.task != EstTask::Infer || args.engine != EstEngine::Hf {
-        bail!(
-            "{} is an image model: only --task infer (text-to-image with diffusers) is modelled",
-            m.id
-        );
-    }
-    if args.batch != 1 || args.new_tokens != 0 {
-        bail!(
-            "{} is an image model: use --images N instead of --batch/--new-tokens",
-            m.id
-        );
-    }
-    if args.tp != 1 || args.pp != 1 {
-        bail!(
-            "{} is an image model: --tp/--pp are modelled for text models only",
-            m.id
-        );
-    }
+    image::check_given(m, &given(args))?;
     let d = image::ImageSetup::default_for(m);
     let s = image::ImageSetup {
         width: args.width.unwrap_or(d.width),
         height: args.height.unwrap_or(d.height),
-        images: args.images,
+        images: args.images.unwrap_or(d.images),
         precision: args.precision.map_or(d.precision, precision),
         quant: args.quant.map_or(Quant::None, quant),
         attention: attention(args.attention),
@@ -273,10 +249,7 @@ fn image_setup(args: &EstimateArgs, m: &image::Model) -> anyhow::Result<image::I
         },
         safety_checker: d.safety_checker && !args.no_safety_checker,
     };
-    if args.no_safety_checker && !d.safety_checker {
-        bail!("{} loads no safety checker: drop --no-safety-checker", m.id);
-    }
-    image::validate(m, &s).map_err(anyhow::Error::msg)?;
+    image::validate(m, &s)?;
     Ok(s)
 }
 
@@ -285,24 +258,13 @@ fn serve(
     args: &EstimateArgs,
     cfg: &ModelConfig,
     setup: &Setup,
+    warnings: &[String],
     out: &mut impl Write,
 ) -> anyhow::Result<u8> {
-    if args.task != EstTask::Serve || args.engine != EstEngine::Vllm {
-        bail!("serving is modelled for vLLM only: use --engine vllm --task serve");
-    }
     let Some(name) = &args.gpu else {
         bail!("--task serve needs --gpu (vLLM sizes its KV pool from the GPU's memory)");
     };
-    let u = args.gpu_memory_utilization;
-    if !(u > 0.0 && u <= 1.0) {
-        bail!("--gpu-memory-utilization must be in (0, 1], got {u}");
-    }
-    if args.max_model_len == Some(0) {
-        bail!("--max-model-len must be positive");
-    }
-    if args.max_num_seqs == Some(0) || args.max_num_batched_tokens == Some(0) {
-        bail!("--max-num-seqs and --max-num-batched-tokens must be positive");
-    }
+    let u = args.gpu_memory_utilization.unwrap_or(0.9);
     let gpu = oomkit_core::gpus::find(name)?;
     let (seqs, tokens) = default_batching(gpu.id, gpu.usable().get());
     let vargs = VllmArgs {
@@ -313,6 +275,7 @@ fn serve(
         max_num_batched_tokens: args.max_num_batched_tokens.unwrap_or(tokens),
         max_num_seqs: args.max_num_seqs.unwrap_or(seqs),
     };
+    setup.check_vllm(cfg, &vargs)?;
     let r = vllm(cfg, setup, &vargs, gpu.usable().get());
     let fits = r.fits && r.requested_bytes <= gpu.usable().get();
     let split = if fits {
@@ -339,6 +302,7 @@ fn serve(
                 "peak_reserved_bytes": allocated,
                 "device_used_bytes": r.requested_bytes,
                 "peak_phase": "serve",
+                "warnings": warnings,
                 "serve": r,
                 "fit": {
                     "gpu": gpu.id,
@@ -363,6 +327,7 @@ fn serve(
             writeln!(out)?;
         }
         Format::Human => {
+            write_warnings(&mut *out, warnings)?;
             let per_gpu = if setup.tp * setup.pp > 1 {
                 format!(
                     ", tensor_parallel_size {} × pipeline_parallel_size {}; per GPU",
@@ -437,13 +402,22 @@ fn json<'a>(
     setup: &'a Setup,
     est: &'a Estimate,
     fit: Option<&'a Fit>,
+    warnings: &'a [String],
 ) -> JsonOut<'a, JsonModel<'a>, &'a Setup> {
     let model = JsonModel {
         params: est.params,
         trainable_params: est.trainable_params,
         config: cfg,
     };
-    JsonOut::new(model, setup, est, fit)
+    JsonOut::new(model, setup, est, fit, warnings)
+}
+
+/// One `warning: …` line each, before the human output.
+fn write_warnings(out: &mut impl Write, warnings: &[String]) -> std::io::Result<()> {
+    for w in warnings {
+        writeln!(out, "warning: {w}")?;
+    }
+    Ok(())
 }
 
 fn precision(p: EstPrecision) -> Precision {
@@ -488,18 +462,6 @@ fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
             vocab: args.vocab,
             intermediate: args.intermediate,
         };
-        for (name, v) in [
-            ("--layers", args.layers),
-            ("--hidden", args.hidden),
-            ("--heads", args.heads),
-            ("--kv-heads", args.kv_heads),
-            ("--vocab", args.vocab),
-            ("--intermediate", args.intermediate),
-        ] {
-            if v == Some(0) {
-                bail!("{name} must be positive");
-            }
-        }
         return Ok(ModelConfig::bare(n, &shape)?);
     }
     let Some(name) = args.model.as_deref() else {
@@ -560,28 +522,32 @@ fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
 /// the catalogue, a vision-language model's, is under 20 KiB).
 const CONFIG_LIMIT: u64 = 4 << 20;
 
-/// Reads a GGUF header: a growing prefix of the file until the header parses.
+/// Reads a GGUF header: a growing prefix of the file (one open handle, so a
+/// FIFO works too) until the header parses, never more than
+/// [`gguf::MAX_HEADER`].
 fn read_gguf(path: &Path) -> anyhow::Result<ModelConfig> {
     use std::io::Read;
-    let fh =
-        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let len = fh.metadata()?.len();
-    let mut want: u64 = 16 << 20;
+    let name = path.display().to_string();
+    let mut fh = std::fs::File::open(path).with_context(|| format!("cannot read {name}"))?;
+    let mut buf = Vec::new();
+    let mut want: u64 = 1 << 20;
     loop {
-        let mut buf = Vec::new();
-        std::fs::File::open(path)?
-            .take(want.min(len))
-            .read_to_end(&mut buf)?;
-        match gguf::parse(&buf, &path.display().to_string()) {
+        let have = buf.len() as u64;
+        let got = (&mut fh)
+            .take(want.saturating_sub(have))
+            .read_to_end(&mut buf)
+            .with_context(|| format!("cannot read {name}"))?;
+        match gguf::parse(&buf, &name) {
             Ok(cfg) => return Ok(cfg),
-            Err(gguf::GgufError::NeedMore) if want < len => want = want.saturating_mul(4),
-            Err(gguf::GgufError::NeedMore) => {
-                bail!(
-                    "{}: malformed GGUF header: the file ends inside it",
-                    path.display()
-                )
+            Err(gguf::GgufError::NeedMore) if (got as u64) < want.saturating_sub(have) => {
+                bail!("{name}: malformed GGUF header: the file ends inside it")
             }
-            Err(e) => return Err(anyhow::Error::new(e).context(path.display().to_string())),
+            Err(gguf::GgufError::NeedMore) if want >= gguf::MAX_HEADER => bail!(
+                "{name}: the GGUF header does not end within {} (real headers are a few MiB; a corrupt or hostile file?)",
+                oomkit_core::Bytes(gguf::MAX_HEADER)
+            ),
+            Err(gguf::GgufError::NeedMore) => want = (want * 4).min(gguf::MAX_HEADER),
+            Err(e) => return Err(anyhow::Error::new(e).context(name)),
         }
     }
 }
@@ -600,7 +566,7 @@ fn is_index(path: &Path) -> bool {
 /// headers (exact); otherwise its `metadata.total_size`, with the config's
 /// `torch_dtype` for the element count.
 fn read_index(index: &Path, dir: &Path, config: &str) -> anyhow::Result<Option<Checkpoint>> {
-    let bytes = std::fs::read(index).with_context(|| format!("cannot read {}", index.display()))?;
+    let bytes = crate::input::read_file_limited(index, checkpoint::MAX_INDEX)?;
     let ix = checkpoint::parse_index(&bytes).with_context(|| index.display().to_string())?;
     let shards: Vec<_> = ix.shards.iter().map(|s| dir.join(s)).collect();
     if shards.iter().all(|s| s.is_file()) {
@@ -634,15 +600,21 @@ fn read_headers(mut files: Vec<PathBuf>) -> anyhow::Result<Option<Checkpoint>> {
     }
     files.sort();
     let mut total = Checkpoint::default();
+    let mut budget = checkpoint::MAX_HEADERS_TOTAL;
     for f in files {
-        let read = || -> anyhow::Result<Checkpoint> {
+        let mut read = || -> anyhow::Result<Checkpoint> {
             let mut fh = std::fs::File::open(&f)?;
             let mut prefix = [0u8; 8];
             fh.read_exact(&mut prefix)
                 .context("malformed safetensors header: file shorter than 8 bytes")?;
             let n = checkpoint::header_len(prefix)?;
-            let mut buf = Vec::new();
-            fh.take(n).read_to_end(&mut buf)?;
+            budget = budget.checked_sub(n).with_context(|| {
+                format!(
+                    "the safetensors headers in this folder add up to more than {}",
+                    oomkit_core::Bytes(checkpoint::MAX_HEADERS_TOTAL)
+                )
+            })?;
+            let buf = crate::input::read_limited(&f.display().to_string(), fh, n)?;
             if buf.len() as u64 != n {
                 bail!(
                     "malformed safetensors header: truncated ({} of {n} bytes)",
@@ -652,66 +624,131 @@ fn read_headers(mut files: Vec<PathBuf>) -> anyhow::Result<Option<Checkpoint>> {
             Ok(checkpoint::parse_header(&buf)?)
         };
         let c = read().with_context(|| format!("{}", f.display()))?;
-        total.merge(c);
+        total.merge(c).with_context(|| format!("{}", f.display()))?;
     }
     Ok(Some(total))
 }
 
+/// Which setup flags were given on the command line (the library's
+/// combination checks concern only these).
+fn given(a: &EstimateArgs) -> Given {
+    Given {
+        method: a.method.is_some(),
+        quant: a.quant.is_some(),
+        optimizer: a.optimizer.is_some(),
+        grad_checkpointing: a.grad_checkpointing,
+        trainer: a.trainer,
+        grad_accum: a.grad_accum.is_some(),
+        lora_rank: a.lora_rank.is_some(),
+        lora_targets: a.lora_targets.is_some(),
+        no_foreach: a.no_foreach,
+        zero: a.zero.is_some(),
+        fsdp: a.fsdp,
+        offload: a.offload.is_some(),
+        new_tokens: a.new_tokens.is_some(),
+        train: a.task == EstTask::Train,
+        serve: a.task == EstTask::Serve,
+        vllm: a.engine == EstEngine::Vllm,
+        gpu: a.gpu.is_some(),
+        batch: a.batch != 1,
+        parallel: a.tp != 1 || a.pp != 1,
+        no_safety_checker: a.no_safety_checker,
+        kv_dtype: a.kv_dtype.is_some(),
+        vllm_flag: [
+            (
+                a.gpu_memory_utilization.is_some(),
+                "--gpu-memory-utilization",
+            ),
+            (a.max_model_len.is_some(), "--max-model-len"),
+            (a.max_num_seqs.is_some(), "--max-num-seqs"),
+            (
+                a.max_num_batched_tokens.is_some(),
+                "--max-num-batched-tokens",
+            ),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag)),
+        image_flag: [
+            (a.width.is_some(), "--width"),
+            (a.height.is_some(), "--height"),
+            (a.images.is_some(), "--images"),
+            (a.attention_slicing, "--attention-slicing"),
+            (a.vae_slicing, "--vae-slicing"),
+            (a.vae_tiling, "--vae-tiling"),
+            (a.cpu_offload.is_some(), "--cpu-offload"),
+            (a.no_safety_checker, "--no-safety-checker"),
+        ]
+        .into_iter()
+        .find_map(|(given, flag)| given.then_some(flag)),
+    }
+}
+
 fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
+    let d = Setup::default();
     let precision = precision(a.precision.unwrap_or(EstPrecision::Bf16));
-    let targets = LoraTargets::parse(&a.lora_targets);
-    let kv_bits = match a.kv_dtype {
+    let targets = a
+        .lora_targets
+        .as_deref()
+        .map_or(d.lora_targets, LoraTargets::parse);
+    let kv_bits = match a.kv_dtype.unwrap_or(EstKvDtype::Auto) {
         EstKvDtype::Auto => 8 * precision.act_bytes(),
         EstKvDtype::Fp16 | EstKvDtype::Bf16 => 16,
         EstKvDtype::Fp8 | EstKvDtype::Int8 => 8,
         EstKvDtype::Int4 => 4,
     };
+    let task = match a.task {
+        EstTask::Infer | EstTask::Serve => Task::Infer,
+        EstTask::Train => Task::Train,
+    };
+    let method = match a.method {
+        None => d.method,
+        Some(EstMethod::Full) => Method::Full,
+        Some(EstMethod::Lora) => Method::Lora,
+        Some(EstMethod::Qlora) => Method::Qlora,
+    };
     let s = Setup {
-        task: match a.task {
-            EstTask::Infer | EstTask::Serve => Task::Infer,
-            EstTask::Train => Task::Train,
-        },
-        method: match a.method {
-            EstMethod::Full => Method::Full,
-            EstMethod::Lora => Method::Lora,
-            EstMethod::Qlora => Method::Qlora,
-        },
+        task,
+        method,
         precision,
         quant: match a.quant {
-            None if a.task == EstTask::Train && a.method == EstMethod::Full => Quant::None,
+            None if task == Task::Train && method == Method::Full => Quant::None,
             None => cfg.native_quant.unwrap_or(Quant::None),
             Some(q) => quant(q),
         },
         optimizer: match a.optimizer {
-            EstOptimizer::Adamw => Optimizer::Adamw,
-            EstOptimizer::Adamw8bit => Optimizer::Adamw8bit,
-            EstOptimizer::PagedAdamw8bit => Optimizer::PagedAdamw8bit,
-            EstOptimizer::Sgd => Optimizer::Sgd,
-            EstOptimizer::SgdMomentum => Optimizer::SgdMomentum,
-            EstOptimizer::Adafactor => Optimizer::Adafactor,
-            EstOptimizer::Lion => Optimizer::Lion,
+            None => d.optimizer,
+            Some(EstOptimizer::Adamw) => Optimizer::Adamw,
+            Some(EstOptimizer::Adamw8bit) => Optimizer::Adamw8bit,
+            Some(EstOptimizer::PagedAdamw8bit) => Optimizer::PagedAdamw8bit,
+            Some(EstOptimizer::Sgd) => Optimizer::Sgd,
+            Some(EstOptimizer::SgdMomentum) => Optimizer::SgdMomentum,
+            Some(EstOptimizer::Adafactor) => Optimizer::Adafactor,
+            Some(EstOptimizer::Lion) => Optimizer::Lion,
         },
         batch: a.batch,
         seq: a.seq,
-        new_tokens: a.new_tokens,
+        new_tokens: a.new_tokens.unwrap_or(d.new_tokens),
         grad_checkpointing: a.grad_checkpointing,
         drops_output: a.trainer,
-        grad_accum: a.grad_accum,
+        grad_accum: a.grad_accum.unwrap_or(d.grad_accum),
         attention: attention(a.attention),
-        lora_rank: a.lora_rank,
+        lora_rank: a.lora_rank.unwrap_or(d.lora_rank),
         lora_targets: targets,
         kv_bits,
         foreach: !a.no_foreach,
         gpus: a.gpus.unwrap_or(a.tp.saturating_mul(a.pp)),
         tp: a.tp,
         pp: a.pp,
-        zero: if a.fsdp { 3 } else { a.zero },
+        // --fsdp is stage 3; an explicit --zero beside it is checked below.
+        zero: a.zero.unwrap_or(if a.fsdp { 3 } else { d.zero }),
         offload: match a.offload {
-            EstOffload::None => Offload::None,
-            EstOffload::Optimizer => Offload::Optimizer,
-            EstOffload::Params => Offload::Params,
+            None => d.offload,
+            Some(EstOffload::None) => Offload::None,
+            Some(EstOffload::Optimizer) => Offload::Optimizer,
+            Some(EstOffload::Params) => Offload::Params,
         },
     };
+    s.check_given(&given(a))?;
     let s = s.validate()?;
     s.check_model(cfg)?;
     Ok(s)

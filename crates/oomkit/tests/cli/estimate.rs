@@ -7,7 +7,7 @@ use std::process::Output;
 
 use super::{json, run_in, stderr, stdout};
 
-fn est(args: &[&str]) -> Output {
+pub fn est(args: &[&str]) -> Output {
     let mut full = vec!["estimate"];
     full.extend_from_slice(args);
     run_in(&std::env::temp_dir(), &full, None)

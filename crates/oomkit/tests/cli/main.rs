@@ -4,6 +4,9 @@
 mod estimate;
 mod explain;
 mod lint;
+mod robust_any;
+mod robust_estimate;
+mod robust_explain;
 mod robust_lint;
 
 use std::path::{Path, PathBuf};

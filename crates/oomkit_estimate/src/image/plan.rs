@@ -8,10 +8,7 @@ use crate::components;
 use crate::fit::{Fit, Step, largest_where};
 use crate::setup::{Attention, Precision, Quant};
 
-/// Most images per call searched for `max_batch`.
-const MAX_IMAGES: u64 = 4096;
-/// Largest square side searched for `max_seq`, in pixels.
-const MAX_SIDE: u64 = 16_384;
+use super::{MAX_IMAGES, MAX_SIDE};
 
 /// `torch_dtype=` as diffusers code.
 fn torch_dtype(p: Precision) -> &'static str {
@@ -286,11 +283,13 @@ fn plan(m: &Model, s: &ImageSetup, usable: u64) -> (Vec<Step>, bool) {
     'ladder: while !done {
         for (i, r) in LADDER.iter().enumerate() {
             let mut t = cur.clone();
-            if taken[i] || !(r.apply)(m, &mut t) {
+            if taken.get(i).copied().unwrap_or(true) || !(r.apply)(m, &mut t) {
                 continue;
             }
             if let Some(d) = push(&t, (r.change)(m, &t), r.remedy, (r.config)(m, &t)) {
-                taken[i] = true;
+                if let Some(done) = taken.get_mut(i) {
+                    *done = true;
+                }
                 done = d;
                 cur = t;
                 continue 'ladder;

@@ -14,6 +14,8 @@ mod pytorch;
 mod serving;
 mod tensorflow;
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use oomkit_core::Bytes;
@@ -88,7 +90,54 @@ pub struct Span<'a> {
     pub spaced: &'a str,
     pub tight: &'a str,
     /// The whole region, spaced, for context hints.
-    pub region: &'a str,
+    pub region: &'a RegionText<'a>,
+    /// The headline's line before the headline (empty for a headline found
+    /// only across a line break).
+    pub before: &'a str,
+    /// The headline's line after the headline.
+    pub after: &'a str,
+}
+
+/// The whole region (spaced view) with memoised lookups. A dense log puts
+/// thousands of messages in one region; looking through the region once per
+/// message made `explain` quadratic (4 MB of TensorFlow errors took 6 s).
+/// Each needle and each regex is now searched once per region.
+pub struct RegionText<'a> {
+    text: &'a str,
+    found: RefCell<HashMap<&'static str, bool>>,
+    /// Where each regex first matches (its captures are re-read there).
+    first: RefCell<HashMap<usize, Option<usize>>>,
+}
+
+impl<'a> RegionText<'a> {
+    /// Wraps a region's spaced text.
+    pub fn new(text: &'a str) -> Self {
+        RegionText {
+            text,
+            found: RefCell::default(),
+            first: RefCell::default(),
+        }
+    }
+
+    /// Whether the region contains `needle` (searched once per region).
+    pub fn contains(&self, needle: &'static str) -> bool {
+        *self
+            .found
+            .borrow_mut()
+            .entry(needle)
+            .or_insert_with(|| self.text.contains(needle))
+    }
+
+    /// The first match of `re` in the region (searched once per region).
+    pub fn captures(&self, re: &'static Regex) -> Option<Captures<'a>> {
+        let key = std::ptr::from_ref(re) as usize;
+        let at = *self
+            .first
+            .borrow_mut()
+            .entry(key)
+            .or_insert_with(|| re.find(self.text).map(|m| m.start()));
+        re.captures_at(self.text, at?)
+    }
 }
 
 impl Span<'_> {
@@ -219,7 +268,8 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
     for det in detectors() {
         for m in det.headline.find_iter(&doc.spaced) {
             let line_idx = doc.line_index_spaced(m.start());
-            if is_code(&doc.spaced[doc.spaced_starts[line_idx]..m.start()]) {
+            let line_start = doc.spaced_starts.get(line_idx).copied().unwrap_or(0);
+            if is_code(doc.spaced.get(line_start..m.start()).unwrap_or_default()) {
                 continue;
             }
             hits.push(Hit {
@@ -262,10 +312,13 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
     hits.sort_by_key(|h| (h.line_idx, h.start));
     let mut spaced_starts: Vec<usize> = hits.iter().filter(|h| !h.tight).map(|h| h.start).collect();
     spaced_starts.sort_unstable();
+    let region = RegionText::new(&doc.spaced);
     let mut out = Vec::new();
     for (i, h) in hits.iter().enumerate() {
         // The message runs to the next headline on a later line (or the cap).
-        let next_line = hits[i + 1..]
+        let next_line = hits
+            .get(i + 1..)
+            .unwrap_or_default()
             .iter()
             .find(|n| n.line_idx > h.line_idx || (!n.tight && !h.tight && n.start >= h.end))
             .map(|n| n.line_idx);
@@ -273,15 +326,18 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
         // A short message ends where the next log record starts; dump readers
         // (BFC, XLA) read on to their summary.
         if h.det.max_span <= SHORT_SPAN
-            && let Some(end) =
-                (h.line_idx + 1..stop_line).find(|&i| RECORD_START.is_match(&doc.lines[i].text))
+            && let Some(end) = (h.line_idx + 1..stop_line).find(|&i| {
+                doc.lines
+                    .get(i)
+                    .is_some_and(|l| RECORD_START.is_match(&l.text))
+            })
         {
             stop_line = end;
         }
         let (spaced, tight, anchor_text) = if h.tight {
             let r = doc.tight_range(h.line_idx, stop_line.max(h.line_idx + 1));
-            let tspan = &doc.tight[h.start.min(r.end)..r.end];
-            (tspan, tspan, &doc.tight[h.start..])
+            let tspan = doc.tight.get(h.start.min(r.end)..r.end).unwrap_or_default();
+            (tspan, tspan, doc.tight.get(h.start..).unwrap_or_default())
         } else {
             let k = spaced_starts.partition_point(|&st| st < h.end);
             let end = spaced_starts
@@ -297,27 +353,47 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
             let end = floor_char(&doc.spaced, end.min(h.start + h.det.max_span).max(h.end));
             let r = doc.tight_range(h.line_idx, stop_line.max(h.line_idx + 1));
             (
-                &doc.spaced[h.start..end],
-                &doc.tight[r],
-                &doc.spaced[h.start..],
+                doc.spaced.get(h.start..end).unwrap_or_default(),
+                doc.tight.get(r).unwrap_or_default(),
+                doc.spaced.get(h.start..).unwrap_or_default(),
             )
         };
         let Some(caps) = h.det.headline.captures(anchor_text) else {
             continue;
         };
+        let (before, after) = if h.tight {
+            ("", "")
+        } else {
+            let line_start = doc.spaced_starts.get(h.line_idx).copied().unwrap_or(0);
+            let line_end = doc
+                .spaced_starts
+                .get(h.line_idx + 1)
+                .map_or(doc.spaced.len(), |&e| e.saturating_sub(1));
+            (
+                doc.spaced.get(line_start..h.start).unwrap_or_default(),
+                doc.spaced
+                    .get(h.end..line_end.max(h.end))
+                    .unwrap_or_default(),
+            )
+        };
         let span = Span {
             spaced,
             tight,
-            region: &doc.spaced,
+            region: &region,
+            before,
+            after,
         };
         if let Some(mut s) = (h.det.parse)(&caps, &span) {
             s.line_idx = h.line_idx;
             if s.message.is_empty() {
                 s.message = if fixed_width_wrap(doc, h.line_idx, stop_line) {
                     // Hard-wrapped at a fixed width (mid-word): show it unwrapped.
-                    let t = &doc.tight[doc.tight_range(h.line_idx, stop_line)];
+                    let t = doc
+                        .tight
+                        .get(doc.tight_range(h.line_idx, stop_line))
+                        .unwrap_or_default();
                     let lead = t.find(|c: char| c.is_alphanumeric()).unwrap_or(0);
-                    clip(t[lead..].trim())
+                    clip(t.get(lead..).unwrap_or_default().trim())
                 } else {
                     headline_text(doc, h.line_idx, (!h.tight).then_some(h.start), spaced)
                 };
@@ -326,6 +402,11 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
         }
     }
     out
+}
+
+/// The first at most `n` bytes of `s`, cut on a character boundary.
+pub fn prefix(s: &str, n: usize) -> &str {
+    s.get(..floor_char(s, n.min(s.len()))).unwrap_or_default()
 }
 
 fn floor_char(s: &str, mut i: usize) -> usize {
@@ -345,7 +426,7 @@ fn headline_text(doc: &Doc, line_idx: usize, anchor_start: Option<usize>, span: 
     let prefix = match anchor_start {
         Some(a) => {
             let ls = doc.spaced_starts.get(line_idx).copied().unwrap_or(a).min(a);
-            let p = &doc.spaced[ls..a];
+            let p = doc.spaced.get(ls..a).unwrap_or_default();
             if p.len() <= 100 { p } else { "" }
         }
         None => "",
@@ -375,15 +456,35 @@ fn fixed_width_wrap(doc: &Doc, from: usize, to: usize) -> bool {
     if to < from + 2 || to > doc.lines.len() {
         return false;
     }
-    let lens: Vec<usize> = doc.lines[from..to - 1]
+    let lens: Vec<usize> = doc
+        .lines
+        .get(from..to - 1)
+        .unwrap_or_default()
         .iter()
         .map(|l| l.text.chars().count())
         .collect();
-    lens[0] >= 60 && lens.iter().all(|&n| n == lens[0])
+    lens.first()
+        .is_some_and(|&first| first >= 60 && lens.iter().all(|&n| n == first))
+}
+
+static ERROR_WORD: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(error|exception|fatal|failed|failure|critical|oom)\W*$").expect("valid")
+});
+
+/// Whether a phrase without numbers stands where an error message stands,
+/// not inside a sentence ("to avoid CUDA out of memory errors, …"): after an
+/// exception name or an error word (`RuntimeError: `, `ERROR `), or on its
+/// own between punctuation (`[WARNING] CUDA out of memory, retrying`).
+pub fn error_shaped(s: &Span<'_>) -> bool {
+    let before = s.before.trim_end();
+    let after = s.after.trim_start();
+    let boundary = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric());
+    ERROR_WORD.is_match(before)
+        || (boundary(before.chars().next_back()) && boundary(after.chars().next()))
 }
 
 /// Whether the region (spaced) mentions any of these words.
-pub fn region_has(span: &Span<'_>, needles: &[&str]) -> bool {
+pub fn region_has(span: &Span<'_>, needles: &[&'static str]) -> bool {
     needles.iter().any(|n| span.region.contains(n))
 }
 

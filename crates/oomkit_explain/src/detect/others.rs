@@ -81,11 +81,12 @@ fn nccl_oom(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     sig.backend = Some(Backend::Cuda);
     sig.rank = 2;
     sig.fields.requested = s.int(&NCCL_CALLOC).map(Bytes);
-    sig.fields.device = NCCL_DEV
-        .captures(s.region)
+    sig.fields.device = s
+        .region
+        .captures(&NCCL_DEV)
         .and_then(|c| int_of(&c, 1))
         .and_then(|d| u32::try_from(d).ok());
-    if let Some(v) = NCCL_VERSION.captures(s.region).and_then(|c| c.get(1)) {
+    if let Some(v) = s.region.captures(&NCCL_VERSION).and_then(|c| c.get(1)) {
         sig.fields
             .details
             .push(("nccl_version".into(), v.as_str().to_string()));
@@ -185,7 +186,7 @@ fn ort(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     );
     sig.backend = Some(Backend::Cuda);
     sig.fields.requested = int_of(m, 1).map(Bytes);
-    if let Some(c) = ORT_NODE.captures(s.region) {
+    if let Some(c) = s.region.captures(&ORT_NODE) {
         sig.fields.op = Some(format!(
             "{} {}",
             c.get(1).map_or("", |g| g.as_str()),

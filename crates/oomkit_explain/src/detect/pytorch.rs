@@ -211,6 +211,10 @@ fn allocator(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
             sig.version_hint = Some("PyTorch ≈1.1–1.6 (malloc location)");
         }
     } else {
+        if f.requested.is_none() && !super::error_shaped(s) {
+            // Prose that mentions the error is not the error.
+            return None;
+        }
         sig.format = "pytorch-out-of-memory-bare";
     }
     if word == "XPU" && f.requested.is_some_and(|r| r > Bytes::gib(4)) && f.free.is_none() {

@@ -78,11 +78,11 @@ fn vllm_context(sig: &mut Signal, s: &Span<'_>) {
         ("profiled_non_torch_memory", &PROFILE_NON_TORCH),
         ("available_kv_cache_memory", &AVAILABLE_KV),
     ] {
-        if let Some(v) = r.captures(s.region).and_then(|c| size_of(&c, 1)) {
+        if let Some(v) = s.region.captures(r).and_then(|c| size_of(&c, 1)) {
             f.details.push((key.into(), v.to_string()));
         }
     }
-    if let Some(u) = PROFILE_UTIL.captures(s.region).and_then(|c| c.get(1)) {
+    if let Some(u) = s.region.captures(&PROFILE_UTIL).and_then(|c| c.get(1)) {
         f.details
             .push(("gpu_memory_utilization".into(), u.as_str().to_string()));
     }
@@ -221,7 +221,7 @@ fn ggml_context(sig: &mut Signal, s: &Span<'_>) {
         ("model_buffer", &MODEL_SIZE),
         ("compute_buffer", &COMPUTE_SIZE),
     ] {
-        if let Some(v) = r.captures(s.region).and_then(|c| size_of(&c, 2)) {
+        if let Some(v) = s.region.captures(r).and_then(|c| size_of(&c, 2)) {
             sig.fields.details.push((key.into(), v.to_string()));
         }
     }

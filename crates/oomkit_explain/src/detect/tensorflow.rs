@@ -186,7 +186,7 @@ fn bfc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         sig.fields.op = Some(op.as_str().to_string());
     }
     // The head of the message (before the dump) tells fatal from non-fatal.
-    let head = &s.spaced[..s.spaced.len().min(400)];
+    let head = super::prefix(s.spaced, 400);
     if NOT_A_FAILURE.is_match(head) {
         sig.status = Status::NotOom(
             "TensorFlow says \"the caller indicates that this is not a failure\": it retried with less memory and went on (a performance warning)",
