@@ -4,6 +4,7 @@
 //! types, claimed lengths beyond the bytes); `estimate` and `fit` get
 //! arbitrary setups, validated or not, on catalogue models and on configs at
 //! the limits.
+#![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
 
 use std::time::{Duration, Instant};
 

@@ -1,5 +1,6 @@
 //! End-to-end tests: every test runs the real `oomkit` binary.
 //! One integration-test binary made of modules (ripgrep's and ruff's layout).
+#![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
 
 mod estimate;
 mod explain;
