@@ -3,33 +3,16 @@
 //! inputs are random bytes and real fixtures with random damage.
 
 use std::path::Path;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use proptest::prelude::*;
 
-use super::{fixtures, lint_fixtures, oomkit};
+use super::{fixtures, lint_fixtures, run_within, stderr};
 
-/// Runs `oomkit ARGS` and checks the contract; kills it past `limit`.
+/// Runs `oomkit ARGS` in `dir` and checks the contract.
 fn contract(args: &[&str], dir: &Path, limit: Duration) {
-    let mut child = oomkit()
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn oomkit");
-    let start = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            panic!("oomkit {args:?} ran past {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let out = child.wait_with_output().expect("output");
-    let err = String::from_utf8_lossy(&out.stderr);
+    let out = run_within(dir, args, limit);
+    let err = stderr(&out);
     let code = out.status.code();
     assert!(
         matches!(code, Some(0..=2)),
