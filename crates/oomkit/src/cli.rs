@@ -371,6 +371,17 @@ pub struct LintArgs {
     /// The file name to report for standard input.
     #[arg(long, value_name = "PATH")]
     pub stdin_filename: Option<String>,
+    /// Skip files larger than SIZE with a warning (`10MiB` by default, or
+    /// `max-file-size` in `[tool.oomkit.lint]`); a device or FIFO longer than that is
+    /// an error.
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_file_size: Option<u64>,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    s.parse::<oomkit_core::Bytes>()
+        .map(|b| b.0)
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

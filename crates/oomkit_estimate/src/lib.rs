@@ -124,7 +124,6 @@ impl Phase {
 /// [`model::MAX_BYTES`] ([`Setup::check_model`], which bounds every growing
 /// term in 128 bits first): never a wrapped number.
 pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
-    s.check_model(cfg)?;
     let eager;
     let s = if sdpa_falls_back_to_eager(cfg, s) {
         eager = Setup {
@@ -135,15 +134,18 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
     } else {
         s
     };
+    // The size gate sees the attention that really runs: Gemma-2's eager
+    // fallback holds batch × heads × seq² scores that SDPA would not.
+    s.check_model(cfg)?;
     let weights = c::weights_bytes(cfg, s);
-    let ctx = c::cuda_context_bytes() + c::nccl_bytes(s);
+    let ctx = c::cuda_context_bytes().saturating_add(c::nccl_bytes(s));
     let phases: Vec<Phase> = match s.task {
         Task::Train => {
             let (weights, grads, opt, step_tmp) = c::sharded_states(cfg, s);
             // With accumulation, the previous micro-batches' gradients stay alive
             // through the forward and backward of the next ones (§3.7).
             let live_grads = if s.grad_accum > 1 { grads } else { 0 };
-            let backward = |activations, logits, loss| Phase {
+            let backward = |activations, logits, loss: u64| Phase {
                 name: "backward",
                 parts: Components {
                     weights_bytes: weights,
@@ -151,7 +153,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                     optimizer_bytes: opt,
                     activations_bytes: activations,
                     logits_bytes: logits,
-                    temporaries_bytes: loss + c::dequant_bytes(cfg, s),
+                    temporaries_bytes: loss.saturating_add(c::dequant_bytes(cfg, s)),
                     ..Components::default()
                 },
                 extra_reserved: 0,
@@ -179,7 +181,8 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                 // End of a checkpointed forward under autocast: the cast cache
                 // still holds every layer's half-precision weights.
                 let mut fwd = backward(
-                    c::training_activations_bytes(cfg, s) + c::autocast_cache_bytes(cfg, s),
+                    c::training_activations_bytes(cfg, s)
+                        .saturating_add(c::autocast_cache_bytes(cfg, s)),
                     logits,
                     0,
                 );
@@ -190,7 +193,8 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                 // Later in backward: one layer recomputed, the loss gone (only
                 // the held head output remains).
                 v.push(backward(
-                    c::training_activations_bytes(cfg, s) + c::recompute_bytes(cfg, s),
+                    c::training_activations_bytes(cfg, s)
+                        .saturating_add(c::recompute_bytes(cfg, s)),
                     c::held_logits_bytes(cfg, s),
                     0,
                 ));

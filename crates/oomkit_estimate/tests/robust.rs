@@ -4,6 +4,7 @@
 //! types, claimed lengths beyond the bytes); `estimate` and `fit` get
 //! arbitrary setups, validated or not, on catalogue models and on configs at
 //! the limits.
+#![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
 
 use std::time::{Duration, Instant};
 
@@ -488,4 +489,21 @@ fn image_models_at_the_limits() {
         let f = quick("image fit", || image::fit(&m, &s, gpu));
         assert!(!f.fits);
     }
+}
+
+/// Found by `estimate_any_setup`: Gemma-2 falls back to eager attention
+/// (soft-capping), and the size gate used to run before that fallback, so
+/// batch × heads × seq² fp32 scores overflowed a phase sum.
+#[test]
+fn the_size_gate_sees_gemma2_eager_fallback() {
+    let cfg = catalogue::find("google/gemma-2-27b").unwrap();
+    let s = Setup {
+        task: Task::Train,
+        precision: Precision::Fp32,
+        batch: 256,
+        seq: 1 << 24,
+        grad_checkpointing: true,
+        ..Setup::default()
+    };
+    assert!(estimate(&cfg, &s).is_err());
 }

@@ -17,7 +17,24 @@ pub struct LintConfig {
     /// gitignore-style patterns of paths not to lint.
     #[serde(default)]
     pub exclude: Vec<String>,
+    /// Files larger than this are skipped with a warning (`max-file-size = "10MiB"` or
+    /// a number of bytes); see [`LintConfig::max_file_size`].
+    pub max_file_size: Option<FileSize>,
 }
+
+/// A size in `pyproject.toml`: a number of bytes or text such as `"10MiB"`.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum FileSize {
+    /// Bytes.
+    Bytes(u64),
+    /// `"10MiB"`, `"512KiB"`, `"1000000"`.
+    Text(String),
+}
+
+/// The default for `--max-file-size` / `max-file-size`: 10 MiB (ruff skips large files
+/// too; generated code of that size is not worth linting).
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 10 << 20;
 
 #[derive(Deserialize)]
 struct Pyproject {
@@ -39,6 +56,18 @@ impl LintConfig {
     pub fn from_pyproject(text: &str) -> Result<Option<Self>, Error> {
         let p: Pyproject = toml::from_str(text).map_err(|e| Error::Config(e.to_string()))?;
         Ok(p.tool.and_then(|t| t.oomkit).and_then(|o| o.lint))
+    }
+
+    /// `max-file-size` in bytes (`None` when unset).
+    pub fn max_file_size(&self) -> Result<Option<u64>, Error> {
+        match &self.max_file_size {
+            None => Ok(None),
+            Some(FileSize::Bytes(n)) => Ok(Some(*n)),
+            Some(FileSize::Text(t)) => t
+                .parse::<oomkit_core::Bytes>()
+                .map(|b| Some(b.0))
+                .map_err(|e| Error::Config(format!("max-file-size: {e}"))),
+        }
     }
 }
 
@@ -84,5 +113,17 @@ mod tests {
         );
         assert!(LintConfig::from_pyproject("[tool.oomkit.lint]\nselct = []\n").is_err());
         assert!(rule_set(None, &["NOPE".into()]).is_err());
+        for (value, want) in [("1048576", Some(1 << 20)), ("\"2MiB\"", Some(2 << 20))] {
+            let c = LintConfig::from_pyproject(&format!(
+                "[tool.oomkit.lint]\nmax-file-size = {value}\n"
+            ))
+            .expect("valid")
+            .expect("present");
+            assert_eq!(c.max_file_size().expect("size"), want, "{value}");
+        }
+        let c = LintConfig::from_pyproject("[tool.oomkit.lint]\nmax-file-size = \"big\"\n")
+            .expect("valid")
+            .expect("present");
+        assert!(c.max_file_size().is_err());
     }
 }

@@ -17,6 +17,27 @@
 //! assert_eq!((diags[0].line, diags[0].column), (4, 5));
 //! ```
 #![warn(missing_docs)]
+// No panic is reachable from input (ARCHITECTURE.md): no indexing or slicing that can
+// go out of bounds or cut a character, no unwrap/expect/panic. Tests may index
+// (clippy.toml allows unwrap/expect there; test modules allow indexing).
+#![deny(
+    clippy::indexing_slicing,
+    clippy::string_slice,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::arithmetic_side_effects
+)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::expect_used,
+        clippy::indexing_slicing,
+        clippy::string_slice,
+        clippy::panic,
+        clippy::arithmetic_side_effects
+    )
+)]
 
 pub mod config;
 mod context;
@@ -26,11 +47,13 @@ mod parse;
 pub mod render;
 pub mod rules;
 pub mod sarif;
+pub mod source;
 mod suppression;
 
-pub use config::{LintConfig, rule_set};
+pub use config::{DEFAULT_MAX_FILE_SIZE, LintConfig, rule_set};
 pub use diagnostic::Diagnostic;
 pub use parse::SyntaxError;
+pub use parse::depth::{MAX_EXPR_DEPTH, MAX_NESTING};
 pub use rules::{RULES, Rule, RuleInfo, RuleSet};
 
 use crate::context::Checker;
@@ -63,6 +86,15 @@ pub enum Error {
         /// Where and what.
         error: SyntaxError,
     },
+    /// The file nests deeper than the limits (`parse::depth`): the parser and the
+    /// checker recurse, so it is refused before parsing.
+    #[error("{path}: {reason}; not linted")]
+    TooDeep {
+        /// The file.
+        path: String,
+        /// Which limit, with its value.
+        reason: String,
+    },
     /// An invalid `pyproject.toml`.
     #[error("invalid [tool.oomkit.lint] configuration: {0}")]
     Config(String),
@@ -89,12 +121,23 @@ fn violations(
     source: &str,
     settings: &Settings,
 ) -> Result<(Vec<Violation>, Lines), Error> {
+    parse::depth::check(source).map_err(|why| Error::TooDeep {
+        path: path.to_string(),
+        reason: why.to_string(),
+    })?;
     let lines = Lines::new(source);
     let module = parse::parse_module(source, &lines).map_err(|error| Error::Syntax {
         path: path.to_string(),
         error,
     })?;
-    let mut found = Checker::check(&module, source, settings.rules);
+    let mut found =
+        Checker::check(&module, source, settings.rules).map_err(|()| Error::TooDeep {
+            path: path.to_string(),
+            reason: format!(
+                "a syntax tree deeper than {} levels",
+                context::MAX_WALK_DEPTH
+            ),
+        })?;
     // noqa on the first or last line of the flagged range
     found.retain(|v| {
         let (l1, _) = lines.line_col(source, v.range.start());

@@ -5,6 +5,8 @@
 //! re-exports and functions here, so switching parser (a newer ruff release, or
 //! tree-sitter-python) touches this file and the AST-shaped code that imports [`ast`].
 
+pub mod depth;
+
 pub use ruff_python_ast as ast;
 pub use ruff_python_ast::visitor;
 pub use ruff_text_size::{Ranged, TextRange, TextSize};

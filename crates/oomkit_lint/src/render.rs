@@ -82,7 +82,7 @@ pub fn statistics(diagnostics: &[Diagnostic]) -> String {
     let mut counts: BTreeMap<&str, (usize, &str, bool)> = BTreeMap::new();
     for d in diagnostics {
         let e = counts.entry(d.code).or_insert((0, d.name, false));
-        e.0 += 1;
+        e.0 = e.0.saturating_add(1);
         e.2 |= d.fixable;
     }
     let mut out = String::new();

@@ -24,9 +24,15 @@ impl Noqa {
 pub fn noqa(line: &str) -> Option<Noqa> {
     let mut rest = line;
     while let Some(i) = rest.find('#') {
-        let after = rest[i + 1..].trim_start();
-        if after.len() >= 4 && after[..4].eq_ignore_ascii_case("noqa") {
-            let tail = &after[4..];
+        // `#` is one byte, so `i + 1` is a character boundary; `get` keeps every cut
+        // safe on any text (a comment in Chinese after the code, for one).
+        rest = rest.get(i.saturating_add(1)..).unwrap_or("");
+        let after = rest.trim_start();
+        if let Some(tail) = after
+            .get(..4)
+            .filter(|w| w.eq_ignore_ascii_case("noqa"))
+            .and_then(|_| after.get(4..))
+        {
             if let Some(list) = tail.strip_prefix(':') {
                 let codes: Vec<String> = list
                     .split(|c: char| c == ',' || c.is_whitespace())
@@ -41,7 +47,6 @@ pub fn noqa(line: &str) -> Option<Noqa> {
                 return Some(Noqa::All);
             }
         }
-        rest = &rest[i + 1..];
     }
     None
 }
@@ -59,5 +64,12 @@ mod tests {
         assert_eq!(noqa("x = 1  # not noqa here"), None);
         assert_eq!(noqa("x = 1  # noqaXYZ"), None);
         assert_eq!(noqa("x = 1"), None);
+        // multi-byte text right after `#` (the byte 4 is inside a character)
+        assert_eq!(noqa("torch.cuda.empty_cache()  # 清理显存"), None);
+        assert_eq!(noqa("x  # é noqa"), None);
+        assert_eq!(
+            noqa("x  # 清理 # noqa: OOM105"),
+            Some(Noqa::Codes(vec!["OOM105".into()]))
+        );
     }
 }

@@ -4,6 +4,7 @@
 //! only; the findings' (code, line) multiset must equal the markers, and the messages
 //! are snapshotted. The clean corpus (`fixtures/clean/`) must give no finding with every
 //! rule on.
+#![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
 
 use std::path::Path;
 

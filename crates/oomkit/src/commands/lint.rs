@@ -1,7 +1,12 @@
 //! `oomkit lint`: find the files, read them, lint them in parallel with
 //! `oomkit_lint`, print one format, return 0 clean / 1 findings / 2 errors.
+//!
+//! Hostile input: every read is bounded by `--max-file-size` (`input::read_limited`);
+//! a regular file over it is skipped with a warning, a device or FIFO that goes on
+//! past it is an error. A directory walk opens regular `.py`/`.pyi`/`.pyw` files only.
+#![deny(clippy::indexing_slicing, clippy::string_slice)]
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
@@ -26,6 +31,16 @@ enum Outcome {
         fixed: usize,
     },
     Failed(FileError),
+    /// A regular file over the size limit: a warning, not an error (as ruff does).
+    Skipped(String),
+}
+
+/// The extensions of Python files: a directory walk lints these only.
+const PYTHON_EXTENSIONS: &[&str] = &["py", "pyi", "pyw"];
+
+fn has_python_extension(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|x| PYTHON_EXTENSIONS.iter().any(|p| x == *p))
 }
 
 pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
@@ -40,6 +55,12 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let settings = Settings {
         rules: rule_set(select.as_deref(), &ignore)?,
     };
+    let limit = match args.max_file_size {
+        Some(n) => n,
+        None => config
+            .max_file_size()?
+            .unwrap_or(oomkit_lint::DEFAULT_MAX_FILE_SIZE),
+    };
 
     let paths = if args.paths.is_empty() {
         vec![PathBuf::from(".")]
@@ -50,17 +71,18 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
         if paths.len() > 1 {
             bail!("`-` (standard input) cannot be combined with other paths");
         }
-        return stdin(&mut out, &args, &settings);
+        return stdin(&mut out, &args, &settings, limit);
     }
     let (files, mut errors) = collect_files(&paths, &config.exclude)?;
     let outcomes: Vec<Outcome> = pool()?.install(|| {
         files
             .par_iter()
-            .map(|path| lint_file(path, &settings, args.fix))
+            .map(|path| lint_file(path, &settings, args.fix, limit))
             .collect()
     });
     let mut diagnostics = Vec::new();
-    let mut fixed = 0;
+    let mut fixed = 0usize;
+    let mut warnings = Vec::new();
     for o in outcomes {
         match o {
             Outcome::Linted {
@@ -68,9 +90,17 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
                 fixed: f,
             } => {
                 diagnostics.extend(d);
-                fixed += f;
+                fixed = fixed.saturating_add(f);
             }
             Outcome::Failed(e) => errors.push(e),
+            Outcome::Skipped(w) => warnings.push(w),
+        }
+    }
+    warnings.sort();
+    {
+        let mut err = anstream::stderr();
+        for w in &warnings {
+            let _ = writeln!(err, "warning: {w}");
         }
     }
     diagnostics.sort_by(|a, b| {
@@ -92,8 +122,11 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
 }
 
 /// Worker threads with a large stack: syntax trees of generated code can be very deep
-/// (a 200,000-term `a + b + …` chain), and the parser and the checker recurse. The stack
-/// is virtual memory; only what is touched is committed.
+/// (a 100,000-term `a + b + …` chain), and the parser, the checker and the tree's drop
+/// recurse. `oomkit_lint` refuses files deeper than `MAX_NESTING` / `MAX_EXPR_DEPTH`
+/// before parsing, and a file at those limits needs about 50 MiB of this stack in a
+/// release build (about 130 MiB in a debug build, which the tests use). The stack is
+/// virtual memory; only what is touched is committed.
 fn pool() -> anyhow::Result<rayon::ThreadPool> {
     rayon::ThreadPoolBuilder::new()
         .stack_size(STACK)
@@ -210,13 +243,36 @@ fn display(path: &Path) -> String {
 }
 
 /// Python files under `paths` (respecting .gitignore and `exclude`); explicitly named
-/// files are always linted.
+/// files are always linted (a FIFO, a device or `<(…)` included: they are read, never
+/// past the size limit). An explicit file is Python when it ends in `.py`, `.pyi` or
+/// `.pyw`, or has no extension (a script: checked for a `#!…python` line once read);
+/// any other extension (`model.pt`, `notes.txt`) is an error. The walk of a directory
+/// takes regular files with those extensions only, so it never opens a device or FIFO.
 fn collect_files(
     paths: &[PathBuf],
     exclude: &[String],
 ) -> anyhow::Result<(Vec<PathBuf>, Vec<FileError>)> {
     let mut errors = Vec::new();
     let mut files = Vec::new();
+    let mut dirs = Vec::new();
+    for p in paths {
+        let error = |message: String| FileError {
+            path: display(p),
+            line: None,
+            column: None,
+            message,
+        };
+        match std::fs::metadata(p) {
+            Err(e) => errors.push(error(format!("cannot read: {e}"))),
+            Ok(m) if m.is_dir() => dirs.push(p.clone()),
+            Ok(_) if p.extension().is_none() || has_python_extension(p) => files.push(p.clone()),
+            Ok(_) => errors.push(error(
+                "not a Python file (expected .py, .pyi or .pyw, or no extension and a `#!…python` line); not linted"
+                    .into(),
+            )),
+        }
+    }
+    let paths = dirs;
     let mut overrides = ignore::overrides::OverrideBuilder::new(".");
     for pattern in exclude {
         overrides
@@ -235,12 +291,9 @@ fn collect_files(
     for entry in builder.build() {
         match entry {
             Ok(e) => {
+                // regular files only: never a device, a FIFO or a socket
                 let is_file = e.file_type().is_some_and(|t| t.is_file());
-                let is_python = e
-                    .path()
-                    .extension()
-                    .is_some_and(|x| x == "py" || x == "pyi");
-                if is_file && (e.depth() == 0 || is_python) {
+                if is_file && has_python_extension(e.path()) {
                     files.push(e.into_path());
                 }
             }
@@ -265,16 +318,43 @@ fn collect_files(
     Ok((files, errors))
 }
 
-fn read_text(bytes: Vec<u8>) -> Result<String, String> {
-    let text = String::from_utf8(bytes)
-        .map_err(|_| "not valid UTF-8 (is it a Python file?)".to_string())?;
-    Ok(text
-        .strip_prefix('\u{feff}')
-        .map(str::to_string)
-        .unwrap_or(text))
+/// A `#!` first line that runs Python (`#!/usr/bin/env python3`).
+fn has_python_shebang(bytes: &[u8]) -> bool {
+    let first = bytes.split(|&b| b == b'\n').next().unwrap_or_default();
+    first.starts_with(b"#!") && first.windows(6).any(|w| w == b"python")
 }
 
-fn lint_file(path: &Path, settings: &Settings, fix: bool) -> Outcome {
+/// The bytes of one file, bounded by `limit`: `Err(Ok(warning))` for a regular file
+/// over the limit (skipped), `Err(Err(message))` for an error.
+fn read_source(path: &Path, name: &str, limit: u64) -> Result<Vec<u8>, Result<String, String>> {
+    let meta = std::fs::metadata(path).map_err(|e| Err(format!("cannot read: {e}")))?;
+    if meta.is_file() && meta.len() > limit {
+        return Err(Ok(format!(
+            "{name}: skipped, {} is over the {} file size limit (--max-file-size, or max-file-size in [tool.oomkit.lint])",
+            oomkit_core::Bytes(meta.len()),
+            oomkit_core::Bytes(limit)
+        )));
+    }
+    let read = if meta.is_file() {
+        crate::input::read_file_limited(path, limit)
+    } else {
+        std::fs::File::open(path)
+            .map_err(anyhow::Error::from)
+            .and_then(|f| crate::input::read_limited(name, f, limit))
+    };
+    read.map_err(|e| {
+        let text = format!("{e:#}");
+        // input's messages start with the path, which `describe` prints already
+        let text = text
+            .strip_prefix(&format!("{} ", path.display()))
+            .or_else(|| text.strip_prefix(&format!("{name} ")))
+            .unwrap_or(&text)
+            .to_string();
+        Err(text)
+    })
+}
+
+fn lint_file(path: &Path, settings: &Settings, fix: bool, limit: u64) -> Outcome {
     let name = display(path);
     let fail = |message: String| {
         Outcome::Failed(FileError {
@@ -284,24 +364,41 @@ fn lint_file(path: &Path, settings: &Settings, fix: bool) -> Outcome {
             message,
         })
     };
-    let source = match std::fs::read(path)
-        .map_err(|e| format!("cannot read: {e}"))
-        .and_then(read_text)
-    {
-        Ok(s) => s,
-        Err(m) => return fail(m),
+    let bytes = match read_source(path, &name, limit) {
+        Ok(b) => b,
+        Err(Ok(warning)) => return Outcome::Skipped(warning),
+        Err(Err(m)) => return fail(m),
     };
-    let result = if fix {
-        oomkit_lint::fix_source(&name, &source, settings).map(|f| {
-            if f.fixed > 0
-                && let Err(e) = std::fs::write(path, &f.source)
-            {
-                return Err(format!("cannot write the fixes: {e}"));
+    let regular = std::fs::metadata(path).is_ok_and(|m| m.is_file());
+    if regular && !has_python_extension(path) && !has_python_shebang(&bytes) {
+        return fail(
+            "not a Python file (no .py, .pyi or .pyw extension and no `#!…python` line); not linted"
+                .into(),
+        );
+    }
+    let decoded = match oomkit_lint::source::decode(&bytes) {
+        Ok(d) => d,
+        Err(e) => return fail(e.to_string()),
+    };
+    let source = decoded.text.as_str();
+    // a FIFO or a device is read, never written
+    let result = if fix && regular {
+        oomkit_lint::fix_source(&name, source, settings).map(|f| {
+            if f.fixed > 0 {
+                let Some(out) = oomkit_lint::source::encode(&bytes, &decoded, &f.source) else {
+                    return Err(format!(
+                        "cannot write the fixes back in its encoding ({}) without changing other bytes; the file is left as it was",
+                        decoded.declared.as_deref().unwrap_or("UTF-8")
+                    ));
+                };
+                if let Err(e) = std::fs::write(path, out) {
+                    return Err(format!("cannot write the fixes: {e}"));
+                }
             }
             Ok((f.diagnostics, f.fixed))
         })
     } else {
-        oomkit_lint::lint_source(&name, &source, settings).map(|d| Ok((d, 0)))
+        oomkit_lint::lint_source(&name, source, settings).map(|d| Ok((d, 0)))
     };
     match result {
         Ok(Ok((diagnostics, fixed))) => Outcome::Linted { diagnostics, fixed },
@@ -312,32 +409,36 @@ fn lint_file(path: &Path, settings: &Settings, fix: bool) -> Outcome {
             column: Some(error.column),
             message: format!("syntax error: {}", error.message),
         }),
+        Err(oomkit_lint::Error::TooDeep { reason, .. }) => fail(format!("{reason}; not linted")),
         Err(e) => fail(e.to_string()),
     }
 }
 
-fn stdin(out: &mut impl Write, args: &LintArgs, settings: &Settings) -> anyhow::Result<u8> {
+fn stdin(
+    out: &mut impl Write,
+    args: &LintArgs,
+    settings: &Settings,
+    limit: u64,
+) -> anyhow::Result<u8> {
     let name = args
         .stdin_filename
         .clone()
         .unwrap_or_else(|| "-".to_string());
-    let mut bytes = Vec::new();
-    std::io::stdin()
-        .read_to_end(&mut bytes)
-        .context("cannot read standard input")?;
-    let source = match read_text(bytes) {
-        Ok(s) => s,
+    let bytes = crate::input::read_limited("standard input", std::io::stdin(), limit)?;
+    let decoded = match oomkit_lint::source::decode(&bytes) {
+        Ok(d) => d,
         Err(m) => bail!("{name}: {m}"),
     };
+    let source = decoded.text.as_str();
     let mut errors = Vec::new();
     let mut diagnostics = Vec::new();
     let mut fixed_source = None;
     let result = pool()?.install(|| {
         if args.fix {
-            oomkit_lint::fix_source(&name, &source, settings)
+            oomkit_lint::fix_source(&name, source, settings)
                 .map(|f| (Some(f.source), f.diagnostics))
         } else {
-            oomkit_lint::lint_source(&name, &source, settings).map(|d| (None, d))
+            oomkit_lint::lint_source(&name, source, settings).map(|d| (None, d))
         }
     });
     let result = result.map(|(fixed, d)| {
@@ -352,6 +453,12 @@ fn stdin(out: &mut impl Write, args: &LintArgs, settings: &Settings) -> anyhow::
             column: Some(error.column),
             message: format!("syntax error: {}", error.message),
         }),
+        Err(oomkit_lint::Error::TooDeep { reason, .. }) => errors.push(FileError {
+            path: name.clone(),
+            line: None,
+            column: None,
+            message: format!("{reason}; not linted"),
+        }),
         Err(e) => return Err(e.into()),
     }
     for e in &errors {
@@ -359,7 +466,13 @@ fn stdin(out: &mut impl Write, args: &LintArgs, settings: &Settings) -> anyhow::
     }
     if let Some(src) = fixed_source {
         // with --fix on stdin, stdout is the fixed file; remaining findings go to stderr
-        out.write_all(src.as_bytes())?;
+        let Some(bytes) = oomkit_lint::source::encode(&bytes, &decoded, &src) else {
+            bail!(
+                "{name}: cannot write the fixes in its encoding ({}) without changing other bytes",
+                decoded.declared.as_deref().unwrap_or("UTF-8")
+            );
+        };
+        out.write_all(&bytes)?;
         let mut err = anstream::stderr();
         write!(err, "{}", render::human(&diagnostics))?;
     } else if errors.is_empty() || args.format != LintFormat::Human {

@@ -1,12 +1,15 @@
 //! End-to-end tests: every test runs the real `oomkit` binary.
 //! One integration-test binary made of modules (ripgrep's and ruff's layout).
+#![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
 
 mod estimate;
 mod explain;
 mod lint;
 mod probe;
+mod robust_any;
 mod robust_estimate;
 mod robust_explain;
+mod robust_lint;
 mod run;
 
 use std::path::{Path, PathBuf};
@@ -38,6 +41,36 @@ pub fn run_in(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> Output {
         si.write_all(input).expect("write stdin");
     }
     child.wait_with_output().expect("wait oomkit")
+}
+
+/// Runs the binary with `args` in `dir` (no stdin) and kills it past `limit`:
+/// a hang fails the test instead of stalling the suite.
+pub fn run_within(dir: &Path, args: &[&str], limit: std::time::Duration) -> Output {
+    let mut child = oomkit()
+        .current_dir(dir)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn oomkit");
+    let start = std::time::Instant::now();
+    // Drain stdout on a thread so a large output cannot block the child.
+    let mut out_pipe = child.stdout.take().expect("stdout");
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        std::io::Read::read_to_end(&mut out_pipe, &mut buf).map(|_| buf)
+    });
+    while child.try_wait().expect("wait").is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("oomkit {args:?} ran past {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let mut out = child.wait_with_output().expect("wait oomkit");
+    out.stdout = reader.join().expect("reader").expect("read stdout");
+    out
 }
 
 /// The explain fixtures folder.

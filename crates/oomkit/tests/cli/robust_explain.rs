@@ -3,42 +3,22 @@
 //! error and exit 2, never a panic or a hang. Big inputs are generated here.
 
 use std::io::Write;
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use super::{json, oomkit, run_in, stderr};
+use super::{json, run_in, run_within, stderr, stdout};
 
 const TF_LINE: &str = "2024-01-01 12:00:00.000000: W tensorflow/core/common_runtime/bfc_allocator.cc:290] Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.00GiB with freed_by_count=0. The caller indicates that this is not a failure, but this may mean that there could be performance gains if more memory were available.";
 const TF_ERROR: &str = "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[128,128,109,109] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc";
 const TORCH: &str = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB of which 1.27 GiB is free. Including non-PyTorch memory, this process has 22.36 GiB memory in use. Of the allocated memory 16.93 GiB is allocated by PyTorch, and 4.84 GiB is reserved by PyTorch but unallocated.";
 
-/// Runs `oomkit explain ARGS…` and kills it after `limit`: a hang fails the
-/// test instead of stalling the suite.
+/// Runs `oomkit explain ARGS…` (paths absolute), killed past `limit`.
 fn explain_within(args: &[&str], limit: Duration) -> (Option<i32>, String, String) {
-    let mut child = oomkit()
-        .arg("explain")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn oomkit");
-    let start = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            let out = child.wait_with_output().expect("output");
-            return (
-                out.status.code(),
-                String::from_utf8_lossy(&out.stdout).into_owned(),
-                stderr(&out),
-            );
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            panic!("oomkit explain {args:?} ran past {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut all = vec!["explain"];
+    all.extend_from_slice(args);
+    let out = run_within(Path::new("."), &all, limit);
+    (out.status.code(), stdout(&out), stderr(&out))
 }
 
 fn write(dir: &std::path::Path, name: &str, bytes: &[u8]) -> String {

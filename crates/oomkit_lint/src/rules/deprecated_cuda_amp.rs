@@ -95,7 +95,14 @@ pub(crate) fn check_call(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         return check_attribute_named(ch, &call.func, name);
     };
     let has_args = !call.arguments.is_empty();
-    let open = call.arguments.range().start() + crate::parse::TextSize::from(1);
+    let Some(open) = call
+        .arguments
+        .range()
+        .start()
+        .checked_add(crate::parse::TextSize::from(1))
+    else {
+        return;
+    };
     let edits = vec![
         Edit {
             range: call.func.range(),

@@ -1,6 +1,6 @@
 //! OOM104 `inference-without-no-grad`.
 
-use crate::context::{Checker, backward_loss, text_of};
+use crate::context::{Checker, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
 use crate::rules::Rule;
@@ -68,12 +68,12 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         let recv = text_of(&a.value);
         match a.attr.as_str() {
             "eval" if call.arguments.is_empty() && !recv.is_empty() => {
-                let scope = ch.scopes.last_mut().expect("module scope");
+                let scope = ch.scope_mut();
                 scope.eval_models.push(recv);
                 return;
             }
             "train" => {
-                let scope = ch.scopes.last_mut().expect("module scope");
+                let scope = ch.scope_mut();
                 scope.eval_models.retain(|m| *m != recv);
                 return;
             }
@@ -98,14 +98,7 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         return;
     }
     // a function that trains (backward, .train(), enable_grad) is not inference
-    let trains = scope.facts.calls.iter().any(|c| {
-        backward_loss(c.call).is_some()
-            || matches!(
-                crate::context::last_segment(&c.call.func),
-                Some("train" | "enable_grad" | "set_grad_enabled" | "requires_grad_")
-            )
-    });
-    if trains {
+    if scope.trains {
         return;
     }
     let why = if after_eval {
@@ -113,10 +106,7 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     } else {
         format!("in `{}`", scope.name)
     };
-    ch.scopes
-        .last_mut()
-        .expect("module scope")
-        .reported_inference = true;
+    ch.scope_mut().reported_inference = true;
     ch.report(
         Rule::InferenceWithoutNoGrad,
         call.range(),

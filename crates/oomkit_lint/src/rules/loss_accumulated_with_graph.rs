@@ -42,7 +42,7 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
         return;
     }
     let name = text_of(target);
-    if name.is_empty() || (lp.facts.assigned.contains(&name) && !is_only_accumulated(lp, &name)) {
+    if name.is_empty() || (lp.facts.assigned(&name) && !lp.only_accumulated(&name)) {
         return;
     }
     if !ch.kind(value).has_graph() || ch.consumed_as_loss(&name) {
@@ -59,13 +59,6 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
         format!("Accumulate `{}.item()` instead", ch.receiver_snippet(value)),
         Vec::new(),
     );
-}
-
-/// `total` is assigned in the loop only by `total = total + …` (not reset per iteration).
-fn is_only_accumulated(lp: &crate::context::LoopFrame<'_>, name: &str) -> bool {
-    lp.facts.assigns.iter().all(|(targets, value, aug)| {
-        !targets.iter().any(|t| t == name) || *aug || crate::context::mentions(value, name)
-    })
 }
 
 /// `total += loss`.

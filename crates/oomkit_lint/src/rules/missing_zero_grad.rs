@@ -40,15 +40,17 @@ pub(crate) fn check(ch: &mut Checker<'_>) {
     let Some(lp) = ch.innermost_loop() else {
         return;
     };
-    let calls = &lp.facts.calls;
-    if !lp.facts.grad_none.is_empty()
-        || calls.iter().any(|c| zero_grad_receiver(c.call).is_some())
-        || !calls.iter().any(|c| backward_loss(c.call).is_some())
+    let facts = &lp.facts;
+    if facts.grad_none().next().is_some()
+        || facts
+            .step_calls()
+            .any(|c| zero_grad_receiver(c.call).is_some())
+        || !facts.step_calls().any(|c| backward_loss(c.call).is_some())
     {
         return;
     }
-    let Some((site, opt)) = calls
-        .iter()
+    let Some((site, opt)) = facts
+        .step_calls()
         .find_map(|c| optimizer_step(ch, c.call).map(|o| (c.call, o)))
     else {
         return;

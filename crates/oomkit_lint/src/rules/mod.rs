@@ -201,6 +201,9 @@ pub static RULES: &[RuleInfo] = &[
 impl Rule {
     /// The rule's table entry.
     pub fn info(self) -> &'static RuleInfo {
+        // In bounds: `RULES` has every rule at its own position, checked when compiling
+        // (`RULES_IN_ENUM_ORDER`).
+        #[allow(clippy::indexing_slicing)]
         &RULES[self as usize]
     }
 
@@ -213,6 +216,19 @@ impl Rule {
     }
 }
 
+/// Compile-time proof that `RULES[rule as usize]` is the rule's own entry.
+const RULES_IN_ENUM_ORDER: () = {
+    let mut i = 0;
+    while i < RULES.len() {
+        #[allow(clippy::indexing_slicing)]
+        let rule = RULES[i].rule;
+        assert!(rule as usize == i, "RULES is out of enum order");
+        i += 1;
+    }
+    assert!(RULES.len() == Rule::MoveAfterDeviceMap as usize + 1);
+};
+const _: () = RULES_IN_ENUM_ORDER;
+
 /// A set of rules (a bit per rule).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RuleSet(u32);
@@ -220,7 +236,11 @@ pub struct RuleSet(u32);
 impl RuleSet {
     /// Every rule.
     pub fn all() -> Self {
-        Self((1u32 << RULES.len()) - 1)
+        Self(
+            u32::MAX
+                .checked_shr(u32::BITS.saturating_sub(RULES.len() as u32))
+                .unwrap_or(0),
+        )
     }
 
     /// No rule.

@@ -45,7 +45,7 @@ fn in_loop_and_kept(ch: &Checker<'_>, container: &Expr) -> bool {
     }
     let name = text_of(container);
     // a list re-created inside the loop is dropped every iteration
-    !name.is_empty() && !lp.facts.assigned.contains(&name) && !ch.consumed_as_loss(&name)
+    !name.is_empty() && !lp.facts.assigned(&name) && !ch.consumed_as_loss(&name)
 }
 
 fn report(
@@ -76,8 +76,11 @@ pub(crate) fn check_call(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     };
     let value = match (a.attr.as_str(), &*call.arguments.args) {
         ("append", [v]) => v,
-        ("extend", [Expr::List(l)]) if l.elts.len() == 1 => &l.elts[0],
-        ("extend", [Expr::Tuple(l)]) if l.elts.len() == 1 => &l.elts[0],
+        ("extend", [Expr::List(ast::ExprList { elts, .. })])
+        | ("extend", [Expr::Tuple(ast::ExprTuple { elts, .. })]) => match &elts[..] {
+            [v] => v,
+            _ => return,
+        },
         _ => return,
     };
     if ch.kind(value).has_graph() && in_loop_and_kept(ch, &a.value) {

@@ -1,5 +1,7 @@
 //! OOM106 `unscaled-gradient-accumulation`.
 
+use std::collections::HashSet;
+
 use crate::context::{Checker, backward_loss, is_scaled, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::Expr;
@@ -48,11 +50,25 @@ pub(crate) fn check(ch: &mut Checker<'_>) {
     let Some(lp) = ch.innermost_loop() else {
         return;
     };
+    // names scaled in the loop (`loss = loss / k`, `loss /= k`, `loss.div_(k)`), gathered
+    // once so that each backward call asks in O(1)
+    let mut scaled: HashSet<String> = HashSet::new();
+    for (targets, value, aug) in lp.facts.assigns() {
+        if *aug || is_scaled(value) {
+            scaled.extend(targets.iter().cloned());
+        }
+    }
+    for c in lp.facts.step_calls() {
+        if let Expr::Attribute(a) = &*c.call.func
+            && matches!(a.attr.as_str(), "div_" | "mul_")
+        {
+            scaled.insert(text_of(&a.value));
+        }
+    }
     let mut found = None;
     for site in lp
         .facts
-        .calls
-        .iter()
+        .step_calls()
         .filter(|c| !c.nested_loop && !c.modulo)
     {
         let Some(loss) = backward_loss(site.call) else {
@@ -70,18 +86,10 @@ pub(crate) fn check(ch: &mut Checker<'_>) {
         if is_scaled(loss) || !ch.kind(loss).has_graph() {
             continue;
         }
-        if let Expr::Name(_) = loss {
-            let name = text_of(loss);
-            let scaled_in_loop =
-                lp.facts.assigns.iter().any(|(targets, value, aug)| {
-                    targets.contains(&name) && (*aug || is_scaled(value))
-                }) || lp.facts.calls.iter().any(|c| {
-                    matches!(&*c.call.func, Expr::Attribute(a)
-                    if text_of(&a.value) == name && matches!(a.attr.as_str(), "div_" | "mul_"))
-                });
-            if scaled_in_loop {
-                continue;
-            }
+        if let Expr::Name(_) = loss
+            && scaled.contains(&text_of(loss))
+        {
+            continue;
         }
         found = Some((site.call, loss));
         break;

@@ -42,8 +42,7 @@ pub(crate) fn accumulating_optimizers(ch: &Checker<'_>) -> Option<Vec<String>> {
     let lp = ch.innermost_loop()?;
     let steps: Vec<_> = lp
         .facts
-        .calls
-        .iter()
+        .step_calls()
         .filter(|c| !c.nested_loop)
         .filter_map(|c| optimizer_step(ch, c.call).map(|o| (o, c.modulo)))
         .collect();
@@ -62,7 +61,7 @@ pub(crate) fn check(ch: &mut Checker<'_>) -> bool {
     let Some(lp) = ch.innermost_loop() else {
         return false;
     };
-    let hit = lp.facts.calls.iter().find(|c| {
+    let hit = lp.facts.step_calls().find(|c| {
         !c.nested_loop
             && !c.in_if
             && zero_grad_receiver(c.call).is_some_and(|r| {
