@@ -1,0 +1,953 @@
+//! A safe decoder for the subset of Python's pickle format that memory snapshots
+//! use (protocols 2–5). It builds plain values — `None`, booleans, integers,
+//! floats, strings, bytes, lists, tuples, dicts — and **never executes anything**:
+//! the opcodes that import or call Python code (`GLOBAL`, `STACK_GLOBAL`,
+//! `REDUCE`, `BUILD`, `INST`, `OBJ`, `NEWOBJ`, `NEWOBJ_EX`, `EXT1/2/4`, `PERSID`,
+//! `BINPERSID`) are refused with an error naming the opcode and its byte offset.
+//!
+//! Opcode semantics follow CPython's `Lib/pickle.py` and `Lib/pickletools.py`.
+//!
+//! Bounds:
+//! - every length is checked against the bytes that are left before anything is
+//!   allocated (a `BINUNICODE` claiming 4 GiB in a 100-byte file is an error);
+//! - values nest at most [`MAX_DEPTH`] levels (no walk and no drop can overflow
+//!   the stack). A container may not be changed after it was put inside another
+//!   one, which is how real pickles are written; this keeps the recorded depth
+//!   exact and makes cycles impossible;
+//! - memo entries are stored only for the indices that a `GET` fetches later
+//!   (a first pass over the opcodes finds them), so objects that are never
+//!   shared are freed as soon as their owner drops them;
+//! - memory is linear in the input length.
+//!
+//! Shared objects (frames lists fetched from the memo thousands of times) are
+//! reference-counted ([`Rc`]): a fetch is a pointer copy, never a deep clone.
+//!
+//! A [`Hook`] sees every item appended to a list and may replace it with a
+//! compact value of the caller's type (`Value::Ext`); the snapshot loader turns
+//! trace entries into small structs this way while decoding.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, HashSet};
+use std::io::{self, Read};
+use std::rc::Rc;
+
+/// The deepest nesting of containers accepted.
+pub const MAX_DEPTH: u32 = 64;
+
+/// Why a pickle could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PickleError {
+    /// The input does not start like a protocol 2–5 pickle.
+    #[error("not a pickle of protocol 2-5 (it starts with {0})")]
+    NotPickle(String),
+    /// A protocol this decoder does not read.
+    #[error("unsupported pickle protocol {0} (memory snapshots use 2 to 5)")]
+    Protocol(u8),
+    /// The input ends too early.
+    #[error("truncated pickle: {what} at byte {at} needs {need} more bytes, {left} left")]
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+        /// Byte offset of the opcode.
+        at: usize,
+        /// Bytes needed.
+        need: u64,
+        /// Bytes left.
+        left: usize,
+    },
+    /// The input ends without the STOP opcode.
+    #[error("truncated pickle: it ends at byte {0} without the STOP opcode")]
+    NoStop(usize),
+    /// An opcode that imports or calls Python code.
+    #[error(
+        "refused opcode {name} (0x{op:02x}) at byte {at}: it would import or call Python code, which a memory snapshot never contains; nothing was executed"
+    )]
+    Refused {
+        /// Opcode name as in pickletools.
+        name: &'static str,
+        /// Opcode byte.
+        op: u8,
+        /// Byte offset.
+        at: usize,
+    },
+    /// An opcode this decoder does not know or support.
+    #[error("unsupported pickle opcode 0x{op:02x} at byte {at}")]
+    Unsupported {
+        /// Opcode byte.
+        op: u8,
+        /// Byte offset.
+        at: usize,
+    },
+    /// A structurally impossible sequence (stack underflow, bad memo index, …).
+    #[error("malformed pickle at byte {at}: {why}")]
+    Malformed {
+        /// Byte offset.
+        at: usize,
+        /// What was wrong.
+        why: &'static str,
+    },
+    /// Reading the input failed.
+    #[error("read error: {0}")]
+    Io(String),
+    /// Nesting beyond [`MAX_DEPTH`].
+    #[error("pickle nests containers deeper than {limit} levels (at byte {at})")]
+    TooDeep {
+        /// The limit.
+        limit: u32,
+        /// Byte offset.
+        at: usize,
+    },
+}
+
+/// A decoded pickle value. Containers are shared by reference.
+pub enum Value {
+    /// `None`.
+    None,
+    /// `True`/`False`.
+    Bool(bool),
+    /// An integer that fits `i64`.
+    Int(i64),
+    /// An integer in `i64::MAX + 1 ..= u64::MAX`.
+    U64(u64),
+    /// An integer outside `i64::MIN ..= u64::MAX` (value not kept).
+    Big,
+    /// A float.
+    Float(f64),
+    /// A string.
+    Str(Rc<str>),
+    /// Bytes (contents kept).
+    Bytes(Rc<[u8]>),
+    /// A list (or a set).
+    List(Rc<Node<Vec<Value>>>),
+    /// A tuple.
+    Tuple(Rc<Node<Vec<Value>>>),
+    /// A dict, as key/value pairs in insertion order.
+    Dict(Rc<Node<Vec<(Value, Value)>>>),
+}
+
+impl Clone for Value {
+    fn clone(&self) -> Self {
+        match self {
+            Value::None => Value::None,
+            Value::Bool(b) => Value::Bool(*b),
+            Value::Int(i) => Value::Int(*i),
+            Value::U64(u) => Value::U64(*u),
+            Value::Big => Value::Big,
+            Value::Float(f) => Value::Float(*f),
+            Value::Str(s) => Value::Str(Rc::clone(s)),
+            Value::Bytes(b) => Value::Bytes(Rc::clone(b)),
+            Value::List(l) => Value::List(Rc::clone(l)),
+            Value::Tuple(t) => Value::Tuple(Rc::clone(t)),
+            Value::Dict(d) => Value::Dict(Rc::clone(d)),
+        }
+    }
+}
+
+/// A container: its items, nesting depth, and whether it was shared (put inside
+/// another container), after which it may not change.
+pub struct Node<T> {
+    depth: Cell<u32>,
+    sealed: Cell<bool>,
+    /// The items.
+    pub items: RefCell<T>,
+}
+
+impl<T> Node<T> {
+    fn new(items: T, depth: u32, sealed: bool) -> Rc<Self> {
+        Rc::new(Node {
+            depth: Cell::new(depth),
+            sealed: Cell::new(sealed),
+            items: RefCell::new(items),
+        })
+    }
+}
+
+impl Value {
+    /// Nesting depth: 0 for scalars, 1 for an empty container.
+    fn depth(&self) -> u32 {
+        match self {
+            Value::List(n) | Value::Tuple(n) => n.depth.get(),
+            Value::Dict(n) => n.depth.get(),
+            _ => 0,
+        }
+    }
+
+    /// Marks a container as shared: it may not change any more.
+    fn seal(&self) {
+        match self {
+            Value::List(n) | Value::Tuple(n) => n.sealed.set(true),
+            Value::Dict(n) => n.sealed.set(true),
+            _ => {}
+        }
+    }
+
+    /// The string, if this is one.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A short name of the type, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::None => "None",
+            Value::Bool(_) => "a bool",
+            Value::Int(_) | Value::U64(_) | Value::Big => "an int",
+            Value::Float(_) => "a float",
+            Value::Str(_) => "a string",
+            Value::Bytes(_) => "bytes",
+            Value::List(_) => "a list",
+            Value::Tuple(_) => "a tuple",
+            Value::Dict(_) => "a dict",
+        }
+    }
+}
+
+/// Sees every item appended to a list and may take it.
+pub trait Hook {
+    /// Returns the item to store in the list, or `None` when the hook took it.
+    /// `list` identifies the list (its address; the list outlives the decode).
+    fn on_item(&mut self, list: usize, item: Value) -> Option<Value>;
+}
+
+/// A hook that keeps every item.
+pub struct Keep;
+
+impl Hook for Keep {
+    fn on_item(&mut self, _list: usize, item: Value) -> Option<Value> {
+        Some(item)
+    }
+}
+
+/// One decoded instruction.
+enum Op<'a> {
+    Proto(u8),
+    Frame,
+    Stop,
+    Mark,
+    Pop,
+    PopMark,
+    Dup,
+    None,
+    Bool(bool),
+    Int(i64),
+    Long(&'a [u8]),
+    Float(f64),
+    Str(&'a [u8]),
+    Bytes(&'a [u8]),
+    EmptyList,
+    EmptyDict,
+    EmptyTuple,
+    EmptySet,
+    List,
+    Dict,
+    Tuple,
+    TupleN(usize),
+    FrozenSet,
+    Append,
+    Appends,
+    SetItem,
+    SetItems,
+    AddItems,
+    Put(u64),
+    Memoize,
+    Get(u64),
+}
+
+/// Names of the opcodes that would run Python code (pickletools names).
+fn refused_name(op: u8) -> Option<&'static str> {
+    Some(match op {
+        b'c' => "GLOBAL",
+        0x93 => "STACK_GLOBAL",
+        b'R' => "REDUCE",
+        b'b' => "BUILD",
+        b'i' => "INST",
+        b'o' => "OBJ",
+        0x81 => "NEWOBJ",
+        0x92 => "NEWOBJ_EX",
+        0x82 => "EXT1",
+        0x83 => "EXT2",
+        0x84 => "EXT4",
+        b'P' => "PERSID",
+        b'Q' => "BINPERSID",
+        0x97 => "NEXT_BUFFER",
+        0x98 => "READONLY_BUFFER",
+        _ => return None,
+    })
+}
+
+/// Reads opcodes one at a time from a stream, through a buffer that holds at
+/// most the longest single argument (never more than what is left of the input).
+struct Reader<R> {
+    r: R,
+    buf: Vec<u8>,
+    lo: usize,
+    hi: usize,
+    /// Offset of `buf[lo]` in the input.
+    pos: u64,
+    /// Input length.
+    total: u64,
+}
+
+const CHUNK: usize = 1 << 20;
+
+impl<R: Read> Reader<R> {
+    fn new(r: R, total: u64) -> Self {
+        Reader {
+            r,
+            buf: Vec::new(),
+            lo: 0,
+            hi: 0,
+            pos: 0,
+            total,
+        }
+    }
+
+    fn at(&self) -> usize {
+        usize::try_from(self.pos).unwrap_or(usize::MAX)
+    }
+
+    /// Makes `n` bytes available at `buf[lo..]`; `n` is at most what is left.
+    fn fill(&mut self, n: usize) -> Result<(), PickleError> {
+        if self.hi.saturating_sub(self.lo) >= n {
+            return Ok(());
+        }
+        self.buf.copy_within(self.lo..self.hi, 0);
+        self.hi = self.hi.saturating_sub(self.lo);
+        self.lo = 0;
+        let want = n.max(CHUNK);
+        let left = usize::try_from(self.total.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        let cap = want.min(left.max(n));
+        if self.buf.len() < cap {
+            self.buf.resize(cap, 0);
+        }
+        while self.hi < n {
+            let Some(dst) = self.buf.get_mut(self.hi..) else {
+                break;
+            };
+            match self.r.read(dst) {
+                Ok(0) => break,
+                Ok(k) => self.hi = self.hi.saturating_add(k),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(PickleError::Io(e.to_string())),
+            }
+        }
+        if self.hi < n {
+            // The stream is shorter than the length we were told.
+            return Err(PickleError::NoStop(self.at().saturating_add(self.hi)));
+        }
+        Ok(())
+    }
+
+    fn take(&mut self, n: u64, what: &'static str, at: usize) -> Result<&[u8], PickleError> {
+        let left = self.total.saturating_sub(self.pos);
+        if n > left {
+            return Err(PickleError::Truncated {
+                what,
+                at,
+                need: n,
+                left: usize::try_from(left).unwrap_or(usize::MAX),
+            });
+        }
+        let k = usize::try_from(n).map_err(|_| PickleError::Truncated {
+            what,
+            at,
+            need: n,
+            left: 0,
+        })?;
+        self.fill(k)?;
+        let start = self.lo;
+        let end = start.saturating_add(k);
+        self.lo = end;
+        self.pos = self.pos.saturating_add(n);
+        self.buf.get(start..end).ok_or(PickleError::NoStop(at))
+    }
+
+    fn le(&mut self, n: u64, what: &'static str, at: usize) -> Result<u64, PickleError> {
+        let s = self.take(n, what, at)?;
+        Ok(s.iter()
+            .rev()
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
+    }
+
+    /// The next opcode and its position, or `None` at the end of input.
+    fn next(&mut self) -> Result<Option<(usize, Op<'_>)>, PickleError> {
+        let at = self.at();
+        if self.pos >= self.total {
+            return Ok(None);
+        }
+        let op = self.take(1, "opcode", at)?.first().copied().unwrap_or(0);
+        if let Some(name) = refused_name(op) {
+            return Err(PickleError::Refused { name, op, at });
+        }
+        let o = match op {
+            0x80 => Op::Proto(self.take(1, "PROTO", at)?.first().copied().unwrap_or(0)),
+            0x95 => {
+                self.take(8, "FRAME", at)?;
+                Op::Frame
+            }
+            b'.' => Op::Stop,
+            b'(' => Op::Mark,
+            b'0' => Op::Pop,
+            b'1' => Op::PopMark,
+            b'2' => Op::Dup,
+            b'N' => Op::None,
+            0x88 => Op::Bool(true),
+            0x89 => Op::Bool(false),
+            b'J' => {
+                let v = self.le(4, "BININT", at)?;
+                Op::Int(i64::from(u32::try_from(v).unwrap_or(0) as i32))
+            }
+            b'K' => Op::Int(i64::try_from(self.le(1, "BININT1", at)?).unwrap_or(0)),
+            b'M' => Op::Int(i64::try_from(self.le(2, "BININT2", at)?).unwrap_or(0)),
+            0x8a => {
+                let n = self.le(1, "LONG1", at)?;
+                Op::Long(self.take(n, "LONG1", at)?)
+            }
+            0x8b => {
+                let n = self.le(4, "LONG4", at)?;
+                Op::Long(self.take(n, "LONG4", at)?)
+            }
+            b'G' => {
+                let s = self.take(8, "BINFLOAT", at)?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(s);
+                Op::Float(f64::from_be_bytes(a))
+            }
+            0x8c => {
+                let n = self.le(1, "SHORT_BINUNICODE", at)?;
+                Op::Str(self.take(n, "SHORT_BINUNICODE", at)?)
+            }
+            b'X' => {
+                let n = self.le(4, "BINUNICODE", at)?;
+                Op::Str(self.take(n, "BINUNICODE", at)?)
+            }
+            0x8d => {
+                let n = self.le(8, "BINUNICODE8", at)?;
+                Op::Str(self.take(n, "BINUNICODE8", at)?)
+            }
+            b'C' => {
+                let n = self.le(1, "SHORT_BINBYTES", at)?;
+                Op::Bytes(self.take(n, "SHORT_BINBYTES", at)?)
+            }
+            b'B' => {
+                let n = self.le(4, "BINBYTES", at)?;
+                Op::Bytes(self.take(n, "BINBYTES", at)?)
+            }
+            0x8e => {
+                let n = self.le(8, "BINBYTES8", at)?;
+                Op::Bytes(self.take(n, "BINBYTES8", at)?)
+            }
+            0x96 => {
+                let n = self.le(8, "BYTEARRAY8", at)?;
+                Op::Bytes(self.take(n, "BYTEARRAY8", at)?)
+            }
+            b']' => Op::EmptyList,
+            b'}' => Op::EmptyDict,
+            b')' => Op::EmptyTuple,
+            0x8f => Op::EmptySet,
+            b'l' => Op::List,
+            b'd' => Op::Dict,
+            b't' => Op::Tuple,
+            0x85 => Op::TupleN(1),
+            0x86 => Op::TupleN(2),
+            0x87 => Op::TupleN(3),
+            0x91 => Op::FrozenSet,
+            b'a' => Op::Append,
+            b'e' => Op::Appends,
+            b's' => Op::SetItem,
+            b'u' => Op::SetItems,
+            0x90 => Op::AddItems,
+            b'q' => Op::Put(self.le(1, "BINPUT", at)?),
+            b'r' => Op::Put(self.le(4, "LONG_BINPUT", at)?),
+            0x94 => Op::Memoize,
+            b'h' => Op::Get(self.le(1, "BINGET", at)?),
+            b'j' => Op::Get(self.le(4, "LONG_BINGET", at)?),
+            _ => return Err(PickleError::Unsupported { op, at }),
+        };
+        Ok(Some((at, o)))
+    }
+}
+
+/// Integer from a little-endian two's-complement byte string (LONG1/LONG4).
+fn long_value(b: &[u8]) -> Value {
+    if b.is_empty() {
+        return Value::Int(0);
+    }
+    let negative = b.last().is_some_and(|&x| x & 0x80 != 0);
+    if b.len() <= 8 {
+        let mut a = [if negative { 0xFF } else { 0 }; 8];
+        for (d, s) in a.iter_mut().zip(b) {
+            *d = *s;
+        }
+        return Value::Int(i64::from_le_bytes(a));
+    }
+    // Longer: fits u64 only when positive and every byte past the 8th is zero.
+    let (low, high) = b.split_at(8);
+    if !negative && high.iter().all(|&x| x == 0) {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(low);
+        let v = u64::from_le_bytes(a);
+        return match i64::try_from(v) {
+            Ok(i) => Value::Int(i),
+            Err(_) => Value::U64(v),
+        };
+    }
+    if negative && high.iter().all(|&x| x == 0xFF) {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(low);
+        let v = i64::from_le_bytes(a);
+        if v < 0 {
+            return Value::Int(v);
+        }
+    }
+    Value::Big
+}
+
+/// Memo indices fetched by some `GET` (dense ones in a bit set).
+struct Wanted {
+    bits: Vec<u64>,
+    sparse: HashSet<u64>,
+}
+
+impl Wanted {
+    fn contains(&self, i: u64) -> bool {
+        let word = usize::try_from(i / 64).ok().and_then(|w| self.bits.get(w));
+        match word {
+            Some(w) => (w >> (i % 64)) & 1 == 1,
+            None => self.sparse.contains(&i),
+        }
+    }
+}
+
+/// First pass: which memo indices are ever fetched. The bit set grows with the
+/// largest index seen (bounded by the input length); others go to a set.
+fn wanted<R: Read>(r: R, total: u64) -> Result<Wanted, PickleError> {
+    let dense_limit = total.saturating_add(64);
+    let mut w = Wanted {
+        bits: Vec::new(),
+        sparse: HashSet::new(),
+    };
+    let mut r = Reader::new(r, total);
+    while let Some((_, op)) = r.next()? {
+        match op {
+            Op::Get(i) if i < dense_limit => {
+                let k = usize::try_from(i / 64).unwrap_or(usize::MAX);
+                if w.bits.len() <= k {
+                    w.bits.resize(k.saturating_add(1), 0);
+                }
+                if let Some(word) = w.bits.get_mut(k) {
+                    *word |= 1 << (i % 64);
+                }
+            }
+            Op::Get(i) => {
+                w.sparse.insert(i);
+            }
+            Op::Stop => break,
+            _ => {}
+        }
+    }
+    Ok(w)
+}
+
+/// The memo: dense indices in a vector, others in a map.
+struct Memo {
+    dense: Vec<Option<Value>>,
+    sparse: HashMap<u64, Value>,
+    next: u64,
+}
+
+impl Memo {
+    fn put(&mut self, i: u64, v: Value, limit: usize) {
+        match usize::try_from(i) {
+            Ok(k) if k < self.dense.len() => {
+                if let Some(slot) = self.dense.get_mut(k) {
+                    *slot = Some(v);
+                }
+            }
+            Ok(k) if k < limit => {
+                self.dense.resize_with(k, || None);
+                self.dense.push(Some(v));
+            }
+            _ => {
+                self.sparse.insert(i, v);
+            }
+        }
+    }
+
+    fn get(&self, i: u64) -> Option<&Value> {
+        match usize::try_from(i).ok().and_then(|k| self.dense.get(k)) {
+            Some(slot) => slot.as_ref(),
+            None => self.sparse.get(&i),
+        }
+    }
+}
+
+/// Checks the first bytes: a protocol 2–5 pickle starts with PROTO.
+pub fn check_header(head: &[u8]) -> Result<(), PickleError> {
+    match head {
+        [0x80, p, ..] if (2..=5).contains(p) => Ok(()),
+        [0x80, p, ..] => Err(PickleError::Protocol(*p)),
+        _ => {
+            let hex: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            Err(PickleError::NotPickle(if hex.is_empty() {
+                "nothing: it is empty".to_string()
+            } else {
+                format!("bytes {}", hex.join(" "))
+            }))
+        }
+    }
+}
+
+/// Decodes a whole pickle of `len` bytes. `open` is called twice and must give
+/// the same bytes each time (a first pass finds the memo entries that are
+/// fetched later). `hook` sees every item appended to a list.
+pub fn decode<R: Read>(
+    mut open: impl FnMut() -> io::Result<R>,
+    len: u64,
+    hook: &mut impl Hook,
+) -> Result<Value, PickleError> {
+    let io_err = |e: io::Error| PickleError::Io(e.to_string());
+    let mut head = Vec::with_capacity(2);
+    open()
+        .map_err(io_err)?
+        .take(2)
+        .read_to_end(&mut head)
+        .map_err(io_err)?;
+    check_header(&head)?;
+    let wanted = wanted(open().map_err(io_err)?, len)?;
+    let mut r = Reader::new(open().map_err(io_err)?, len);
+    let mut stack: Vec<Value> = Vec::new();
+    let mut marks: Vec<usize> = Vec::new();
+    let mut memo = Memo {
+        dense: Vec::new(),
+        sparse: HashMap::new(),
+        next: 0,
+    };
+    // Dense memo indices are below the number of opcodes, so below the length.
+    let memo_limit = usize::try_from(len).unwrap_or(usize::MAX);
+    let mal = |at, why| PickleError::Malformed { at, why };
+    let check_depth = |d: u32, at| {
+        if d > MAX_DEPTH {
+            Err(PickleError::TooDeep {
+                limit: MAX_DEPTH,
+                at,
+            })
+        } else {
+            Ok(())
+        }
+    };
+    while let Some((at, op)) = r.next()? {
+        match op {
+            Op::Proto(p) => {
+                if !(2..=5).contains(&p) {
+                    return Err(PickleError::Protocol(p));
+                }
+            }
+            Op::Frame => {}
+            Op::Stop => {
+                let v = stack
+                    .pop()
+                    .ok_or_else(|| mal(at, "STOP on an empty stack"))?;
+                return Ok(v);
+            }
+            Op::Mark => marks.push(stack.len()),
+            Op::Pop => {
+                if marks.last() == Some(&stack.len()) {
+                    // pickle.py: POP of an empty frame above a mark pops the mark.
+                    marks.pop();
+                } else {
+                    stack
+                        .pop()
+                        .ok_or_else(|| mal(at, "POP on an empty stack"))?;
+                }
+            }
+            Op::PopMark => {
+                let m = marks
+                    .pop()
+                    .ok_or_else(|| mal(at, "POP_MARK without MARK"))?;
+                stack.truncate(m);
+            }
+            Op::Dup => {
+                let v = stack
+                    .last()
+                    .cloned()
+                    .ok_or_else(|| mal(at, "DUP on an empty stack"))?;
+                stack.push(v);
+            }
+            Op::None => stack.push(Value::None),
+            Op::Bool(b) => stack.push(Value::Bool(b)),
+            Op::Int(i) => stack.push(Value::Int(i)),
+            Op::Long(b) => stack.push(long_value(b)),
+            Op::Float(f) => stack.push(Value::Float(f)),
+            Op::Str(s) => stack.push(Value::Str(Rc::from(String::from_utf8_lossy(s).as_ref()))),
+            Op::Bytes(b) => stack.push(Value::Bytes(Rc::from(b))),
+            Op::EmptyList | Op::EmptySet => {
+                stack.push(Value::List(Node::new(Vec::new(), 1, false)))
+            }
+            Op::EmptyDict => stack.push(Value::Dict(Node::new(Vec::new(), 1, false))),
+            Op::EmptyTuple => stack.push(Value::Tuple(Node::new(Vec::new(), 1, true))),
+            Op::List | Op::Tuple | Op::FrozenSet => {
+                let m = marks
+                    .pop()
+                    .ok_or_else(|| mal(at, "LIST/TUPLE without MARK"))?;
+                let items = stack.split_off(m.min(stack.len()));
+                let depth = items
+                    .iter()
+                    .map(Value::depth)
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(1);
+                check_depth(depth, at)?;
+                items.iter().for_each(Value::seal);
+                stack.push(if matches!(op, Op::Tuple) {
+                    Value::Tuple(Node::new(items, depth, true))
+                } else {
+                    let list = Node::new(Vec::with_capacity(items.len()), depth, false);
+                    let id = Rc::as_ptr(&list) as usize;
+                    let kept = items
+                        .into_iter()
+                        .filter_map(|v| hook.on_item(id, v))
+                        .collect();
+                    *list.items.borrow_mut() = kept;
+                    Value::List(list)
+                });
+            }
+            Op::TupleN(n) => {
+                let start = stack
+                    .len()
+                    .checked_sub(n)
+                    .ok_or_else(|| mal(at, "TUPLE1/2/3 on a short stack"))?;
+                let items = stack.split_off(start);
+                let depth = items
+                    .iter()
+                    .map(Value::depth)
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(1);
+                check_depth(depth, at)?;
+                items.iter().for_each(Value::seal);
+                stack.push(Value::Tuple(Node::new(items, depth, true)));
+            }
+            Op::Dict => {
+                let m = marks.pop().ok_or_else(|| mal(at, "DICT without MARK"))?;
+                let items = stack.split_off(m.min(stack.len()));
+                if items.len() % 2 != 0 {
+                    return Err(mal(at, "DICT with an odd number of items"));
+                }
+                let depth = items
+                    .iter()
+                    .map(Value::depth)
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(1);
+                check_depth(depth, at)?;
+                items.iter().for_each(Value::seal);
+                let mut pairs = Vec::with_capacity(items.len() / 2);
+                let mut it = items.into_iter();
+                while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    pairs.push((k, v));
+                }
+                stack.push(Value::Dict(Node::new(pairs, depth, false)));
+            }
+            Op::Append | Op::Appends | Op::AddItems => {
+                let items = if matches!(op, Op::Append) {
+                    vec![
+                        stack
+                            .pop()
+                            .ok_or_else(|| mal(at, "APPEND on an empty stack"))?,
+                    ]
+                } else {
+                    let m = marks.pop().ok_or_else(|| mal(at, "APPENDS without MARK"))?;
+                    stack.split_off(m.min(stack.len()))
+                };
+                let Some(Value::List(list)) = stack.last() else {
+                    return Err(mal(at, "APPEND to something that is not a list"));
+                };
+                let depth = items
+                    .iter()
+                    .map(Value::depth)
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(1);
+                check_depth(depth, at)?;
+                items.iter().for_each(Value::seal);
+                if list.sealed.get() {
+                    return Err(mal(
+                        at,
+                        "a list is changed after it was shared (a recursive structure?)",
+                    ));
+                }
+                list.depth.set(list.depth.get().max(depth));
+                let id = Rc::as_ptr(list) as usize;
+                let mut v = list.items.borrow_mut();
+                for item in items {
+                    if let Some(item) = hook.on_item(id, item) {
+                        v.push(item);
+                    }
+                }
+            }
+            Op::SetItem | Op::SetItems => {
+                let items = if matches!(op, Op::SetItem) {
+                    let start = stack
+                        .len()
+                        .checked_sub(2)
+                        .ok_or_else(|| mal(at, "SETITEM on a short stack"))?;
+                    stack.split_off(start)
+                } else {
+                    let m = marks
+                        .pop()
+                        .ok_or_else(|| mal(at, "SETITEMS without MARK"))?;
+                    stack.split_off(m.min(stack.len()))
+                };
+                if items.len() % 2 != 0 {
+                    return Err(mal(at, "SETITEMS with an odd number of items"));
+                }
+                let Some(Value::Dict(dict)) = stack.last() else {
+                    return Err(mal(at, "SETITEM on something that is not a dict"));
+                };
+                let depth = items
+                    .iter()
+                    .map(Value::depth)
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(1);
+                check_depth(depth, at)?;
+                items.iter().for_each(Value::seal);
+                if dict.sealed.get() {
+                    return Err(mal(
+                        at,
+                        "a dict is changed after it was shared (a recursive structure?)",
+                    ));
+                }
+                dict.depth.set(dict.depth.get().max(depth));
+                let mut d = dict.items.borrow_mut();
+                let mut it = items.into_iter();
+                while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    // A repeated key replaces the value, as in Python.
+                    if let Some(slot) = k
+                        .as_str()
+                        .and_then(|ks| d.iter_mut().find(|(k2, _)| k2.as_str() == Some(ks)))
+                    {
+                        slot.1 = v;
+                    } else {
+                        d.push((k, v));
+                    }
+                }
+            }
+            Op::Put(i) => {
+                let v = stack
+                    .last()
+                    .ok_or_else(|| mal(at, "PUT on an empty stack"))?;
+                if wanted.contains(i) {
+                    memo.put(i, v.clone(), memo_limit);
+                }
+            }
+            Op::Memoize => {
+                let v = stack
+                    .last()
+                    .ok_or_else(|| mal(at, "MEMOIZE on an empty stack"))?;
+                let i = memo.next;
+                memo.next = memo.next.saturating_add(1);
+                if wanted.contains(i) {
+                    memo.put(i, v.clone(), memo_limit);
+                }
+            }
+            Op::Get(i) => {
+                let v = memo
+                    .get(i)
+                    .cloned()
+                    .ok_or_else(|| mal(at, "GET of a memo entry that was never stored"))?;
+                stack.push(v);
+            }
+        }
+        // MEMOIZE counts every memoized object, PUT sets explicit indices;
+        // keep `next` past explicit ones so a mix stays consistent.
+        if let Op::Put(i) = op {
+            memo.next = memo.next.max(i.saturating_add(1));
+        }
+    }
+    Err(PickleError::NoStop(
+        usize::try_from(len).unwrap_or(usize::MAX),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dec(b: &[u8]) -> Result<Value, PickleError> {
+        decode(|| Ok(b), b.len() as u64, &mut Keep)
+    }
+
+    #[test]
+    fn decodes_shared_lists_by_reference() {
+        // pickle.dumps([x, x], protocol=4) with x = [1]
+        let b = b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00]\x94(]\x94K\x01ah\x01e.";
+        let v = dec(b).unwrap();
+        let Value::List(l) = v else { panic!() };
+        let items = l.items.borrow();
+        assert_eq!(items.len(), 2);
+        let (Value::List(a), Value::List(b)) = (&items[0], &items[1]) else {
+            panic!()
+        };
+        assert!(Rc::ptr_eq(a, b));
+    }
+
+    #[test]
+    fn refuses_globals_with_offset() {
+        // pickle.dumps(os.system) protocol 2 style: GLOBAL 'posix system'
+        let b = b"\x80\x02cposix\nsystem\nq\x00.";
+        let e = dec(b).err().unwrap();
+        assert!(e.to_string().contains("GLOBAL (0x63) at byte 2"), "{e}");
+    }
+
+    #[test]
+    fn refuses_huge_claimed_lengths_without_allocating() {
+        let b = b"\x80\x04X\xff\xff\xff\xff";
+        let e = dec(b).err().unwrap();
+        assert!(matches!(e, PickleError::Truncated { .. }), "{e}");
+    }
+
+    #[test]
+    fn long_integers_beyond_u64_do_not_panic() {
+        // LONG1 of u64::MAX (9 bytes) and 2**80
+        let b = b"\x80\x04\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00.";
+        assert!(matches!(dec(b).unwrap(), Value::U64(u64::MAX)));
+        let b = b"\x80\x04\x8a\x0b\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01.";
+        assert!(matches!(dec(b).unwrap(), Value::Big));
+        let b = b"\x80\x04\x8a\x01\xff.";
+        assert!(matches!(dec(b).unwrap(), Value::Int(-1)));
+    }
+
+    #[test]
+    fn bounds_nesting_depth() {
+        let mut b = b"\x80\x04".to_vec();
+        for _ in 0..100 {
+            b.push(b']');
+        }
+        for _ in 0..99 {
+            b.push(b'a');
+        }
+        b.push(b'.');
+        let e = dec(&b).err().unwrap();
+        assert!(e.to_string().contains("deeper than 64"), "{e}");
+    }
+
+    #[test]
+    fn refuses_recursive_structures() {
+        // a = []; a.append(a)  → ]q\x00h\x00a
+        let b = b"\x80\x02]q\x00h\x00a.";
+        assert!(dec(b).is_err());
+    }
+
+    #[test]
+    fn rejects_non_pickles_and_missing_stop() {
+        assert!(matches!(dec(b"hello"), Err(PickleError::NotPickle(_))));
+        assert!(matches!(dec(b""), Err(PickleError::NotPickle(_))));
+        assert!(matches!(dec(b"\x80\x04]"), Err(PickleError::NoStop(_))));
+        assert!(matches!(dec(b"\x80\x01."), Err(PickleError::Protocol(1))));
+    }
+}
