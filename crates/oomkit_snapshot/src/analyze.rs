@@ -336,12 +336,12 @@ fn replay(events: &[Event], segs: &[&Segment]) -> Replay {
     for (i, e) in events.iter().enumerate() {
         match e.action {
             Action::Alloc => {
-                if alive.insert(e.addr, (e.size, i)).is_some() {
-                    realloc = realloc.saturating_add(1);
-                }
+                let again = alive.insert(e.addr, (e.size, i)).is_some();
+                realloc = realloc.saturating_add(u64::from(again));
             }
             Action::FreeCompleted => {
-                if alive.remove(&e.addr).is_none() {
+                let matched = alive.remove(&e.addr).is_some();
+                if !matched {
                     initial.push(Initial {
                         size: e.size,
                         stack: e.stack(),
@@ -621,14 +621,20 @@ pub const LEAK_MIN_ITERATIONS: u64 = 3;
 
 /// Leak candidates: allocations never freed (alive at the end, created by an
 /// `alloc` in the trace) grouped by site, where the site left some behind in at
-/// least [`LEAK_MIN_ITERATIONS`] different iterations.
+/// least [`LEAK_MIN_ITERATIONS`] different iterations. The site must be a Python
+/// line: allocations with only C++ frames (the autograd engine's thread making
+/// gradients) or none are not attributable to code the user can change.
 ///
 /// An **iteration** is, when the trace has timestamps and a `record_function`
 /// family repeats at least 3 times (`forward_0`, `forward_1`, … or
 /// `Optimizer.step#AdamW.step` ×10), the stretch between two STARTs of the most
 /// frequent family. Otherwise iterations are told apart by the allocations
-/// themselves: a new one begins whenever an allocation that is later freed
-/// follows one that is never freed. Optimizer state created once, or the last
+/// memory curve of the replay: an iteration ends when the running total has
+/// risen by at least a tenth of the trace's range (≥ 1 MiB) above its last low
+/// and then fallen back by at least half of that rise — a forward pass followed
+/// by backward and the optimizer step. Loading weights, creating optimizer
+/// state or a forward pass cut short by an OOM only rise, so they stay in one
+/// iteration. Optimizer state created once, or the last
 /// step's tensors, then fall in one iteration; a list that gains a tensor each
 /// step is in every iteration.
 fn leaks(
@@ -647,21 +653,32 @@ fn leaks(
             format!("record_function {name}")
         }
         None => {
-            let (mut it, mut last_survivor) = (0u64, false);
+            // A step: the running total rises by at least a tenth of the
+            // trace's range above the last low, then falls back by at least
+            // half of that rise.
+            let min_swing = i128::try_from(rp.peak.saturating_sub(rp.baseline) / 10)
+                .unwrap_or(i128::MAX)
+                .max(1 << 20);
+            let mut cur = i128::try_from(rp.baseline).unwrap_or(i128::MAX);
+            let (mut low, mut high, mut it) = (cur, cur, 0u64);
             for (i, e) in events.iter().enumerate() {
-                if e.action != Action::Alloc {
-                    continue;
+                match e.action {
+                    Action::Alloc => cur = cur.saturating_add(i128::from(e.size)),
+                    Action::FreeCompleted => cur = cur.saturating_sub(i128::from(e.size)).max(0),
+                    _ => {}
                 }
-                let survivor = survivor_idx.contains(&i);
-                if !survivor && last_survivor {
+                high = high.max(cur);
+                let rise = high.saturating_sub(low);
+                if rise >= min_swing && cur <= low.saturating_add(rise / 2) {
                     it = it.saturating_add(1);
+                    (low, high) = (cur, cur);
                 }
-                last_survivor = survivor;
+                low = low.min(cur);
                 if let Some(slot) = iter_of.get_mut(i) {
                     *slot = it;
                 }
             }
-            "allocation bursts".to_string()
+            "memory swings".to_string()
         }
     };
     let mut by: HashMap<usize, (u128, u64, BTreeSet<u64>)> = HashMap::new();
@@ -674,7 +691,12 @@ fn leaks(
     }
     let mut out: Vec<Leak> = by
         .into_iter()
-        .filter(|(_, (_, _, its))| u64::try_from(its.len()).unwrap_or(0) >= LEAK_MIN_ITERATIONS)
+        .filter(|(id, (_, _, its))| {
+            u64::try_from(its.len()).unwrap_or(0) >= LEAK_MIN_ITERATIONS
+                && !sites.label(*id).starts_with('<')
+                || sites.label(*id).starts_with("<string>")
+                    && u64::try_from(its.len()).unwrap_or(0) >= LEAK_MIN_ITERATIONS
+        })
         .map(|(id, (bytes, count, its))| {
             let n = u64::try_from(its.len()).unwrap_or(1);
             Leak {
@@ -743,7 +765,7 @@ fn timeline(sites: &mut Sites<'_>, events: &[Event], rp: &Replay, top: &[Site]) 
             _ => {}
         }
         let idx = i64::try_from(i).unwrap_or(i64::MAX);
-        if i % stride == stride.saturating_sub(1)
+        if i.checked_rem(stride) == Some(stride.saturating_sub(1))
             || idx == rp.peak_event
             || i.saturating_add(1) == events.len()
         {

@@ -25,6 +25,16 @@
     clippy::panic,
     clippy::arithmetic_side_effects
 )]
+// Tests may index and unwrap: a panic there is a failing test.
+#![cfg_attr(
+    test,
+    allow(
+        clippy::indexing_slicing,
+        clippy::panic,
+        clippy::unwrap_used,
+        clippy::arithmetic_side_effects
+    )
+)]
 
 pub mod analyze;
 pub mod diff;

@@ -734,7 +734,7 @@ pub fn decode<R: Read>(
             Op::Dict => {
                 let m = marks.pop().ok_or_else(|| mal(at, "DICT without MARK"))?;
                 let items = stack.split_off(m.min(stack.len()));
-                if items.len() % 2 != 0 {
+                if !items.len().is_multiple_of(2) {
                     return Err(mal(at, "DICT with an odd number of items"));
                 }
                 let depth = items
@@ -802,7 +802,7 @@ pub fn decode<R: Read>(
                         .ok_or_else(|| mal(at, "SETITEMS without MARK"))?;
                     stack.split_off(m.min(stack.len()))
                 };
-                if items.len() % 2 != 0 {
+                if !items.len().is_multiple_of(2) {
                     return Err(mal(at, "SETITEMS with an odd number of items"));
                 }
                 let Some(Value::Dict(dict)) = stack.last() else {
@@ -925,12 +925,8 @@ mod tests {
     #[test]
     fn bounds_nesting_depth() {
         let mut b = b"\x80\x04".to_vec();
-        for _ in 0..100 {
-            b.push(b']');
-        }
-        for _ in 0..99 {
-            b.push(b'a');
-        }
+        b.extend(std::iter::repeat_n(b']', 100));
+        b.extend(std::iter::repeat_n(b'a', 99));
         b.push(b'.');
         let e = dec(&b).err().unwrap();
         assert!(e.to_string().contains("deeper than 64"), "{e}");

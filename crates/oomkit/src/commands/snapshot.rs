@@ -42,6 +42,12 @@ fn read(path: &Path) -> anyhow::Result<(String, Snapshot)> {
     Ok((name, snap))
 }
 
+/// Bad input: one line on stderr naming the file, exit 2.
+fn input_error(e: &anyhow::Error) -> u8 {
+    output::print_input_error(e);
+    2
+}
+
 pub fn run(args: SnapshotArgs, color: ColorChoice) -> anyhow::Result<u8> {
     if let Some(SnapshotCommand::Diff(d)) = args.command {
         return run_diff(d, color);
@@ -49,7 +55,10 @@ pub fn run(args: SnapshotArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let Some(file) = args.file else {
         bail!("no snapshot file given");
     };
-    let (name, snap) = read(&file)?;
+    let (name, snap) = match read(&file) {
+        Ok(x) => x,
+        Err(e) => return Ok(input_error(&e)),
+    };
     let opts = Options {
         device: args.device,
         top: usize::try_from(args.top).unwrap_or(usize::MAX),
@@ -86,8 +95,14 @@ pub fn run(args: SnapshotArgs, color: ColorChoice) -> anyhow::Result<u8> {
 }
 
 fn run_diff(args: SnapshotDiffArgs, color: ColorChoice) -> anyhow::Result<u8> {
-    let (an, a) = read(&args.a)?;
-    let (bn, b) = read(&args.b)?;
+    let (an, a) = match read(&args.a) {
+        Ok(x) => x,
+        Err(e) => return Ok(input_error(&e)),
+    };
+    let (bn, b) = match read(&args.b) {
+        Ok(x) => x,
+        Err(e) => return Ok(input_error(&e)),
+    };
     let diffs = oomkit_snapshot::diff(&a, &b, args.device);
     let mut out = output::stdout(color);
     match args.format {

@@ -4,6 +4,7 @@
 mod estimate;
 mod explain;
 mod lint;
+mod snapshot;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
