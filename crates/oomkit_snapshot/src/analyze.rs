@@ -551,7 +551,7 @@ fn fragmentation(
 }
 
 /// Replaces each run of digits with `#`: `forward_12` → `forward_#`.
-fn family(name: &str) -> String {
+pub fn family(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut in_digits = false;
     for c in name.chars() {

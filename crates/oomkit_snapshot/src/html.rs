@@ -10,7 +10,7 @@ use std::io;
 
 use oomkit_core::Bytes;
 
-use crate::analyze::{DeviceReport, Report};
+use crate::analyze::{DeviceReport, Report, family};
 use crate::load::BlockState;
 
 const PALETTE: [&str; 12] = [
@@ -131,7 +131,6 @@ fn device(h: &mut String, d: &DeviceReport) {
     h.push_str("</div>\n");
     timeline(h, d);
     sites_table(h, d);
-    segment_map(h, d);
     if !d.leaks.is_empty() {
         h.push_str("<h3>Leak candidates</h3><table><tr><th>site</th><th>per iteration</th><th>iterations</th><th>never freed</th></tr>");
         for l in &d.leaks {
@@ -147,6 +146,7 @@ fn device(h: &mut String, d: &DeviceReport) {
         }
         h.push_str("</table>\n");
     }
+    segment_map(h, d);
     for w in &d.warnings {
         let _ = writeln!(h, "<p class=\"warn\">warning: {}</p>", esc(w));
     }
@@ -157,7 +157,7 @@ fn timeline(h: &mut String, d: &DeviceReport) {
     if d.events == 0 || t.points.len() < 2 {
         return;
     }
-    let (w, ht, left, top) = (1280.0f64, 320.0f64, 70.0f64, 10.0f64);
+    let (w, ht, left, top) = (1220.0f64, 320.0f64, 130.0f64, 10.0f64);
     let max = t
         .points
         .iter()
@@ -168,12 +168,8 @@ fn timeline(h: &mut String, d: &DeviceReport) {
     let n = f(d.events);
     let x = |ev: i64| left + w * (f(u64::try_from(ev.saturating_add(1)).unwrap_or(0)) / n);
     let y = |b: u64| top + ht * (1.0 - f(b) / f(max));
-    let lanes = 4usize;
-    let strip = if d.annotations.is_empty() {
-        0.0
-    } else {
-        14.0 * 4.0 + 8.0
-    };
+    let lanes = annotation_lanes(d);
+    let strip = 14.0 * f(u64::try_from(lanes.len()).unwrap_or(0)) + 8.0;
     let total_h = top + ht + 30.0 + strip;
     let _ = writeln!(
         h,
@@ -225,11 +221,13 @@ fn timeline(h: &mut String, d: &DeviceReport) {
     // Peak and OOM markers.
     if d.peak_event >= 0 {
         let px = x(d.peak_event);
+        let right = px > left + w - 220.0;
+        let anchor = if right { "end" } else { "start" };
         let _ = writeln!(
             h,
-            "<line x1=\"{px:.1}\" x2=\"{px:.1}\" y1=\"{top}\" y2=\"{:.1}\" stroke=\"#222\" stroke-dasharray=\"4 3\"/><text x=\"{:.1}\" y=\"{:.1}\">peak {} (event {})</text>",
+            "<line x1=\"{px:.1}\" x2=\"{px:.1}\" y1=\"{top}\" y2=\"{:.1}\" stroke=\"#222\" stroke-dasharray=\"4 3\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\">peak {} (event {})</text>",
             top + ht,
-            (px + 4.0).min(left + w - 150.0),
+            if right { px - 5.0 } else { px + 5.0 },
             top + 12.0,
             Bytes(d.peak_bytes),
             d.peak_event
@@ -255,32 +253,49 @@ fn timeline(h: &mut String, d: &DeviceReport) {
         top + ht + 16.0,
         d.events.saturating_sub(1)
     );
-    // Annotated ranges in lanes under the axis.
-    for (i, s) in d.annotations.iter().enumerate() {
-        let lane = f(u64::try_from(i % lanes).unwrap_or(0));
-        let x0 = x(s.start_event.saturating_sub(1));
-        let x1 = x(s.end_event).max(x0 + 1.0);
-        let yy = top + ht + 26.0 + lane * 14.0;
+    // Annotated ranges under the axis: one lane per range name (digits as #),
+    // the most frequent names first.
+    for (lane, fam) in lanes.iter().enumerate() {
+        let yy = top + ht + 26.0 + f(u64::try_from(lane).unwrap_or(0)) * 14.0;
+        let short: String = if fam.chars().count() > 18 {
+            fam.chars().take(17).chain(['…']).collect()
+        } else {
+            fam.clone()
+        };
         let _ = writeln!(
             h,
-            "<rect x=\"{x0:.1}\" y=\"{yy:.1}\" width=\"{:.1}\" height=\"11\" fill=\"#cfd8e3\"><title>{} (events {}–{})</title></rect>",
-            x1 - x0,
-            esc(&s.name),
-            s.start_event,
-            s.end_event
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\"><title>{}</title>{}</text>",
+            left - 6.0,
+            yy + 9.5,
+            esc(fam),
+            esc(&short)
         );
-        if x1 - x0 > 60.0 {
-            let label: String = s.name.chars().take(((x1 - x0) / 6.5) as usize).collect();
+        for s in d.annotations.iter().filter(|s| &family(&s.name) == fam) {
+            let x0 = x(s.start_event.saturating_sub(1));
+            let x1 = x(s.end_event).max(x0 + 1.5);
             let _ = writeln!(
                 h,
-                "<text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-                x0 + 2.0,
-                yy + 9.5,
-                esc(&label)
+                "<rect x=\"{x0:.1}\" y=\"{yy:.1}\" width=\"{:.1}\" height=\"11\" fill=\"#9fb3c8\"><title>{} (events {}–{})</title></rect>",
+                x1 - x0,
+                esc(&s.name),
+                s.start_event,
+                s.end_event
             );
         }
     }
     h.push_str("</svg>\n");
+}
+
+/// The range names to draw (digits as `#`), most frequent first, at most 6.
+fn annotation_lanes(d: &DeviceReport) -> Vec<String> {
+    let mut count: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for s in &d.annotations {
+        let e = count.entry(family(&s.name)).or_default();
+        *e = e.saturating_add(1);
+    }
+    let mut v: Vec<(String, usize)> = count.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    v.into_iter().take(6).map(|(n, _)| n).collect()
 }
 
 fn sites_table(h: &mut String, d: &DeviceReport) {
