@@ -568,11 +568,6 @@ pub fn family(name: &str) -> String {
     out
 }
 
-/// Index of the first event at or after time `t`, when event times are sorted.
-fn event_at_time(times: &[i64], t: i64) -> usize {
-    times.partition_point(|&x| x < t)
-}
-
 /// Annotation ranges on the event axis and the START events of the iteration
 /// family: the annotation family (name with digits as `#`) with the most
 /// STARTs, at least 3 (ties: alphabetical).
@@ -581,11 +576,17 @@ fn annotations(
     device: i64,
     events: &[Event],
 ) -> (Vec<Span>, Option<(String, Vec<usize>)>) {
-    let times: Vec<i64> = events.iter().filter_map(Event::time).collect();
-    let sorted = times.len() == events.len() && times.windows(2).all(|w| w.first() <= w.get(1));
-    if !sorted || events.is_empty() {
+    // Times map to event indices by binary search, so they must all be there
+    // and sorted (they are in real files).
+    let sorted = events.first().is_some_and(|e| e.time().is_some())
+        && events.windows(2).all(|w| match w {
+            [a, b] => b.time().is_some() && a.time_us <= b.time_us,
+            _ => true,
+        });
+    if !sorted {
         return (Vec::new(), None);
     }
+    let first_at = |t: i64| events.partition_point(|e| e.time_us < t);
     let mut spans = Vec::new();
     let mut open: HashMap<&str, Vec<usize>> = HashMap::new();
     let mut starts: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -596,11 +597,11 @@ fn annotations(
     {
         let Some(t) = a.time_us else { continue };
         if a.start {
-            let e = event_at_time(&times, t);
+            let e = first_at(t);
             open.entry(&a.name).or_default().push(e);
             starts.entry(family(&a.name)).or_default().push(e);
         } else if let Some(s) = open.get_mut(&*a.name).and_then(Vec::pop) {
-            let end = times.partition_point(|&x| x <= t);
+            let end = events.partition_point(|e| e.time_us <= t);
             spans.push(Span {
                 name: a.name.to_string(),
                 start_event: i64::try_from(s).unwrap_or(i64::MAX),
@@ -644,11 +645,11 @@ fn leaks(
     family: Option<&(String, Vec<usize>)>,
 ) -> Vec<Leak> {
     let survivor_idx: BTreeSet<usize> = rp.survivors.values().map(|&(_, i)| i).collect();
-    let mut iter_of = vec![0u64; events.len()];
+    let mut iter_of = vec![0u32; events.len()];
     let from = match family {
         Some((name, starts)) => {
             for (i, slot) in iter_of.iter_mut().enumerate() {
-                *slot = u64::try_from(starts.partition_point(|&s| s <= i)).unwrap_or(0);
+                *slot = u32::try_from(starts.partition_point(|&s| s <= i)).unwrap_or(u32::MAX);
             }
             format!("record_function {name}")
         }
@@ -660,7 +661,7 @@ fn leaks(
                 .unwrap_or(i128::MAX)
                 .max(1 << 20);
             let mut cur = i128::try_from(rp.baseline).unwrap_or(i128::MAX);
-            let (mut low, mut high, mut it) = (cur, cur, 0u64);
+            let (mut low, mut high, mut it) = (cur, cur, 0u32);
             for (i, e) in events.iter().enumerate() {
                 match e.action {
                     Action::Alloc => cur = cur.saturating_add(i128::from(e.size)),
@@ -681,7 +682,7 @@ fn leaks(
             "memory swings".to_string()
         }
     };
-    let mut by: HashMap<usize, (u128, u64, BTreeSet<u64>)> = HashMap::new();
+    let mut by: HashMap<usize, (u128, u64, BTreeSet<u32>)> = HashMap::new();
     for &i in &survivor_idx {
         let Some(e) = events.get(i) else { continue };
         let entry = by.entry(sites.id(e.stack())).or_default();

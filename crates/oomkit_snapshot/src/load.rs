@@ -198,7 +198,7 @@ impl Interner {
         let items = d.items.borrow();
         let text = |k: &str| -> Rc<str> {
             match get(&items, k) {
-                Some(Value::Str(s)) => Rc::clone(s),
+                Some(Value::Str(s)) => Rc::from(s.as_str()),
                 _ => Rc::from(""),
             }
         };
@@ -241,42 +241,71 @@ impl Interner {
 struct Collect {
     interner: Interner,
     events: HashMap<usize, Vec<Event>>,
+    /// The list being filled and its events (saves a map lookup per event).
+    last: (usize, Vec<Event>),
+    /// Capacity to reserve for the first trace: an upper bound on the events
+    /// the input can hold, so the vector never doubles (unused capacity is
+    /// address space, not resident memory).
+    reserve: usize,
+}
+
+impl Collect {
+    /// Files the events of the list being filled (moved, never copied: a
+    /// trace can be most of the memory).
+    fn finish(&mut self) {
+        let (list, cur) = std::mem::take(&mut self.last);
+        if !cur.is_empty() {
+            self.events.insert(list, cur);
+        }
+    }
 }
 
 impl Hook for Collect {
-    fn on_item(&mut self, list: usize, item: Value) -> Option<Value> {
-        let ev = match &item {
-            Value::Dict(d) => {
-                let items = d.items.borrow();
-                event(&items, &mut self.interner)
-            }
-            _ => None,
-        };
+    fn take(&mut self, list: usize, item: &Value) -> bool {
+        let Value::Dict(d) = item else { return false };
+        let ev = event(&d.items.borrow(), &mut self.interner);
         match ev {
             Some(e) => {
-                self.events.entry(list).or_default().push(e);
-                None
+                if self.last.0 != list {
+                    self.finish();
+                    self.last = (list, self.events.remove(&list).unwrap_or_default());
+                    self.last.1.reserve(std::mem::take(&mut self.reserve));
+                }
+                self.last.1.push(e);
+                true
             }
-            None => Some(item),
+            None => false,
         }
     }
 }
 
 fn event(items: &[(Value, Value)], interner: &mut Interner) -> Option<Event> {
-    let action = Action::parse(get(items, "action")?.as_str()?);
-    let size = get(items, "size").map_or(Some(0), as_u64)?;
+    // One pass over the pairs; a repeated key's last value wins, as in Python.
+    let (mut action, mut size, mut addr, mut free, mut time, mut frames) =
+        (None, None, None, None, None, None);
+    for (k, v) in items {
+        match k.as_str() {
+            Some("action") => action = Some(v),
+            Some("size") => size = Some(v),
+            Some("addr") => addr = Some(v),
+            Some("device_free") => free = Some(v),
+            Some("time_us") => time = Some(v),
+            Some("frames") => frames = Some(v),
+            _ => {}
+        }
+    }
+    let action = Action::parse(action?.as_str()?);
+    let size = size.map_or(Some(0), as_u64)?;
     let addr = if action == Action::Oom {
-        get(items, "device_free").and_then(as_u64).unwrap_or(0)
+        free.and_then(as_u64).unwrap_or(0)
     } else {
-        get(items, "addr").map_or(Some(0), as_u64)?
+        addr.map_or(Some(0), as_u64)?
     };
-    let time_us = match get(items, "time_us") {
+    let time_us = match time {
         Some(Value::Int(t)) => *t,
         _ => i64::MIN,
     };
-    let stack = get(items, "frames")
-        .and_then(|f| interner.stack(f))
-        .unwrap_or(u32::MAX);
+    let stack = frames.and_then(|f| interner.stack(f)).unwrap_or(u32::MAX);
     Some(Event {
         addr,
         size,
@@ -288,8 +317,10 @@ fn event(items: &[(Value, Value)], interner: &mut Interner) -> Option<Event> {
 
 /// Looks a key up in a pickled dict.
 pub(crate) fn get<'a>(items: &'a [(Value, Value)], key: &str) -> Option<&'a Value> {
+    // The last occurrence wins, as in Python (see pickle.rs, SETITEMS).
     items
         .iter()
+        .rev()
         .find(|(k, _)| k.as_str() == Some(key))
         .map(|(_, v)| v)
 }
@@ -334,10 +365,16 @@ fn dict_items(v: &Value, at: &str) -> Result<Vec<(Value, Value)>, Error> {
 }
 
 /// Decodes and converts a snapshot of `len` bytes; `open` gives the bytes
-/// (called more than once, see [`pickle::decode`]).
+/// (read once, streamed).
 pub fn load<R: Read>(open: impl FnMut() -> io::Result<R>, len: u64) -> Result<Snapshot, Error> {
-    let mut hook = Collect::default();
+    // A trace entry takes at least 48 bytes of pickle (an empty memoized dict,
+    // MARK, SETITEMS, and `action`, `addr`, `size` with their values).
+    let mut hook = Collect {
+        reserve: usize::try_from(len / 48).unwrap_or(0),
+        ..Collect::default()
+    };
     let root = pickle::decode(open, len, &mut hook)?;
+    hook.finish();
     let mut snap = Snapshot::default();
     let (segments, traces, annotations, settings) = match &root {
         Value::List(_) => (Some(root.clone()), None, None, None),
@@ -377,7 +414,7 @@ pub fn load<R: Read>(open: impl FnMut() -> io::Result<R>, len: u64) -> Result<Sn
             let Value::List(l) = list else {
                 return Err(shape(format!("{at} is {}, expected a list", list.kind())));
             };
-            let mut events = hook
+            let events = hook
                 .events
                 .remove(&(Rc::as_ptr(l) as usize))
                 .unwrap_or_default();
@@ -399,7 +436,6 @@ pub fn load<R: Read>(open: impl FnMut() -> io::Result<R>, len: u64) -> Result<Sn
                 };
                 return Err(shape(format!("an entry of {at} {why}")));
             }
-            events.shrink_to_fit();
             snap.traces.push(events);
         }
     }

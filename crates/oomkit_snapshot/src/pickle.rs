@@ -27,7 +27,7 @@
 //! trace entries into small structs this way while decoding.
 
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::{self, Read};
 use std::rc::Rc;
 
@@ -113,10 +113,10 @@ pub enum Value {
     Big,
     /// A float.
     Float(f64),
-    /// A string.
-    Str(Rc<str>),
+    /// A string (a thin pointer keeps `Value` at 16 bytes).
+    Str(Rc<String>),
     /// Bytes (contents kept).
-    Bytes(Rc<[u8]>),
+    Bytes(Rc<Vec<u8>>),
     /// A list (or a set).
     List(Rc<Node<Vec<Value>>>),
     /// A tuple.
@@ -148,6 +148,8 @@ impl Clone for Value {
 pub struct Node<T> {
     depth: Cell<u32>,
     sealed: Cell<bool>,
+    /// Memo index it was stored under (`u32::MAX`: none).
+    memo: Cell<u32>,
     /// The items.
     pub items: RefCell<T>,
 }
@@ -157,6 +159,7 @@ impl<T> Node<T> {
         Rc::new(Node {
             depth: Cell::new(depth),
             sealed: Cell::new(sealed),
+            memo: Cell::new(u32::MAX),
             items: RefCell::new(items),
         })
     }
@@ -207,17 +210,18 @@ impl Value {
 
 /// Sees every item appended to a list and may take it.
 pub trait Hook {
-    /// Returns the item to store in the list, or `None` when the hook took it.
-    /// `list` identifies the list (its address; the list outlives the decode).
-    fn on_item(&mut self, list: usize, item: Value) -> Option<Value>;
+    /// Returns true when the hook took `item` (it is then not stored in the
+    /// list, and a later memo fetch of it is an error). `list` identifies the
+    /// list (its address; the list outlives the decode).
+    fn take(&mut self, list: usize, item: &Value) -> bool;
 }
 
 /// A hook that keeps every item.
 pub struct Keep;
 
 impl Hook for Keep {
-    fn on_item(&mut self, _list: usize, item: Value) -> Option<Value> {
-        Some(item)
+    fn take(&mut self, _list: usize, _item: &Value) -> bool {
+        false
     }
 }
 
@@ -341,6 +345,12 @@ impl<R: Read> Reader<R> {
         Ok(())
     }
 
+    /// Steps back over the first `n` bytes, still in the buffer after `take`.
+    fn rewind_header(&mut self, n: u64) {
+        self.lo = self.lo.saturating_sub(usize::try_from(n).unwrap_or(0));
+        self.pos = self.pos.saturating_sub(n);
+    }
+
     fn take(&mut self, n: u64, what: &'static str, at: usize) -> Result<&[u8], PickleError> {
         let left = self.total.saturating_sub(self.pos);
         if n > left {
@@ -365,7 +375,16 @@ impl<R: Read> Reader<R> {
         self.buf.get(start..end).ok_or(PickleError::NoStop(at))
     }
 
+    #[inline]
     fn le(&mut self, n: u64, what: &'static str, at: usize) -> Result<u64, PickleError> {
+        if n == 1
+            && self.lo < self.hi
+            && let Some(&b) = self.buf.get(self.lo)
+        {
+            self.lo = self.lo.saturating_add(1);
+            self.pos = self.pos.saturating_add(1);
+            return Ok(u64::from(b));
+        }
         let s = self.take(n, what, at)?;
         Ok(s.iter()
             .rev()
@@ -378,7 +397,15 @@ impl<R: Read> Reader<R> {
         if self.pos >= self.total {
             return Ok(None);
         }
-        let op = self.take(1, "opcode", at)?.first().copied().unwrap_or(0);
+        let op = match self.buf.get(self.lo) {
+            // Fast path: the byte is buffered.
+            Some(&b) if self.lo < self.hi => {
+                self.lo = self.lo.saturating_add(1);
+                self.pos = self.pos.saturating_add(1);
+                b
+            }
+            _ => self.take(1, "opcode", at)?.first().copied().unwrap_or(0),
+        };
         if let Some(name) = refused_name(op) {
             return Err(PickleError::Refused { name, op, at });
         }
@@ -506,82 +533,144 @@ fn long_value(b: &[u8]) -> Value {
     Value::Big
 }
 
-/// Memo indices fetched by some `GET` (dense ones in a bit set).
-struct Wanted {
-    bits: Vec<u64>,
-    sparse: HashSet<u64>,
+/// A memo slot.
+enum Slot {
+    Empty,
+    Val(Value),
+    /// The hook took this object: fetching it again is not supported.
+    Taken,
 }
 
-impl Wanted {
-    fn contains(&self, i: u64) -> bool {
-        let word = usize::try_from(i / 64).ok().and_then(|w| self.bits.get(w));
-        match word {
-            Some(w) => (w >> (i % 64)) & 1 == 1,
-            None => self.sparse.contains(&i),
-        }
-    }
+/// A run of memo indices whose objects the hook took, cut off the end of the
+/// dense vector so that a trace of millions of entries does not keep a memo
+/// slot per entry.
+struct Gap {
+    /// First memo index of the run.
+    start: u64,
+    /// One past the last.
+    end: u64,
+    /// Indices removed up to `end` (this gap and all before it).
+    shift: u64,
 }
 
-/// First pass: which memo indices are ever fetched. The bit set grows with the
-/// largest index seen (bounded by the input length); others go to a set.
-fn wanted<R: Read>(r: R, total: u64) -> Result<Wanted, PickleError> {
-    let dense_limit = total.saturating_add(64);
-    let mut w = Wanted {
-        bits: Vec::new(),
-        sparse: HashSet::new(),
-    };
-    let mut r = Reader::new(r, total);
-    while let Some((_, op)) = r.next()? {
-        match op {
-            Op::Get(i) if i < dense_limit => {
-                let k = usize::try_from(i / 64).unwrap_or(usize::MAX);
-                if w.bits.len() <= k {
-                    w.bits.resize(k.saturating_add(1), 0);
-                }
-                if let Some(word) = w.bits.get_mut(k) {
-                    *word |= 1 << (i % 64);
-                }
-            }
-            Op::Get(i) => {
-                w.sparse.insert(i);
-            }
-            Op::Stop => break,
-            _ => {}
-        }
-    }
-    Ok(w)
-}
-
-/// The memo: dense indices in a vector, others in a map.
+/// The memo: dense indices in a vector (minus the gaps), others in a map.
 struct Memo {
-    dense: Vec<Option<Value>>,
+    dense: Vec<Slot>,
+    gaps: Vec<Gap>,
     sparse: HashMap<u64, Value>,
     next: u64,
 }
 
+/// Where a memo index lives.
+enum Pos {
+    Dense(usize),
+    Taken,
+    Elsewhere,
+}
+
 impl Memo {
-    fn put(&mut self, i: u64, v: Value, limit: usize) {
-        match usize::try_from(i) {
-            Ok(k) if k < self.dense.len() => {
+    fn shift(&self) -> u64 {
+        self.gaps.last().map_or(0, |g| g.shift)
+    }
+
+    fn pos(&self, i: u64) -> Pos {
+        let g = self.gaps.partition_point(|g| g.start <= i);
+        let shift = match g.checked_sub(1).and_then(|k| self.gaps.get(k)) {
+            Some(gap) if i < gap.end => return Pos::Taken,
+            Some(gap) => gap.shift,
+            None => 0,
+        };
+        match usize::try_from(i.saturating_sub(shift)) {
+            Ok(k) => Pos::Dense(k),
+            Err(_) => Pos::Elsewhere,
+        }
+    }
+
+    fn put(&mut self, i: u64, v: &Value, limit: usize) {
+        let idx = u32::try_from(i).unwrap_or(u32::MAX);
+        match v {
+            Value::List(n) | Value::Tuple(n) => n.memo.set(idx),
+            Value::Dict(n) => n.memo.set(idx),
+            _ => {}
+        }
+        match self.pos(i) {
+            Pos::Dense(k) if k < self.dense.len() => {
                 if let Some(slot) = self.dense.get_mut(k) {
-                    *slot = Some(v);
+                    *slot = Slot::Val(v.clone());
                 }
             }
-            Ok(k) if k < limit => {
-                self.dense.resize_with(k, || None);
-                self.dense.push(Some(v));
+            Pos::Dense(k) if k < limit && i >= self.shift() => {
+                self.dense.resize_with(k, || Slot::Empty);
+                self.dense.push(Slot::Val(v.clone()));
             }
             _ => {
-                self.sparse.insert(i, v);
+                self.sparse.insert(i, v.clone());
             }
         }
     }
 
-    fn get(&self, i: u64) -> Option<&Value> {
-        match usize::try_from(i).ok().and_then(|k| self.dense.get(k)) {
-            Some(slot) => slot.as_ref(),
-            None => self.sparse.get(&i),
+    fn get(&self, i: u64, at: usize) -> Result<Value, PickleError> {
+        let slot = match self.pos(i) {
+            Pos::Dense(k) => self.dense.get(k),
+            Pos::Taken => Some(&Slot::Taken),
+            Pos::Elsewhere => None,
+        };
+        match slot {
+            Some(Slot::Val(v)) => Ok(v.clone()),
+            Some(Slot::Taken) => Err(PickleError::Malformed {
+                at,
+                why: "a trace entry is fetched again from the memo (shared trace entries are not supported)",
+            }),
+            Some(Slot::Empty) | None => {
+                self.sparse.get(&i).cloned().ok_or(PickleError::Malformed {
+                    at,
+                    why: "GET of a memo entry that was never stored",
+                })
+            }
         }
+    }
+
+    /// Frees the memo's reference to an object the hook took.
+    fn taken(&mut self, v: &Value) {
+        let Value::Dict(n) = v else { return };
+        let Pos::Dense(k) = self.pos(u64::from(n.memo.get())) else {
+            return;
+        };
+        if let Some(slot) = self.dense.get_mut(k)
+            && matches!(slot, Slot::Val(Value::Dict(m)) if Rc::ptr_eq(m, n))
+        {
+            *slot = Slot::Taken;
+        }
+    }
+
+    /// Cuts a run of taken slots off the end of the dense vector, when they are
+    /// the most recent memo indices.
+    fn trim(&mut self) {
+        let taken = self
+            .dense
+            .iter()
+            .rev()
+            .take_while(|s| matches!(s, Slot::Taken))
+            .count();
+        if taken == 0 {
+            return;
+        }
+        let keep = self.dense.len().saturating_sub(taken);
+        let shift = self.shift();
+        let start = u64::try_from(keep)
+            .unwrap_or(u64::MAX)
+            .saturating_add(shift);
+        let n = u64::try_from(taken).unwrap_or(0);
+        let end = start.saturating_add(n);
+        if end != self.next {
+            return;
+        }
+        self.dense.truncate(keep);
+        self.gaps.push(Gap {
+            start,
+            end,
+            shift: shift.saturating_add(n),
+        });
     }
 }
 
@@ -601,28 +690,22 @@ pub fn check_header(head: &[u8]) -> Result<(), PickleError> {
     }
 }
 
-/// Decodes a whole pickle of `len` bytes. `open` is called twice and must give
-/// the same bytes each time (a first pass finds the memo entries that are
-/// fetched later). `hook` sees every item appended to a list.
+/// Decodes a whole pickle of `len` bytes, read once from `open()`. `hook` sees
+/// every item appended to a list.
 pub fn decode<R: Read>(
     mut open: impl FnMut() -> io::Result<R>,
     len: u64,
     hook: &mut impl Hook,
 ) -> Result<Value, PickleError> {
-    let io_err = |e: io::Error| PickleError::Io(e.to_string());
-    let mut head = Vec::with_capacity(2);
-    open()
-        .map_err(io_err)?
-        .take(2)
-        .read_to_end(&mut head)
-        .map_err(io_err)?;
-    check_header(&head)?;
-    let wanted = wanted(open().map_err(io_err)?, len)?;
-    let mut r = Reader::new(open().map_err(io_err)?, len);
+    let mut r = Reader::new(open().map_err(|e| PickleError::Io(e.to_string()))?, len);
+    let head_len = len.min(2);
+    check_header(r.take(head_len, "header", 0)?)?;
+    r.rewind_header(head_len);
     let mut stack: Vec<Value> = Vec::new();
     let mut marks: Vec<usize> = Vec::new();
     let mut memo = Memo {
         dense: Vec::new(),
+        gaps: Vec::new(),
         sparse: HashMap::new(),
         next: 0,
     };
@@ -682,8 +765,8 @@ pub fn decode<R: Read>(
             Op::Int(i) => stack.push(Value::Int(i)),
             Op::Long(b) => stack.push(long_value(b)),
             Op::Float(f) => stack.push(Value::Float(f)),
-            Op::Str(s) => stack.push(Value::Str(Rc::from(String::from_utf8_lossy(s).as_ref()))),
-            Op::Bytes(b) => stack.push(Value::Bytes(Rc::from(b))),
+            Op::Str(s) => stack.push(Value::Str(Rc::new(String::from_utf8_lossy(s).into_owned()))),
+            Op::Bytes(b) => stack.push(Value::Bytes(Rc::new(b.to_vec()))),
             Op::EmptyList | Op::EmptySet => {
                 stack.push(Value::List(Node::new(Vec::new(), 1, false)))
             }
@@ -707,11 +790,15 @@ pub fn decode<R: Read>(
                 } else {
                     let list = Node::new(Vec::with_capacity(items.len()), depth, false);
                     let id = Rc::as_ptr(&list) as usize;
-                    let kept = items
-                        .into_iter()
-                        .filter_map(|v| hook.on_item(id, v))
-                        .collect();
-                    *list.items.borrow_mut() = kept;
+                    let mut kept = list.items.borrow_mut();
+                    for item in items {
+                        if hook.take(id, &item) {
+                            memo.taken(&item);
+                        } else {
+                            kept.push(item);
+                        }
+                    }
+                    drop(kept);
                     Value::List(list)
                 });
             }
@@ -753,19 +840,18 @@ pub fn decode<R: Read>(
                 stack.push(Value::Dict(Node::new(pairs, depth, false)));
             }
             Op::Append | Op::Appends | Op::AddItems => {
-                let items = if matches!(op, Op::Append) {
-                    vec![
-                        stack
-                            .pop()
-                            .ok_or_else(|| mal(at, "APPEND on an empty stack"))?,
-                    ]
+                let m = if matches!(op, Op::Append) {
+                    stack.len().checked_sub(1)
                 } else {
-                    let m = marks.pop().ok_or_else(|| mal(at, "APPENDS without MARK"))?;
-                    stack.split_off(m.min(stack.len()))
+                    marks.pop()
+                }
+                .ok_or_else(|| mal(at, "APPEND(S) without an item or MARK"))?
+                .min(stack.len());
+                let list = match m.checked_sub(1).and_then(|p| stack.get(p)) {
+                    Some(Value::List(l)) => Rc::clone(l),
+                    _ => return Err(mal(at, "APPEND to something that is not a list")),
                 };
-                let Some(Value::List(list)) = stack.last() else {
-                    return Err(mal(at, "APPEND to something that is not a list"));
-                };
+                let items = stack.get(m..).unwrap_or_default();
                 let depth = items
                     .iter()
                     .map(Value::depth)
@@ -773,6 +859,8 @@ pub fn decode<R: Read>(
                     .unwrap_or(0)
                     .saturating_add(1);
                 check_depth(depth, at)?;
+                // Seal the items first: a container put into itself is then
+                // refused below.
                 items.iter().for_each(Value::seal);
                 if list.sealed.get() {
                     return Err(mal(
@@ -781,33 +869,34 @@ pub fn decode<R: Read>(
                     ));
                 }
                 list.depth.set(list.depth.get().max(depth));
-                let id = Rc::as_ptr(list) as usize;
+                let id = Rc::as_ptr(&list) as usize;
                 let mut v = list.items.borrow_mut();
-                for item in items {
-                    if let Some(item) = hook.on_item(id, item) {
+                v.reserve(items.len());
+                for item in stack.drain(m..) {
+                    if hook.take(id, &item) {
+                        memo.taken(&item);
+                    } else {
                         v.push(item);
                     }
                 }
+                memo.trim();
             }
             Op::SetItem | Op::SetItems => {
-                let items = if matches!(op, Op::SetItem) {
-                    let start = stack
-                        .len()
-                        .checked_sub(2)
-                        .ok_or_else(|| mal(at, "SETITEM on a short stack"))?;
-                    stack.split_off(start)
+                let m = if matches!(op, Op::SetItem) {
+                    stack.len().checked_sub(2)
                 } else {
-                    let m = marks
-                        .pop()
-                        .ok_or_else(|| mal(at, "SETITEMS without MARK"))?;
-                    stack.split_off(m.min(stack.len()))
+                    marks.pop()
+                }
+                .ok_or_else(|| mal(at, "SETITEM(S) without items or MARK"))?
+                .min(stack.len());
+                let dict = match m.checked_sub(1).and_then(|p| stack.get(p)) {
+                    Some(Value::Dict(d)) => Rc::clone(d),
+                    _ => return Err(mal(at, "SETITEM on something that is not a dict")),
                 };
+                let items = stack.get(m..).unwrap_or_default();
                 if !items.len().is_multiple_of(2) {
                     return Err(mal(at, "SETITEMS with an odd number of items"));
                 }
-                let Some(Value::Dict(dict)) = stack.last() else {
-                    return Err(mal(at, "SETITEM on something that is not a dict"));
-                };
                 let depth = items
                     .iter()
                     .map(Value::depth)
@@ -815,6 +904,8 @@ pub fn decode<R: Read>(
                     .unwrap_or(0)
                     .saturating_add(1);
                 check_depth(depth, at)?;
+                // Seal the items first: a container put into itself is then
+                // refused below.
                 items.iter().for_each(Value::seal);
                 if dict.sealed.get() {
                     return Err(mal(
@@ -824,26 +915,19 @@ pub fn decode<R: Read>(
                 }
                 dict.depth.set(dict.depth.get().max(depth));
                 let mut d = dict.items.borrow_mut();
-                let mut it = items.into_iter();
+                d.reserve(items.len() / 2);
+                // A repeated key is kept twice; lookups take the last one, so
+                // the later value wins, as in Python.
+                let mut it = stack.drain(m..);
                 while let (Some(k), Some(v)) = (it.next(), it.next()) {
-                    // A repeated key replaces the value, as in Python.
-                    if let Some(slot) = k
-                        .as_str()
-                        .and_then(|ks| d.iter_mut().find(|(k2, _)| k2.as_str() == Some(ks)))
-                    {
-                        slot.1 = v;
-                    } else {
-                        d.push((k, v));
-                    }
+                    d.push((k, v));
                 }
             }
             Op::Put(i) => {
                 let v = stack
                     .last()
                     .ok_or_else(|| mal(at, "PUT on an empty stack"))?;
-                if wanted.contains(i) {
-                    memo.put(i, v.clone(), memo_limit);
-                }
+                memo.put(i, v, memo_limit);
             }
             Op::Memoize => {
                 let v = stack
@@ -851,16 +935,10 @@ pub fn decode<R: Read>(
                     .ok_or_else(|| mal(at, "MEMOIZE on an empty stack"))?;
                 let i = memo.next;
                 memo.next = memo.next.saturating_add(1);
-                if wanted.contains(i) {
-                    memo.put(i, v.clone(), memo_limit);
-                }
+                memo.put(i, v, memo_limit);
             }
             Op::Get(i) => {
-                let v = memo
-                    .get(i)
-                    .cloned()
-                    .ok_or_else(|| mal(at, "GET of a memo entry that was never stored"))?;
-                stack.push(v);
+                stack.push(memo.get(i, at)?);
             }
         }
         // MEMOIZE counts every memoized object, PUT sets explicit indices;
@@ -894,6 +972,12 @@ mod tests {
             panic!()
         };
         assert!(Rc::ptr_eq(a, b));
+    }
+
+    #[test]
+    fn values_stay_small() {
+        assert_eq!(std::mem::size_of::<Value>(), 16);
+        assert_eq!(std::mem::size_of::<Slot>(), 16);
     }
 
     #[test]

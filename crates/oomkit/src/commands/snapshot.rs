@@ -63,8 +63,14 @@ pub fn run(args: SnapshotArgs, color: ColorChoice) -> anyhow::Result<u8> {
         device: args.device,
         top: usize::try_from(args.top).unwrap_or(usize::MAX),
     };
-    let report =
-        oomkit_snapshot::analyze(&snap, &opts).with_context(|| format!("cannot analyse {name}"))?;
+    let report = match oomkit_snapshot::analyze(&snap, &opts) {
+        Ok(r) => r,
+        Err(e) => {
+            return Ok(input_error(
+                &anyhow::Error::new(e).context(format!("cannot analyse {name}")),
+            ));
+        }
+    };
     drop(snap);
     if let Some(path) = &args.html {
         let f = File::create(path).with_context(|| format!("cannot write {}", path.display()))?;
