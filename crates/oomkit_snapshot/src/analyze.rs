@@ -219,6 +219,11 @@ fn sat(v: u128) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
+/// The site of allocations whose snapshot recorded no stack.
+pub const NO_STACK: &str = "<no stack>";
+/// The site of allocations whose stack has no Python frame.
+pub const CPP_ONLY: &str = "<C++ only>";
+
 /// Is this the file of a Python frame (not C++)?
 fn is_python(f: &str) -> bool {
     f.ends_with(".py") || (f.starts_with('<') && f.ends_with('>'))
@@ -253,7 +258,7 @@ fn frame_label(f: &Frame) -> String {
 /// innermost Python frame; else `<C++ only>`; `<no stack>` when none was recorded.
 pub fn site_label(snap: &Snapshot, stack: Option<u32>) -> String {
     let Some(frames) = stack.and_then(|s| snap.stacks.get(s as usize)) else {
-        return "<no stack>".to_string();
+        return NO_STACK.to_string();
     };
     let frames: Vec<&Frame> = frames
         .iter()
@@ -265,8 +270,8 @@ pub fn site_label(snap: &Snapshot, stack: Option<u32>) -> String {
     }
     match py().next() {
         Some(f) => frame_label(f),
-        None if frames.is_empty() => "<no stack>".to_string(),
-        None => "<C++ only>".to_string(),
+        None if frames.is_empty() => NO_STACK.to_string(),
+        None => CPP_ONLY.to_string(),
     }
 }
 
@@ -693,10 +698,10 @@ fn leaks(
     let mut out: Vec<Leak> = by
         .into_iter()
         .filter(|(id, (_, _, its))| {
+            let label = sites.label(*id);
             u64::try_from(its.len()).unwrap_or(0) >= LEAK_MIN_ITERATIONS
-                && !sites.label(*id).starts_with('<')
-                || sites.label(*id).starts_with("<string>")
-                    && u64::try_from(its.len()).unwrap_or(0) >= LEAK_MIN_ITERATIONS
+                && label != NO_STACK
+                && label != CPP_ONLY
         })
         .map(|(id, (bytes, count, its))| {
             let n = u64::try_from(its.len()).unwrap_or(1);
@@ -952,6 +957,58 @@ mod tests {
             stack: u32::MAX,
             action,
         }
+    }
+
+    /// Five steps without annotations: each makes a 100 MiB temporary and
+    /// frees it; `train.py:10` keeps 1 MiB per step (the leak), `train.py:30`
+    /// makes five tensors in the first step only (optimizer state).
+    fn steps(leak_every_step: bool) -> Snapshot {
+        let mk = |l: u64| Frame {
+            filename: "/w/train.py".into(),
+            line: Some(l),
+            name: "step".into(),
+        };
+        let mut events = Vec::new();
+        let mut add = |a: Action, addr: u64, size: u64, stack: u32| {
+            events.push(Event {
+                addr,
+                size,
+                time_us: i64::MIN,
+                stack,
+                action: a,
+            });
+        };
+        for step in 0..5u64 {
+            add(Action::Alloc, 1000 + step, 100 << 20, 1);
+            if leak_every_step || step == 0 {
+                add(Action::Alloc, 2000 + step, 1 << 20, 0);
+            }
+            if step == 0 {
+                for k in 0..5 {
+                    add(Action::Alloc, 3000 + k, 4 << 20, 2);
+                }
+            }
+            add(Action::FreeCompleted, 1000 + step, 100 << 20, 1);
+        }
+        Snapshot {
+            frames: vec![mk(10), mk(20), mk(30)],
+            stacks: vec![vec![0], vec![1], vec![2]],
+            traces: vec![events],
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn memory_swings_tell_iterations_apart_without_annotations() {
+        let r = analyze(&steps(true), &Options::default()).unwrap();
+        let leaks = &r.devices[0].leaks;
+        assert_eq!(leaks.len(), 1, "{leaks:?}");
+        assert_eq!(leaks[0].frame, "/w/train.py:10 step");
+        assert_eq!(leaks[0].iterations, 5);
+        assert_eq!(leaks[0].bytes_per_iteration, 1 << 20);
+        assert_eq!(leaks[0].iterations_from, "memory swings");
+        let r = analyze(&steps(false), &Options::default()).unwrap();
+        assert!(r.devices[0].leaks.is_empty(), "{:?}", r.devices[0].leaks);
     }
 
     #[test]
