@@ -15,7 +15,7 @@
 //!   so on a consistent file the end equals **requested** (§2.2);
 //! - what is alive at the peak (and at each `oom` event), grouped by the first
 //!   frame in user code ([`site_label`]);
-//! - fragmentation per segment, leak candidates ([`leaks`]).
+//! - fragmentation per segment, leak candidates (see `leaks` below).
 //!
 //! Sums are done in `u128` and saturate at `u64::MAX`; a file that breaks the
 //! invariants real files keep (blocks tiling their segment, `allocated_size`,

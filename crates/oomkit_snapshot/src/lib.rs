@@ -4,8 +4,8 @@
 //! the trace replay's baseline, peak and end), what was alive at the peak by
 //! allocation site, fragmentation, leak candidates and OOM events.
 //!
-//! Entry points: [`load`] (bytes → [`Snapshot`]), [`analyze`] (→ [`Report`]),
-//! [`diff`] (two snapshots → growth by site), and the renderers [`render::human`]
+//! Entry points: [`load()`] (bytes → [`Snapshot`]), [`analyze()`] (→ [`Report`]),
+//! [`diff()`] (two snapshots → growth by site), and the renderers [`render::human`]
 //! and [`html::write`]. The crate reads from readers it is given; it never opens
 //! files and never prints.
 //!
