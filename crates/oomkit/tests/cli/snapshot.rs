@@ -122,6 +122,27 @@ fn reproduces_the_reference_figures_of_every_fixture() {
     }
 }
 
+/// Protocol 2 (BINPUT/LONG_BINPUT memo, as the TorchScript pickler writes) and
+/// protocol 5 (Python 3.14's default) re-dumps of a real file, written by
+/// `make_redumps.py`, decode to the same report.
+#[test]
+fn protocol_2_and_5_redumps_give_the_same_report() {
+    let want = device0(&json(&snapshot(&[
+        "--format",
+        "json",
+        "small-training-step.pickle",
+    ])))
+    .clone();
+    for name in [
+        "small-training-step-p2.pickle",
+        "small-training-step-p5.pickle",
+    ] {
+        let out = snapshot(&["--format", "json", name]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+        assert_eq!(device0(&json(&out)), &want, "{name}");
+    }
+}
+
 /// Real files keep the invariants; only the synthetic one gets warnings.
 #[test]
 fn warns_only_on_the_file_that_breaks_the_invariants() {
