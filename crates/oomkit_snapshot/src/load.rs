@@ -177,12 +177,35 @@ pub struct Snapshot {
     pub stacks: Vec<Vec<u32>>,
 }
 
+/// Hashes pointer-sized keys (addresses of shared pickle objects) with one
+/// multiply: they are unique and not attacker-chosen, so SipHash buys nothing.
+#[derive(Default, Clone, Copy)]
+struct PtrHash(u64);
+
+impl std::hash::Hasher for PtrHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
+    }
+}
+
+type PtrMap<V> = HashMap<usize, V, std::hash::BuildHasherDefault<PtrHash>>;
+
 /// Interns frames and stacks by the identity of the shared pickle objects.
 /// Keeps a clone of each interned list so addresses are never reused.
 #[derive(Default)]
 struct Interner {
-    stacks_by_ptr: HashMap<usize, StackId>,
-    frames_by_ptr: HashMap<usize, u32>,
+    stacks_by_ptr: PtrMap<StackId>,
+    frames_by_ptr: PtrMap<u32>,
     keep: Vec<Value>,
     frames: Vec<Frame>,
     stacks: Vec<Vec<u32>>,
@@ -243,6 +266,8 @@ struct Collect {
     events: HashMap<usize, Vec<Event>>,
     /// The list being filled and its events (saves a map lookup per event).
     last: (usize, Vec<Event>),
+    /// Records taken by the decoder's fast path, not yet placed in a list.
+    pending: std::collections::VecDeque<Event>,
     /// Capacity to reserve for the first trace: an upper bound on the events
     /// the input can hold, so the vector never doubles (unused capacity is
     /// address space, not resident memory).
@@ -260,17 +285,46 @@ impl Collect {
     }
 }
 
+impl Collect {
+    /// Makes `list` the list being filled.
+    fn switch(&mut self, list: usize) {
+        if self.last.0 != list {
+            self.finish();
+            self.last = (list, self.events.remove(&list).unwrap_or_default());
+            self.last.1.reserve(std::mem::take(&mut self.reserve));
+        }
+    }
+}
+
 impl Hook for Collect {
+    fn record(&mut self, pairs: &[(&str, &Value)]) -> bool {
+        match event_from(
+            pairs.iter().map(|(k, v)| (Some(*k), *v)),
+            &mut self.interner,
+        ) {
+            Some(e) => {
+                self.pending.push_back(e);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn place(&mut self, list: usize, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.switch(list);
+        let n = n.min(self.pending.len());
+        self.last.1.extend(self.pending.drain(..n));
+    }
+
     fn take(&mut self, list: usize, item: &Value) -> bool {
         let Value::Dict(d) = item else { return false };
         let ev = event(&d.items.borrow(), &mut self.interner);
         match ev {
             Some(e) => {
-                if self.last.0 != list {
-                    self.finish();
-                    self.last = (list, self.events.remove(&list).unwrap_or_default());
-                    self.last.1.reserve(std::mem::take(&mut self.reserve));
-                }
+                self.switch(list);
                 self.last.1.push(e);
                 true
             }
@@ -280,11 +334,19 @@ impl Hook for Collect {
 }
 
 fn event(items: &[(Value, Value)], interner: &mut Interner) -> Option<Event> {
+    event_from(items.iter().map(|(k, v)| (k.as_str(), v)), interner)
+}
+
+/// A trace entry from its pairs (dict items or the decoder's fast path).
+fn event_from<'a>(
+    items: impl Iterator<Item = (Option<&'a str>, &'a Value)>,
+    interner: &mut Interner,
+) -> Option<Event> {
     // One pass over the pairs; a repeated key's last value wins, as in Python.
     let (mut action, mut size, mut addr, mut free, mut time, mut frames) =
         (None, None, None, None, None, None);
     for (k, v) in items {
-        match k.as_str() {
+        match k {
             Some("action") => action = Some(v),
             Some("size") => size = Some(v),
             Some("addr") => addr = Some(v),
@@ -550,6 +612,20 @@ mod tests {
         assert_eq!(s.segments.len(), 1);
         assert_eq!(s.segments[0].total_size, 2 << 20);
         assert!(s.traces.is_empty());
+    }
+
+    #[test]
+    fn a_trace_entry_shared_in_one_list_counts_twice_and_across_lists_is_refused() {
+        // e = {'action': 'alloc', 'addr': 1, 'size': 2}
+        // {'segments': [], 'device_traces': [[e, e]]}, protocol 4
+        let b = b"\x80\x04\x95R\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x08segments\x94]\x94\x8c\rdevice_traces\x94]\x94]\x94(}\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x04addr\x94K\x01\x8c\x04size\x94K\x02uh\x06eau.";
+        let s = load_bytes(b).unwrap();
+        assert_eq!(s.traces[0].len(), 2);
+        assert_eq!(s.traces[0][1].size, 2);
+        // {'segments': [], 'device_traces': [[e], [e]]}: fetched after it was taken.
+        let b = b"\x80\x04\x95U\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x08segments\x94]\x94\x8c\rdevice_traces\x94]\x94(]\x94}\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x04addr\x94K\x01\x8c\x04size\x94K\x02ua]\x94h\x06aeu.";
+        let e = load_bytes(b).unwrap_err();
+        assert!(e.to_string().contains("fetched again"), "{e}");
     }
 
     #[test]

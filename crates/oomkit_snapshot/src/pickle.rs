@@ -123,6 +123,9 @@ pub enum Value {
     Tuple(Rc<Node<Vec<Value>>>),
     /// A dict, as key/value pairs in insertion order.
     Dict(Rc<Node<Vec<(Value, Value)>>>),
+    /// A flat dict the [`Hook`] took as a record while decoding
+    /// ([`Hook::record`]); a list that receives it hands it to [`Hook::place`].
+    Taken,
 }
 
 impl Clone for Value {
@@ -139,6 +142,7 @@ impl Clone for Value {
             Value::List(l) => Value::List(Rc::clone(l)),
             Value::Tuple(t) => Value::Tuple(Rc::clone(t)),
             Value::Dict(d) => Value::Dict(Rc::clone(d)),
+            Value::Taken => Value::Taken,
         }
     }
 }
@@ -204,6 +208,7 @@ impl Value {
             Value::List(_) => "a list",
             Value::Tuple(_) => "a tuple",
             Value::Dict(_) => "a dict",
+            Value::Taken => "a trace entry",
         }
     }
 }
@@ -214,6 +219,17 @@ pub trait Hook {
     /// list, and a later memo fetch of it is an error). `list` identifies the
     /// list (its address; the list outlives the decode).
     fn take(&mut self, list: usize, item: &Value) -> bool;
+
+    /// Fast path: offered the pairs of a flat dict (keys fetched from the memo,
+    /// values integers or memo fetches) that is being appended to a list,
+    /// before any value is built for it. Returns true to take it; it is then
+    /// handed over with [`Hook::place`] when the list receives it.
+    fn record(&mut self, _pairs: &[(&str, &Value)]) -> bool {
+        false
+    }
+
+    /// The next `n` records taken by [`Hook::record`] were appended to `list`.
+    fn place(&mut self, _list: usize, _n: usize) {}
 }
 
 /// A hook that keeps every item.
@@ -574,6 +590,17 @@ impl Memo {
     }
 
     fn pos(&self, i: u64) -> Pos {
+        // Common case first: keys and frames are memoized before any gap.
+        if self.gaps.first().is_none_or(|g| i < g.start) {
+            return usize::try_from(i).map_or(Pos::Elsewhere, Pos::Dense);
+        }
+        // And the newest entries, after the last gap.
+        if let Some(last) = self.gaps.last()
+            && i >= last.end
+        {
+            return usize::try_from(i.saturating_sub(last.shift))
+                .map_or(Pos::Elsewhere, Pos::Dense);
+        }
         let g = self.gaps.partition_point(|g| g.start <= i);
         let shift = match g.checked_sub(1).and_then(|k| self.gaps.get(k)) {
             Some(gap) if i < gap.end => return Pos::Taken,
@@ -626,6 +653,32 @@ impl Memo {
                     at,
                     why: "GET of a memo entry that was never stored",
                 })
+            }
+        }
+    }
+
+    /// The value at a memo index, without cloning it.
+    fn get_ref(&self, i: u64) -> Option<&Value> {
+        match self.pos(i) {
+            Pos::Dense(k) => match self.dense.get(k) {
+                Some(Slot::Val(v)) => Some(v),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Memoizes an object the hook took before it was built.
+    fn put_taken(&mut self, i: u64, limit: usize) {
+        if let Pos::Dense(k) = self.pos(i)
+            && k < limit
+            && i >= self.shift()
+        {
+            if k >= self.dense.len() {
+                self.dense.resize_with(k, || Slot::Empty);
+                self.dense.push(Slot::Taken);
+            } else if let Some(slot) = self.dense.get_mut(k) {
+                *slot = Slot::Taken;
             }
         }
     }
@@ -690,6 +743,134 @@ pub fn check_header(head: &[u8]) -> Result<(), PickleError> {
     }
 }
 
+/// The most pairs the fast path reads in one record.
+const RECORD_PAIRS: usize = 24;
+
+/// The fast path for trace entries: right after an `EMPTY_DICT` whose MARK
+/// region feeds a list, reads `MEMOIZE|BINPUT|LONG_BINPUT? MARK (key value)*
+/// SETITEMS` straight from the buffer — keys fetched from the memo, values small
+/// integers, LONG1, None, bools or memo fetches — and offers the pairs to
+/// [`Hook::record`]. Anything else, or a record that is not fully buffered,
+/// returns false having consumed nothing, and the generic path decodes it.
+fn fast_record<R: Read>(
+    r: &mut Reader<R>,
+    memo: &mut Memo,
+    limit: usize,
+    hook: &mut impl Hook,
+) -> Result<bool, PickleError> {
+    let left = usize::try_from(r.total.saturating_sub(r.pos)).unwrap_or(usize::MAX);
+    r.fill(left.min(4096))?;
+    let Some(b) = r.buf.get(r.lo..r.hi) else {
+        return Ok(false);
+    };
+    let mut c = 0usize;
+    let byte = |c: &mut usize| -> Option<u8> {
+        let v = b.get(*c).copied();
+        *c = c.saturating_add(1);
+        v
+    };
+    let le = |c: &mut usize, n: usize| -> Option<u64> {
+        let end = c.checked_add(n)?;
+        let s = b.get(*c..end)?;
+        *c = end;
+        Some(
+            s.iter()
+                .rev()
+                .fold(0u64, |acc, &x| (acc << 8) | u64::from(x)),
+        )
+    };
+    let dict_memo = match b.first() {
+        Some(0x94) => {
+            c = 1;
+            Some((memo.next, true))
+        }
+        Some(b'q') => {
+            c = 1;
+            le(&mut c, 1).map(|i| (i, false))
+        }
+        Some(b'r') => {
+            c = 1;
+            le(&mut c, 4).map(|i| (i, false))
+        }
+        _ => None,
+    };
+    if byte(&mut c) != Some(b'(') {
+        return Ok(false);
+    }
+    // Integers are built here; memo fetches are borrowed, never cloned.
+    enum Field<'a> {
+        Own(Value),
+        Memo(&'a Value),
+    }
+    let mut pairs: Vec<(&str, Field<'_>)> = Vec::with_capacity(8);
+    loop {
+        let key = match byte(&mut c) {
+            Some(b'u') => break,
+            Some(b'h') => le(&mut c, 1),
+            Some(b'j') => le(&mut c, 4),
+            _ => return Ok(false),
+        };
+        let Some(Value::Str(key)) = key.and_then(|i| memo.get_ref(i)) else {
+            return Ok(false);
+        };
+        let int = |v: u64| Field::Own(Value::Int(i64::try_from(v).unwrap_or(0)));
+        let value = match byte(&mut c) {
+            Some(b'K') => le(&mut c, 1).map(int),
+            Some(b'M') => le(&mut c, 2).map(int),
+            Some(b'J') => le(&mut c, 4)
+                .map(|v| Field::Own(Value::Int(i64::from(u32::try_from(v).unwrap_or(0) as i32)))),
+            Some(0x8a) => le(&mut c, 1).and_then(|n| {
+                let n = usize::try_from(n).ok()?;
+                let end = c.checked_add(n)?;
+                let v = long_value(b.get(c..end)?);
+                c = end;
+                Some(Field::Own(v))
+            }),
+            Some(b'N') => Some(Field::Own(Value::None)),
+            Some(0x88) => Some(Field::Own(Value::Bool(true))),
+            Some(0x89) => Some(Field::Own(Value::Bool(false))),
+            Some(b'h') => le(&mut c, 1).and_then(|i| memo.get_ref(i)).map(Field::Memo),
+            Some(b'j') => le(&mut c, 4).and_then(|i| memo.get_ref(i)).map(Field::Memo),
+            _ => None,
+        };
+        let Some(value) = value else {
+            return Ok(false);
+        };
+        if pairs.len() >= RECORD_PAIRS {
+            return Ok(false);
+        }
+        pairs.push((key.as_str(), value));
+    }
+    let view: Vec<(&str, &Value)> = pairs
+        .iter()
+        .map(|(k, f)| {
+            (
+                *k,
+                match f {
+                    Field::Own(v) => v,
+                    Field::Memo(v) => *v,
+                },
+            )
+        })
+        .collect();
+    if !hook.record(&view) {
+        return Ok(false);
+    }
+    drop(view);
+    drop(pairs);
+    r.lo = r.lo.saturating_add(c);
+    r.pos = r.pos.saturating_add(u64::try_from(c).unwrap_or(0));
+    if let Some((i, memoize)) = dict_memo {
+        memo.put_taken(i, limit);
+        if memoize {
+            memo.next = memo.next.saturating_add(1);
+        } else {
+            memo.next = memo.next.max(i.saturating_add(1));
+        }
+    }
+    Ok(true)
+}
+
 /// Decodes a whole pickle of `len` bytes, read once from `open()`. `hook` sees
 /// every item appended to a list.
 pub fn decode<R: Read>(
@@ -722,6 +903,7 @@ pub fn decode<R: Read>(
             Ok(())
         }
     };
+    let mut try_record = false;
     while let Some((at, op)) = r.next()? {
         match op {
             Op::Proto(p) => {
@@ -770,7 +952,18 @@ pub fn decode<R: Read>(
             Op::EmptyList | Op::EmptySet => {
                 stack.push(Value::List(Node::new(Vec::new(), 1, false)))
             }
-            Op::EmptyDict => stack.push(Value::Dict(Node::new(Vec::new(), 1, false))),
+            Op::EmptyDict => {
+                let in_list = marks
+                    .last()
+                    .and_then(|m| m.checked_sub(1))
+                    .is_some_and(|p| matches!(stack.get(p), Some(Value::List(_))));
+                if in_list {
+                    // Tried after this match, when `op` no longer borrows `r`.
+                    try_record = true;
+                } else {
+                    stack.push(Value::Dict(Node::new(Vec::new(), 1, false)));
+                }
+            }
             Op::EmptyTuple => stack.push(Value::Tuple(Node::new(Vec::new(), 1, true))),
             Op::List | Op::Tuple | Op::FrozenSet => {
                 let m = marks
@@ -792,7 +985,9 @@ pub fn decode<R: Read>(
                     let id = Rc::as_ptr(&list) as usize;
                     let mut kept = list.items.borrow_mut();
                     for item in items {
-                        if hook.take(id, &item) {
+                        if matches!(item, Value::Taken) {
+                            hook.place(id, 1);
+                        } else if hook.take(id, &item) {
                             memo.taken(&item);
                         } else {
                             kept.push(item);
@@ -873,7 +1068,10 @@ pub fn decode<R: Read>(
                 let mut v = list.items.borrow_mut();
                 v.reserve(items.len());
                 for item in stack.drain(m..) {
-                    if hook.take(id, &item) {
+                    // In order: records taken early and items taken now interleave.
+                    if matches!(item, Value::Taken) {
+                        hook.place(id, 1);
+                    } else if hook.take(id, &item) {
                         memo.taken(&item);
                     } else {
                         v.push(item);
@@ -945,6 +1143,14 @@ pub fn decode<R: Read>(
         // keep `next` past explicit ones so a mix stays consistent.
         if let Op::Put(i) = op {
             memo.next = memo.next.max(i.saturating_add(1));
+        }
+        if try_record {
+            try_record = false;
+            if fast_record(&mut r, &mut memo, memo_limit, hook)? {
+                stack.push(Value::Taken);
+            } else {
+                stack.push(Value::Dict(Node::new(Vec::new(), 1, false)));
+            }
         }
     }
     Err(PickleError::NoStop(
