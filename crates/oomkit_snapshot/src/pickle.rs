@@ -14,17 +14,22 @@
 //!   the stack). A container may not be changed after it was put inside another
 //!   one, which is how real pickles are written; this keeps the recorded depth
 //!   exact and makes cycles impossible;
-//! - memo entries are stored only for the indices that a `GET` fetches later
-//!   (a first pass over the opcodes finds them), so objects that are never
-//!   shared are freed as soon as their owner drops them;
+//! - the input is read once, through a buffer that holds at most 1 MiB or the
+//!   longest single argument;
 //! - memory is linear in the input length.
 //!
 //! Shared objects (frames lists fetched from the memo thousands of times) are
 //! reference-counted ([`Rc`]): a fetch is a pointer copy, never a deep clone.
 //!
-//! A [`Hook`] sees every item appended to a list and may replace it with a
-//! compact value of the caller's type (`Value::Ext`); the snapshot loader turns
-//! trace entries into small structs this way while decoding.
+//! A [`Hook`] sees every item appended to a list and may take it (the snapshot
+//! loader turns trace entries into 32-byte records this way). A **fast path**
+//! offers the hook flat dicts that are being appended to a list — `EMPTY_DICT
+//! MEMOIZE MARK (key value)* SETITEMS` with memo-fetched keys and integer or
+//! memo-fetched values, the shape of every trace entry — straight from the
+//! buffer, before any value is built; anything else falls back to the generic
+//! path having consumed nothing. The memo slots of taken objects are cut off the
+//! memo as each batch is appended, so millions of trace entries leave no memo
+//! behind; fetching a taken object again is an error (no real snapshot does).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -797,12 +802,16 @@ fn fast_record<R: Read>(
     if byte(&mut c) != Some(b'(') {
         return Ok(false);
     }
-    // Integers are built here; memo fetches are borrowed, never cloned.
+    // Integers are built in `owned`; memo fetches are borrowed, never cloned.
+    // Fixed arrays: no allocation per record.
     enum Field<'a> {
-        Own(Value),
+        Own,
         Memo(&'a Value),
     }
-    let mut pairs: Vec<(&str, Field<'_>)> = Vec::with_capacity(8);
+    let mut owned: [Value; RECORD_PAIRS] = std::array::from_fn(|_| Value::None);
+    let mut keys: [&str; RECORD_PAIRS] = [""; RECORD_PAIRS];
+    let mut fields: [Field<'_>; RECORD_PAIRS] = std::array::from_fn(|_| Field::Own);
+    let mut n = 0usize;
     loop {
         let key = match byte(&mut c) {
             Some(b'u') => break,
@@ -813,51 +822,60 @@ fn fast_record<R: Read>(
         let Some(Value::Str(key)) = key.and_then(|i| memo.get_ref(i)) else {
             return Ok(false);
         };
-        let int = |v: u64| Field::Own(Value::Int(i64::try_from(v).unwrap_or(0)));
+        let int = |v: u64| (Value::Int(i64::try_from(v).unwrap_or(0)), Field::Own);
         let value = match byte(&mut c) {
             Some(b'K') => le(&mut c, 1).map(int),
             Some(b'M') => le(&mut c, 2).map(int),
-            Some(b'J') => le(&mut c, 4)
-                .map(|v| Field::Own(Value::Int(i64::from(u32::try_from(v).unwrap_or(0) as i32)))),
-            Some(0x8a) => le(&mut c, 1).and_then(|n| {
-                let n = usize::try_from(n).ok()?;
-                let end = c.checked_add(n)?;
+            Some(b'J') => le(&mut c, 4).map(|v| {
+                (
+                    Value::Int(i64::from(u32::try_from(v).unwrap_or(0) as i32)),
+                    Field::Own,
+                )
+            }),
+            Some(0x8a) => le(&mut c, 1).and_then(|len| {
+                let len = usize::try_from(len).ok()?;
+                let end = c.checked_add(len)?;
                 let v = long_value(b.get(c..end)?);
                 c = end;
-                Some(Field::Own(v))
+                Some((v, Field::Own))
             }),
-            Some(b'N') => Some(Field::Own(Value::None)),
-            Some(0x88) => Some(Field::Own(Value::Bool(true))),
-            Some(0x89) => Some(Field::Own(Value::Bool(false))),
-            Some(b'h') => le(&mut c, 1).and_then(|i| memo.get_ref(i)).map(Field::Memo),
-            Some(b'j') => le(&mut c, 4).and_then(|i| memo.get_ref(i)).map(Field::Memo),
+            Some(b'N') => Some((Value::None, Field::Own)),
+            Some(0x88) => Some((Value::Bool(true), Field::Own)),
+            Some(0x89) => Some((Value::Bool(false), Field::Own)),
+            Some(b'h') => le(&mut c, 1)
+                .and_then(|i| memo.get_ref(i))
+                .map(|v| (Value::None, Field::Memo(v))),
+            Some(b'j') => le(&mut c, 4)
+                .and_then(|i| memo.get_ref(i))
+                .map(|v| (Value::None, Field::Memo(v))),
             _ => None,
         };
-        let Some(value) = value else {
+        let Some((value, field)) = value else {
             return Ok(false);
         };
-        if pairs.len() >= RECORD_PAIRS {
+        let (Some(o), Some(k), Some(f)) = (owned.get_mut(n), keys.get_mut(n), fields.get_mut(n))
+        else {
             return Ok(false);
-        }
-        pairs.push((key.as_str(), value));
+        };
+        *o = value;
+        *k = key.as_str();
+        *f = field;
+        n = n.saturating_add(1);
     }
-    let view: Vec<(&str, &Value)> = pairs
-        .iter()
-        .map(|(k, f)| {
-            (
-                *k,
-                match f {
-                    Field::Own(v) => v,
-                    Field::Memo(v) => *v,
-                },
-            )
-        })
-        .collect();
-    if !hook.record(&view) {
+    let none = Value::None;
+    let mut view: [(&str, &Value); RECORD_PAIRS] = [("", &none); RECORD_PAIRS];
+    for (((slot, k), f), o) in view.iter_mut().zip(&keys).zip(&fields).zip(&owned).take(n) {
+        *slot = (
+            *k,
+            match f {
+                Field::Own => o,
+                Field::Memo(v) => *v,
+            },
+        );
+    }
+    if !hook.record(view.get(..n).unwrap_or_default()) {
         return Ok(false);
     }
-    drop(view);
-    drop(pairs);
     r.lo = r.lo.saturating_add(c);
     r.pos = r.pos.saturating_add(u64::try_from(c).unwrap_or(0));
     if let Some((i, memoize)) = dict_memo {
