@@ -629,6 +629,23 @@ mod tests {
     }
 
     #[test]
+    fn legacy_blocks_take_size_and_stack_from_history() {
+        // The 1.13 form: a bare list of segments whose block has `history`
+        // ({'addr', 'real_size', 'frames'}) instead of `requested_size`/`frames`.
+        let b = b"\x80\x02]q\x00}q\x01(X\x06\x00\x00\x00deviceq\x02K\x00X\x07\x00\x00\x00addressq\x03M\x00\x10X\n\x00\x00\x00total_sizeq\x04M\x00\x04X\x06\x00\x00\x00blocksq\x05]q\x06}q\x07(X\x04\x00\x00\x00sizeq\x08M\x00\x04X\x05\x00\x00\x00stateq\tX\x10\x00\x00\x00active_allocatedq\nX\x07\x00\x00\x00historyq\x0b]q\x0c}q\r(X\x04\x00\x00\x00addrq\x0eM\x00\x10X\t\x00\x00\x00real_sizeq\x0fM\xe8\x03X\x06\x00\x00\x00framesq\x10]q\x11}q\x12(X\x08\x00\x00\x00filenameq\x13X\x0b\x00\x00\x00/w/train.pyq\x14X\x04\x00\x00\x00lineq\x15K\x07X\x04\x00\x00\x00nameq\x16X\x04\x00\x00\x00stepq\x17uauauaua.";
+        let s = load_bytes(b).unwrap();
+        let block = &s.segments[0].blocks[0];
+        assert_eq!(
+            (block.address, block.size, block.requested),
+            (4096, 1024, 1000)
+        );
+        let r = crate::analyze(&s, &crate::Options::default()).unwrap();
+        assert_eq!(r.devices[0].top_sites[0].frame, "/w/train.py:7 step");
+        assert_eq!(r.devices[0].peak_event, -1);
+        assert_eq!(r.devices[0].fragmentation.rounding_waste_bytes, 24);
+    }
+
+    #[test]
     fn wrong_top_level_shapes_are_errors() {
         let e = load_bytes(b"\x80\x04K\x05.").unwrap_err();
         assert!(e.to_string().contains("the top level is an int"), "{e}");
