@@ -422,6 +422,25 @@ fn truncated_files_exit_2_never_panic() {
     }
 }
 
+/// `oomkit snapshot … | head -1`: the reader goes away; exit 0, nothing on stderr.
+#[test]
+fn closed_pipe_is_not_an_error() {
+    use std::process::Stdio;
+    let file = fixture("older-format-no-time.pickle");
+    for format in ["json", "human"] {
+        let mut child = super::oomkit()
+            .args(["snapshot", "--top", "100000", "--format", format, &file])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{format}: {}", stderr(&out));
+        assert_eq!(stderr(&out), "", "{format}");
+    }
+}
+
 #[test]
 fn unknown_device_is_an_error() {
     let out = snapshot(&["--device", "3", "no-trace.pickle"]);
