@@ -131,6 +131,16 @@ fn device(h: &mut String, d: &DeviceReport) {
     h.push_str("</div>\n");
     timeline(h, d);
     sites_table(h, d);
+    for o in &d.ooms {
+        let _ = writeln!(
+            h,
+            "<h3 class=\"warn\">Out of memory at event {}: asked for {} with {} free on the device; {} alive</h3>",
+            o.event,
+            Bytes(o.requested_bytes),
+            Bytes(o.device_free_bytes),
+            Bytes(o.alive_bytes)
+        );
+    }
     if !d.leaks.is_empty() {
         h.push_str("<h3>Leak candidates</h3><table><tr><th>site</th><th>per iteration</th><th>iterations</th><th>never freed</th></tr>");
         for l in &d.leaks {

@@ -231,6 +231,19 @@ fn reports_the_oom_and_what_was_alive() {
     assert!(!ooms[0]["top_sites"].as_array().unwrap().is_empty());
     assert_eq!(d["fragmentation"]["expandable_segments"], true);
     assert_eq!(d["fragmentation"]["expandable_recoverable_bytes"], 0);
+    let dir = tempfile::tempdir().unwrap();
+    let html = dir.path().join("oom.html");
+    let out = snapshot(&[
+        "--html",
+        html.to_str().unwrap(),
+        "h100-oom-expandable.pickle",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = std::fs::read_to_string(&html).unwrap();
+    assert!(
+        text.contains("Out of memory at event 679: asked for 128.00 GiB"),
+        "OOM in the page"
+    );
 }
 
 #[test]
