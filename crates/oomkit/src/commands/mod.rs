@@ -4,6 +4,7 @@
 mod estimate;
 mod explain;
 mod lint;
+mod snapshot;
 
 use crate::cli::{Cli, Command};
 
@@ -13,5 +14,6 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Explain(args) => explain::run(args, cli.color),
         Command::Lint(args) => lint::run(args, cli.color),
         Command::Estimate(args) => estimate::run(*args, cli.color),
+        Command::Snapshot(args) => snapshot::run(args, cli.color),
     }
 }

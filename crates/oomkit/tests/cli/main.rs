@@ -9,6 +9,7 @@ mod robust_any;
 mod robust_estimate;
 mod robust_explain;
 mod robust_lint;
+mod snapshot;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
