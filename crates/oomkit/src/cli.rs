@@ -51,6 +51,12 @@ pub enum Command {
     /// Exit status: the command's own (128 + N when signal N killed it), 2 when
     /// oomkit itself fails.
     Run(RunArgs),
+    /// Read a PyTorch memory snapshot (`torch.cuda.memory._dump_snapshot()`)
+    /// without executing it: peak, what was alive at the peak by site,
+    /// fragmentation, leak candidates; `snapshot diff A B` compares two.
+    ///
+    /// Exit status: 0 analysed, 1 leak candidates found, 2 bad input or I/O error.
+    Snapshot(SnapshotArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -102,6 +108,51 @@ pub struct RunArgs {
     /// The command to run, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub struct SnapshotArgs {
+    #[command(subcommand)]
+    pub command: Option<SnapshotCommand>,
+    /// The snapshot pickle.
+    #[arg(required = true)]
+    pub file: Option<PathBuf>,
+    /// Only this device.
+    #[arg(long)]
+    pub device: Option<i64>,
+    /// How many sites and segments to list.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub top: u64,
+    /// Also write a self-contained HTML report (timeline, segment map, sites) to this path.
+    #[arg(long, value_name = "PATH")]
+    pub html: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SnapshotCommand {
+    /// What grew between two snapshots, by site (bytes and counts, A → B).
+    Diff(SnapshotDiffArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SnapshotDiffArgs {
+    /// The earlier snapshot.
+    pub a: PathBuf,
+    /// The later snapshot.
+    pub b: PathBuf,
+    /// Only this device.
+    #[arg(long)]
+    pub device: Option<i64>,
+    /// How many sites to list (human output).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    pub top: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
 }
 
 #[derive(Debug, clap::Args)]

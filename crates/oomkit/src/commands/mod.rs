@@ -6,6 +6,7 @@ mod explain;
 mod lint;
 mod probe;
 mod run;
+mod snapshot;
 
 use crate::cli::{Cli, Command};
 
@@ -17,5 +18,6 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Estimate(args) => estimate::run(*args, cli.color),
         Command::Probe(args) => probe::run(args, cli.color),
         Command::Run(args) => run::run(args, cli.color),
+        Command::Snapshot(args) => snapshot::run(args, cli.color),
     }
 }

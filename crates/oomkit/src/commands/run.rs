@@ -87,9 +87,15 @@ pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
     if let (Some(p), Some(c)) = (&snapshot, &snapshot_cmd) {
         writeln!(
             err,
-            "memory snapshot (PyTorch allocator history at the OOM): {}\n  read it with: {c}",
+            "\nmemory snapshot (PyTorch allocator history at the OOM): {}",
             p.display()
         )?;
+        // Which lines of the program held the memory, from `oomkit snapshot`'s library.
+        match analyse_snapshot(p) {
+            Ok(text) => write!(err, "{text}")?,
+            Err(e) => writeln!(err, "  cannot analyse it: {e:#}")?,
+        }
+        writeln!(err, "  more (HTML, --top, diff): {c} --html snapshot.html")?;
     } else if args.snapshot_on_oom && failed && oom.is_some() {
         writeln!(
             err,
@@ -120,6 +126,18 @@ pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
         std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(u8::try_from(finished.exit.shell_code() & 0xff).unwrap_or(1))
+}
+
+/// `oomkit snapshot`'s human report on the dumped file (streamed from disk).
+fn analyse_snapshot(path: &Path) -> anyhow::Result<String> {
+    let len = std::fs::metadata(path)?.len();
+    let open = || File::open(path).map(|f| std::io::BufReader::with_capacity(1 << 16, f));
+    let snap = oomkit_snapshot::load(open, len)?;
+    let report = oomkit_snapshot::analyze(&snap, &oomkit_snapshot::Options::default())?;
+    Ok(oomkit_snapshot::render::human(
+        &report,
+        &path.display().to_string(),
+    ))
 }
 
 /// Where the snapshot goes: the temp folder, named so runs do not collide.

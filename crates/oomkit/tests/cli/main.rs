@@ -11,6 +11,7 @@ mod robust_estimate;
 mod robust_explain;
 mod robust_lint;
 mod run;
+mod snapshot;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -242,9 +242,12 @@ fn snapshot_on_oom_dumps_through_the_hook_and_chains_sitecustomize() {
         .unwrap_or_else(|| panic!("no snapshot line: {err}"));
     let path = line.rsplit(": ").next().unwrap().trim();
     assert!(
-        err.contains(&format!("read it with: oomkit snapshot {path}")),
+        err.contains(&format!("more (HTML, --top, diff): oomkit snapshot {path}")),
         "{err}"
     );
+    // The snapshot's analysis names the line of the program that held the memory.
+    assert!(err.contains("Alive at the peak, by site"), "{err}");
+    assert!(err.contains("train.py:42 forward"), "{err}");
     let dumped = std::fs::read(path).unwrap();
     std::fs::remove_file(path).unwrap();
     assert_eq!(dumped, std::fs::read(fake.join("snapshot.pickle")).unwrap());

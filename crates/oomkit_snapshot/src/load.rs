@@ -1,0 +1,655 @@
+//! Pickle values → the typed [`Snapshot`]: segments and blocks, trace events,
+//! annotations, allocator settings. Unknown keys are ignored and optional ones
+//! may be missing (`time_us`, `allocator_settings`, `frames` on `snapshot`
+//! events); legacy blocks carry `history` instead of `frames`, and a top-level
+//! list is the 1.13 form (segments only) — as `torch/cuda/_memory_viz.py`
+//! (`_read`) and MemoryViz.js accept them (`shared/reference/memory-snapshots.md` §2.2).
+//!
+//! Trace events are converted while the pickle is decoded ([`pickle::Hook`]),
+//! so a snapshot with millions of events never holds them as generic values.
+//! Stacks are interned: a frames list shared through the pickle memo becomes
+//! one [`StackId`] however many entries refer to it.
+
+use std::collections::HashMap;
+use std::io::{self, Read};
+use std::rc::Rc;
+
+use crate::Error;
+use crate::pickle::{self, Hook, Value};
+
+/// Index into [`Snapshot::stacks`].
+pub type StackId = u32;
+
+/// One Python or C++ frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    /// File name as recorded (`??` for unknown C++ frames).
+    pub filename: Rc<str>,
+    /// Line number (`None` when absent or not an integer in u64; u64::MAX is kept as is).
+    pub line: Option<u64>,
+    /// Function name.
+    pub name: Rc<str>,
+}
+
+/// Block states as the allocator emits them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlockState {
+    /// `active_allocated`: a live tensor.
+    Allocated,
+    /// `active_pending_free` (emitted) or `active_awaiting_free` (documented).
+    PendingFree,
+    /// `inactive`: free space inside the segment.
+    Inactive,
+    /// Anything else.
+    Other,
+}
+
+/// A block: a contiguous sub-range of a segment.
+#[derive(Debug, Clone)]
+pub struct Block {
+    /// Address (computed from the segment when absent, as MemoryViz does).
+    pub address: u64,
+    /// Rounded size.
+    pub size: u64,
+    /// Requested (unrounded) size; `size` when not recorded.
+    pub requested: u64,
+    /// State.
+    pub state: BlockState,
+    /// Allocation stack.
+    pub stack: Option<StackId>,
+}
+
+/// A segment: one cudaMalloc (or one expandable mapping).
+#[derive(Debug, Clone)]
+pub struct Segment {
+    /// Device index.
+    pub device: i64,
+    /// Base address.
+    pub address: u64,
+    /// Size in bytes.
+    pub total_size: u64,
+    /// `allocated_size` as recorded, if any.
+    pub allocated_size: Option<u64>,
+    /// `segment_type`: "large" or "small" (None when absent).
+    pub large: Option<bool>,
+    /// `is_expandable`.
+    pub expandable: bool,
+    /// Blocks in address order.
+    pub blocks: Vec<Block>,
+}
+
+/// Trace actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// A tensor allocation (size = requested bytes).
+    Alloc,
+    /// Free requested (memory may still be in use by a stream).
+    FreeRequested,
+    /// Free completed: the bytes are back in the cache.
+    FreeCompleted,
+    /// cudaMalloc of a segment.
+    SegmentAlloc,
+    /// cudaFree of a segment.
+    SegmentFree,
+    /// Expandable segment mapped more pages.
+    SegmentMap,
+    /// Expandable segment unmapped pages.
+    SegmentUnmap,
+    /// An allocation failed: out of memory.
+    Oom,
+    /// `snapshot` marker.
+    Snapshot,
+    /// Anything else (`annotate`, newer actions).
+    Other,
+}
+
+impl Action {
+    fn parse(s: &str) -> Action {
+        match s {
+            "alloc" => Action::Alloc,
+            "free_requested" => Action::FreeRequested,
+            "free_completed" => Action::FreeCompleted,
+            "segment_alloc" => Action::SegmentAlloc,
+            "segment_free" => Action::SegmentFree,
+            "segment_map" => Action::SegmentMap,
+            "segment_unmap" => Action::SegmentUnmap,
+            "oom" => Action::Oom,
+            "snapshot" => Action::Snapshot,
+            _ => Action::Other,
+        }
+    }
+}
+
+/// One trace entry, compact (32 bytes).
+#[derive(Debug, Clone, Copy)]
+pub struct Event {
+    /// Address; for `oom`, the `device_free` bytes.
+    pub addr: u64,
+    /// Size in bytes (requested bytes for alloc/free).
+    pub size: u64,
+    /// `time_us`, `i64::MIN` when absent.
+    pub time_us: i64,
+    /// Stack, `u32::MAX` when absent.
+    pub stack: u32,
+    /// Action.
+    pub action: Action,
+}
+
+impl Event {
+    /// The stack, if recorded.
+    pub fn stack(&self) -> Option<StackId> {
+        (self.stack != u32::MAX).then_some(self.stack)
+    }
+
+    /// `time_us`, if recorded.
+    pub fn time(&self) -> Option<i64> {
+        (self.time_us != i64::MIN).then_some(self.time_us)
+    }
+}
+
+/// A `record_function` range boundary from `external_annotations`.
+#[derive(Debug, Clone)]
+pub struct Annotation {
+    /// START (true) or END.
+    pub start: bool,
+    /// Range name.
+    pub name: Rc<str>,
+    /// Device, when recorded.
+    pub device: Option<i64>,
+    /// `time_us`.
+    pub time_us: Option<i64>,
+}
+
+/// A decoded memory snapshot.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// All segments (every device).
+    pub segments: Vec<Segment>,
+    /// `device_traces`: one list per device index.
+    pub traces: Vec<Vec<Event>>,
+    /// `external_annotations`.
+    pub annotations: Vec<Annotation>,
+    /// `allocator_settings.expandable_segments`, when recorded.
+    pub expandable_setting: Option<bool>,
+    /// Frames, indexed by the ids in [`Snapshot::stacks`].
+    pub frames: Vec<Frame>,
+    /// Stacks: frame ids, innermost first.
+    pub stacks: Vec<Vec<u32>>,
+}
+
+/// Hashes pointer-sized keys (addresses of shared pickle objects) with one
+/// multiply: they are unique and not attacker-chosen, so SipHash buys nothing.
+#[derive(Default, Clone, Copy)]
+struct PtrHash(u64);
+
+impl std::hash::Hasher for PtrHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64)
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
+    }
+}
+
+type PtrMap<V> = HashMap<usize, V, std::hash::BuildHasherDefault<PtrHash>>;
+
+/// Interns frames and stacks by the identity of the shared pickle objects.
+/// Keeps a clone of each interned list so addresses are never reused.
+#[derive(Default)]
+struct Interner {
+    stacks_by_ptr: PtrMap<StackId>,
+    frames_by_ptr: PtrMap<u32>,
+    keep: Vec<Value>,
+    frames: Vec<Frame>,
+    stacks: Vec<Vec<u32>>,
+}
+
+impl Interner {
+    fn frame(&mut self, v: &Value) -> Option<u32> {
+        let Value::Dict(d) = v else { return None };
+        let key = Rc::as_ptr(d) as usize;
+        if let Some(&id) = self.frames_by_ptr.get(&key) {
+            return Some(id);
+        }
+        let items = d.items.borrow();
+        let text = |k: &str| -> Rc<str> {
+            match get(&items, k) {
+                Some(Value::Str(s)) => Rc::from(s.as_str()),
+                _ => Rc::from(""),
+            }
+        };
+        let frame = Frame {
+            filename: text("filename"),
+            line: get(&items, "line").and_then(as_u64),
+            name: text("name"),
+        };
+        drop(items);
+        let id = u32::try_from(self.frames.len()).ok()?;
+        self.frames.push(frame);
+        self.frames_by_ptr.insert(key, id);
+        self.keep.push(v.clone());
+        Some(id)
+    }
+
+    fn stack(&mut self, v: &Value) -> Option<StackId> {
+        let (Value::List(l) | Value::Tuple(l)) = v else {
+            return None;
+        };
+        let key = Rc::as_ptr(l) as usize;
+        if let Some(&id) = self.stacks_by_ptr.get(&key) {
+            return Some(id);
+        }
+        let items: Vec<Value> = l.items.borrow().clone();
+        let ids: Vec<u32> = items.iter().filter_map(|f| self.frame(f)).collect();
+        let id = u32::try_from(self.stacks.len())
+            .ok()
+            .filter(|&i| i != u32::MAX)?;
+        self.stacks.push(ids);
+        self.stacks_by_ptr.insert(key, id);
+        self.keep.push(v.clone());
+        Some(id)
+    }
+}
+
+/// The decode hook: trace entries (dicts with an `action` key) become
+/// [`Event`]s, collected per list.
+#[derive(Default)]
+struct Collect {
+    interner: Interner,
+    events: HashMap<usize, Vec<Event>>,
+    /// The list being filled and its events (saves a map lookup per event).
+    last: (usize, Vec<Event>),
+    /// Records taken by the decoder's fast path, not yet placed in a list.
+    pending: std::collections::VecDeque<Event>,
+    /// Capacity to reserve for the first trace: an upper bound on the events
+    /// the input can hold, so the vector never doubles (unused capacity is
+    /// address space, not resident memory).
+    reserve: usize,
+}
+
+impl Collect {
+    /// Files the events of the list being filled (moved, never copied: a
+    /// trace can be most of the memory).
+    fn finish(&mut self) {
+        let (list, cur) = std::mem::take(&mut self.last);
+        if !cur.is_empty() {
+            self.events.insert(list, cur);
+        }
+    }
+}
+
+impl Collect {
+    /// Makes `list` the list being filled.
+    fn switch(&mut self, list: usize) {
+        if self.last.0 != list {
+            self.finish();
+            self.last = (list, self.events.remove(&list).unwrap_or_default());
+            self.last.1.reserve(std::mem::take(&mut self.reserve));
+        }
+    }
+}
+
+impl Hook for Collect {
+    fn record(&mut self, pairs: &[(&str, &Value)]) -> bool {
+        match event_from(
+            pairs.iter().map(|(k, v)| (Some(*k), *v)),
+            &mut self.interner,
+        ) {
+            Some(e) => {
+                self.pending.push_back(e);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn place(&mut self, list: usize, n: usize) {
+        if n == 0 {
+            return;
+        }
+        self.switch(list);
+        let n = n.min(self.pending.len());
+        self.last.1.extend(self.pending.drain(..n));
+    }
+
+    fn take(&mut self, list: usize, item: &Value) -> bool {
+        let Value::Dict(d) = item else { return false };
+        let ev = event(&d.items.borrow(), &mut self.interner);
+        match ev {
+            Some(e) => {
+                self.switch(list);
+                self.last.1.push(e);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+fn event(items: &[(Value, Value)], interner: &mut Interner) -> Option<Event> {
+    event_from(items.iter().map(|(k, v)| (k.as_str(), v)), interner)
+}
+
+/// A trace entry from its pairs (dict items or the decoder's fast path).
+fn event_from<'a>(
+    items: impl Iterator<Item = (Option<&'a str>, &'a Value)>,
+    interner: &mut Interner,
+) -> Option<Event> {
+    // One pass over the pairs; a repeated key's last value wins, as in Python.
+    let (mut action, mut size, mut addr, mut free, mut time, mut frames) =
+        (None, None, None, None, None, None);
+    for (k, v) in items {
+        match k {
+            Some("action") => action = Some(v),
+            Some("size") => size = Some(v),
+            Some("addr") => addr = Some(v),
+            Some("device_free") => free = Some(v),
+            Some("time_us") => time = Some(v),
+            Some("frames") => frames = Some(v),
+            _ => {}
+        }
+    }
+    let action = Action::parse(action?.as_str()?);
+    let size = size.map_or(Some(0), as_u64)?;
+    let addr = if action == Action::Oom {
+        free.and_then(as_u64).unwrap_or(0)
+    } else {
+        addr.map_or(Some(0), as_u64)?
+    };
+    let time_us = match time {
+        Some(Value::Int(t)) => *t,
+        _ => i64::MIN,
+    };
+    let stack = frames.and_then(|f| interner.stack(f)).unwrap_or(u32::MAX);
+    Some(Event {
+        addr,
+        size,
+        time_us,
+        stack,
+        action,
+    })
+}
+
+/// Looks a key up in a pickled dict.
+pub(crate) fn get<'a>(items: &'a [(Value, Value)], key: &str) -> Option<&'a Value> {
+    // The last occurrence wins, as in Python (see pickle.rs, SETITEMS).
+    items
+        .iter()
+        .rev()
+        .find(|(k, _)| k.as_str() == Some(key))
+        .map(|(_, v)| v)
+}
+
+/// A non-negative integer.
+fn as_u64(v: &Value) -> Option<u64> {
+    match v {
+        Value::Int(i) => u64::try_from(*i).ok(),
+        Value::U64(u) => Some(*u),
+        _ => None,
+    }
+}
+
+fn shape(msg: String) -> Error {
+    Error::Shape(msg)
+}
+
+fn need_u64(items: &[(Value, Value)], key: &str, at: &str) -> Result<u64, Error> {
+    match get(items, key) {
+        Some(v) => as_u64(v).ok_or_else(|| {
+            shape(format!(
+                "{at}.{key} is {}, expected a non-negative integer",
+                v.kind()
+            ))
+        }),
+        None => Err(shape(format!("{at} has no `{key}`"))),
+    }
+}
+
+fn list_items(v: &Value, at: &str) -> Result<Vec<Value>, Error> {
+    match v {
+        Value::List(l) | Value::Tuple(l) => Ok(l.items.borrow().clone()),
+        other => Err(shape(format!("{at} is {}, expected a list", other.kind()))),
+    }
+}
+
+fn dict_items(v: &Value, at: &str) -> Result<Vec<(Value, Value)>, Error> {
+    match v {
+        Value::Dict(d) => Ok(d.items.borrow().clone()),
+        other => Err(shape(format!("{at} is {}, expected a dict", other.kind()))),
+    }
+}
+
+/// Decodes and converts a snapshot of `len` bytes; `open` gives the bytes
+/// (read once, streamed).
+pub fn load<R: Read>(open: impl FnMut() -> io::Result<R>, len: u64) -> Result<Snapshot, Error> {
+    // A trace entry takes at least 48 bytes of pickle (an empty memoized dict,
+    // MARK, SETITEMS, and `action`, `addr`, `size` with their values).
+    let mut hook = Collect {
+        reserve: usize::try_from(len / 48).unwrap_or(0),
+        ..Collect::default()
+    };
+    let root = pickle::decode(open, len, &mut hook)?;
+    hook.finish();
+    let mut snap = Snapshot::default();
+    let (segments, traces, annotations, settings) = match &root {
+        Value::List(_) => (Some(root.clone()), None, None, None),
+        Value::Dict(d) => {
+            let items = d.items.borrow();
+            let segs = get(&items, "segments").cloned();
+            if segs.is_none() {
+                return Err(shape(
+                    "the top-level dict has no `segments` (is this a torch.cuda.memory._snapshot() dump?)"
+                        .into(),
+                ));
+            }
+            (
+                segs,
+                get(&items, "device_traces").cloned(),
+                get(&items, "external_annotations").cloned(),
+                get(&items, "allocator_settings").cloned(),
+            )
+        }
+        other => {
+            return Err(shape(format!(
+                "the top level is {}, expected a dict with `segments` or a list of segments",
+                other.kind()
+            )));
+        }
+    };
+    if let Some(segs) = segments {
+        for (i, s) in list_items(&segs, "segments")?.iter().enumerate() {
+            let at = format!("segments[{i}]");
+            let seg = segment(&dict_items(s, &at)?, &at, &mut hook.interner)?;
+            snap.segments.push(seg);
+        }
+    }
+    if let Some(t) = traces.filter(|t| !matches!(t, Value::None)) {
+        for (dev, list) in list_items(&t, "device_traces")?.iter().enumerate() {
+            let at = format!("device_traces[{dev}]");
+            let Value::List(l) = list else {
+                return Err(shape(format!("{at} is {}, expected a list", list.kind())));
+            };
+            let events = hook
+                .events
+                .remove(&(Rc::as_ptr(l) as usize))
+                .unwrap_or_default();
+            // Entries the hook did not take are malformed trace entries.
+            if let Some(bad) = l.items.borrow().first() {
+                let why = match bad {
+                    Value::Dict(d) => {
+                        let items = d.items.borrow();
+                        match get(&items, "action") {
+                            None => "has no `action`".to_string(),
+                            Some(a) if a.as_str().is_none() => {
+                                format!("has an `action` that is {}", a.kind())
+                            }
+                            _ => "has a size or address that is not a non-negative integer"
+                                .to_string(),
+                        }
+                    }
+                    other => format!("is {}, expected a dict", other.kind()),
+                };
+                return Err(shape(format!("an entry of {at} {why}")));
+            }
+            snap.traces.push(events);
+        }
+    }
+    if let Some(a) = annotations.filter(|a| !matches!(a, Value::None)) {
+        for (i, v) in list_items(&a, "external_annotations")?.iter().enumerate() {
+            let items = dict_items(v, &format!("external_annotations[{i}]"))?;
+            let text = |k: &str| get(&items, k).and_then(Value::as_str).map(Rc::from);
+            snap.annotations.push(Annotation {
+                start: text("stage").is_some_and(|s: Rc<str>| &*s == "START"),
+                name: text("name").unwrap_or_else(|| Rc::from("")),
+                device: match get(&items, "device") {
+                    Some(Value::Int(d)) => Some(*d),
+                    _ => None,
+                },
+                time_us: match get(&items, "time_us") {
+                    Some(Value::Int(t)) => Some(*t),
+                    _ => None,
+                },
+            });
+        }
+    }
+    if let Some(Value::Dict(d)) = settings {
+        let items = d.items.borrow();
+        snap.expandable_setting = match get(&items, "expandable_segments") {
+            Some(Value::Bool(b)) => Some(*b),
+            _ => None,
+        };
+    }
+    snap.frames = std::mem::take(&mut hook.interner.frames);
+    snap.stacks = std::mem::take(&mut hook.interner.stacks);
+    Ok(snap)
+}
+
+fn segment(items: &[(Value, Value)], at: &str, interner: &mut Interner) -> Result<Segment, Error> {
+    let address = need_u64(items, "address", at)?;
+    let total_size = need_u64(items, "total_size", at)?;
+    let device = match get(items, "device") {
+        Some(Value::Int(d)) => *d,
+        Some(v) => {
+            return Err(shape(format!(
+                "{at}.device is {}, expected an integer",
+                v.kind()
+            )));
+        }
+        None => 0,
+    };
+    let mut blocks = Vec::new();
+    let mut next_addr = address;
+    if let Some(bl) = get(items, "blocks") {
+        for (j, b) in list_items(bl, &format!("{at}.blocks"))?.iter().enumerate() {
+            let bat = format!("{at}.blocks[{j}]");
+            let bi = dict_items(b, &bat)?;
+            let size = need_u64(&bi, "size", &bat)?;
+            let state = match get(&bi, "state").and_then(Value::as_str) {
+                Some("active_allocated") => BlockState::Allocated,
+                Some("active_pending_free" | "active_awaiting_free") => BlockState::PendingFree,
+                Some("inactive") => BlockState::Inactive,
+                _ => BlockState::Other,
+            };
+            // Legacy blocks (1.13/2.0): `history[0]` has frames and real_size.
+            let hist = get(&bi, "history").and_then(|h| match h {
+                Value::List(l) => l.items.borrow().first().cloned(),
+                _ => None,
+            });
+            let hist_items = match &hist {
+                Some(Value::Dict(d)) => d.items.borrow().clone(),
+                _ => Vec::new(),
+            };
+            let requested = get(&bi, "requested_size")
+                .and_then(as_u64)
+                .or_else(|| get(&hist_items, "real_size").and_then(as_u64))
+                .unwrap_or(size);
+            let frames = get(&bi, "frames").or_else(|| get(&hist_items, "frames"));
+            let stack = frames.and_then(|f| interner.stack(f));
+            let addr = get(&bi, "address").and_then(as_u64).unwrap_or(next_addr);
+            next_addr = addr.saturating_add(size);
+            blocks.push(Block {
+                address: addr,
+                size,
+                requested,
+                state,
+                stack,
+            });
+        }
+    }
+    Ok(Segment {
+        device,
+        address,
+        total_size,
+        allocated_size: get(items, "allocated_size").and_then(as_u64),
+        large: get(items, "segment_type")
+            .and_then(Value::as_str)
+            .map(|t| t == "large"),
+        expandable: matches!(get(items, "is_expandable"), Some(Value::Bool(true))),
+        blocks,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_bytes(b: &[u8]) -> Result<Snapshot, Error> {
+        load(|| Ok(b), b.len() as u64)
+    }
+
+    #[test]
+    fn a_top_level_list_is_segments_only() {
+        // pickle.dumps([{'device':0,'address':4096,'total_size':2097152,'blocks':[]}], 2)
+        let b = b"\x80\x02]q\x00}q\x01(X\x06\x00\x00\x00deviceq\x02K\x00X\x07\x00\x00\x00addressq\x03M\x00\x10X\n\x00\x00\x00total_sizeq\x04J\x00\x00 \x00X\x06\x00\x00\x00blocksq\x05]q\x06ua.";
+        let s = load_bytes(b).unwrap();
+        assert_eq!(s.segments.len(), 1);
+        assert_eq!(s.segments[0].total_size, 2 << 20);
+        assert!(s.traces.is_empty());
+    }
+
+    #[test]
+    fn a_trace_entry_shared_in_one_list_counts_twice_and_across_lists_is_refused() {
+        // e = {'action': 'alloc', 'addr': 1, 'size': 2}
+        // {'segments': [], 'device_traces': [[e, e]]}, protocol 4
+        let b = b"\x80\x04\x95R\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x08segments\x94]\x94\x8c\rdevice_traces\x94]\x94]\x94(}\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x04addr\x94K\x01\x8c\x04size\x94K\x02uh\x06eau.";
+        let s = load_bytes(b).unwrap();
+        assert_eq!(s.traces[0].len(), 2);
+        assert_eq!(s.traces[0][1].size, 2);
+        // {'segments': [], 'device_traces': [[e], [e]]}: fetched after it was taken.
+        let b = b"\x80\x04\x95U\x00\x00\x00\x00\x00\x00\x00}\x94(\x8c\x08segments\x94]\x94\x8c\rdevice_traces\x94]\x94(]\x94}\x94(\x8c\x06action\x94\x8c\x05alloc\x94\x8c\x04addr\x94K\x01\x8c\x04size\x94K\x02ua]\x94h\x06aeu.";
+        let e = load_bytes(b).unwrap_err();
+        assert!(e.to_string().contains("fetched again"), "{e}");
+    }
+
+    #[test]
+    fn legacy_blocks_take_size_and_stack_from_history() {
+        // The 1.13 form: a bare list of segments whose block has `history`
+        // ({'addr', 'real_size', 'frames'}) instead of `requested_size`/`frames`.
+        let b = b"\x80\x02]q\x00}q\x01(X\x06\x00\x00\x00deviceq\x02K\x00X\x07\x00\x00\x00addressq\x03M\x00\x10X\n\x00\x00\x00total_sizeq\x04M\x00\x04X\x06\x00\x00\x00blocksq\x05]q\x06}q\x07(X\x04\x00\x00\x00sizeq\x08M\x00\x04X\x05\x00\x00\x00stateq\tX\x10\x00\x00\x00active_allocatedq\nX\x07\x00\x00\x00historyq\x0b]q\x0c}q\r(X\x04\x00\x00\x00addrq\x0eM\x00\x10X\t\x00\x00\x00real_sizeq\x0fM\xe8\x03X\x06\x00\x00\x00framesq\x10]q\x11}q\x12(X\x08\x00\x00\x00filenameq\x13X\x0b\x00\x00\x00/w/train.pyq\x14X\x04\x00\x00\x00lineq\x15K\x07X\x04\x00\x00\x00nameq\x16X\x04\x00\x00\x00stepq\x17uauauaua.";
+        let s = load_bytes(b).unwrap();
+        let block = &s.segments[0].blocks[0];
+        assert_eq!(
+            (block.address, block.size, block.requested),
+            (4096, 1024, 1000)
+        );
+        let r = crate::analyze(&s, &crate::Options::default()).unwrap();
+        assert_eq!(r.devices[0].top_sites[0].frame, "/w/train.py:7 step");
+        assert_eq!(r.devices[0].peak_event, -1);
+        assert_eq!(r.devices[0].fragmentation.rounding_waste_bytes, 24);
+    }
+
+    #[test]
+    fn wrong_top_level_shapes_are_errors() {
+        let e = load_bytes(b"\x80\x04K\x05.").unwrap_err();
+        assert!(e.to_string().contains("the top level is an int"), "{e}");
+        let e = load_bytes(b"\x80\x04}.").unwrap_err();
+        assert!(e.to_string().contains("no `segments`"), "{e}");
+    }
+}

@@ -1,0 +1,1257 @@
+//! A safe decoder for the subset of Python's pickle format that memory snapshots
+//! use (protocols 2–5). It builds plain values — `None`, booleans, integers,
+//! floats, strings, bytes, lists, tuples, dicts — and **never executes anything**:
+//! the opcodes that import or call Python code (`GLOBAL`, `STACK_GLOBAL`,
+//! `REDUCE`, `BUILD`, `INST`, `OBJ`, `NEWOBJ`, `NEWOBJ_EX`, `EXT1/2/4`, `PERSID`,
+//! `BINPERSID`) are refused with an error naming the opcode and its byte offset.
+//!
+//! Opcode semantics follow CPython's `Lib/pickle.py` and `Lib/pickletools.py`.
+//!
+//! Bounds:
+//! - every length is checked against the bytes that are left before anything is
+//!   allocated (a `BINUNICODE` claiming 4 GiB in a 100-byte file is an error);
+//! - values nest at most [`MAX_DEPTH`] levels (no walk and no drop can overflow
+//!   the stack). A container may not be changed after it was put inside another
+//!   one, which is how real pickles are written; this keeps the recorded depth
+//!   exact and makes cycles impossible;
+//! - the input is read once, through a buffer that holds at most 1 MiB or the
+//!   longest single argument;
+//! - memory is linear in the input length.
+//!
+//! Shared objects (frames lists fetched from the memo thousands of times) are
+//! reference-counted ([`Rc`]): a fetch is a pointer copy, never a deep clone.
+//!
+//! A [`Hook`] sees every item appended to a list and may take it (the snapshot
+//! loader turns trace entries into 32-byte records this way). A **fast path**
+//! offers the hook flat dicts that are being appended to a list — `EMPTY_DICT
+//! MEMOIZE MARK (key value)* SETITEMS` with memo-fetched keys and integer or
+//! memo-fetched values, the shape of every trace entry — straight from the
+//! buffer, before any value is built; anything else falls back to the generic
+//! path having consumed nothing. The memo slots of taken objects are cut off the
+//! memo as each batch is appended, so millions of trace entries leave no memo
+//! behind; fetching a taken object again is an error (no real snapshot does).
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::io::{self, Read};
+use std::rc::Rc;
+
+/// The deepest nesting of containers accepted.
+pub const MAX_DEPTH: u32 = 64;
+
+/// Why a pickle could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PickleError {
+    /// The input does not start like a protocol 2–5 pickle.
+    #[error("not a pickle of protocol 2-5 (it starts with {0})")]
+    NotPickle(String),
+    /// A protocol this decoder does not read.
+    #[error("unsupported pickle protocol {0} (memory snapshots use 2 to 5)")]
+    Protocol(u8),
+    /// The input ends too early.
+    #[error("truncated pickle: {what} at byte {at} needs {need} more bytes, {left} left")]
+    Truncated {
+        /// What was being read.
+        what: &'static str,
+        /// Byte offset of the opcode.
+        at: usize,
+        /// Bytes needed.
+        need: u64,
+        /// Bytes left.
+        left: usize,
+    },
+    /// The input ends without the STOP opcode.
+    #[error("truncated pickle: it ends at byte {0} without the STOP opcode")]
+    NoStop(usize),
+    /// An opcode that imports or calls Python code.
+    #[error(
+        "refused opcode {name} (0x{op:02x}) at byte {at}: it would import or call Python code, which a memory snapshot never contains; nothing was executed"
+    )]
+    Refused {
+        /// Opcode name as in pickletools.
+        name: &'static str,
+        /// Opcode byte.
+        op: u8,
+        /// Byte offset.
+        at: usize,
+    },
+    /// An opcode this decoder does not know or support.
+    #[error("unsupported pickle opcode 0x{op:02x} at byte {at}")]
+    Unsupported {
+        /// Opcode byte.
+        op: u8,
+        /// Byte offset.
+        at: usize,
+    },
+    /// A structurally impossible sequence (stack underflow, bad memo index, …).
+    #[error("malformed pickle at byte {at}: {why}")]
+    Malformed {
+        /// Byte offset.
+        at: usize,
+        /// What was wrong.
+        why: &'static str,
+    },
+    /// Reading the input failed.
+    #[error("read error: {0}")]
+    Io(String),
+    /// Nesting beyond [`MAX_DEPTH`].
+    #[error("pickle nests containers deeper than {limit} levels (at byte {at})")]
+    TooDeep {
+        /// The limit.
+        limit: u32,
+        /// Byte offset.
+        at: usize,
+    },
+}
+
+/// A decoded pickle value. Containers are shared by reference.
+pub enum Value {
+    /// `None`.
+    None,
+    /// `True`/`False`.
+    Bool(bool),
+    /// An integer that fits `i64`.
+    Int(i64),
+    /// An integer in `i64::MAX + 1 ..= u64::MAX`.
+    U64(u64),
+    /// An integer outside `i64::MIN ..= u64::MAX` (value not kept).
+    Big,
+    /// A float.
+    Float(f64),
+    /// A string (a thin pointer keeps `Value` at 16 bytes).
+    Str(Rc<String>),
+    /// Bytes (contents kept).
+    Bytes(Rc<Vec<u8>>),
+    /// A list (or a set).
+    List(Rc<Node<Vec<Value>>>),
+    /// A tuple.
+    Tuple(Rc<Node<Vec<Value>>>),
+    /// A dict, as key/value pairs in insertion order.
+    Dict(Rc<Node<Vec<(Value, Value)>>>),
+    /// A flat dict the [`Hook`] took as a record while decoding
+    /// ([`Hook::record`]); a list that receives it hands it to [`Hook::place`].
+    Taken,
+}
+
+impl Clone for Value {
+    fn clone(&self) -> Self {
+        match self {
+            Value::None => Value::None,
+            Value::Bool(b) => Value::Bool(*b),
+            Value::Int(i) => Value::Int(*i),
+            Value::U64(u) => Value::U64(*u),
+            Value::Big => Value::Big,
+            Value::Float(f) => Value::Float(*f),
+            Value::Str(s) => Value::Str(Rc::clone(s)),
+            Value::Bytes(b) => Value::Bytes(Rc::clone(b)),
+            Value::List(l) => Value::List(Rc::clone(l)),
+            Value::Tuple(t) => Value::Tuple(Rc::clone(t)),
+            Value::Dict(d) => Value::Dict(Rc::clone(d)),
+            Value::Taken => Value::Taken,
+        }
+    }
+}
+
+/// A container: its items, nesting depth, and whether it was shared (put inside
+/// another container), after which it may not change.
+pub struct Node<T> {
+    depth: Cell<u32>,
+    sealed: Cell<bool>,
+    /// Memo index it was stored under (`u32::MAX`: none).
+    memo: Cell<u32>,
+    /// The items.
+    pub items: RefCell<T>,
+}
+
+impl<T> Node<T> {
+    fn new(items: T, depth: u32, sealed: bool) -> Rc<Self> {
+        Rc::new(Node {
+            depth: Cell::new(depth),
+            sealed: Cell::new(sealed),
+            memo: Cell::new(u32::MAX),
+            items: RefCell::new(items),
+        })
+    }
+}
+
+impl Value {
+    /// Nesting depth: 0 for scalars, 1 for an empty container.
+    fn depth(&self) -> u32 {
+        match self {
+            Value::List(n) | Value::Tuple(n) => n.depth.get(),
+            Value::Dict(n) => n.depth.get(),
+            _ => 0,
+        }
+    }
+
+    /// Marks a container as shared: it may not change any more.
+    fn seal(&self) {
+        match self {
+            Value::List(n) | Value::Tuple(n) => n.sealed.set(true),
+            Value::Dict(n) => n.sealed.set(true),
+            _ => {}
+        }
+    }
+
+    /// The string, if this is one.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// A short name of the type, for error messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Value::None => "None",
+            Value::Bool(_) => "a bool",
+            Value::Int(_) | Value::U64(_) | Value::Big => "an int",
+            Value::Float(_) => "a float",
+            Value::Str(_) => "a string",
+            Value::Bytes(_) => "bytes",
+            Value::List(_) => "a list",
+            Value::Tuple(_) => "a tuple",
+            Value::Dict(_) => "a dict",
+            Value::Taken => "a trace entry",
+        }
+    }
+}
+
+/// Sees every item appended to a list and may take it.
+pub trait Hook {
+    /// Returns true when the hook took `item` (it is then not stored in the
+    /// list, and a later memo fetch of it is an error). `list` identifies the
+    /// list (its address; the list outlives the decode).
+    fn take(&mut self, list: usize, item: &Value) -> bool;
+
+    /// Fast path: offered the pairs of a flat dict (keys fetched from the memo,
+    /// values integers or memo fetches) that is being appended to a list,
+    /// before any value is built for it. Returns true to take it; it is then
+    /// handed over with [`Hook::place`] when the list receives it.
+    fn record(&mut self, _pairs: &[(&str, &Value)]) -> bool {
+        false
+    }
+
+    /// The next `n` records taken by [`Hook::record`] were appended to `list`.
+    fn place(&mut self, _list: usize, _n: usize) {}
+}
+
+/// A hook that keeps every item.
+pub struct Keep;
+
+impl Hook for Keep {
+    fn take(&mut self, _list: usize, _item: &Value) -> bool {
+        false
+    }
+}
+
+/// One decoded instruction.
+enum Op<'a> {
+    Proto(u8),
+    Frame,
+    Stop,
+    Mark,
+    Pop,
+    PopMark,
+    Dup,
+    None,
+    Bool(bool),
+    Int(i64),
+    Long(&'a [u8]),
+    Float(f64),
+    Str(&'a [u8]),
+    Bytes(&'a [u8]),
+    EmptyList,
+    EmptyDict,
+    EmptyTuple,
+    EmptySet,
+    List,
+    Dict,
+    Tuple,
+    TupleN(usize),
+    FrozenSet,
+    Append,
+    Appends,
+    SetItem,
+    SetItems,
+    AddItems,
+    Put(u64),
+    Memoize,
+    Get(u64),
+}
+
+/// Names of the opcodes that would run Python code (pickletools names).
+fn refused_name(op: u8) -> Option<&'static str> {
+    Some(match op {
+        b'c' => "GLOBAL",
+        0x93 => "STACK_GLOBAL",
+        b'R' => "REDUCE",
+        b'b' => "BUILD",
+        b'i' => "INST",
+        b'o' => "OBJ",
+        0x81 => "NEWOBJ",
+        0x92 => "NEWOBJ_EX",
+        0x82 => "EXT1",
+        0x83 => "EXT2",
+        0x84 => "EXT4",
+        b'P' => "PERSID",
+        b'Q' => "BINPERSID",
+        0x97 => "NEXT_BUFFER",
+        0x98 => "READONLY_BUFFER",
+        _ => return None,
+    })
+}
+
+/// Reads opcodes one at a time from a stream, through a buffer that holds at
+/// most the longest single argument (never more than what is left of the input).
+struct Reader<R> {
+    r: R,
+    buf: Vec<u8>,
+    lo: usize,
+    hi: usize,
+    /// Offset of `buf[lo]` in the input.
+    pos: u64,
+    /// Input length.
+    total: u64,
+}
+
+const CHUNK: usize = 1 << 20;
+
+impl<R: Read> Reader<R> {
+    fn new(r: R, total: u64) -> Self {
+        Reader {
+            r,
+            buf: Vec::new(),
+            lo: 0,
+            hi: 0,
+            pos: 0,
+            total,
+        }
+    }
+
+    fn at(&self) -> usize {
+        usize::try_from(self.pos).unwrap_or(usize::MAX)
+    }
+
+    /// Makes `n` bytes available at `buf[lo..]`; `n` is at most what is left.
+    fn fill(&mut self, n: usize) -> Result<(), PickleError> {
+        if self.hi.saturating_sub(self.lo) >= n {
+            return Ok(());
+        }
+        self.buf.copy_within(self.lo..self.hi, 0);
+        self.hi = self.hi.saturating_sub(self.lo);
+        self.lo = 0;
+        let want = n.max(CHUNK);
+        let left = usize::try_from(self.total.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        let cap = want.min(left.max(n));
+        if self.buf.len() < cap {
+            self.buf.resize(cap, 0);
+        }
+        while self.hi < n {
+            let Some(dst) = self.buf.get_mut(self.hi..) else {
+                break;
+            };
+            match self.r.read(dst) {
+                Ok(0) => break,
+                Ok(k) => self.hi = self.hi.saturating_add(k),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(PickleError::Io(e.to_string())),
+            }
+        }
+        if self.hi < n {
+            // The stream is shorter than the length we were told.
+            return Err(PickleError::NoStop(self.at().saturating_add(self.hi)));
+        }
+        Ok(())
+    }
+
+    /// Steps back over the first `n` bytes, still in the buffer after `take`.
+    fn rewind_header(&mut self, n: u64) {
+        self.lo = self.lo.saturating_sub(usize::try_from(n).unwrap_or(0));
+        self.pos = self.pos.saturating_sub(n);
+    }
+
+    fn take(&mut self, n: u64, what: &'static str, at: usize) -> Result<&[u8], PickleError> {
+        let left = self.total.saturating_sub(self.pos);
+        if n > left {
+            return Err(PickleError::Truncated {
+                what,
+                at,
+                need: n,
+                left: usize::try_from(left).unwrap_or(usize::MAX),
+            });
+        }
+        let k = usize::try_from(n).map_err(|_| PickleError::Truncated {
+            what,
+            at,
+            need: n,
+            left: 0,
+        })?;
+        self.fill(k)?;
+        let start = self.lo;
+        let end = start.saturating_add(k);
+        self.lo = end;
+        self.pos = self.pos.saturating_add(n);
+        self.buf.get(start..end).ok_or(PickleError::NoStop(at))
+    }
+
+    #[inline]
+    fn le(&mut self, n: u64, what: &'static str, at: usize) -> Result<u64, PickleError> {
+        if n == 1
+            && self.lo < self.hi
+            && let Some(&b) = self.buf.get(self.lo)
+        {
+            self.lo = self.lo.saturating_add(1);
+            self.pos = self.pos.saturating_add(1);
+            return Ok(u64::from(b));
+        }
+        let s = self.take(n, what, at)?;
+        Ok(s.iter()
+            .rev()
+            .fold(0u64, |acc, &b| (acc << 8) | u64::from(b)))
+    }
+
+    /// The next opcode and its position, or `None` at the end of input.
+    fn next(&mut self) -> Result<Option<(usize, Op<'_>)>, PickleError> {
+        let at = self.at();
+        if self.pos >= self.total {
+            return Ok(None);
+        }
+        let op = match self.buf.get(self.lo) {
+            // Fast path: the byte is buffered.
+            Some(&b) if self.lo < self.hi => {
+                self.lo = self.lo.saturating_add(1);
+                self.pos = self.pos.saturating_add(1);
+                b
+            }
+            _ => self.take(1, "opcode", at)?.first().copied().unwrap_or(0),
+        };
+        if let Some(name) = refused_name(op) {
+            return Err(PickleError::Refused { name, op, at });
+        }
+        let o = match op {
+            0x80 => Op::Proto(self.take(1, "PROTO", at)?.first().copied().unwrap_or(0)),
+            0x95 => {
+                self.take(8, "FRAME", at)?;
+                Op::Frame
+            }
+            b'.' => Op::Stop,
+            b'(' => Op::Mark,
+            b'0' => Op::Pop,
+            b'1' => Op::PopMark,
+            b'2' => Op::Dup,
+            b'N' => Op::None,
+            0x88 => Op::Bool(true),
+            0x89 => Op::Bool(false),
+            b'J' => {
+                let v = self.le(4, "BININT", at)?;
+                Op::Int(i64::from(u32::try_from(v).unwrap_or(0) as i32))
+            }
+            b'K' => Op::Int(i64::try_from(self.le(1, "BININT1", at)?).unwrap_or(0)),
+            b'M' => Op::Int(i64::try_from(self.le(2, "BININT2", at)?).unwrap_or(0)),
+            0x8a => {
+                let n = self.le(1, "LONG1", at)?;
+                Op::Long(self.take(n, "LONG1", at)?)
+            }
+            0x8b => {
+                let n = self.le(4, "LONG4", at)?;
+                Op::Long(self.take(n, "LONG4", at)?)
+            }
+            b'G' => {
+                let s = self.take(8, "BINFLOAT", at)?;
+                let mut a = [0u8; 8];
+                a.copy_from_slice(s);
+                Op::Float(f64::from_be_bytes(a))
+            }
+            0x8c => {
+                let n = self.le(1, "SHORT_BINUNICODE", at)?;
+                Op::Str(self.take(n, "SHORT_BINUNICODE", at)?)
+            }
+            b'X' => {
+                let n = self.le(4, "BINUNICODE", at)?;
+                Op::Str(self.take(n, "BINUNICODE", at)?)
+            }
+            0x8d => {
+                let n = self.le(8, "BINUNICODE8", at)?;
+                Op::Str(self.take(n, "BINUNICODE8", at)?)
+            }
+            b'C' => {
+                let n = self.le(1, "SHORT_BINBYTES", at)?;
+                Op::Bytes(self.take(n, "SHORT_BINBYTES", at)?)
+            }
+            b'B' => {
+                let n = self.le(4, "BINBYTES", at)?;
+                Op::Bytes(self.take(n, "BINBYTES", at)?)
+            }
+            0x8e => {
+                let n = self.le(8, "BINBYTES8", at)?;
+                Op::Bytes(self.take(n, "BINBYTES8", at)?)
+            }
+            0x96 => {
+                let n = self.le(8, "BYTEARRAY8", at)?;
+                Op::Bytes(self.take(n, "BYTEARRAY8", at)?)
+            }
+            b']' => Op::EmptyList,
+            b'}' => Op::EmptyDict,
+            b')' => Op::EmptyTuple,
+            0x8f => Op::EmptySet,
+            b'l' => Op::List,
+            b'd' => Op::Dict,
+            b't' => Op::Tuple,
+            0x85 => Op::TupleN(1),
+            0x86 => Op::TupleN(2),
+            0x87 => Op::TupleN(3),
+            0x91 => Op::FrozenSet,
+            b'a' => Op::Append,
+            b'e' => Op::Appends,
+            b's' => Op::SetItem,
+            b'u' => Op::SetItems,
+            0x90 => Op::AddItems,
+            b'q' => Op::Put(self.le(1, "BINPUT", at)?),
+            b'r' => Op::Put(self.le(4, "LONG_BINPUT", at)?),
+            0x94 => Op::Memoize,
+            b'h' => Op::Get(self.le(1, "BINGET", at)?),
+            b'j' => Op::Get(self.le(4, "LONG_BINGET", at)?),
+            _ => return Err(PickleError::Unsupported { op, at }),
+        };
+        Ok(Some((at, o)))
+    }
+}
+
+/// Integer from a little-endian two's-complement byte string (LONG1/LONG4).
+fn long_value(b: &[u8]) -> Value {
+    if b.is_empty() {
+        return Value::Int(0);
+    }
+    let negative = b.last().is_some_and(|&x| x & 0x80 != 0);
+    if b.len() <= 8 {
+        let mut a = [if negative { 0xFF } else { 0 }; 8];
+        for (d, s) in a.iter_mut().zip(b) {
+            *d = *s;
+        }
+        return Value::Int(i64::from_le_bytes(a));
+    }
+    // Longer: fits u64 only when positive and every byte past the 8th is zero.
+    let (low, high) = b.split_at(8);
+    if !negative && high.iter().all(|&x| x == 0) {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(low);
+        let v = u64::from_le_bytes(a);
+        return match i64::try_from(v) {
+            Ok(i) => Value::Int(i),
+            Err(_) => Value::U64(v),
+        };
+    }
+    if negative && high.iter().all(|&x| x == 0xFF) {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(low);
+        let v = i64::from_le_bytes(a);
+        if v < 0 {
+            return Value::Int(v);
+        }
+    }
+    Value::Big
+}
+
+/// A memo slot.
+enum Slot {
+    Empty,
+    Val(Value),
+    /// The hook took this object: fetching it again is not supported.
+    Taken,
+}
+
+/// A run of memo indices whose objects the hook took, cut off the end of the
+/// dense vector so that a trace of millions of entries does not keep a memo
+/// slot per entry.
+struct Gap {
+    /// First memo index of the run.
+    start: u64,
+    /// One past the last.
+    end: u64,
+    /// Indices removed up to `end` (this gap and all before it).
+    shift: u64,
+}
+
+/// The memo: dense indices in a vector (minus the gaps), others in a map.
+struct Memo {
+    dense: Vec<Slot>,
+    gaps: Vec<Gap>,
+    sparse: HashMap<u64, Value>,
+    next: u64,
+}
+
+/// Where a memo index lives.
+enum Pos {
+    Dense(usize),
+    Taken,
+    Elsewhere,
+}
+
+impl Memo {
+    fn shift(&self) -> u64 {
+        self.gaps.last().map_or(0, |g| g.shift)
+    }
+
+    fn pos(&self, i: u64) -> Pos {
+        // Common case first: keys and frames are memoized before any gap.
+        if self.gaps.first().is_none_or(|g| i < g.start) {
+            return usize::try_from(i).map_or(Pos::Elsewhere, Pos::Dense);
+        }
+        // And the newest entries, after the last gap.
+        if let Some(last) = self.gaps.last()
+            && i >= last.end
+        {
+            return usize::try_from(i.saturating_sub(last.shift))
+                .map_or(Pos::Elsewhere, Pos::Dense);
+        }
+        let g = self.gaps.partition_point(|g| g.start <= i);
+        let shift = match g.checked_sub(1).and_then(|k| self.gaps.get(k)) {
+            Some(gap) if i < gap.end => return Pos::Taken,
+            Some(gap) => gap.shift,
+            None => 0,
+        };
+        match usize::try_from(i.saturating_sub(shift)) {
+            Ok(k) => Pos::Dense(k),
+            Err(_) => Pos::Elsewhere,
+        }
+    }
+
+    fn put(&mut self, i: u64, v: &Value, limit: usize) {
+        let idx = u32::try_from(i).unwrap_or(u32::MAX);
+        match v {
+            Value::List(n) | Value::Tuple(n) => n.memo.set(idx),
+            Value::Dict(n) => n.memo.set(idx),
+            _ => {}
+        }
+        match self.pos(i) {
+            Pos::Dense(k) if k < self.dense.len() => {
+                if let Some(slot) = self.dense.get_mut(k) {
+                    *slot = Slot::Val(v.clone());
+                }
+            }
+            Pos::Dense(k) if k < limit && i >= self.shift() => {
+                self.dense.resize_with(k, || Slot::Empty);
+                self.dense.push(Slot::Val(v.clone()));
+            }
+            _ => {
+                self.sparse.insert(i, v.clone());
+            }
+        }
+    }
+
+    fn get(&self, i: u64, at: usize) -> Result<Value, PickleError> {
+        let slot = match self.pos(i) {
+            Pos::Dense(k) => self.dense.get(k),
+            Pos::Taken => Some(&Slot::Taken),
+            Pos::Elsewhere => None,
+        };
+        match slot {
+            Some(Slot::Val(v)) => Ok(v.clone()),
+            Some(Slot::Taken) => Err(PickleError::Malformed {
+                at,
+                why: "a trace entry is fetched again from the memo (shared trace entries are not supported)",
+            }),
+            Some(Slot::Empty) | None => {
+                self.sparse.get(&i).cloned().ok_or(PickleError::Malformed {
+                    at,
+                    why: "GET of a memo entry that was never stored",
+                })
+            }
+        }
+    }
+
+    /// The value at a memo index, without cloning it.
+    fn get_ref(&self, i: u64) -> Option<&Value> {
+        match self.pos(i) {
+            Pos::Dense(k) => match self.dense.get(k) {
+                Some(Slot::Val(v)) => Some(v),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Memoizes an object the hook took before it was built.
+    fn put_taken(&mut self, i: u64, limit: usize) {
+        if let Pos::Dense(k) = self.pos(i)
+            && k < limit
+            && i >= self.shift()
+        {
+            if k >= self.dense.len() {
+                self.dense.resize_with(k, || Slot::Empty);
+                self.dense.push(Slot::Taken);
+            } else if let Some(slot) = self.dense.get_mut(k) {
+                *slot = Slot::Taken;
+            }
+        }
+    }
+
+    /// Frees the memo's reference to an object the hook took.
+    fn taken(&mut self, v: &Value) {
+        let Value::Dict(n) = v else { return };
+        let Pos::Dense(k) = self.pos(u64::from(n.memo.get())) else {
+            return;
+        };
+        if let Some(slot) = self.dense.get_mut(k)
+            && matches!(slot, Slot::Val(Value::Dict(m)) if Rc::ptr_eq(m, n))
+        {
+            *slot = Slot::Taken;
+        }
+    }
+
+    /// Cuts a run of taken slots off the end of the dense vector, when they are
+    /// the most recent memo indices.
+    fn trim(&mut self) {
+        let taken = self
+            .dense
+            .iter()
+            .rev()
+            .take_while(|s| matches!(s, Slot::Taken))
+            .count();
+        if taken == 0 {
+            return;
+        }
+        let keep = self.dense.len().saturating_sub(taken);
+        let shift = self.shift();
+        let start = u64::try_from(keep)
+            .unwrap_or(u64::MAX)
+            .saturating_add(shift);
+        let n = u64::try_from(taken).unwrap_or(0);
+        let end = start.saturating_add(n);
+        if end != self.next {
+            return;
+        }
+        self.dense.truncate(keep);
+        self.gaps.push(Gap {
+            start,
+            end,
+            shift: shift.saturating_add(n),
+        });
+    }
+}
+
+/// Checks the first bytes: a protocol 2–5 pickle starts with PROTO.
+pub fn check_header(head: &[u8]) -> Result<(), PickleError> {
+    match head {
+        [0x80, p, ..] if (2..=5).contains(p) => Ok(()),
+        [0x80, p, ..] => Err(PickleError::Protocol(*p)),
+        _ => {
+            let hex: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
+            Err(PickleError::NotPickle(if hex.is_empty() {
+                "nothing: it is empty".to_string()
+            } else {
+                format!("bytes {}", hex.join(" "))
+            }))
+        }
+    }
+}
+
+/// The most pairs the fast path reads in one record.
+const RECORD_PAIRS: usize = 24;
+
+/// The fast path for trace entries: right after an `EMPTY_DICT` whose MARK
+/// region feeds a list, reads `MEMOIZE|BINPUT|LONG_BINPUT? MARK (key value)*
+/// SETITEMS` straight from the buffer — keys fetched from the memo, values small
+/// integers, LONG1, None, bools or memo fetches — and offers the pairs to
+/// [`Hook::record`]. Anything else, or a record that is not fully buffered,
+/// returns false having consumed nothing, and the generic path decodes it.
+fn fast_record<R: Read>(
+    r: &mut Reader<R>,
+    memo: &mut Memo,
+    limit: usize,
+    hook: &mut impl Hook,
+) -> Result<bool, PickleError> {
+    let left = usize::try_from(r.total.saturating_sub(r.pos)).unwrap_or(usize::MAX);
+    r.fill(left.min(4096))?;
+    let Some(b) = r.buf.get(r.lo..r.hi) else {
+        return Ok(false);
+    };
+    let mut c = 0usize;
+    let byte = |c: &mut usize| -> Option<u8> {
+        let v = b.get(*c).copied();
+        *c = c.saturating_add(1);
+        v
+    };
+    let le = |c: &mut usize, n: usize| -> Option<u64> {
+        let end = c.checked_add(n)?;
+        let s = b.get(*c..end)?;
+        *c = end;
+        Some(
+            s.iter()
+                .rev()
+                .fold(0u64, |acc, &x| (acc << 8) | u64::from(x)),
+        )
+    };
+    let dict_memo = match b.first() {
+        Some(0x94) => {
+            c = 1;
+            Some((memo.next, true))
+        }
+        Some(b'q') => {
+            c = 1;
+            le(&mut c, 1).map(|i| (i, false))
+        }
+        Some(b'r') => {
+            c = 1;
+            le(&mut c, 4).map(|i| (i, false))
+        }
+        _ => None,
+    };
+    if byte(&mut c) != Some(b'(') {
+        return Ok(false);
+    }
+    // Integers are built in `owned`; memo fetches are borrowed, never cloned.
+    // Fixed arrays: no allocation per record.
+    enum Field<'a> {
+        Own,
+        Memo(&'a Value),
+    }
+    let mut owned: [Value; RECORD_PAIRS] = std::array::from_fn(|_| Value::None);
+    let mut keys: [&str; RECORD_PAIRS] = [""; RECORD_PAIRS];
+    let mut fields: [Field<'_>; RECORD_PAIRS] = std::array::from_fn(|_| Field::Own);
+    let mut n = 0usize;
+    loop {
+        let key = match byte(&mut c) {
+            Some(b'u') => break,
+            Some(b'h') => le(&mut c, 1),
+            Some(b'j') => le(&mut c, 4),
+            _ => return Ok(false),
+        };
+        let Some(Value::Str(key)) = key.and_then(|i| memo.get_ref(i)) else {
+            return Ok(false);
+        };
+        let int = |v: u64| (Value::Int(i64::try_from(v).unwrap_or(0)), Field::Own);
+        let value = match byte(&mut c) {
+            Some(b'K') => le(&mut c, 1).map(int),
+            Some(b'M') => le(&mut c, 2).map(int),
+            Some(b'J') => le(&mut c, 4).map(|v| {
+                (
+                    Value::Int(i64::from(u32::try_from(v).unwrap_or(0) as i32)),
+                    Field::Own,
+                )
+            }),
+            Some(0x8a) => le(&mut c, 1).and_then(|len| {
+                let len = usize::try_from(len).ok()?;
+                let end = c.checked_add(len)?;
+                let v = long_value(b.get(c..end)?);
+                c = end;
+                Some((v, Field::Own))
+            }),
+            Some(b'N') => Some((Value::None, Field::Own)),
+            Some(0x88) => Some((Value::Bool(true), Field::Own)),
+            Some(0x89) => Some((Value::Bool(false), Field::Own)),
+            Some(b'h') => le(&mut c, 1)
+                .and_then(|i| memo.get_ref(i))
+                .map(|v| (Value::None, Field::Memo(v))),
+            Some(b'j') => le(&mut c, 4)
+                .and_then(|i| memo.get_ref(i))
+                .map(|v| (Value::None, Field::Memo(v))),
+            _ => None,
+        };
+        let Some((value, field)) = value else {
+            return Ok(false);
+        };
+        let (Some(o), Some(k), Some(f)) = (owned.get_mut(n), keys.get_mut(n), fields.get_mut(n))
+        else {
+            return Ok(false);
+        };
+        *o = value;
+        *k = key.as_str();
+        *f = field;
+        n = n.saturating_add(1);
+    }
+    let none = Value::None;
+    let mut view: [(&str, &Value); RECORD_PAIRS] = [("", &none); RECORD_PAIRS];
+    for (((slot, k), f), o) in view.iter_mut().zip(&keys).zip(&fields).zip(&owned).take(n) {
+        *slot = (
+            *k,
+            match f {
+                Field::Own => o,
+                Field::Memo(v) => *v,
+            },
+        );
+    }
+    if !hook.record(view.get(..n).unwrap_or_default()) {
+        return Ok(false);
+    }
+    r.lo = r.lo.saturating_add(c);
+    r.pos = r.pos.saturating_add(u64::try_from(c).unwrap_or(0));
+    if let Some((i, memoize)) = dict_memo {
+        memo.put_taken(i, limit);
+        if memoize {
+            memo.next = memo.next.saturating_add(1);
+        } else {
+            memo.next = memo.next.max(i.saturating_add(1));
+        }
+    }
+    Ok(true)
+}
+
+/// Decodes a whole pickle of `len` bytes, read once from `open()`. `hook` sees
+/// every item appended to a list.
+pub fn decode<R: Read>(
+    mut open: impl FnMut() -> io::Result<R>,
+    len: u64,
+    hook: &mut impl Hook,
+) -> Result<Value, PickleError> {
+    let mut r = Reader::new(open().map_err(|e| PickleError::Io(e.to_string()))?, len);
+    let head_len = len.min(2);
+    check_header(r.take(head_len, "header", 0)?)?;
+    r.rewind_header(head_len);
+    let mut stack: Vec<Value> = Vec::new();
+    let mut marks: Vec<usize> = Vec::new();
+    let mut memo = Memo {
+        dense: Vec::new(),
+        gaps: Vec::new(),
+        sparse: HashMap::new(),
+        next: 0,
+    };
+    // Dense memo indices are below the number of opcodes, so below the length.
+    let memo_limit = usize::try_from(len).unwrap_or(usize::MAX);
+    let mal = |at, why| PickleError::Malformed { at, why };
+    let check_depth = |d: u32, at| {
+        if d > MAX_DEPTH {
+            Err(PickleError::TooDeep {
+                limit: MAX_DEPTH,
+                at,
+            })
+        } else {
+            Ok(())
+        }
+    };
+    let mut try_record = false;
+    while let Some((at, op)) = r.next()? {
+        match op {
+            Op::Proto(p) => {
+                if !(2..=5).contains(&p) {
+                    return Err(PickleError::Protocol(p));
+                }
+            }
+            Op::Frame => {}
+            Op::Stop => {
+                let v = stack
+                    .pop()
+                    .ok_or_else(|| mal(at, "STOP on an empty stack"))?;
+                return Ok(v);
+            }
+            Op::Mark => marks.push(stack.len()),
+            Op::Pop => {
+                if marks.last() == Some(&stack.len()) {
+                    // pickle.py: POP of an empty frame above a mark pops the mark.
+                    marks.pop();
+                } else {
+                    stack
+                        .pop()
+                        .ok_or_else(|| mal(at, "POP on an empty stack"))?;
+                }
+            }
+            Op::PopMark => {
+                let m = marks
+                    .pop()
+                    .ok_or_else(|| mal(at, "POP_MARK without MARK"))?;
+                stack.truncate(m);
+            }
+            Op::Dup => {
+                let v = stack
+                    .last()
+                    .cloned()
+                    .ok_or_else(|| mal(at, "DUP on an empty stack"))?;
+                stack.push(v);
+            }
+            Op::None => stack.push(Value::None),
+            Op::Bool(b) => stack.push(Value::Bool(b)),
+            Op::Int(i) => stack.push(Value::Int(i)),
+            Op::Long(b) => stack.push(long_value(b)),
+            Op::Float(f) => stack.push(Value::Float(f)),
+            Op::Str(s) => stack.push(Value::Str(Rc::new(String::from_utf8_lossy(s).into_owned()))),
+            Op::Bytes(b) => stack.push(Value::Bytes(Rc::new(b.to_vec()))),
+            Op::EmptyList | Op::EmptySet => {
+                stack.push(Value::List(Node::new(Vec::new(), 1, false)))
+            }
+            Op::EmptyDict => {
+                let in_list = marks
+                    .last()
+                    .and_then(|m| m.checked_sub(1))
+                    .is_some_and(|p| matches!(stack.get(p), Some(Value::List(_))));
+                if in_list {
+                    // Tried after this match, when `op` no longer borrows `r`.
+                    try_record = true;
+                } else {
+                    stack.push(Value::Dict(Node::new(Vec::new(), 1, false)));
+                }
+            }
+            Op::EmptyTuple => stack.push(Value::Tuple(Node::new(Vec::new(), 1, true))),
+            Op::List | Op::Tuple | Op::FrozenSet => {
+                let m = marks
+                    .pop()
+                    .ok_or_else(|| mal(at, "LIST/TUPLE without MARK"))?;
+                let items = stack.split_off(m.min(stack.len()));
+                let depth = items
+                    .iter()
+                    .map(Value::depth)
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(1);
+                check_depth(depth, at)?;
+                items.iter().for_each(Value::seal);
+                stack.push(if matches!(op, Op::Tuple) {
+                    Value::Tuple(Node::new(items, depth, true))
+                } else {
+                    let list = Node::new(Vec::with_capacity(items.len()), depth, false);
+                    let id = Rc::as_ptr(&list) as usize;
+                    let mut kept = list.items.borrow_mut();
+                    for item in items {
+                        if matches!(item, Value::Taken) {
+                            hook.place(id, 1);
+                        } else if hook.take(id, &item) {
+                            memo.taken(&item);
+                        } else {
+                            kept.push(item);
+                        }
+                    }
+                    drop(kept);
+                    Value::List(list)
+                });
+            }
+            Op::TupleN(n) => {
+                let start = stack
+                    .len()
+                    .checked_sub(n)
+                    .ok_or_else(|| mal(at, "TUPLE1/2/3 on a short stack"))?;
+                let items = stack.split_off(start);
+                let depth = items
+                    .iter()
+                    .map(Value::depth)
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(1);
+                check_depth(depth, at)?;
+                items.iter().for_each(Value::seal);
+                stack.push(Value::Tuple(Node::new(items, depth, true)));
+            }
+            Op::Dict => {
+                let m = marks.pop().ok_or_else(|| mal(at, "DICT without MARK"))?;
+                let items = stack.split_off(m.min(stack.len()));
+                if !items.len().is_multiple_of(2) {
+                    return Err(mal(at, "DICT with an odd number of items"));
+                }
+                let depth = items
+                    .iter()
+                    .map(Value::depth)
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(1);
+                check_depth(depth, at)?;
+                items.iter().for_each(Value::seal);
+                let mut pairs = Vec::with_capacity(items.len() / 2);
+                let mut it = items.into_iter();
+                while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    pairs.push((k, v));
+                }
+                stack.push(Value::Dict(Node::new(pairs, depth, false)));
+            }
+            Op::Append | Op::Appends | Op::AddItems => {
+                let m = if matches!(op, Op::Append) {
+                    stack.len().checked_sub(1)
+                } else {
+                    marks.pop()
+                }
+                .ok_or_else(|| mal(at, "APPEND(S) without an item or MARK"))?
+                .min(stack.len());
+                let list = match m.checked_sub(1).and_then(|p| stack.get(p)) {
+                    Some(Value::List(l)) => Rc::clone(l),
+                    _ => return Err(mal(at, "APPEND to something that is not a list")),
+                };
+                let items = stack.get(m..).unwrap_or_default();
+                let depth = items
+                    .iter()
+                    .map(Value::depth)
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(1);
+                check_depth(depth, at)?;
+                // Seal the items first: a container put into itself is then
+                // refused below.
+                items.iter().for_each(Value::seal);
+                if list.sealed.get() {
+                    return Err(mal(
+                        at,
+                        "a list is changed after it was shared (a recursive structure?)",
+                    ));
+                }
+                list.depth.set(list.depth.get().max(depth));
+                let id = Rc::as_ptr(&list) as usize;
+                let mut v = list.items.borrow_mut();
+                v.reserve(items.len());
+                for item in stack.drain(m..) {
+                    // In order: records taken early and items taken now interleave.
+                    if matches!(item, Value::Taken) {
+                        hook.place(id, 1);
+                    } else if hook.take(id, &item) {
+                        memo.taken(&item);
+                    } else {
+                        v.push(item);
+                    }
+                }
+                memo.trim();
+            }
+            Op::SetItem | Op::SetItems => {
+                let m = if matches!(op, Op::SetItem) {
+                    stack.len().checked_sub(2)
+                } else {
+                    marks.pop()
+                }
+                .ok_or_else(|| mal(at, "SETITEM(S) without items or MARK"))?
+                .min(stack.len());
+                let dict = match m.checked_sub(1).and_then(|p| stack.get(p)) {
+                    Some(Value::Dict(d)) => Rc::clone(d),
+                    _ => return Err(mal(at, "SETITEM on something that is not a dict")),
+                };
+                let items = stack.get(m..).unwrap_or_default();
+                if !items.len().is_multiple_of(2) {
+                    return Err(mal(at, "SETITEMS with an odd number of items"));
+                }
+                let depth = items
+                    .iter()
+                    .map(Value::depth)
+                    .max()
+                    .unwrap_or(0)
+                    .saturating_add(1);
+                check_depth(depth, at)?;
+                // Seal the items first: a container put into itself is then
+                // refused below.
+                items.iter().for_each(Value::seal);
+                if dict.sealed.get() {
+                    return Err(mal(
+                        at,
+                        "a dict is changed after it was shared (a recursive structure?)",
+                    ));
+                }
+                dict.depth.set(dict.depth.get().max(depth));
+                let mut d = dict.items.borrow_mut();
+                d.reserve(items.len() / 2);
+                // A repeated key is kept twice; lookups take the last one, so
+                // the later value wins, as in Python.
+                let mut it = stack.drain(m..);
+                while let (Some(k), Some(v)) = (it.next(), it.next()) {
+                    d.push((k, v));
+                }
+            }
+            Op::Put(i) => {
+                let v = stack
+                    .last()
+                    .ok_or_else(|| mal(at, "PUT on an empty stack"))?;
+                memo.put(i, v, memo_limit);
+            }
+            Op::Memoize => {
+                let v = stack
+                    .last()
+                    .ok_or_else(|| mal(at, "MEMOIZE on an empty stack"))?;
+                let i = memo.next;
+                memo.next = memo.next.saturating_add(1);
+                memo.put(i, v, memo_limit);
+            }
+            Op::Get(i) => {
+                stack.push(memo.get(i, at)?);
+            }
+        }
+        // MEMOIZE counts every memoized object, PUT sets explicit indices;
+        // keep `next` past explicit ones so a mix stays consistent.
+        if let Op::Put(i) = op {
+            memo.next = memo.next.max(i.saturating_add(1));
+        }
+        if try_record {
+            try_record = false;
+            if fast_record(&mut r, &mut memo, memo_limit, hook)? {
+                stack.push(Value::Taken);
+            } else {
+                stack.push(Value::Dict(Node::new(Vec::new(), 1, false)));
+            }
+        }
+    }
+    Err(PickleError::NoStop(
+        usize::try_from(len).unwrap_or(usize::MAX),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dec(b: &[u8]) -> Result<Value, PickleError> {
+        decode(|| Ok(b), b.len() as u64, &mut Keep)
+    }
+
+    #[test]
+    fn decodes_shared_lists_by_reference() {
+        // pickle.dumps([x, x], protocol=4) with x = [1]
+        let b = b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00]\x94(]\x94K\x01ah\x01e.";
+        let v = dec(b).unwrap();
+        let Value::List(l) = v else { panic!() };
+        let items = l.items.borrow();
+        assert_eq!(items.len(), 2);
+        let (Value::List(a), Value::List(b)) = (&items[0], &items[1]) else {
+            panic!()
+        };
+        assert!(Rc::ptr_eq(a, b));
+    }
+
+    #[test]
+    fn values_stay_small() {
+        assert_eq!(std::mem::size_of::<Value>(), 16);
+        assert_eq!(std::mem::size_of::<Slot>(), 16);
+    }
+
+    #[test]
+    fn refuses_globals_with_offset() {
+        // pickle.dumps(os.system) protocol 2 style: GLOBAL 'posix system'
+        let b = b"\x80\x02cposix\nsystem\nq\x00.";
+        let e = dec(b).err().unwrap();
+        assert!(e.to_string().contains("GLOBAL (0x63) at byte 2"), "{e}");
+    }
+
+    #[test]
+    fn refuses_huge_claimed_lengths_without_allocating() {
+        let b = b"\x80\x04X\xff\xff\xff\xff";
+        let e = dec(b).err().unwrap();
+        assert!(matches!(e, PickleError::Truncated { .. }), "{e}");
+    }
+
+    #[test]
+    fn long_integers_beyond_u64_do_not_panic() {
+        // LONG1 of u64::MAX (9 bytes) and 2**80
+        let b = b"\x80\x04\x8a\x09\xff\xff\xff\xff\xff\xff\xff\xff\x00.";
+        assert!(matches!(dec(b).unwrap(), Value::U64(u64::MAX)));
+        let b = b"\x80\x04\x8a\x0b\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x01.";
+        assert!(matches!(dec(b).unwrap(), Value::Big));
+        let b = b"\x80\x04\x8a\x01\xff.";
+        assert!(matches!(dec(b).unwrap(), Value::Int(-1)));
+    }
+
+    #[test]
+    fn bounds_nesting_depth() {
+        let mut b = b"\x80\x04".to_vec();
+        b.extend(std::iter::repeat_n(b']', 100));
+        b.extend(std::iter::repeat_n(b'a', 99));
+        b.push(b'.');
+        let e = dec(&b).err().unwrap();
+        assert!(e.to_string().contains("deeper than 64"), "{e}");
+    }
+
+    #[test]
+    fn refuses_recursive_structures() {
+        // a = []; a.append(a)  → ]q\x00h\x00a
+        let b = b"\x80\x02]q\x00h\x00a.";
+        assert!(dec(b).is_err());
+    }
+
+    #[test]
+    fn rejects_non_pickles_and_missing_stop() {
+        assert!(matches!(dec(b"hello"), Err(PickleError::NotPickle(_))));
+        assert!(matches!(dec(b""), Err(PickleError::NotPickle(_))));
+        assert!(matches!(dec(b"\x80\x04]"), Err(PickleError::NoStop(_))));
+        assert!(matches!(dec(b"\x80\x01."), Err(PickleError::Protocol(1))));
+    }
+}
