@@ -127,6 +127,8 @@ pub struct Page<'a> {
     pub tail: &'a str,
     /// A memory snapshot dumped at the OOM, and how to read it.
     pub snapshot: Option<(&'a str, &'a str)>,
+    /// `oomkit snapshot`'s report on it, as text.
+    pub snapshot_report: Option<&'a str>,
 }
 
 /// The self-contained HTML page.
@@ -166,14 +168,18 @@ pub fn html(p: &Page<'_>) -> String {
         section_event(&mut h, e);
     }
     if let Some((path, cmd)) = p.snapshot {
-        let _ = writeln!(
+        let _ = write!(
             h,
             "<section><h2>Memory snapshot</h2><p>PyTorch's allocator history was dumped at the OOM to \
              <code>{}</code>. Read it with <code>{}</code>, or drop the file on \
-             pytorch.org/memory_viz.</p></section>",
+             pytorch.org/memory_viz.</p>",
             esc(path),
             esc(cmd)
         );
+        if let Some(text) = p.snapshot_report {
+            let _ = write!(h, "<pre class=\"tail\">{}</pre>", esc(text));
+        }
+        h.push_str("</section>\n");
     }
     let _ = writeln!(
         h,
@@ -446,6 +452,7 @@ mod tests {
             timeline: &climbing(),
             tail: "a < b",
             snapshot: None,
+            snapshot_report: None,
         });
         assert!(page.contains("<svg") && page.contains("<polyline"));
         assert!(page.contains("--bs 64 &lt;x&gt;"));

@@ -65,6 +65,10 @@ pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let snapshot_cmd = snapshot
         .as_ref()
         .map(|p| format!("oomkit snapshot {}", p.display()));
+    let snapshot_text = match &snapshot {
+        Some(p) => analyse_snapshot(p),
+        None => Err(anyhow::anyhow!("no snapshot")),
+    };
     let oom = finished.report.events.iter().find(|e| e.is_oom);
     let failed = finished.exit != Exit::Code(0);
     let mut err = output::stderr(color);
@@ -91,7 +95,7 @@ pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
             p.display()
         )?;
         // Which lines of the program held the memory, from `oomkit snapshot`'s library.
-        match analyse_snapshot(p) {
+        match &snapshot_text {
             Ok(text) => write!(err, "{text}")?,
             Err(e) => writeln!(err, "  cannot analyse it: {e:#}")?,
         }
@@ -122,6 +126,7 @@ pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
                 .as_ref()
                 .zip(snapshot_cmd.as_deref())
                 .and_then(|(p, c)| p.to_str().map(|p| (p, c))),
+            snapshot_report: snapshot_text.as_deref().ok(),
         });
         std::fs::write(path, page).with_context(|| format!("cannot write {}", path.display()))?;
     }

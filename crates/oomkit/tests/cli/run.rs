@@ -223,7 +223,14 @@ fn snapshot_on_oom_dumps_through_the_hook_and_chains_sitecustomize() {
         .current_dir(dir.path())
         .env("PYTHONPATH", probe_fixtures().join("chained_site"))
         .env("CHAINED_SITE_MARKER", &marker)
-        .args(["run", "--snapshot-on-oom", "--", python()])
+        .args([
+            "run",
+            "--snapshot-on-oom",
+            "--report",
+            "page.html",
+            "--",
+            python(),
+        ])
         .arg(fake.join("train.py"))
         .arg("9")
         .stdin(Stdio::null())
@@ -248,6 +255,8 @@ fn snapshot_on_oom_dumps_through_the_hook_and_chains_sitecustomize() {
     // The snapshot's analysis names the line of the program that held the memory.
     assert!(err.contains("Alive at the peak, by site"), "{err}");
     assert!(err.contains("train.py:42 forward"), "{err}");
+    let page = std::fs::read_to_string(dir.path().join("page.html")).unwrap();
+    assert!(page.contains("Memory snapshot") && page.contains("train.py:42 forward"));
     let dumped = std::fs::read(path).unwrap();
     std::fs::remove_file(path).unwrap();
     assert_eq!(dumped, std::fs::read(fake.join("snapshot.pickle")).unwrap());
