@@ -1,4 +1,5 @@
-//! Any bytes, to every command that reads a file (issue 9): exit 0, 1 or 2
+//! Any bytes, to every command that reads a file (issue 9: explain, lint,
+//! estimate, snapshot): exit 0, 1 or 2
 //! only, one-line errors, never a panic, within seconds. Property-based: the
 //! inputs are random bytes and real fixtures with random damage.
 
@@ -32,6 +33,12 @@ fn seeds() -> Vec<Vec<u8>> {
             if e.path().is_file() {
                 out.extend(std::fs::read(e.path()).ok().filter(|b| b.len() < 64 << 10));
             }
+        }
+    }
+    let pickles = Path::new(env!("CARGO_MANIFEST_DIR")).join("../oomkit_snapshot/tests/fixtures");
+    for e in std::fs::read_dir(pickles).into_iter().flatten().flatten() {
+        if e.path().extension().is_some_and(|x| x == "pickle") {
+            out.extend(std::fs::read(e.path()).ok().filter(|b| b.len() < 256 << 10));
         }
     }
     let models = Path::new(env!("CARGO_MANIFEST_DIR")).join("../oomkit_estimate/models");
@@ -75,6 +82,12 @@ fn every_command(bytes: &[u8]) {
     contract(&["lint", "input.py"], dir.path(), limit);
     contract(
         &["estimate", "config.json", "--gpu", "rtx-4090"],
+        dir.path(),
+        limit,
+    );
+    contract(&["snapshot", "input.log"], dir.path(), limit);
+    contract(
+        &["snapshot", "--format", "json", "input.log"],
         dir.path(),
         limit,
     );
