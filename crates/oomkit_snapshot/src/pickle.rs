@@ -911,15 +911,24 @@ pub fn decode<R: Read>(
     // Dense memo indices are below the number of opcodes, so below the length.
     let memo_limit = usize::try_from(len).unwrap_or(usize::MAX);
     let mal = |at, why| PickleError::Malformed { at, why };
-    let check_depth = |d: u32, at| {
-        if d > MAX_DEPTH {
-            Err(PickleError::TooDeep {
+    // The depth of a container built from `items`, checked against the
+    // limit; the items are sealed first, so a container later put into
+    // itself is refused.
+    let seal_items = |items: &[Value], at| {
+        let depth = items
+            .iter()
+            .map(Value::depth)
+            .max()
+            .unwrap_or(0)
+            .saturating_add(1);
+        if depth > MAX_DEPTH {
+            return Err(PickleError::TooDeep {
                 limit: MAX_DEPTH,
                 at,
-            })
-        } else {
-            Ok(())
+            });
         }
+        items.iter().for_each(Value::seal);
+        Ok(depth)
     };
     let mut try_record = false;
     while let Some((at, op)) = r.next()? {
@@ -988,14 +997,7 @@ pub fn decode<R: Read>(
                     .pop()
                     .ok_or_else(|| mal(at, "LIST/TUPLE without MARK"))?;
                 let items = stack.split_off(m.min(stack.len()));
-                let depth = items
-                    .iter()
-                    .map(Value::depth)
-                    .max()
-                    .unwrap_or(0)
-                    .saturating_add(1);
-                check_depth(depth, at)?;
-                items.iter().for_each(Value::seal);
+                let depth = seal_items(&items, at)?;
                 stack.push(if matches!(op, Op::Tuple) {
                     Value::Tuple(Node::new(items, depth, true))
                 } else {
@@ -1021,14 +1023,7 @@ pub fn decode<R: Read>(
                     .checked_sub(n)
                     .ok_or_else(|| mal(at, "TUPLE1/2/3 on a short stack"))?;
                 let items = stack.split_off(start);
-                let depth = items
-                    .iter()
-                    .map(Value::depth)
-                    .max()
-                    .unwrap_or(0)
-                    .saturating_add(1);
-                check_depth(depth, at)?;
-                items.iter().for_each(Value::seal);
+                let depth = seal_items(&items, at)?;
                 stack.push(Value::Tuple(Node::new(items, depth, true)));
             }
             Op::Dict => {
@@ -1037,14 +1032,7 @@ pub fn decode<R: Read>(
                 if !items.len().is_multiple_of(2) {
                     return Err(mal(at, "DICT with an odd number of items"));
                 }
-                let depth = items
-                    .iter()
-                    .map(Value::depth)
-                    .max()
-                    .unwrap_or(0)
-                    .saturating_add(1);
-                check_depth(depth, at)?;
-                items.iter().for_each(Value::seal);
+                let depth = seal_items(&items, at)?;
                 let mut pairs = Vec::with_capacity(items.len() / 2);
                 let mut it = items.into_iter();
                 while let (Some(k), Some(v)) = (it.next(), it.next()) {
@@ -1065,16 +1053,7 @@ pub fn decode<R: Read>(
                     _ => return Err(mal(at, "APPEND to something that is not a list")),
                 };
                 let items = stack.get(m..).unwrap_or_default();
-                let depth = items
-                    .iter()
-                    .map(Value::depth)
-                    .max()
-                    .unwrap_or(0)
-                    .saturating_add(1);
-                check_depth(depth, at)?;
-                // Seal the items first: a container put into itself is then
-                // refused below.
-                items.iter().for_each(Value::seal);
+                let depth = seal_items(items, at)?;
                 if list.sealed.get() {
                     return Err(mal(
                         at,
@@ -1113,16 +1092,7 @@ pub fn decode<R: Read>(
                 if !items.len().is_multiple_of(2) {
                     return Err(mal(at, "SETITEMS with an odd number of items"));
                 }
-                let depth = items
-                    .iter()
-                    .map(Value::depth)
-                    .max()
-                    .unwrap_or(0)
-                    .saturating_add(1);
-                check_depth(depth, at)?;
-                // Seal the items first: a container put into itself is then
-                // refused below.
-                items.iter().for_each(Value::seal);
+                let depth = seal_items(items, at)?;
                 if dict.sealed.get() {
                     return Err(mal(
                         at,
