@@ -480,6 +480,13 @@ fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
         let n = parse_count(p).with_context(|| {
             format!("--params {p:?}: expected a positive count like 7B or 350M")
         })?;
+        // parse_count saturates at u64::MAX: name what the user wrote.
+        if n > oomkit_estimate::model::limits::PARAMS {
+            bail!(
+                "--params {p} is above the limit of {} parameters (far beyond any published model; see README \"Limits\")",
+                oomkit_estimate::model::limits::PARAMS
+            );
+        }
         let shape = BareShape {
             layers: args.layers,
             hidden: args.hidden,

@@ -57,7 +57,13 @@ fn params_1e19_is_refused_not_a_fit() {
     let out = est(&["--params", "1e19", "--gpu", "rtx-4090"]);
     refused(
         &out,
-        "--params is 10000000000000000000, above the limit of 1125899906842624",
+        "--params 1e19 is above the limit of 1125899906842624 parameters",
+    );
+    // Past u64 the message still names what was written, not a saturated number.
+    let out = est(&["--params", "1e30", "--gpu", "rtx-4090"]);
+    refused(
+        &out,
+        "--params 1e30 is above the limit of 1125899906842624 parameters",
     );
 }
 
