@@ -190,15 +190,7 @@ impl<'a> Facts<'a> {
     pub fn calls(&self) -> impl Iterator<Item = CallSite<'a>> + '_ {
         run(&self.all.calls, self.span.calls)
             .iter()
-            .map(|&(call, place)| {
-                let (in_if, modulo, nested_loop) = self.relative(place);
-                CallSite {
-                    call,
-                    in_if,
-                    modulo,
-                    nested_loop,
-                }
-            })
+            .map(|&(call, place)| self.site(call, place))
     }
 
     /// The calls that the loop-exit rules look at: `*.step`, `*.backward`,
@@ -215,15 +207,7 @@ impl<'a> Facts<'a> {
             .unwrap_or_default()
             .iter()
             .filter_map(|&i| self.all.calls.get(i))
-            .map(|&(call, place)| {
-                let (in_if, modulo, nested_loop) = self.relative(place);
-                CallSite {
-                    call,
-                    in_if,
-                    modulo,
-                    nested_loop,
-                }
-            })
+            .map(|&(call, place)| self.site(call, place))
     }
 
     /// `name` is assigned in the body only by `name = name + …` / `name += …` (not
@@ -255,6 +239,17 @@ impl<'a> Facts<'a> {
                 let (in_if, modulo, _) = self.relative(place);
                 (in_if, modulo)
             })
+    }
+
+    /// A call placed relative to this body.
+    fn site(&self, call: &'a ast::ExprCall, place: Place) -> CallSite<'a> {
+        let (in_if, modulo, nested_loop) = self.relative(place);
+        CallSite {
+            call,
+            in_if,
+            modulo,
+            nested_loop,
+        }
     }
 
     fn relative(&self, place: Place) -> (bool, bool, bool) {
