@@ -12,13 +12,7 @@
 //! assert_eq!(Bytes::gib(2).to_string(), "2.00 GiB");
 //! ```
 #![warn(missing_docs)]
-#![deny(
-    clippy::indexing_slicing,
-    clippy::string_slice,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod bytes;
 pub mod dtype;

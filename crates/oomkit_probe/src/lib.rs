@@ -23,13 +23,7 @@
 //! assert_eq!(a.largest_fit, Some(37));
 //! assert!(a.trials <= 11);
 //! ```
-#![deny(
-    clippy::indexing_slicing,
-    clippy::string_slice,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![warn(missing_docs)]
 
 pub mod command;

@@ -18,8 +18,6 @@
 //! ```
 #![warn(missing_docs)]
 #![deny(
-    clippy::indexing_slicing,
-    clippy::string_slice,
     clippy::unwrap_used,
     clippy::expect_used,
     clippy::panic,
