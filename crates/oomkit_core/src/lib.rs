@@ -4,6 +4,7 @@
 //! - [`dtype`]: element types and their sizes.
 //! - [`gpus`]: the GPU catalogue ([`gpus::find`] resolves `4090`, `a100-40gb`, …).
 //! - [`remedies`]: the fix ladder, one id per remedy ([`remedies::get`]).
+//! - [`reading`]: one model of a GPU memory reading (NVML samples, pasted nvidia-smi tables).
 //!
 //! ```
 //! use oomkit_core::Bytes;
@@ -17,7 +18,9 @@
 pub mod bytes;
 pub mod dtype;
 pub mod gpus;
+pub mod reading;
 pub mod remedies;
 
 pub use bytes::Bytes;
 pub use dtype::DType;
+pub use reading::{GpuReading, ProcessReading};
