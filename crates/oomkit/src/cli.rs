@@ -57,6 +57,62 @@ pub enum Command {
     ///
     /// Exit status: 0 analysed, 1 leak candidates found, 2 bad input or I/O error.
     Snapshot(SnapshotArgs),
+    /// Watch GPU memory live (NVML): per GPU and per process, with growth rate
+    /// and a forecast of when memory runs out.
+    ///
+    /// On a terminal: an interactive view (q quits, p pauses, s sorts, / filters,
+    /// g/Tab/0-9 pick a GPU). Otherwise, or with --once/--format/--count: one
+    /// sample per --interval on stdout. Needs the NVIDIA driver's
+    /// libnvidia-ml.so.1 (found through the loader path, LD_LIBRARY_PATH included).
+    /// Exit status: 0 done (also after Ctrl-C), 2 NVML unavailable, bad arguments
+    /// or I/O error.
+    Monitor(MonitorArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MonitorArgs {
+    /// Print one sample and exit (no growth or forecast: those need several).
+    #[arg(long)]
+    pub once: bool,
+    /// Output: human text, json (JSON Lines, one sample per line), csv (one row
+    /// per GPU per sample). Default: the interactive view on a terminal, human otherwise.
+    #[arg(long, value_enum)]
+    pub format: Option<MonitorFormat>,
+    /// Time between samples: `200ms`, `1s`, `2` (seconds).
+    #[arg(long, default_value = "1s", value_name = "DURATION")]
+    pub interval: String,
+    /// Stop after N samples.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub count: Option<u64>,
+    /// Window of the growth slope: `60s`, `5m`.
+    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    pub window: String,
+    /// Append every sample to FILE as JSON Lines (never torn; rotated at --log-max-size).
+    #[arg(long, value_name = "FILE")]
+    pub log: Option<PathBuf>,
+    /// Rotate --log to FILE.1 when it would pass this size.
+    #[arg(long, default_value = "64MiB", value_name = "SIZE")]
+    pub log_max_size: String,
+    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. `0.0.0.0:9835`; port 0 picks one).
+    #[arg(long, value_name = "ADDR")]
+    pub prometheus: Option<String>,
+    /// Warn once per GPU when its used memory reaches this: `90%` or a size (`70GiB`).
+    #[arg(long, value_name = "THRESHOLD")]
+    pub alert_at: Option<String>,
+    /// With --alert-at: run this shell command on each alert (env OOMKIT_ALERT_GPU,
+    /// OOMKIT_ALERT_UUID, OOMKIT_ALERT_USED_BYTES, OOMKIT_ALERT_TOTAL_BYTES, OOMKIT_ALERT_MESSAGE).
+    #[arg(long, value_name = "CMD", requires = "alert_at")]
+    pub alert_cmd: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum MonitorFormat {
+    /// Text for people.
+    Human,
+    /// JSON Lines: one sample object per line (see README "monitor JSON").
+    Json,
+    /// CSV with a header: one row per GPU per sample.
+    Csv,
 }
 
 #[derive(Debug, clap::Args)]

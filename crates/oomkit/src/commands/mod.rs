@@ -4,6 +4,7 @@
 mod estimate;
 mod explain;
 mod lint;
+mod monitor;
 mod probe;
 mod run;
 mod snapshot;
@@ -19,5 +20,6 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Probe(args) => probe::run(args, cli.color),
         Command::Run(args) => run::run(args, cli.color),
         Command::Snapshot(args) => snapshot::run(args, cli.color),
+        Command::Monitor(args) => monitor::run(args, cli.color),
     }
 }

@@ -5,6 +5,7 @@
 mod estimate;
 mod explain;
 mod lint;
+mod monitor;
 mod probe;
 mod robust_any;
 mod robust_estimate;

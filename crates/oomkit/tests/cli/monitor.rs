@@ -1,0 +1,581 @@
+//! `oomkit monitor` end to end against the stand-in NVML library: the real
+//! binary `dlopen`s `libnvidia-ml.so.1` from LD_LIBRARY_PATH, which here is a
+//! temporary folder holding a link to `oomkit_nvml_standin`'s cdylib (built
+//! because it is a dev-dependency), driven by a scenario file from
+//! `crates/oomkit_nvml_standin/scenarios/`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::{oomkit, stderr, stdout};
+
+/// A folder with `libnvidia-ml.so.1` → the stand-in.
+struct Driver {
+    dir: tempfile::TempDir,
+}
+
+fn standin() -> PathBuf {
+    // Test binaries live in target/<profile>/deps/, next to the dev-dependency's cdylib.
+    let exe = std::env::current_exe().expect("test setup");
+    let deps = exe.parent().expect("test setup");
+    let so = deps.join("liboomkit_nvml_standin.so");
+    assert!(so.exists(), "stand-in not built at {}", so.display());
+    so
+}
+
+impl Driver {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().expect("test setup");
+        std::os::unix::fs::symlink(standin(), dir.path().join("libnvidia-ml.so.1"))
+            .expect("test setup");
+        Driver { dir }
+    }
+
+    fn cmd(&self, scenario: &str, args: &[&str]) -> Command {
+        let mut c = oomkit();
+        c.env("LD_LIBRARY_PATH", self.dir.path())
+            .env("OOMKIT_NVML_SCENARIO", scenario_path(scenario))
+            .arg("monitor")
+            .args(args)
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn run(&self, scenario: &str, args: &[&str]) -> Output {
+        let child = self.cmd(scenario, args).spawn().expect("test setup");
+        wait_limited(child, Duration::from_secs(60))
+    }
+}
+
+fn scenario_path(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../oomkit_nvml_standin/scenarios")
+        .join(name)
+}
+
+fn wait_limited(mut child: std::process::Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    let out = child.stdout.take();
+    let err = child.stderr.take();
+    let o = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(mut p) = out {
+            p.read_to_end(&mut b)?;
+        }
+        Ok::<_, std::io::Error>(b)
+    });
+    let e = std::thread::spawn(move || {
+        let mut b = Vec::new();
+        if let Some(mut p) = err {
+            p.read_to_end(&mut b)?;
+        }
+        Ok::<_, std::io::Error>(b)
+    });
+    while child.try_wait().expect("test setup").is_none() {
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            panic!("oomkit monitor ran past {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut output = child.wait_with_output().expect("test setup");
+    output.stdout = o.join().expect("test setup").expect("test setup");
+    output.stderr = e.join().expect("test setup").expect("test setup");
+    output
+}
+
+/// Asserts that `keys` appear in this order in `text` (first occurrences after
+/// `from`); `serde_json::Value` sorts keys, so order is checked on the raw line.
+fn assert_key_order(text: &str, from: usize, keys: &[&str]) {
+    let mut at = from;
+    for k in keys {
+        let needle = format!("\"{k}\":");
+        let pos = text[at..]
+            .find(&needle)
+            .unwrap_or_else(|| panic!("{k} missing or out of order in {text}"));
+        at += pos + needle.len();
+    }
+}
+
+fn lines_json(o: &Output) -> Vec<Value> {
+    stdout(o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn once_prints_gpu_and_processes_in_pytorch_units() {
+    let d = Driver::new();
+    let o = d.run("leak.json", &["--once"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = stdout(&o);
+    assert!(s.contains("driver 580.65.06"), "{s}");
+    assert!(
+        s.contains("GPU 0  NVIDIA H100 80GB HBM3  GPU-5f3b6c1e"),
+        "{s}"
+    );
+    // 540 MiB reserve + 10 GiB + 2 GiB (+ a few ms of growth) of 79.65 GiB.
+    assert!(s.contains("/ 79.65 GiB used"), "{s}");
+    assert!(s.contains("util 87%   temp 54 °C   power 412.0 W"), "{s}");
+    assert!(s.contains("(not in this PID namespace)"), "{s}");
+    assert!(s.contains("540.00 MiB used outside these processes"), "{s}");
+}
+
+#[test]
+fn json_lines_follow_the_contract() {
+    let d = Driver::new();
+    let o = d.run(
+        "leak.json",
+        &["--format", "json", "--interval", "100ms", "--count", "3"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let samples = lines_json(&o);
+    assert_eq!(samples.len(), 3);
+    let s = &samples[2];
+    let raw = stdout(&o);
+    let line = raw.lines().nth(2).unwrap();
+    assert_key_order(line, 0, &["version", "time", "gpus"]);
+    assert_eq!(s.as_object().unwrap().len(), 3);
+    assert_eq!(s["version"], 1);
+    let time = s["time"].as_str().unwrap();
+    assert!(
+        time.len() == 24 && time.ends_with('Z') && time.as_bytes()[10] == b'T',
+        "{time}"
+    );
+    let g = &s["gpus"][0];
+    assert_eq!(g.as_object().unwrap().len(), 12);
+    assert_key_order(
+        line,
+        0,
+        &[
+            "index",
+            "name",
+            "uuid",
+            "memory_total_bytes",
+            "memory_used_bytes",
+            "utilization_pct",
+            "temperature_c",
+            "power_w",
+            "growth_bytes_per_s",
+            "oom_eta_s",
+            "error",
+            "processes",
+        ],
+    );
+    assert_eq!(g["memory_total_bytes"], 85520809984u64);
+    assert_eq!(g["utilization_pct"], 87);
+    assert_eq!(g["power_w"], 412.0);
+    // Three samples are too few for a slope: null, never zero.
+    assert!(g["growth_bytes_per_s"].is_null());
+    let p = &g["processes"][0];
+    assert_eq!(p.as_object().unwrap().len(), 6);
+    let procs_at = line.find("\"processes\":").unwrap();
+    assert_key_order(
+        line,
+        procs_at,
+        &[
+            "pid",
+            "user",
+            "command",
+            "used_bytes",
+            "growth_bytes_per_s",
+            "oom_eta_s",
+        ],
+    );
+    assert_eq!(p["pid"], 1);
+    assert!(p["command"].is_string());
+    let hidden = &g["processes"][1];
+    assert_eq!(hidden["pid"], 4000000);
+    assert!(hidden["command"].is_null() && hidden["user"].is_null());
+    assert_eq!(hidden["used_bytes"], 2147483648u64);
+}
+
+#[test]
+fn forecast_matches_the_scenario_growth() {
+    // leak.json: PID 1 grows 100 MiB/s; PID 4000000 is flat.
+    let d = Driver::new();
+    let o = d.run(
+        "leak.json",
+        &["--format", "json", "--interval", "100ms", "--count", "15"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let last = lines_json(&o).pop().unwrap();
+    let g = &last["gpus"][0];
+    let rate = g["growth_bytes_per_s"].as_f64().unwrap();
+    let want = 100.0 * 1048576.0;
+    assert!((rate - want).abs() / want < 0.02, "rate {rate}");
+    let used = g["memory_used_bytes"].as_f64().unwrap();
+    let total = g["memory_total_bytes"].as_f64().unwrap();
+    let eta = g["oom_eta_s"].as_f64().unwrap();
+    let expected = (total - used) / want;
+    assert!(
+        (eta - expected).abs() / expected < 0.02,
+        "eta {eta} vs {expected}"
+    );
+    let leak = &g["processes"][0];
+    assert_eq!(leak["pid"], 1);
+    let prate = leak["growth_bytes_per_s"].as_f64().unwrap();
+    assert!((prate - want).abs() / want < 0.02, "process rate {prate}");
+    assert!(leak["oom_eta_s"].as_f64().is_some());
+    let flat = &g["processes"][1];
+    assert_eq!(flat["growth_bytes_per_s"].as_f64(), Some(0.0));
+    assert!(flat["oom_eta_s"].is_null());
+    // And the human view says it in words.
+    let o = d.run("leak.json", &["--interval", "100ms", "--count", "8"]);
+    let s = stdout(&o);
+    let last_block = s.rsplit("\n\n").next().unwrap();
+    assert!(last_block.contains("growth   +"), "{last_block}");
+    assert!(last_block.contains("out of memory in"), "{last_block}");
+    assert!(
+        last_block.contains("GiB/min"),
+        "100 MiB/s is 5.86 GiB/min: {last_block}"
+    );
+}
+
+#[test]
+fn unsupported_fields_are_null_not_zero() {
+    let d = Driver::new();
+    let o = d.run("unsupported.json", &["--format", "json", "--once"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = &lines_json(&o)[0];
+    let g = &s["gpus"][0];
+    for k in ["utilization_pct", "temperature_c", "power_w"] {
+        assert!(g[k].is_null(), "{k}: {g}");
+    }
+    assert!(g["error"].is_null());
+    // A graphics context whose size the driver cannot give (WDDM-style).
+    let gfx = g["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == 1)
+        .unwrap();
+    assert!(gfx["used_bytes"].is_null(), "{gfx}");
+    let o = d.run("unsupported.json", &["--once"]);
+    let text = stdout(&o);
+    assert!(text.contains("util n/a   temp n/a   power n/a"), "{text}");
+    assert!(text.contains("n/a  "), "{text}");
+}
+
+#[test]
+fn csv_has_one_row_per_gpu_per_sample() {
+    let d = Driver::new();
+    let o = d.run(
+        "lost.json",
+        &["--format", "csv", "--interval", "100ms", "--count", "2"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let s = stdout(&o);
+    let lines: Vec<&str> = s.lines().collect();
+    assert_eq!(lines.len(), 1 + 2 * 2, "{s}");
+    assert!(lines[0].starts_with("time,gpu,uuid,name,memory_used_bytes,memory_total_bytes"));
+    assert!(
+        lines[1].contains(",0,GPU-00000000-0000-0000-0000-00000000000a,NVIDIA A100-SXM4-40GB,")
+    );
+    assert!(lines[1].contains(",42949672960,12,33,61,"), "{}", lines[1]);
+}
+
+#[test]
+fn lost_gpu_carries_the_error_and_the_others_go_on() {
+    let d = Driver::new();
+    let o = d.run(
+        "lost.json",
+        &["--format", "json", "--interval", "100ms", "--count", "8"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let samples = lines_json(&o);
+    let first = &samples[0]["gpus"][1];
+    assert!(first["error"].is_null(), "{first}");
+    assert_eq!(first["memory_used_bytes"], 445644800u64 + 30064771072);
+    let last = &samples[7]["gpus"];
+    assert!(last[1]["error"].as_str().unwrap().contains("GPU is lost"));
+    // The lost GPU keeps the name and UUID seen before, and no made-up figures.
+    assert_eq!(last[1]["name"], "NVIDIA A100-SXM4-40GB");
+    assert_eq!(last[1]["uuid"], "GPU-00000000-0000-0000-0000-00000000000b");
+    assert!(last[1]["memory_used_bytes"].is_null());
+    assert!(last[0]["error"].is_null());
+    assert_eq!(last[0]["memory_used_bytes"], 445644800u64 + 1073741824);
+}
+
+#[test]
+fn log_appends_whole_lines_and_rotates() {
+    let d = Driver::new();
+    let log = d.dir.path().join("gpu.jsonl");
+    let log_arg = log.to_str().unwrap();
+    let o = d.run(
+        "leak.json",
+        &[
+            "--format",
+            "csv",
+            "--interval",
+            "50ms",
+            "--count",
+            "40",
+            "--log",
+            log_arg,
+            "--log-max-size",
+            "8KiB",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let cur = std::fs::read_to_string(&log).unwrap();
+    let old = std::fs::read_to_string(format!("{log_arg}.1")).unwrap();
+    let mut n = 0;
+    for text in [&old, &cur] {
+        assert!(text.len() <= 8192);
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            assert_eq!(v["version"], 1);
+            n += 1;
+        }
+    }
+    assert!(n > 0 && n <= 40, "{n}");
+    // Appends to what is there.
+    let before = cur.lines().count();
+    let o = d.run(
+        "leak.json",
+        &["--once", "--format", "json", "--log", log_arg],
+    );
+    assert_eq!(o.status.code(), Some(0));
+    let after = std::fs::read_to_string(&log).unwrap().lines().count();
+    assert!(after == before + 1 || after == 1, "{before} -> {after}");
+}
+
+#[test]
+fn prometheus_metrics_scraped_over_loopback() {
+    let d = Driver::new();
+    let mut child = d
+        .cmd(
+            "leak.json",
+            &[
+                "--prometheus",
+                "127.0.0.1:0",
+                "--format",
+                "json",
+                "--interval",
+                "100ms",
+            ],
+        )
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(err).lines();
+    let first = lines.next().unwrap().unwrap();
+    let url = first
+        .split("http://")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{first}"));
+    let addr = url.trim_end_matches("/metrics").to_owned();
+    // Let a few samples in so growth appears.
+    std::thread::sleep(Duration::from_millis(900));
+    let mut body = String::new();
+    let mut s = TcpStream::connect(&addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    s.read_to_string(&mut body).unwrap();
+    // SIGTERM ends it cleanly.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let out = wait_limited(child, Duration::from_secs(10));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(body.starts_with("HTTP/1.1 200"), "{body}");
+    assert!(body.contains("text/plain; version=0.0.4"), "{body}");
+    let labels = "gpu=\"0\",uuid=\"GPU-5f3b6c1e-8d2a-4c7e-9b1f-0a2d3e4f5a6b\",name=\"NVIDIA H100 80GB HBM3\"";
+    assert!(
+        body.contains(&format!(
+            "oomkit_gpu_memory_total_bytes{{{labels}}} 85520809984\n"
+        )),
+        "{body}"
+    );
+    assert!(body.contains(&format!("oomkit_gpu_utilization_ratio{{{labels}}} 0.87\n")));
+    assert!(body.contains(&format!("oomkit_gpu_memory_used_bytes{{{labels}}} ")));
+    assert!(body.contains(&format!(
+        "oomkit_process_gpu_memory_bytes{{{labels},pid=\"4000000\",command=\"\"}} 2147483648\n"
+    )));
+    assert!(body.contains("oomkit_process_gpu_memory_growth_bytes_per_second{"));
+    assert!(body.contains("# TYPE oomkit_gpu_memory_used_bytes gauge"));
+    let growth = body
+        .lines()
+        .find(|l| l.starts_with("oomkit_gpu_memory_growth_bytes_per_second{"))
+        .unwrap();
+    let v: f64 = growth.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!((v - 104857600.0).abs() / 104857600.0 < 0.02, "{growth}");
+    // The JSON lines kept coming while it served.
+    assert!(lines_json(&out).len() >= 5);
+}
+
+#[test]
+fn alert_fires_once_per_gpu_and_runs_the_command() {
+    let d = Driver::new();
+    let mark = d.dir.path().join("alerts.txt");
+    let cmd = format!(
+        "echo \"$OOMKIT_ALERT_GPU $OOMKIT_ALERT_USED_BYTES $OOMKIT_ALERT_TOTAL_BYTES\" >> '{}'",
+        mark.display()
+    );
+    let o = d.run(
+        "lost.json",
+        &[
+            "--format",
+            "json",
+            "--interval",
+            "50ms",
+            "--count",
+            "4",
+            "--alert-at",
+            "50%",
+            "--alert-cmd",
+            &cmd,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    // GPU 1 holds 28.42 GiB of 40 GiB (71 %); GPU 0 3.4 %.
+    assert_eq!(err.matches("warning: GPU").count(), 1, "{err}");
+    assert!(
+        err.contains("warning: GPU 1 (NVIDIA A100-SXM4-40GB) memory at 71.0%"),
+        "{err}"
+    );
+    let start = Instant::now();
+    let text = loop {
+        let t = std::fs::read_to_string(&mark).unwrap_or_default();
+        if !t.is_empty() || start.elapsed() > Duration::from_secs(10) {
+            break t;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(text, "1 30510415872 42949672960\n");
+}
+
+#[test]
+fn faults_give_one_line_and_exit_2() {
+    let d = Driver::new();
+    for (scenario, needle) in [
+        (
+            "no-permission.json",
+            "permission denied by the NVIDIA driver",
+        ),
+        ("driver-not-loaded.json", "the NVIDIA driver is not loaded"),
+    ] {
+        let o = d.run(scenario, &["--once"]);
+        assert_eq!(o.status.code(), Some(2), "{scenario}");
+        let err = stderr(&o);
+        assert!(err.starts_with("error: ") && err.contains(needle), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(stdout(&o).is_empty());
+        let o = d.run(scenario, &["--format", "json", "--count", "3"]);
+        assert_eq!(o.status.code(), Some(2));
+        let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        assert_eq!(v["version"], 1);
+        assert!(v["error"].as_str().unwrap().contains(needle), "{v}");
+    }
+}
+
+#[test]
+fn no_library_says_what_to_do() {
+    // Only meaningful where no real driver is installed (CI, this machine).
+    let has_real = Command::new("sh")
+        .args(["-c", "ldconfig -p 2>/dev/null | grep -q libnvidia-ml.so.1"])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if has_real {
+        eprintln!("skipped: a real libnvidia-ml.so.1 is installed");
+        return;
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let o = oomkit()
+        .env("LD_LIBRARY_PATH", empty.path())
+        .args(["monitor", "--once"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = stderr(&o);
+    assert!(err.contains("cannot load libnvidia-ml.so.1"), "{err}");
+    assert!(err.contains("LD_LIBRARY_PATH"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn bad_arguments_exit_2() {
+    let d = Driver::new();
+    for args in [
+        &["--interval", "10ms"][..],
+        &["--interval", "soon"],
+        &["--alert-at", "150%"],
+        &["--alert-cmd", "true"],
+        &["--window", "0s"],
+        &["--log-max-size", "12"],
+        &["--count", "0"],
+        &["--prometheus", "not-an-address"],
+    ] {
+        let mut all = vec!["--once"];
+        all.extend_from_slice(args);
+        let o = d.run("leak.json", &all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("error"), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn tui_runs_on_a_real_terminal_and_quits_on_q() {
+    // `script` gives the monitor a pseudo-terminal; its stdin (a pipe) feeds keys.
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: no `script` (util-linux) here");
+        return;
+    }
+    let d = Driver::new();
+    let bin = env!("CARGO_BIN_EXE_oomkit");
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c"])
+        // A pty made by `script` from a pipe has no size: give it one.
+        .arg(format!(
+            "stty rows 30 cols 120; exec {bin} monitor --interval 100ms"
+        ))
+        .arg("/dev/null")
+        .env("LD_LIBRARY_PATH", d.dir.path())
+        .env("OOMKIT_NVML_SCENARIO", scenario_path("demo.json"))
+        .env("TERM", "xterm-256color")
+        .env("COLUMNS", "120")
+        .env("LINES", "30")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut keys = child.stdin.take().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    keys.write_all(b"q").unwrap();
+    keys.flush().unwrap();
+    let o = wait_limited(child, Duration::from_secs(20));
+    drop(keys);
+    let screen = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{screen}{}", stderr(&o));
+    assert!(screen.contains("oomkit monitor"), "{screen}");
+    // Words are placed with cursor moves, so check them one by one.
+    for word in [
+        "GPU-5f3b6c1e-8d2a-4c7e-9b1f-0a2d3e4f5a6b",
+        "HBM3",
+        "79.65 GiB",
+        "PID",
+    ] {
+        assert!(screen.contains(word), "{word}: {screen}");
+    }
+    // The alternate screen was left (terminal restored).
+    assert!(screen.contains("\x1b[?1049l"), "{screen:?}");
+}

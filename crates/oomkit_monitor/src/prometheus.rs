@@ -1,0 +1,248 @@
+//! `/metrics` in Prometheus' text exposition format (version 0.0.4,
+//! <https://prometheus.io/docs/instrumenting/exposition_formats/>), served
+//! over HTTP by `tiny_http` on a thread of its own.
+//!
+//! Each scrape gets the latest sample rendered afresh: series of processes that
+//! have exited simply stop appearing (Prometheus marks them stale), which a
+//! registry of long-lived gauges would have to track by hand. That is why the
+//! text is written here rather than through a metrics registry crate: there is
+//! no state to keep, only escaping (`\\`, `"`, newline in label values).
+//!
+//! Names follow Prometheus' conventions: base units (bytes, seconds, ratios
+//! 0–1), `_bytes`/`_seconds`/`_ratio` suffixes, labels `gpu` (index), `uuid`,
+//! `name`, and for process series `pid` and `command` (cut to
+//! [`COMMAND_LABEL_CHARS`] characters to bound label size).
+
+use std::fmt::Write as _;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use crate::sample::{GpuSample, Sample};
+
+/// Longest `command` label, characters.
+pub const COMMAND_LABEL_CHARS: usize = 120;
+
+/// Every metric: name, type, help. The README's table is checked against this list.
+pub const METRICS: [(&str, &str, &str); 12] = [
+    (
+        "oomkit_gpu_up",
+        "gauge",
+        "1 when the GPU was read, 0 when it failed (lost, no permission)",
+    ),
+    (
+        "oomkit_gpu_memory_used_bytes",
+        "gauge",
+        "GPU memory in use (all processes and the driver's reserve), bytes",
+    ),
+    (
+        "oomkit_gpu_memory_total_bytes",
+        "gauge",
+        "GPU memory total, bytes",
+    ),
+    (
+        "oomkit_gpu_memory_free_bytes",
+        "gauge",
+        "GPU memory free, bytes",
+    ),
+    (
+        "oomkit_gpu_utilization_ratio",
+        "gauge",
+        "GPU utilisation over the driver's sample period, 0-1",
+    ),
+    (
+        "oomkit_gpu_temperature_celsius",
+        "gauge",
+        "GPU temperature, degrees Celsius",
+    ),
+    (
+        "oomkit_gpu_power_watts",
+        "gauge",
+        "GPU board power draw, watts",
+    ),
+    (
+        "oomkit_gpu_memory_growth_bytes_per_second",
+        "gauge",
+        "Theil-Sen slope of used memory over the window, bytes/s",
+    ),
+    (
+        "oomkit_gpu_oom_eta_seconds",
+        "gauge",
+        "Seconds until free memory is gone at the current steady growth (absent when not growing steadily)",
+    ),
+    (
+        "oomkit_process_gpu_memory_bytes",
+        "gauge",
+        "GPU memory held by a process, bytes",
+    ),
+    (
+        "oomkit_process_gpu_memory_growth_bytes_per_second",
+        "gauge",
+        "Theil-Sen slope of a process's GPU memory, bytes/s",
+    ),
+    (
+        "oomkit_process_oom_eta_seconds",
+        "gauge",
+        "Seconds until the GPU's free memory is gone at this process's steady growth",
+    ),
+];
+
+/// A label value escaped per the exposition format.
+fn escape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn gpu_labels(g: &GpuSample) -> String {
+    format!(
+        "gpu=\"{}\",uuid=\"{}\",name=\"{}\"",
+        g.index,
+        escape(g.uuid.as_deref().unwrap_or("")),
+        escape(g.name.as_deref().unwrap_or(""))
+    )
+}
+
+/// The metrics text for one sample.
+pub fn render(sample: &Sample) -> String {
+    let mut out = String::new();
+    for (name, kind, help) in METRICS {
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} {kind}");
+        for g in &sample.gpus {
+            let labels = gpu_labels(g);
+            let value: Option<f64> = match name {
+                "oomkit_gpu_up" => Some(if g.error.is_none() { 1.0 } else { 0.0 }),
+                "oomkit_gpu_memory_used_bytes" => g.memory_used_bytes.map(|b| b as f64),
+                "oomkit_gpu_memory_total_bytes" => g.memory_total_bytes.map(|b| b as f64),
+                "oomkit_gpu_memory_free_bytes" => g.free_bytes().map(|b| b as f64),
+                "oomkit_gpu_utilization_ratio" => g.utilization_pct.map(|p| f64::from(p) / 100.0),
+                "oomkit_gpu_temperature_celsius" => g.temperature_c.map(f64::from),
+                "oomkit_gpu_power_watts" => g.power_w,
+                "oomkit_gpu_memory_growth_bytes_per_second" => g.growth_bytes_per_s,
+                "oomkit_gpu_oom_eta_seconds" => g.oom_eta_s,
+                _ => None,
+            };
+            if let Some(v) = value {
+                let _ = writeln!(out, "{name}{{{labels}}} {v}");
+            }
+            if !name.starts_with("oomkit_process_") {
+                continue;
+            }
+            for p in &g.processes {
+                let value = match name {
+                    "oomkit_process_gpu_memory_bytes" => p.used_bytes.map(|b| b as f64),
+                    "oomkit_process_gpu_memory_growth_bytes_per_second" => p.growth_bytes_per_s,
+                    "oomkit_process_oom_eta_seconds" => p.oom_eta_s,
+                    _ => None,
+                };
+                let Some(v) = value else { continue };
+                let command: String = p
+                    .command
+                    .as_deref()
+                    .unwrap_or("")
+                    .chars()
+                    .take(COMMAND_LABEL_CHARS)
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "{name}{{{labels},pid=\"{}\",command=\"{}\"}} {v}",
+                    p.pid,
+                    escape(&command)
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The latest metrics text, shared between the sampler and the HTTP thread.
+pub type Shared = Arc<Mutex<String>>;
+
+/// Serves `/metrics` from `shared` on `addr` in a background thread; returns
+/// the bound address (port 0 picks a free one).
+pub fn serve(addr: &str, shared: Shared) -> Result<SocketAddr, String> {
+    let server = tiny_http::Server::http(addr)
+        .map_err(|e| format!("cannot serve Prometheus metrics on {addr}: {e}"))?;
+    let bound = server
+        .server_addr()
+        .to_ip()
+        .ok_or_else(|| format!("cannot serve Prometheus metrics on {addr}: not an IP address"))?;
+    std::thread::spawn(move || {
+        for request in server.incoming_requests() {
+            let path = request.url().split('?').next().unwrap_or("").to_owned();
+            let response = match path.as_str() {
+                "/metrics" => {
+                    let body = shared.lock().map(|s| s.clone()).unwrap_or_default();
+                    let mut r = tiny_http::Response::from_string(body);
+                    if let Ok(h) = tiny_http::Header::from_bytes(
+                        &b"Content-Type"[..],
+                        &b"text/plain; version=0.0.4; charset=utf-8"[..],
+                    ) {
+                        r.add_header(h);
+                    }
+                    r
+                }
+                "/" => tiny_http::Response::from_string(
+                    "oomkit monitor: metrics at /metrics\n".to_owned(),
+                ),
+                _ => {
+                    tiny_http::Response::from_string("not found\n".to_owned()).with_status_code(404)
+                }
+            };
+            // A client that hung up is its own problem, not the monitor's.
+            let _ = request.respond(response);
+        }
+    });
+    Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::ProcessSample;
+
+    #[test]
+    fn labels_escaped_and_nulls_absent() {
+        let s = Sample {
+            version: 1,
+            time: "t".into(),
+            gpus: vec![GpuSample {
+                index: 0,
+                name: Some("A \"quoted\" GPU".into()),
+                uuid: Some("GPU-1".into()),
+                memory_total_bytes: Some(100),
+                memory_used_bytes: Some(40),
+                utilization_pct: Some(50),
+                temperature_c: None,
+                power_w: None,
+                growth_bytes_per_s: None,
+                oom_eta_s: None,
+                error: None,
+                processes: vec![ProcessSample {
+                    pid: 9,
+                    user: None,
+                    command: Some("python a\\b.py\n".into()),
+                    used_bytes: Some(30),
+                    growth_bytes_per_s: Some(1.5),
+                    oom_eta_s: None,
+                }],
+            }],
+        };
+        let text = render(&s);
+        assert!(text.contains(
+            "oomkit_gpu_memory_used_bytes{gpu=\"0\",uuid=\"GPU-1\",name=\"A \\\"quoted\\\" GPU\"} 40\n"
+        ));
+        assert!(text.contains("oomkit_gpu_utilization_ratio{gpu=\"0\",uuid=\"GPU-1\",name=\"A \\\"quoted\\\" GPU\"} 0.5\n"));
+        assert!(!text.contains("oomkit_gpu_temperature_celsius{"));
+        assert!(text.contains("pid=\"9\",command=\"python a\\\\b.py\\n\"} 30\n"));
+        assert!(text.contains("oomkit_process_gpu_memory_growth_bytes_per_second{"));
+        assert!(!text.contains("oomkit_process_oom_eta_seconds{"));
+    }
+}
