@@ -103,7 +103,12 @@ pub struct Device {
 #[serde(deny_unknown_fields)]
 pub struct Process {
     /// Process id reported.
+    #[serde(default)]
     pub pid: u32,
+    /// Read the PID from this file at each call instead (a test's child writes
+    /// its own); while the file is missing or holds no number, the process is absent.
+    #[serde(default)]
+    pub pid_file: Option<String>,
     /// Bytes at `start_s`; null: NVML's "not available".
     #[serde(default)]
     pub used_bytes: Option<u64>,
@@ -164,8 +169,15 @@ fn with_device(handle: nvmlDevice_t, f: impl FnOnce(&Device, f64) -> nvmlReturn_
     f(device, t)
 }
 
+fn pid_of(p: &Process) -> Option<u32> {
+    match &p.pid_file {
+        Some(path) => std::fs::read_to_string(path).ok()?.trim().parse().ok(),
+        None => Some(p.pid),
+    }
+}
+
 fn alive(p: &Process, t: f64) -> bool {
-    t >= p.start_s && p.end_s.is_none_or(|end| t < end)
+    t >= p.start_s && p.end_s.is_none_or(|end| t < end) && pid_of(p).is_some()
 }
 
 fn process_used(p: &Process, t: f64) -> Option<u64> {
@@ -451,7 +463,7 @@ unsafe fn processes(
             .iter()
             .filter(|p| p.kind.as_deref().unwrap_or("compute") == kind && alive(p, t))
             .map(|p| nvmlProcessInfo_t {
-                pid: p.pid,
+                pid: pid_of(p).unwrap_or(0),
                 usedGpuMemory: process_used(p, t).unwrap_or(VALUE_NOT_AVAILABLE),
                 gpuInstanceId: NO_INSTANCE,
                 computeInstanceId: NO_INSTANCE,

@@ -18,6 +18,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use std::cell::RefCell;
+
+use oomkit_nvml::GpuReader;
+
 use crate::Error;
 use crate::command::CommandLine;
 use crate::hook::{self, Hook};
@@ -66,6 +70,10 @@ pub struct Trial {
     /// else (OOM trials) the memory the OOM message says the process held;
     /// `null` when neither is known.
     pub peak_bytes: Option<u64>,
+    /// Peak GPU memory of the trial's process tree as NVML reports it (what
+    /// nvidia-smi shows: the allocator's reserve plus the CUDA context), any
+    /// framework; `null` without NVML or when no sample caught the tree on a GPU.
+    pub gpu_peak_bytes: Option<u64>,
     /// Exit code, when it exited.
     pub exit_code: Option<i32>,
     /// Signal that killed it, when one did.
@@ -76,7 +84,6 @@ pub struct Trial {
 }
 
 /// Options of a probe.
-#[derive(Debug)]
 pub struct ProbeOptions<'a> {
     /// Batch range and estimate.
     pub bounds: Bounds,
@@ -86,6 +93,19 @@ pub struct ProbeOptions<'a> {
     pub margin_pct: f64,
     /// Set by the caller's signal handler.
     pub interrupt: Option<&'a AtomicUsize>,
+    /// NVML, when available: each trial's process tree is sampled.
+    pub gpu: Option<&'a RefCell<dyn GpuReader>>,
+}
+
+impl std::fmt::Debug for ProbeOptions<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProbeOptions")
+            .field("bounds", &self.bounds)
+            .field("timeout", &self.timeout)
+            .field("margin_pct", &self.margin_pct)
+            .field("gpu", &self.gpu.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a caller hears while the probe runs.
@@ -243,6 +263,7 @@ fn run_trial(
         runner::Options {
             timeout: opts.timeout,
             interrupt: opts.interrupt,
+            gpu: opts.gpu,
             ..runner::Options::default()
         },
     )?;
@@ -279,6 +300,7 @@ fn run_trial(
         outcome,
         seconds: (f.elapsed.as_secs_f64() * 1000.0).round() / 1000.0,
         peak_bytes,
+        gpu_peak_bytes: f.gpu_timeline.peak(),
         exit_code,
         signal,
         detail,
@@ -350,6 +372,7 @@ mod tests {
                 timeout: None,
                 margin_pct: 10.0,
                 interrupt: None,
+                gpu: None,
             },
             |_| {},
         )

@@ -23,11 +23,10 @@ pub fn timeline_text(t: &Timeline, oom: Option<&Event>) -> String {
     if t.samples.is_empty() {
         let _ = writeln!(out, "  {NO_SAMPLES}");
     } else {
-        let label = t.label.as_deref().unwrap_or("memory");
         let _ = writeln!(
             out,
-            "  {} figure(s) the program printed as `{label}`{}:",
-            t.seen,
+            "  {}{}:",
+            source_text(t, "`"),
             if t.samples.len() > 12 {
                 ", 12 shown"
             } else {
@@ -45,7 +44,7 @@ pub fn timeline_text(t: &Timeline, oom: Option<&Event>) -> String {
         }
         match t.growth() {
             Some(g) => {
-                let _ = writeln!(out, "  {}", growth_text(&g));
+                let _ = writeln!(out, "  {}", growth_text(&g, is_measured(t)));
             }
             None => {
                 let _ = writeln!(out, "  no steady climb");
@@ -67,16 +66,46 @@ pub fn timeline_text(t: &Timeline, oom: Option<&Event>) -> String {
     out
 }
 
+/// True for NVML's timeline, false for figures the program printed.
+fn is_measured(t: &Timeline) -> bool {
+    t.label.as_deref() == Some(crate::runner::GPU_LABEL)
+}
+
+/// Where the samples came from: `6 figure(s) the program printed as `mem``,
+/// or `40 NVML sample(s) of the GPU memory of the command's process tree`.
+/// `quote` wraps the printed key (a backtick in text, `<code>` in HTML).
+fn source_text(t: &Timeline, quote: &str) -> String {
+    match t.label.as_deref() {
+        _ if is_measured(t) => format!(
+            "{} NVML sample(s) of the GPU memory of the command's process tree",
+            t.seen
+        ),
+        label => {
+            let label = label.unwrap_or("memory");
+            let (close, label) = if quote == "<code>" {
+                ("</code>", esc(label))
+            } else {
+                (quote, label.to_owned())
+            };
+            format!(
+                "{} figure(s) the program printed as {quote}{label}{close}",
+                t.seen
+            )
+        }
+    }
+}
+
 /// `memory climbed steadily: +1.20 GiB/min, +40.00 MiB per printed figure (2.00 GiB → 9.50 GiB)`
 /// (no per-minute rate when the figures came out within a second).
-pub fn growth_text(g: &Growth) -> String {
+pub fn growth_text(g: &Growth, measured: bool) -> String {
     let per_min = g
         .bytes_per_second
         .map(|r| format!("+{}/min, ", Bytes(to_u64(r * 60.0))))
         .unwrap_or_default();
     format!(
-        "memory climbed steadily: {per_min}+{} per printed figure ({} → {})",
+        "memory climbed steadily: {per_min}+{} per {} ({} → {})",
         Bytes(to_u64(g.bytes_per_sample)),
+        if measured { "sample" } else { "printed figure" },
         Bytes(g.from_bytes),
         Bytes(g.to_bytes)
     )
@@ -264,11 +293,10 @@ fn section_timeline(h: &mut String, t: &Timeline, oom: Option<&Event>) {
     h.push_str(&svg(t, at_oom.map(Bytes::get), total.map(Bytes::get)));
     let _ = write!(
         h,
-        "<p>{} figure(s) the program printed as <code>{}</code>.{}</p>",
-        t.seen,
-        esc(t.label.as_deref().unwrap_or("memory")),
+        "<p>{}.{}</p>",
+        source_text(t, "<code>"),
         t.growth()
-            .map(|g| format!(" <b>{}</b>.", esc(&growth_text(&g))))
+            .map(|g| format!(" <b>{}</b>.", esc(&growth_text(&g, is_measured(t)))))
             .unwrap_or_else(|| " No steady climb.".to_string())
     );
     h.push_str("</section>\n");

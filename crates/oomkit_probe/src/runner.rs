@@ -18,6 +18,7 @@
 //!   the whole stream (its own memory is bounded), so an OOM is recognised
 //!   however much the child printed after it.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{self, Read, Write};
@@ -33,10 +34,14 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::{Pid, getpgrp, tcgetpgrp, tcsetpgrp};
 use oomkit_explain::{Explainer, Report};
+use oomkit_nvml::GpuReader;
 
 use crate::Error;
 use crate::command::CommandLine;
 use crate::timeline::{LineSplitter, Timeline};
+
+/// Label of the NVML timeline.
+pub const GPU_LABEL: &str = "GPU memory of the process tree (NVML)";
 
 /// Default for [`Options::tail_bytes`]: the last 4 MiB of output.
 pub const DEFAULT_TAIL_BYTES: usize = 4 << 20;
@@ -58,6 +63,10 @@ pub const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
 /// How much of stderr alone is kept, besides the interleaved tail.
 pub const STDERR_TAIL: usize = 64 * 1024;
 
+/// Time between NVML samples of the process tree (NVML's own counters
+/// update at about this rate; each sample also walks `/proc` once).
+pub const GPU_INTERVAL: Duration = Duration::from_millis(200);
+
 const CHUNK: usize = 64 * 1024;
 const POLL: Duration = Duration::from_millis(20);
 
@@ -76,6 +85,9 @@ pub struct Options<'a> {
     pub interrupt: Option<&'a AtomicUsize>,
     /// How much of the output to keep (the tail).
     pub tail_bytes: usize,
+    /// NVML, when the driver is there: the GPU memory of the command's process
+    /// tree is sampled every [`GPU_INTERVAL`] into [`Finished::gpu_timeline`].
+    pub gpu: Option<&'a RefCell<dyn GpuReader>>,
 }
 
 impl Default for Options<'_> {
@@ -87,6 +99,7 @@ impl Default for Options<'_> {
             log: None,
             interrupt: None,
             tail_bytes: DEFAULT_TAIL_BYTES,
+            gpu: None,
         }
     }
 }
@@ -139,6 +152,10 @@ pub struct Finished {
     pub output_bytes: u64,
     /// Memory figures the child printed, with their times.
     pub timeline: Timeline,
+    /// GPU memory of the command's process tree per NVML (empty without NVML,
+    /// or when the tree held no GPU memory, or its PIDs are in another PID
+    /// namespace than the driver's).
+    pub gpu_timeline: Timeline,
 }
 
 enum Chunk {
@@ -195,6 +212,8 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
         closed: [false; 2],
         hang_up: Arc::clone(&hang_up),
         timeline: Timeline::default(),
+        gpu_timeline: Timeline::default(),
+        next_gpu: start,
         killed: None,
         interrupted_at: None,
         exited_at: None,
@@ -230,6 +249,7 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
         stderr_tail: sup.stderr_tail.into_iter().collect(),
         output_bytes: sup.output_bytes,
         timeline: sup.timeline,
+        gpu_timeline: sup.gpu_timeline,
     })
 }
 
@@ -247,6 +267,8 @@ struct Supervisor<'a> {
     /// Tells the pump of that stream to drop the command's pipe.
     hang_up: Arc<[AtomicBool; 2]>,
     timeline: Timeline,
+    gpu_timeline: Timeline,
+    next_gpu: Instant,
     killed: Option<Killed>,
     interrupted_at: Option<Instant>,
     exited_at: Option<Instant>,
@@ -285,8 +307,43 @@ impl Supervisor<'_> {
         }
     }
 
+    /// One NVML sample of the process tree's GPU memory, when due.
+    fn sample_gpu(&mut self) {
+        let Some(reader) = self.opts.gpu else { return };
+        let now = Instant::now();
+        if now < self.next_gpu {
+            return;
+        }
+        self.next_gpu = now + GPU_INTERVAL;
+        let Ok(root) = u32::try_from(self.pid.as_raw()) else {
+            return;
+        };
+        let tree = oomkit_nvml::procs::tree(root);
+        let Ok(mut reader) = reader.try_borrow_mut() else {
+            return;
+        };
+        let mut held: Option<u64> = None;
+        for gpu in reader.read() {
+            for p in gpu.processes {
+                if tree.contains(&p.pid)
+                    && let Some(b) = p.used_bytes
+                {
+                    held = Some(held.unwrap_or(0).saturating_add(b));
+                }
+            }
+        }
+        if let Some(b) = held {
+            if self.gpu_timeline.label.is_none() {
+                self.gpu_timeline.label = Some(GPU_LABEL.to_owned());
+            }
+            self.gpu_timeline
+                .push(self.start.elapsed().as_secs_f64(), b);
+        }
+    }
+
     /// One step of watching the main process.
     fn watch(&mut self) {
+        self.sample_gpu();
         let flags = WaitPidFlag::WEXITED
             | WaitPidFlag::WSTOPPED
             | WaitPidFlag::WNOHANG

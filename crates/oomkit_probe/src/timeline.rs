@@ -1,8 +1,8 @@
-//! The memory timeline of a run, from the memory figures the child printed
-//! itself (`mem: 10.2 GiB`, `max_memory_allocated=8123 MiB`, a tqdm postfix
-//! `gpu_mem=3.1G`). There is no NVML reader yet (`oomkit_nvml` is a separate
-//! issue), so a child that prints no figures has no timeline — and the output
-//! says so rather than inventing one.
+//! The memory timeline of a run: measured by NVML (the GPU memory of the
+//! command's process tree, see `runner`), or else from the memory figures the
+//! child printed itself (`mem: 10.2 GiB`, `max_memory_allocated=8123 MiB`, a
+//! tqdm postfix `gpu_mem=3.1G`). Without either there is no timeline — and the
+//! output says so rather than inventing one.
 //!
 //! Memory is bounded: at most [`MAX_SAMPLES`] samples are kept; when full,
 //! every other one is dropped (the shape of the curve survives).
@@ -89,6 +89,11 @@ impl Timeline {
             Some(_) => {}
             None => self.label = Some(key),
         }
+        self.push(seconds, bytes.get());
+    }
+
+    /// Adds a sample measured rather than printed (NVML): thinned like the others.
+    pub fn push(&mut self, seconds: f64, bytes: u64) {
         self.seen = self.seen.saturating_add(1);
         if self.samples.len() >= MAX_SAMPLES {
             let mut i = 0usize;
@@ -97,10 +102,7 @@ impl Timeline {
                 i % 2 == 1
             });
         }
-        self.samples.push(Sample {
-            seconds,
-            bytes: bytes.get(),
-        });
+        self.samples.push(Sample { seconds, bytes });
     }
 
     /// Seconds between the first and the last figure.

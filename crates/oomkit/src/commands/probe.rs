@@ -2,6 +2,7 @@
 //! estimate, run the search through `oomkit_probe`, show each trial live
 //! (with a spinner when stderr is a terminal) and the answer last.
 
+use std::cell::RefCell;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use oomkit_core::Bytes;
+use oomkit_nvml::{GpuReader, NvmlReader};
 use oomkit_probe::probe::{self, Outcome, ProbeOptions, ProbeReport, Progress, Trial};
 use oomkit_probe::search::{Bounds, bounded_budget};
 use oomkit_probe::{CommandLine, command};
@@ -63,6 +65,8 @@ pub fn run(args: ProbeArgs, color: ColorChoice) -> anyhow::Result<u8> {
         "trial", "batch", "outcome", "seconds", "peak"
     )?;
     let flag = interrupt::install()?;
+    // NVML when the driver is there; without it, peaks come from PyTorch alone.
+    let gpu = NvmlReader::open().ok().map(RefCell::new);
     let spinner = std::io::stderr().is_terminal().then(|| {
         let pb = ProgressBar::new_spinner();
         pb.set_style(
@@ -81,6 +85,7 @@ pub fn run(args: ProbeArgs, color: ColorChoice) -> anyhow::Result<u8> {
             timeout,
             margin_pct: args.margin,
             interrupt: Some(&flag),
+            gpu: gpu.as_ref().map(|g| g as &RefCell<dyn GpuReader>),
         },
         |p| match p {
             Progress::Start { index: i, batch } => {
@@ -177,8 +182,10 @@ fn plan(b: &Bounds, gpu: Option<&str>) -> String {
 }
 
 fn trial_line(index: u32, t: &Trial) -> String {
+    // PyTorch's own peak when the hook gave it, else NVML's for the process tree.
     let peak = t
         .peak_bytes
+        .or(t.gpu_peak_bytes)
         .map_or_else(|| "—".to_string(), |b| Bytes(b).to_string());
     let mut detail = t.detail.clone().unwrap_or_default();
     if t.outcome == Outcome::Error {
@@ -245,9 +252,13 @@ fn answer(r: &ProbeReport, min: u64) -> String {
             r.margin_pct
         ));
     }
-    if r.trials.iter().all(|t| t.peak_bytes.is_none()) && n > 0 {
+    if r.trials
+        .iter()
+        .all(|t| t.peak_bytes.is_none() && t.gpu_peak_bytes.is_none())
+        && n > 0
+    {
         s.push_str(
-            "peak memory: unknown (not a PyTorch program with CUDA, and no NVML reader yet)\n",
+            "peak memory: unknown (not a PyTorch program with CUDA, and NVML saw none of its processes on a GPU)\n",
         );
     }
     s

@@ -3,6 +3,7 @@
 //! explain` gives for that output, then the memory timeline. Exits with the
 //! command's own status.
 
+use std::cell::RefCell;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -10,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use oomkit_explain::render;
+use oomkit_nvml::{GpuReader, NvmlReader};
 use oomkit_probe::CommandLine;
 use oomkit_probe::hook::{self, Hook};
 use oomkit_probe::report::{self, Page};
@@ -46,6 +48,8 @@ pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
         (None, None)
     };
     let flag = interrupt::install()?;
+    // NVML when the driver is there: the process tree's GPU memory becomes the timeline.
+    let gpu = NvmlReader::open().ok().map(RefCell::new);
     let finished = runner::run(
         &cmd,
         runner::Options {
@@ -53,9 +57,16 @@ pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
             inherit_stdin: true,
             log: log.as_mut().map(|w| w as &mut dyn Write),
             interrupt: Some(&flag),
+            gpu: gpu.as_ref().map(|g| g as &RefCell<dyn GpuReader>),
             ..runner::Options::default()
         },
     )?;
+    // Measured beats printed: NVML's timeline when it caught the tree on a GPU.
+    let timeline = if finished.gpu_timeline.samples.is_empty() {
+        &finished.timeline
+    } else {
+        &finished.gpu_timeline
+    };
     drop(hook);
     if let Some(mut w) = log {
         w.flush()
@@ -86,7 +97,7 @@ pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
             render::human(&finished.report, "the command's output")
         )?;
         writeln!(err)?;
-        write!(err, "{}", report::timeline_text(&finished.timeline, oom))?;
+        write!(err, "{}", report::timeline_text(timeline, oom))?;
     }
     if let (Some(p), Some(c)) = (&snapshot, &snapshot_cmd) {
         writeln!(
@@ -120,7 +131,7 @@ pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
             status: &status,
             seconds: finished.elapsed.as_secs_f64(),
             report: &finished.report,
-            timeline: &finished.timeline,
+            timeline,
             tail,
             snapshot: snapshot
                 .as_ref()

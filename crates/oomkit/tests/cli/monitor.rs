@@ -579,3 +579,110 @@ fn tui_runs_on_a_real_terminal_and_quits_on_q() {
     // The alternate screen was left (terminal restored).
     assert!(screen.contains("\x1b[?1049l"), "{screen:?}");
 }
+
+/// A scenario where the process is whatever PID `pid_file` holds: 1 GiB at
+/// first, growing 1 GiB/s.
+fn tree_scenario(dir: &Path, pid_file: &Path) -> PathBuf {
+    let path = dir.join("tree.json");
+    let s = serde_json::json!({
+        "devices": [{
+            "name": "NVIDIA H100 80GB HBM3",
+            "uuid": "GPU-tree",
+            "total_bytes": 85520809984u64,
+            "processes": [
+                { "pid_file": pid_file, "used_bytes": 1073741824u64, "growth_bytes_per_s": 1073741824.0 },
+                { "pid": 1, "used_bytes": 5368709120u64 }
+            ]
+        }]
+    });
+    std::fs::write(&path, s.to_string()).expect("write scenario");
+    path
+}
+
+#[test]
+fn run_samples_the_process_tree_through_nvml() {
+    let d = Driver::new();
+    let pid_file = d.dir.path().join("helper.pid");
+    let scenario = tree_scenario(d.dir.path(), &pid_file);
+    let fake = crate::probe::probe_fixtures().join("fake_train.py");
+    let log = crate::fixtures().join("real/002.txt");
+    // The GPU process is the script's helper (a child): the tree, not just the PID.
+    let o = oomkit()
+        .env("LD_LIBRARY_PATH", d.dir.path())
+        .env("OOMKIT_NVML_SCENARIO", &scenario)
+        .args(["run", "--", crate::probe::python()])
+        .arg(&fake)
+        .args([
+            "--batch",
+            "8",
+            "--threshold",
+            "4",
+            "--leak",
+            "5",
+            "--step-seconds",
+            "0.3",
+        ])
+        .arg("--helper")
+        .arg(&pid_file)
+        .arg("--oom-log")
+        .arg(&log)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("NVML sample(s) of the GPU memory of the command's process tree"),
+        "{err}"
+    );
+    // PID 1 (5 GiB) is not in the tree and must not be counted.
+    assert!(err.contains("memory climbed steadily: +"), "{err}");
+    assert!(err.contains("per sample (1."), "{err}");
+    assert!(!err.contains("figure(s) the program printed"), "{err}");
+}
+
+#[test]
+fn probe_reports_nvml_peaks_per_trial() {
+    let d = Driver::new();
+    let pid_file = d.dir.path().join("trial.pid");
+    let scenario = tree_scenario(d.dir.path(), &pid_file);
+    let fake = crate::probe::probe_fixtures().join("fake_train.py");
+    let log = crate::fixtures().join("real/002.txt");
+    let o = oomkit()
+        .env("LD_LIBRARY_PATH", d.dir.path())
+        .env("OOMKIT_NVML_SCENARIO", &scenario)
+        .args([
+            "probe", "--min", "1", "--max", "4", "--format", "json", "--",
+        ])
+        .arg(crate::probe::python())
+        .arg(&fake)
+        .args([
+            "--batch",
+            "{batch}",
+            "--threshold",
+            "2",
+            "--leak",
+            "2",
+            "--step-seconds",
+            "0.4",
+        ])
+        .arg("--pidfile")
+        .arg(&pid_file)
+        .arg("--oom-log")
+        .arg(&log)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["max_batch"], 2);
+    let trials = v["trials"].as_array().unwrap();
+    assert!(!trials.is_empty());
+    for t in trials {
+        let peak = t["gpu_peak_bytes"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{t}"));
+        // 1 GiB and growing; never PID 1's 5 GiB.
+        assert!((1u64 << 30..5u64 << 30).contains(&peak), "{t}");
+    }
+}
