@@ -162,8 +162,10 @@ pub fn render(sample: &Sample) -> String {
     out
 }
 
-/// The latest metrics text, shared between the sampler and the HTTP thread.
-pub type Shared = Arc<Mutex<String>>;
+/// The latest sample, shared between the sampler and the HTTP thread. The
+/// text is rendered per scrape (seconds apart), not per sample (10 Hz): the
+/// sampler only swaps in a new sample.
+pub type Shared = Arc<Mutex<Option<Sample>>>;
 
 /// Serves `/metrics` from `shared` on `addr` in a background thread; returns
 /// the bound address (port 0 picks a free one).
@@ -179,7 +181,11 @@ pub fn serve(addr: &str, shared: Shared) -> Result<SocketAddr, String> {
             let path = request.url().split('?').next().unwrap_or("").to_owned();
             let response = match path.as_str() {
                 "/metrics" => {
-                    let body = shared.lock().map(|s| s.clone()).unwrap_or_default();
+                    let body = shared
+                        .lock()
+                        .ok()
+                        .and_then(|s| s.as_ref().map(render))
+                        .unwrap_or_default();
                     let mut r = tiny_http::Response::from_string(body);
                     if let Ok(h) = tiny_http::Header::from_bytes(
                         &b"Content-Type"[..],

@@ -37,11 +37,20 @@ fn opt<T: std::fmt::Display>(v: Option<T>, unit: &str) -> String {
     v.map_or_else(|| "n/a".to_owned(), |v| format!("{v}{unit}"))
 }
 
-/// The command of a process, or why it is unknown.
+/// The command of a process for display (the program's file name, then its
+/// arguments: `python3 train.py --lr 3e-4`, not the interpreter's full path),
+/// or why it is unknown. JSON keeps the full command line.
 pub fn command(p: &ProcessSample) -> String {
-    p.command
-        .clone()
-        .unwrap_or_else(|| "(not in this PID namespace)".to_owned())
+    let Some(cmd) = &p.command else {
+        return "(not in this PID namespace)".to_owned();
+    };
+    let (program, rest) = cmd.split_once(' ').unwrap_or((cmd.as_str(), ""));
+    let name = program.rsplit('/').next().unwrap_or(program);
+    if rest.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{name} {rest}")
+    }
 }
 
 /// One GPU as text lines.
@@ -215,6 +224,23 @@ impl<W: std::io::Write> CsvOut<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn command_shows_the_program_name() {
+        let mut p = ProcessSample {
+            pid: 1,
+            user: None,
+            command: Some("/usr/bin/python3 train.py --lr 3e-4".into()),
+            used_bytes: None,
+            growth_bytes_per_s: None,
+            oom_eta_s: None,
+        };
+        assert_eq!(command(&p), "python3 train.py --lr 3e-4");
+        p.command = Some("/opt/venv/bin/torchrun".into());
+        assert_eq!(command(&p), "torchrun");
+        p.command = None;
+        assert_eq!(command(&p), "(not in this PID namespace)");
+    }
 
     #[test]
     fn growth_and_eta_text() {

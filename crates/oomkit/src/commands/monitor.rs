@@ -36,9 +36,9 @@ impl Sinks {
             log.append(&line)?;
         }
         if let Some(shared) = &self.metrics
-            && let Ok(mut text) = shared.lock()
+            && let Ok(mut latest) = shared.lock()
         {
-            *text = prometheus::render(sample);
+            *latest = Some(sample.clone());
         }
         if let Some(alerter) = &mut self.alerter {
             for alert in alerter.check(&sample.gpus) {
@@ -134,7 +134,7 @@ fn monitor(args: MonitorArgs, color: ColorChoice) -> anyhow::Result<u8> {
     };
     let metrics = match &args.prometheus {
         Some(addr) => {
-            let shared: prometheus::Shared = Arc::new(Mutex::new(String::new()));
+            let shared: prometheus::Shared = Arc::new(Mutex::new(None));
             let bound = prometheus::serve(addr, Arc::clone(&shared)).map_err(|e| anyhow!(e))?;
             writeln!(
                 output::stderr(color),

@@ -686,3 +686,53 @@ fn probe_reports_nvml_peaks_per_trial() {
         assert!((1u64 << 30..5u64 << 30).contains(&peak), "{t}");
     }
 }
+
+#[test]
+fn tui_restores_the_terminal_on_sigterm() {
+    if Command::new("script").arg("--version").output().is_err()
+        || Command::new("pkill").arg("--version").output().is_err()
+    {
+        eprintln!("skipped: no `script` (util-linux) or `pkill` (procps) here");
+        return;
+    }
+    let d = Driver::new();
+    let bin = env!("CARGO_BIN_EXE_oomkit");
+    // A window value no other test uses, to find this monitor's PID.
+    let marker = "--window 61s";
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c"])
+        .arg(format!(
+            "stty rows 30 cols 120; exec {bin} monitor --interval 100ms {marker}"
+        ))
+        .arg("/dev/null")
+        .env("LD_LIBRARY_PATH", d.dir.path())
+        .env("OOMKIT_NVML_SCENARIO", scenario_path("demo.json"))
+        .env("TERM", "xterm-256color")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let keys = child.stdin.take().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let killed = Command::new("pkill")
+        .args([
+            "-TERM",
+            "-f",
+            &format!("oomkit monitor --interval 100ms {marker}"),
+        ])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "no monitor process found");
+    let o = wait_limited(child, Duration::from_secs(20));
+    drop(keys);
+    let screen = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{screen}");
+    assert!(
+        screen.contains("\x1b[?1049h"),
+        "entered the alternate screen"
+    );
+    // Left the alternate screen and showed the cursor again.
+    let end = screen.rfind("\x1b[?1049l").expect("alternate screen left");
+    assert!(screen[end..].contains("\x1b[?25h"), "{:?}", &screen[end..]);
+}
