@@ -736,3 +736,27 @@ fn tui_restores_the_terminal_on_sigterm() {
     let end = screen.rfind("\x1b[?1049l").expect("alternate screen left");
     assert!(screen[end..].contains("\x1b[?25h"), "{:?}", &screen[end..]);
 }
+
+#[test]
+fn readme_lists_exactly_the_metrics_served() {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let section = readme
+        .split("### Prometheus (`--prometheus ADDR`)")
+        .nth(1)
+        .unwrap()
+        .split("\n### ")
+        .next()
+        .unwrap();
+    let documented: Vec<&str> = section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `oomkit_"))
+        .filter_map(|l| l.split('`').next())
+        .collect();
+    let served: Vec<String> = oomkit_monitor::prometheus::METRICS
+        .iter()
+        .map(|(name, _, _)| name.trim_start_matches("oomkit_").to_owned())
+        .collect();
+    assert_eq!(documented, served);
+}
