@@ -6,9 +6,16 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// The version `--version` prints: the crate's, plus the git commit it was
+/// built from when built from a checkout (`build.rs`), e.g. `0.1.0 (a91f5a7)`.
+pub const VERSION: &str = match option_env!("OOMKIT_GIT_COMMIT") {
+    Some(_) => concat!(env!("CARGO_PKG_VERSION"), " (", env!("OOMKIT_GIT_COMMIT"), ")"),
+    None => env!("CARGO_PKG_VERSION"),
+};
+
 /// The GPU out-of-memory toolkit.
 #[derive(Debug, Parser)]
-#[command(name = "oomkit", version, about, long_about = None, propagate_version = true)]
+#[command(name = "oomkit", version = VERSION, about, long_about = None, propagate_version = true)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -67,6 +74,14 @@ pub enum Command {
     /// Exit status: 0 done (also after Ctrl-C), 2 NVML unavailable, bad arguments
     /// or I/O error.
     Monitor(MonitorArgs),
+    /// Print a shell completion script: `oomkit completions bash > ~/.local/share/bash-completion/completions/oomkit`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `oomkit man > ~/.local/share/man/man1/oomkit.1`.
+    Man,
 }
 
 #[derive(Debug, clap::Args)]

@@ -1,6 +1,7 @@
 //! One file per subcommand; each turns its arguments into library calls and
 //! returns the exit code.
 
+mod completions;
 mod estimate;
 mod explain;
 mod lint;
@@ -21,5 +22,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Run(args) => run::run(args, cli.color),
         Command::Snapshot(args) => snapshot::run(args, cli.color),
         Command::Monitor(args) => monitor::run(args, cli.color),
+        Command::Completions { shell } => completions::completions(shell, cli.color),
+        Command::Man => completions::man(cli.color),
     }
 }

@@ -3,6 +3,7 @@
 #![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
 
 mod estimate;
+mod install;
 mod explain;
 mod lint;
 mod monitor;

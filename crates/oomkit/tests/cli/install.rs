@@ -1,0 +1,222 @@
+//! What installing touches: `--version`, completions for every shell, the man
+//! page, the README's commands (each one parses with today's flags) and the
+//! README's references to files (each one exists).
+
+use std::path::{Path, PathBuf};
+
+use crate::{oomkit, stdout};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn readme() -> String {
+    std::fs::read_to_string(root().join("README.md")).expect("README.md")
+}
+
+#[test]
+fn version_names_the_crate_version() {
+    let o = oomkit().arg("--version").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let v = stdout(&o);
+    let want = format!("oomkit {}", env!("CARGO_PKG_VERSION"));
+    assert!(v.starts_with(&want), "{v}");
+    // From a git checkout the commit follows in parentheses.
+    if let Some(rest) = v.trim().strip_prefix(&want)
+        && !rest.is_empty()
+    {
+        let commit = rest.trim().trim_start_matches('(').trim_end_matches(')');
+        assert!(
+            commit.len() >= 7 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+            "{v}"
+        );
+    }
+}
+
+#[test]
+fn completions_for_every_shell() {
+    for (shell, marker) in [
+        ("bash", "complete -F _oomkit"),
+        ("zsh", "#compdef oomkit"),
+        ("fish", "complete -c oomkit"),
+        ("powershell", "Register-ArgumentCompleter"),
+        ("elvish", "edit:completion:arg-completer[oomkit]"),
+    ] {
+        let o = oomkit().args(["completions", shell]).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{shell}");
+        let s = stdout(&o);
+        assert!(s.contains(marker), "{shell}: {}", &s[..s.len().min(300)]);
+        // Every subcommand is offered.
+        for sub in ["explain", "lint", "estimate", "snapshot", "monitor", "probe", "run"] {
+            assert!(s.contains(sub), "{shell} lacks {sub}");
+        }
+    }
+    let o = oomkit().args(["completions", "tcsh"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn man_page_is_roff_with_every_subcommand() {
+    let o = oomkit().arg("man").output().unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let s = stdout(&o);
+    assert!(s.contains(".TH oomkit 1"), "{}", &s[..s.len().min(300)]);
+    for sub in ["explain", "lint", "estimate", "snapshot", "monitor", "probe", "run"] {
+        assert!(s.contains(&format!("oomkit\\-{sub}(1)")), "man lacks {sub}");
+    }
+}
+
+/// Every `oomkit …` command in the README's code blocks (continuation lines
+/// joined), split like a shell would for the simple lines the README uses.
+/// Synopsis lines (`[--flag]`, `FILE…`) are not commands and are skipped.
+fn readme_commands() -> Vec<Vec<String>> {
+    let text = readme();
+    let mut out = Vec::new();
+    let mut in_block = false;
+    let mut pending = String::new();
+    let mut lines: Vec<String> = Vec::new();
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if !in_block {
+            // Inline `oomkit …` spans in prose are commands too.
+            for span in t.split('`').skip(1).step_by(2) {
+                if span.starts_with("oomkit ") {
+                    lines.push(span.to_owned());
+                }
+            }
+            continue;
+        }
+        lines.push(t.to_owned());
+    }
+    for t in lines {
+        let t = t.as_str();
+        if let Some(cont) = t.strip_suffix('\\') {
+            pending.push_str(cont);
+            continue;
+        }
+        let full = format!("{pending}{t}");
+        pending.clear();
+        let t = full.trim_start_matches("$ ");
+        let Some((at, len)) = [
+            "target/release/oomkit ",
+            "target/debug/oomkit ",
+            "cargo run --release -- ",
+            "oomkit ",
+        ]
+        .iter()
+        .filter_map(|p| t.find(p).map(|i| (i, p.len())))
+        .min()
+        else {
+            continue;
+        };
+        // A command starts the line, or follows environment assignments.
+        let before = &t[..at];
+        if !before.split_whitespace().all(|w| w.contains('=')) {
+            continue;
+        }
+        let rest = &t[at + len..];
+        let rest = rest.split(" #").next().unwrap_or(rest);
+        let rest = rest.split(['|', '>']).next().unwrap_or(rest).trim();
+        if rest.contains('[') || rest.contains('…') || rest.is_empty() {
+            continue;
+        }
+        out.push(shell_words(rest));
+    }
+    out
+}
+
+fn shell_words(s: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut any = false;
+    for c in s.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => cur.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                any = true;
+            }
+            (None, c) if c.is_whitespace() => {
+                if any || !cur.is_empty() {
+                    words.push(std::mem::take(&mut cur));
+                    any = false;
+                }
+            }
+            (None, c) => cur.push(c),
+        }
+    }
+    if any || !cur.is_empty() {
+        words.push(cur);
+    }
+    words
+}
+
+#[test]
+fn readme_commands_use_flags_that_exist() {
+    let cmds = readme_commands();
+    assert!(cmds.len() >= 40, "found only {} commands", cmds.len());
+    let mut failures = Vec::new();
+    for argv in &cmds {
+        // `--help` after the subcommand makes clap validate every flag given
+        // before it, then print help and exit 0, without running anything.
+        // `probe --estimate` takes every token up to `--`: help goes before it.
+        let mut args: Vec<String> = argv.clone();
+        let at = args
+            .iter()
+            .position(|a| a == "--" || a == "--estimate")
+            .unwrap_or(args.len());
+        args.insert(at, "--help".to_owned());
+        let o = oomkit().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        // Prose that names a flag without its value (`--html`) still names a real flag.
+        let flag_named = err.contains("a value is required for");
+        if o.status.code() != Some(0) && !flag_named {
+            failures.push(format!(
+                "oomkit {}\n  {}",
+                argv.join(" "),
+                String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("")
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "README commands that do not parse:\n{}", failures.join("\n"));
+}
+
+#[test]
+fn readme_links_and_paths_exist() {
+    let text = readme();
+    let mut missing = Vec::new();
+    // Markdown links and images to relative paths.
+    for part in text.split("](").skip(1) {
+        let target = part.split(')').next().unwrap_or("");
+        let target = target.split('#').next().unwrap_or("");
+        if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+            continue;
+        }
+        if !root().join(target).exists() {
+            missing.push(target.to_owned());
+        }
+    }
+    // Backticked repository paths.
+    for part in text.split('`').skip(1).step_by(2) {
+        let p = part.split_whitespace().next().unwrap_or("");
+        let is_repo_path = ["crates/", "docs/", "bench/", "examples/", "fuzz/", ".ci/"]
+            .iter()
+            .any(|d| p.starts_with(d));
+        if !is_repo_path || p.contains('*') || p.contains('<') || p.contains('{') {
+            continue;
+        }
+        let p = p.trim_end_matches([',', '.', ':', ';', ')']);
+        if !root().join(p).exists() {
+            missing.push(p.to_owned());
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(missing.is_empty(), "README references files that are not in the repository: {missing:?}");
+}
