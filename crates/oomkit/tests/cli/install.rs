@@ -84,7 +84,11 @@ fn readme_commands() -> Vec<Vec<String>> {
         if !in_block {
             // Inline `oomkit …` spans in prose are commands too.
             for span in t.split('`').skip(1).step_by(2) {
-                if span.starts_with("oomkit ") {
+                // `oomkit 0.2.0 (a91f5a7)` is output, not a command.
+                let is_command = span
+                    .strip_prefix("oomkit ")
+                    .is_some_and(|r| !r.starts_with(|c: char| c.is_ascii_digit()));
+                if is_command {
                     lines.push(span.to_owned());
                 }
             }
