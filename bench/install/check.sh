@@ -47,10 +47,14 @@ def add(a, b):
     return a + b
 PY
 git add . && git commit -qm scratch
+# One pinned ref, one pre-commit home: the hook's environment (a wheel build) is
+# made once and reused by the second run.
+ref=$(git -C "$repo" rev-parse HEAD)
+export PRE_COMMIT_HOME="$work/pre-commit-home"
 set +e
-"$work/venv/bin/pre-commit" try-repo "$repo" oomkit-lint --files leak.py > "$work/leak.out" 2>&1
+"$work/venv/bin/pre-commit" try-repo "$repo" oomkit-lint --ref "$ref" --files leak.py > "$work/leak.out" 2>&1
 leak_rc=$?
-"$work/venv/bin/pre-commit" try-repo "$repo" oomkit-lint --files clean.py > "$work/clean.out" 2>&1
+"$work/venv/bin/pre-commit" try-repo "$repo" oomkit-lint --ref "$ref" --files clean.py > "$work/clean.out" 2>&1
 clean_rc=$?
 set -e
 cat "$work/leak.out" | tail -8
