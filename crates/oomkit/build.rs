@@ -17,7 +17,9 @@ fn main() {
         println!("cargo:rustc-env=OOMKIT_GIT_COMMIT={c}");
     }
     // Rebuild when HEAD moves (a commit or a checkout), not on every build.
-    if let Ok(out) = Command::new("git").args(["rev-parse", "--git-dir"]).output()
+    if let Ok(out) = Command::new("git")
+        .args(["rev-parse", "--git-dir"])
+        .output()
         && out.status.success()
         && let Ok(dir) = String::from_utf8(out.stdout)
     {

@@ -23,8 +23,12 @@ pub struct GpuReading {
     pub uuid: Option<String>,
     /// Memory the driver reports as total (framebuffer, what nvidia-smi prints).
     pub memory_total_bytes: Option<u64>,
-    /// Memory in use by every process and the driver's own reserve.
+    /// Memory in use, as nvidia-smi's "Used" (on drivers ≥ 510 this excludes
+    /// the driver's reserve, which is [`GpuReading::memory_reserved_bytes`]).
     pub memory_used_bytes: Option<u64>,
+    /// Memory the driver reserves for itself (NVML v2's `reserved`,
+    /// nvidia-smi -q's "Reserved"): part of total, never free for processes.
+    pub memory_reserved_bytes: Option<u64>,
     /// GPU utilisation over the driver's last sample period, percent.
     pub utilization_pct: Option<u32>,
     /// Core temperature, degrees Celsius.
@@ -39,11 +43,12 @@ pub struct GpuReading {
 }
 
 impl GpuReading {
-    /// Free memory, when total and used are both known (never negative: a
-    /// driver that reports used > total gives zero free).
+    /// Free memory: total − reserved − used, when total and used are known
+    /// (an unknown reserve counts as zero; never negative).
     pub fn memory_free_bytes(&self) -> Option<u64> {
         Some(
             self.memory_total_bytes?
+                .saturating_sub(self.memory_reserved_bytes.unwrap_or(0))
                 .saturating_sub(self.memory_used_bytes?),
         )
     }

@@ -129,6 +129,7 @@ mod tests {
             uuid: Some("GPU-0".into()),
             memory_total_bytes: Some(1000),
             memory_used_bytes: Some(used),
+            memory_reserved_bytes: None,
             utilization_pct: None,
             temperature_c: None,
             power_w: None,

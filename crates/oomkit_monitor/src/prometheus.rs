@@ -225,6 +225,7 @@ mod tests {
                 uuid: Some("GPU-1".into()),
                 memory_total_bytes: Some(100),
                 memory_used_bytes: Some(40),
+                memory_reserved_bytes: None,
                 utilization_pct: Some(50),
                 temperature_c: None,
                 power_w: None,

@@ -69,10 +69,14 @@ pub fn gpu(out: &mut String, g: &GpuSample) {
         let pct = g.used_ratio().unwrap_or(0.0) * 100.0;
         let _ = writeln!(
             out,
-            "  memory   {} / {} used ({pct:.1}%), {} free",
+            "  memory   {} / {} used ({pct:.1}%), {} free{}",
             Bytes(used),
             Bytes(total),
-            Bytes(total.saturating_sub(used))
+            Bytes(g.free_bytes().unwrap_or(0)),
+            match g.memory_reserved_bytes {
+                Some(r) if r > 0 => format!(", {} reserved by the driver", Bytes(r)),
+                _ => String::new(),
+            }
         );
     }
     if g.error.is_none() {

@@ -40,6 +40,9 @@ pub struct GpuSample {
     pub memory_total_bytes: Option<u64>,
     /// Used memory, bytes.
     pub memory_used_bytes: Option<u64>,
+    /// The driver's reserve (not in the JSON contract v1; it makes `free` exact).
+    #[serde(skip)]
+    pub memory_reserved_bytes: Option<u64>,
     /// Utilisation, percent (`null`: not supported).
     pub utilization_pct: Option<u32>,
     /// Temperature, °C (`null`: not supported).
@@ -75,10 +78,11 @@ pub struct ProcessSample {
 }
 
 impl GpuSample {
-    /// Free memory, bytes.
+    /// Free memory, bytes: total − the driver's reserve − used.
     pub fn free_bytes(&self) -> Option<u64> {
         Some(
             self.memory_total_bytes?
+                .saturating_sub(self.memory_reserved_bytes.unwrap_or(0))
                 .saturating_sub(self.memory_used_bytes?),
         )
     }
@@ -151,6 +155,7 @@ impl Tracker {
                     uuid: r.uuid,
                     memory_total_bytes: r.memory_total_bytes,
                     memory_used_bytes: r.memory_used_bytes,
+                    memory_reserved_bytes: r.memory_reserved_bytes,
                     utilization_pct: r.utilization_pct,
                     temperature_c: r.temperature_c,
                     power_w: r.power_w,

@@ -127,6 +127,7 @@ impl NvmlReader {
             Ok(m) => {
                 r.memory_total_bytes = Some(m.total);
                 r.memory_used_bytes = Some(m.used);
+                r.memory_reserved_bytes = Some(m.reserved);
             }
             Err(e) => r.error = Some(format!("memory: {}", describe(&e))),
         }

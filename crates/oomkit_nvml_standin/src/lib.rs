@@ -73,6 +73,9 @@ pub struct Device {
     pub uuid: String,
     /// Total framebuffer memory, bytes.
     pub total_bytes: u64,
+    /// The driver's own reserve (NVML v2 `reserved`): part of total, not of used.
+    #[serde(default)]
+    pub reserved_bytes: u64,
     /// Memory used besides the listed processes (driver reserve, hidden
     /// processes), bytes.
     #[serde(default)]
@@ -193,7 +196,9 @@ fn device_used(d: &Device, t: f64) -> u64 {
         .filter(|p| alive(p, t))
         .filter_map(|p| process_used(p, t))
         .fold(0u64, u64::saturating_add);
-    d.base_used_bytes.saturating_add(procs).min(d.total_bytes)
+    d.base_used_bytes
+        .saturating_add(procs)
+        .min(d.total_bytes.saturating_sub(d.reserved_bytes))
 }
 
 /// Copies `s` and a NUL into `buf` of `len` bytes.
@@ -383,8 +388,11 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
         let value = nvmlMemory_v2_t {
             version,
             total: d.total_bytes,
-            reserved: 0,
-            free: d.total_bytes.saturating_sub(used),
+            reserved: d.reserved_bytes,
+            free: d
+                .total_bytes
+                .saturating_sub(d.reserved_bytes)
+                .saturating_sub(used),
             used,
         };
         // SAFETY: as above.

@@ -47,7 +47,9 @@ fn completions_for_every_shell() {
         let s = stdout(&o);
         assert!(s.contains(marker), "{shell}: {}", &s[..s.len().min(300)]);
         // Every subcommand is offered.
-        for sub in ["explain", "lint", "estimate", "snapshot", "monitor", "probe", "run"] {
+        for sub in [
+            "explain", "lint", "estimate", "snapshot", "monitor", "probe", "run",
+        ] {
             assert!(s.contains(sub), "{shell} lacks {sub}");
         }
     }
@@ -61,7 +63,9 @@ fn man_page_is_roff_with_every_subcommand() {
     assert_eq!(o.status.code(), Some(0));
     let s = stdout(&o);
     assert!(s.contains(".TH oomkit 1"), "{}", &s[..s.len().min(300)]);
-    for sub in ["explain", "lint", "estimate", "snapshot", "monitor", "probe", "run"] {
+    for sub in [
+        "explain", "lint", "estimate", "snapshot", "monitor", "probe", "run",
+    ] {
         assert!(s.contains(&format!("oomkit\\-{sub}(1)")), "man lacks {sub}");
     }
 }
@@ -113,8 +117,7 @@ fn readme_commands() -> Vec<Vec<String>> {
         ]
         .iter()
         .filter_map(|p| t.find(p).map(|i| (i, p.len())))
-        .min()
-        else {
+        .min() else {
             continue;
         };
         // A command starts the line, or follows environment assignments.
@@ -184,11 +187,18 @@ fn readme_commands_use_flags_that_exist() {
             failures.push(format!(
                 "oomkit {}\n  {}",
                 argv.join(" "),
-                String::from_utf8_lossy(&o.stderr).lines().next().unwrap_or("")
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
             ));
         }
     }
-    assert!(failures.is_empty(), "README commands that do not parse:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "README commands that do not parse:\n{}",
+        failures.join("\n")
+    );
 }
 
 #[test]
@@ -222,5 +232,8 @@ fn readme_links_and_paths_exist() {
     }
     missing.sort();
     missing.dedup();
-    assert!(missing.is_empty(), "README references files that are not in the repository: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "README references files that are not in the repository: {missing:?}"
+    );
 }

@@ -3,8 +3,8 @@
 #![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
 
 mod estimate;
-mod install;
 mod explain;
+mod install;
 mod lint;
 mod monitor;
 mod probe;
