@@ -279,6 +279,15 @@ fn image_setup(args: &EstimateArgs, m: &image::Model) -> anyhow::Result<image::I
     Ok(s)
 }
 
+/// `max_model_len` when the config names no context length: vLLM assumes
+/// 2048 then (`_get_and_verify_max_len`: "Assuming the model's maximum length
+/// is 2048"); the value used is shown in every output.
+const DEFAULT_MAX_MODEL_LEN: u64 = 2048;
+
+/// Below this, a shortened context is not offered as a fix (a model that can
+/// only take a few hundred tokens does not serve).
+const SHORTEST_USEFUL_LEN: u64 = 512;
+
 /// `--engine vllm --task serve`: the pool on the chosen GPU.
 fn serve(
     args: &EstimateArgs,
@@ -293,11 +302,14 @@ fn serve(
     let u = args.gpu_memory_utilization.unwrap_or(0.9);
     let gpu = oomkit_core::gpus::find(name)?;
     let (seqs, tokens) = default_batching(gpu.id, gpu.usable().get());
+    // vLLM's default max_model_len is the model's own context
+    // (vllm/config `_get_and_verify_max_len` over max_position_embeddings and
+    // its aliases), not a round number: `vllm serve MODEL` refuses to start
+    // when the pool cannot hold one request of that length.
+    let model_len = cfg.max_positions.unwrap_or(DEFAULT_MAX_MODEL_LEN);
     let vargs = VllmArgs {
         gpu_memory_utilization: u,
-        max_model_len: args
-            .max_model_len
-            .unwrap_or((setup.seq + setup.new_tokens).max(8192)),
+        max_model_len: args.max_model_len.unwrap_or(model_len),
         max_num_batched_tokens: args.max_num_batched_tokens.unwrap_or(tokens),
         max_num_seqs: args.max_num_seqs.unwrap_or(seqs),
     };
@@ -308,6 +320,24 @@ fn serve(
         None
     } else {
         smallest_tp(cfg, setup, &vargs, gpu.usable().get())
+    };
+    // When only the pool is short: the longest --max-model-len that starts
+    // (what vLLM's own error calls "the estimated maximum model length").
+    let shorter = (!fits && r.kv_tokens >= SHORTEST_USEFUL_LEN).then(|| {
+        let a = VllmArgs {
+            max_model_len: r.kv_tokens,
+            ..vargs
+        };
+        vllm(cfg, setup, &a, gpu.usable().get())
+    });
+    // Negative when it does not fit: what is missing, never a positive headroom.
+    let headroom: i64 = if fits {
+        gpu.usable().get() as i64 - r.requested_bytes as i64
+    } else if r.requested_bytes > gpu.usable().get() {
+        gpu.usable().get() as i64 - r.requested_bytes as i64
+    } else {
+        let missing_blocks = r.max_model_len.saturating_sub(r.kv_tokens).div_ceil(16);
+        -((missing_blocks.saturating_mul(r.block_bytes)).min(i64::MAX as u64) as i64)
     };
     match args.format {
         Format::Json => {
@@ -334,19 +364,25 @@ fn serve(
                     "gpu": gpu.id,
                     "usable_bytes": gpu.usable().get(),
                     "fits": fits,
-                    "headroom_bytes": gpu.usable().get() as i64 - r.requested_bytes as i64,
+                    "headroom_bytes": headroom,
                     // Requests of max_model_len served at once, and the longest
                     // --max-model-len one request can reach in the pool.
                     "max_batch": r.max_concurrency.floor() as u64,
                     "max_seq": cfg.max_positions.map_or(r.kv_tokens, |m| m.min(r.kv_tokens)),
-                    "plan": split.as_ref().map(|(tp, t)| vec![serde_json::json!({
+                    "plan": shorter.as_ref().map(|s| serde_json::json!({
+                        "change": format!("--max-model-len {} (from {})", s.max_model_len, r.max_model_len),
+                        "remedy": "vllm-max-model-len",
+                        "saves_bytes": 0,
+                        "peak_after_bytes": s.requested_bytes,
+                        "config": s.command,
+                    })).into_iter().chain(split.as_ref().map(|(tp, t)| serde_json::json!({
                         "change": format!("tensor parallelism over {tp} GPUs"),
                         "remedy": "vllm-tensor-parallel",
                         "saves_bytes": r.weights_bytes.saturating_sub(t.weights_bytes),
                         "peak_after_bytes": t.requested_bytes,
                         "config": t.command,
-                    })]).unwrap_or_default(),
-                    "plan_fits": fits || split.is_some(),
+                    }))).collect::<Vec<_>>(),
+                    "plan_fits": fits || split.is_some() || shorter.is_some(),
                 },
             });
             serde_json::to_writer_pretty(&mut *out, &v)?;
@@ -396,6 +432,32 @@ fn serve(
             let non_kv = r.weights_bytes + r.activation_bytes + r.non_torch_bytes;
             if fits {
                 writeln!(out, "fits on {}", gpu.id)?;
+            } else if let Some(s) = &shorter {
+                writeln!(
+                    out,
+                    "does not fit on {}: one request of max_model_len {}{} needs {} tokens of KV cache, the pool holds {}; vLLM would refuse to start",
+                    gpu.id,
+                    r.max_model_len,
+                    if args.max_model_len.is_none() {
+                        " (the model's context, vLLM's default)"
+                    } else {
+                        ""
+                    },
+                    r.max_model_len,
+                    r.kv_tokens
+                )?;
+                writeln!(
+                    out,
+                    "  cap the context at what fits [vllm-max-model-len]:\n       {}",
+                    s.command
+                )?;
+                if let Some((tp, t)) = &split {
+                    writeln!(
+                        out,
+                        "  or keep the full context with tensor parallelism over {tp} GPUs ({:.2}x at max_model_len {}) [vllm-tensor-parallel]:\n       {}",
+                        t.max_concurrency, t.max_model_len, t.command
+                    )?;
+                }
             } else if let Some((tp, t)) = &split {
                 writeln!(
                     out,

@@ -234,6 +234,54 @@ fn malformed_config_json_is_one_line_error() {
     );
 }
 
+/// Llama-3.1-8B on a 24 GB card: `vllm serve` with defaults refuses to start
+/// (the pool cannot hold one 131,072-token request), which users meet as
+/// "the estimated maximum model length is N". oomkit says so, with negative
+/// headroom, and gives the --max-model-len that starts.
+#[test]
+fn vllm_serve_full_context_does_not_fit_a_24gb_card() {
+    let out = est(&[
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "rtx-4090",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["serve"]["max_model_len"], 131_072);
+    assert_eq!(v["fit"]["fits"], false);
+    assert!(v["fit"]["headroom_bytes"].as_i64().unwrap() < 0);
+    let tokens = v["serve"]["kv_tokens"].as_u64().unwrap();
+    assert!((16_384..131_072).contains(&tokens), "{tokens}");
+    let step = &v["fit"]["plan"][0];
+    assert_eq!(step["remedy"], "vllm-max-model-len");
+    assert_eq!(
+        step["config"],
+        format!(
+            "vllm serve meta-llama/Llama-3.1-8B --gpu-memory-utilization 0.9 --max-model-len {tokens}"
+        )
+    );
+    // The capped command fits: run it through oomkit again.
+    let again = est(&[
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "rtx-4090",
+        "--max-model-len",
+        &tokens.to_string(),
+    ]);
+    assert_eq!(again.status.code(), Some(0), "{}", stdout(&again));
+    assert!(stdout(&again).contains("fits on rtx-4090"));
+}
+
 #[test]
 fn vllm_serve_pool() {
     let out = est(&[
@@ -254,9 +302,11 @@ fn vllm_serve_pool() {
     let tokens = v["serve"]["kv_tokens"].as_u64().expect("tokens");
     // llm-d measured 476,016 tokens (memory-estimation.md §5.8 K2).
     assert!((471_000..481_000).contains(&tokens), "{tokens}");
-    // The fit object has the text models' shape: requests of max_model_len at
-    // once, and the longest context one request can reach (the model's 131,072).
-    assert_eq!(v["fit"]["max_batch"].as_u64(), Some(tokens / 8192));
+    // max_model_len defaults to the model's own context, as in vLLM (131,072
+    // for Llama 3.1). The fit object has the text models' shape: requests of
+    // max_model_len at once, and the longest context one request can reach.
+    assert_eq!(v["serve"]["max_model_len"], 131_072);
+    assert_eq!(v["fit"]["max_batch"].as_u64(), Some(tokens / 131_072));
     assert_eq!(v["fit"]["max_seq"].as_u64(), Some(131_072));
     assert_eq!(v["serve"]["block_bytes"], 16 * 2 * 8 * 128 * 32 * 2);
     // The profile run's peak is the sampler: 1024 sequences (vLLM's H100
@@ -928,10 +978,13 @@ fn vllm_tensor_parallel_pool() {
     let one = json(&out);
     let step = &one["fit"]["plan"][0];
     assert_eq!(step["remedy"], "vllm-tensor-parallel", "{one}");
+    // At vLLM's default max_model_len (the model's 131,072 tokens) two H100s
+    // hold the weights but not one full-length request's KV cache: four.
     assert!(
         step["config"]
             .as_str()
-            .is_some_and(|c| c.contains("--tensor-parallel-size 2"))
+            .is_some_and(|c| c.contains("--max-model-len 131072 --tensor-parallel-size 4")),
+        "{step}"
     );
     assert_eq!(one["fit"]["plan_fits"], true);
     let out = est(&[&base[..], &["--tp", "4"]].concat());
