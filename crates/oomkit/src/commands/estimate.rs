@@ -331,9 +331,7 @@ fn serve(
         vllm(cfg, setup, &a, gpu.usable().get())
     });
     // Negative when it does not fit: what is missing, never a positive headroom.
-    let headroom: i64 = if fits {
-        gpu.usable().get() as i64 - r.requested_bytes as i64
-    } else if r.requested_bytes > gpu.usable().get() {
+    let headroom: i64 = if fits || r.requested_bytes > gpu.usable().get() {
         gpu.usable().get() as i64 - r.requested_bytes as i64
     } else {
         let missing_blocks = r.max_model_len.saturating_sub(r.kv_tokens).div_ceil(16);
