@@ -42,7 +42,10 @@ impl GpuReading {
     /// Free memory, when total and used are both known (never negative: a
     /// driver that reports used > total gives zero free).
     pub fn memory_free_bytes(&self) -> Option<u64> {
-        Some(self.memory_total_bytes?.saturating_sub(self.memory_used_bytes?))
+        Some(
+            self.memory_total_bytes?
+                .saturating_sub(self.memory_used_bytes?),
+        )
     }
 
     /// Used memory no listed process accounts for: the driver's own reserve,

@@ -14,9 +14,11 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use crate::diagnostic::{Edit, Violation};
+use crate::file_facts::{self, FileFacts};
 use crate::parse::ast::{self, Expr, Stmt};
 use crate::parse::visitor::{self, Visitor};
 use crate::parse::{Module, Ranged, TextRange};
+use crate::project::Project;
 use crate::rules::{self, Rule, RuleSet};
 
 /// What a value is, as far as memory is concerned.
@@ -86,6 +88,8 @@ struct Span {
     if_base: u32,
     /// The loop depth of the loop's body (deeper calls are in nested loops).
     loop_base: u32,
+    /// Whether the body holds another loop.
+    inner_loop: bool,
 }
 
 fn run<T>(v: &[T], (start, end): (usize, usize)) -> &[T] {
@@ -142,6 +146,7 @@ impl<'a> BodyFacts<'a> {
             grad_none: (0, self.grad_none.len()),
             if_base: 0,
             loop_base: 0,
+            inner_loop: !self.loops.is_empty(),
         }
     }
 }
@@ -231,6 +236,11 @@ impl<'a> Facts<'a> {
         })
     }
 
+    /// Whether the body holds another loop (an epoch loop around a batch loop).
+    pub fn has_inner_loop(&self) -> bool {
+        self.span.inner_loop
+    }
+
     /// `p.grad = None` assignments: (in_if, modulo).
     pub fn grad_none(&self) -> impl Iterator<Item = (bool, bool)> + '_ {
         run(&self.all.grad_none, self.span.grad_none)
@@ -312,6 +322,7 @@ impl<'a> BodyScan<'a> {
             f.grad_none.len(),
         );
         let if_base = self.place().if_depth;
+        let loops_before = self.facts.loops.len();
         self.loop_depth = self.loop_depth.saturating_add(1);
         let loop_base = self.loop_depth;
         self.visit_body(body);
@@ -325,6 +336,7 @@ impl<'a> BodyScan<'a> {
             grad_none: (start.4, f.grad_none.len()),
             if_base,
             loop_base,
+            inner_loop: self.facts.loops.len() > loops_before,
         };
         self.facts.loops.insert(stmt.range(), span);
     }
@@ -717,6 +729,8 @@ pub struct LoopFrame<'a> {
     pub is_data_loop: bool,
     /// Names bound by the `for` target.
     pub targets: HashSet<String>,
+    /// A `for` whose target or iterable is named like an epoch (`for epoch in …`).
+    pub is_epoch_loop: bool,
 }
 
 impl LoopFrame<'_> {
@@ -800,6 +814,12 @@ pub struct Checker<'a> {
     /// Ranges already reported by OOM109 (a call's callee).
     pub handled: HashSet<TextRange>,
     rules: RuleSet,
+    /// The project's library versions.
+    pub project: Project,
+    /// The module, for [`Checker::file`].
+    module: &'a Module,
+    /// Whole-file evidence, gathered on the first question.
+    file: std::cell::OnceCell<FileFacts>,
     /// What the rules found.
     pub violations: Vec<Violation>,
     /// How deep the walk is (statements and expressions).
@@ -815,13 +835,18 @@ pub const MAX_WALK_DEPTH: usize = crate::parse::depth::MAX_EXPR_DEPTH + 1_000;
 impl<'a> Checker<'a> {
     /// Checks a parsed module with the given rules.
     /// `Err` when the tree is deeper than [`MAX_WALK_DEPTH`].
+    /// A file that imports another framework and nothing of PyTorch's (JAX/Flax,
+    /// TensorFlow) is not checked: every rule is a PyTorch rule.
     pub fn check(
         module: &'a Module,
         source: &'a str,
-        rules: RuleSet,
+        settings: &crate::Settings,
     ) -> Result<Vec<Violation>, ()> {
         let mut imports = HashMap::new();
         collect_imports(&module.body, &mut imports);
+        if file_facts::is_other_framework_only(&imports) {
+            return Ok(Vec::new());
+        }
         let mut ch = Checker {
             source,
             imports,
@@ -829,7 +854,10 @@ impl<'a> Checker<'a> {
             outer: Vec::new(),
             classes: Vec::new(),
             handled: HashSet::new(),
-            rules,
+            rules: settings.rules,
+            project: settings.project,
+            module,
+            file: std::cell::OnceCell::new(),
             violations: Vec::new(),
             depth: 0,
             too_deep: false,
@@ -853,6 +881,12 @@ impl<'a> Checker<'a> {
 
     fn leave(&mut self) {
         self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// Whole-file evidence ([`FileFacts`]), gathered in one walk on first use.
+    pub fn file(&self) -> &FileFacts {
+        self.file
+            .get_or_init(|| FileFacts::of(self.module, &self.imports))
     }
 
     /// Whether a rule is selected.
@@ -1467,7 +1501,7 @@ fn submodules(body: &[Stmt]) -> HashSet<String> {
     out
 }
 
-fn collect_imports(body: &[Stmt], out: &mut HashMap<String, String>) {
+pub(crate) fn collect_imports(body: &[Stmt], out: &mut HashMap<String, String>) {
     for stmt in body {
         match stmt {
             Stmt::Import(i) => {
@@ -1709,6 +1743,12 @@ impl<'a> Checker<'a> {
         let frame = LoopFrame {
             // a loop inside `forward` is model computation, never a loop over data
             is_data_loop: !self.scope().is_forward && is_data_loop(iter, target, self.source),
+            is_epoch_loop: target
+                .is_some_and(|t| self.text(t.range()).to_ascii_lowercase().contains("epoch"))
+                || iter.is_some_and(|i| {
+                    let text = self.text(i.range()).to_ascii_lowercase();
+                    text.contains("epoch") && !text.contains("loader")
+                }),
             targets,
             facts,
             if_depth: 0,
@@ -1797,6 +1837,13 @@ pub fn last_segment_of_text(text: &str) -> &str {
 mod tests {
     use crate::{Settings, lint_source};
 
+    fn all_rules() -> Settings {
+        Settings {
+            rules: crate::rules::RuleSet::all(),
+            ..Settings::default()
+        }
+    }
+
     /// The walk's own guard, behind the nesting pre-check: a tree deeper than
     /// `MAX_WALK_DEPTH` (parsed here without the pre-check) is refused, not overflowed.
     #[test]
@@ -1805,8 +1852,7 @@ mod tests {
             let deep = format!("x = a{}\n", ".b".repeat(super::MAX_WALK_DEPTH + 10));
             let lines = crate::parse::Lines::new(&deep);
             let module = crate::parse::parse_module(&deep, &lines).expect("parses");
-            let result = super::Checker::check(&module, &deep, crate::rules::RuleSet::all())
-                .map(|v| v.len());
+            let result = super::Checker::check(&module, &deep, &all_rules()).map(|v| v.len());
             // the tree is dropped on this big stack too
             drop(module);
             result
@@ -1822,7 +1868,7 @@ mod tests {
         let lines = crate::parse::Lines::new(shallow);
         let module = crate::parse::parse_module(shallow, &lines).expect("parses");
         assert_eq!(
-            super::Checker::check(&module, shallow, crate::rules::RuleSet::all()).map(|v| v.len()),
+            super::Checker::check(&module, shallow, &all_rules()).map(|v| v.len()),
             Ok(0)
         );
     }

@@ -40,19 +40,22 @@
 pub mod config;
 mod context;
 mod diagnostic;
+mod file_facts;
 mod fix;
 mod parse;
+pub mod project;
 pub mod render;
 pub mod rules;
 pub mod sarif;
 pub mod source;
 mod suppression;
 
-pub use config::{DEFAULT_MAX_FILE_SIZE, LintConfig, rule_set};
+pub use config::{DEFAULT_MAX_FILE_SIZE, LintConfig, Selection, rule_set};
 pub use diagnostic::Diagnostic;
 pub use parse::SyntaxError;
 pub use parse::depth::{MAX_EXPR_DEPTH, MAX_NESTING};
-pub use rules::{RULES, Rule, RuleInfo, RuleSet};
+pub use project::Project;
+pub use rules::{Category, RULES, Rule, RuleInfo, RuleSet};
 
 use crate::context::Checker;
 use crate::diagnostic::Violation;
@@ -63,12 +66,16 @@ use crate::parse::Lines;
 pub struct Settings {
     /// The selected rules.
     pub rules: RuleSet,
+    /// The project's library versions (version-dependent rules read them).
+    pub project: Project,
 }
 
 impl Default for Settings {
+    /// The default rule set ([`RuleSet::default_set`]) and no known versions.
     fn default() -> Self {
         Self {
-            rules: RuleSet::all(),
+            rules: RuleSet::default_set(),
+            project: Project::default(),
         }
     }
 }
@@ -128,14 +135,13 @@ fn violations(
         path: path.to_string(),
         error,
     })?;
-    let mut found =
-        Checker::check(&module, source, settings.rules).map_err(|()| Error::TooDeep {
-            path: path.to_string(),
-            reason: format!(
-                "a syntax tree deeper than {} levels",
-                context::MAX_WALK_DEPTH
-            ),
-        })?;
+    let mut found = Checker::check(&module, source, settings).map_err(|()| Error::TooDeep {
+        path: path.to_string(),
+        reason: format!(
+            "a syntax tree deeper than {} levels",
+            context::MAX_WALK_DEPTH
+        ),
+    })?;
     // noqa on the first or last line of the flagged range
     found.retain(|v| {
         let (l1, _) = lines.line_col(source, v.range.start());
@@ -199,9 +205,22 @@ pub fn fix_source(path: &str, source: &str, settings: &Settings) -> Result<Fixed
     })
 }
 
-/// A rule's documentation as `--explain` prints it: a title line, then the doc.
+/// A rule's documentation as `--explain` prints it: a title line, the category (and
+/// whether it runs by default), then the doc.
 pub fn explain(rule: &RuleInfo) -> String {
     let mut out = format!("{} ({})\n\n", rule.name, rule.code);
+    let when = if rule.preview {
+        "preview: runs only with `--preview`".to_string()
+    } else if rule.category.is_default() {
+        "on by default".to_string()
+    } else {
+        format!(
+            "opt-in: `--extend-select {}` or `--select {}`",
+            rule.category.name(),
+            rule.code
+        )
+    };
+    out.push_str(&format!("Category: {} ({when})\n\n", rule.category.name()));
     for line in rule.doc.lines() {
         out.push_str(line.strip_prefix(' ').unwrap_or(line));
         out.push('\n');

@@ -89,9 +89,17 @@ fn soup() -> impl Strategy<Value = String> {
     proptest::collection::vec(proptest::sample::select(PIECES), 0..80).prop_map(|v| v.concat())
 }
 
+/// Every rule, the opt-in categories included.
+fn all_rules() -> Settings {
+    Settings {
+        rules: oomkit_lint::RuleSet::all(),
+        ..Settings::default()
+    }
+}
+
 /// Runs every entry point; only a panic (or a hang) fails.
 fn exercise(text: &str) {
-    let settings = Settings::default();
+    let settings = all_rules();
     let _ = lint_source("p.py", text, &settings);
     let _ = fix_source("p.py", text, &settings);
 }
@@ -143,7 +151,7 @@ proptest! {
 #[test]
 fn the_fixtures_being_mutated_parse_and_have_findings() {
     for f in fixtures() {
-        let diags = lint_source("f.py", f, &Settings::default()).expect("fixture parses");
+        let diags = lint_source("f.py", f, &all_rules()).expect("fixture parses");
         assert!(!diags.is_empty(), "{}", &f[..80.min(f.len())]);
     }
 }

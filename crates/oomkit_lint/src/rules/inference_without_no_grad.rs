@@ -13,6 +13,12 @@ rule_doc! {
     /// does no training itself. Lightning's `*_step` hooks are not flagged: Lightning
     /// disables grad for them.
     ///
+    /// ## Evidence it needs
+    /// A model call (a name bound to a model, a loss function or named like one) with
+    /// gradients on, where the code shows inference: after `model.eval()` in the same
+    /// function, or in a function named like an inference routine that does no training
+    /// itself (no backward, `.train()`, `enable_grad`).
+    ///
     /// ## Why it costs memory
     /// `model.eval()` only switches dropout and batch-norm behaviour; autograd still
     /// records the graph and keeps every activation of the forward pass alive until the

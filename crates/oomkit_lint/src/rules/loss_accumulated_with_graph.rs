@@ -11,6 +11,11 @@ rule_doc! {
     /// autograd graph and the running total is only used for logging (it is not
     /// backpropagated or returned as a loss).
     ///
+    /// ## Evidence it needs
+    /// The added value must carry a graph (model output, loss function, or a torch op on
+    /// one, outside `no_grad`), and the total must only be accumulated in the loop (never
+    /// reset per iteration) and never backpropagated or returned.
+    ///
     /// ## Why it costs memory
     /// Adding a graph-carrying tensor to a running total chains every step's graph onto the
     /// total: nothing from any step can be freed, and memory grows until the run fails.

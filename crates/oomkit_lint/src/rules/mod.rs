@@ -54,6 +54,37 @@ pub enum Rule {
     MoveAfterDeviceMap,
 }
 
+/// What a rule reports, as ruff groups its rules. Only [`Category::Memory`] runs by
+/// default; the others are opt-in (`--select upgrade`, `--extend-select advice`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Category {
+    /// A memory problem shown by the code itself (the default set).
+    Memory,
+    /// A deprecated API: worth upgrading, but not a memory problem today.
+    Upgrade,
+    /// General placement or setup advice that is right in some projects and not others.
+    Advice,
+}
+
+impl Category {
+    /// Every category, default first.
+    pub const ALL: [Category; 3] = [Category::Memory, Category::Upgrade, Category::Advice];
+
+    /// The selector name (`memory`, `upgrade`, `advice`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::Memory => "memory",
+            Category::Upgrade => "upgrade",
+            Category::Advice => "advice",
+        }
+    }
+
+    /// Whether its rules run without being selected.
+    pub fn is_default(self) -> bool {
+        self == Category::Memory
+    }
+}
+
 /// A rule's fixed facts.
 #[derive(Debug)]
 pub struct RuleInfo {
@@ -65,10 +96,15 @@ pub struct RuleInfo {
     pub name: &'static str,
     /// The `oomkit_core::remedies` id its help points to.
     pub remedy: Option<&'static str>,
+    /// What it reports: only [`Category::Memory`] rules run by default.
+    pub category: Category,
+    /// A new rule that runs only with `--preview` (`preview = true`) until it has met
+    /// the precision bar on the benchmark (`bench/lint/precision/`).
+    pub preview: bool,
     /// Whether `--fix` can fix it (some cases).
     pub fixable: bool,
-    /// The documentation (`## What it does`, `## Why it costs memory`, `## Example`,
-    /// `## Use instead`).
+    /// The documentation (`## What it does`, `## Evidence it needs`, `## Why it costs
+    /// memory`, `## Example`, `## Use instead`).
     pub doc: &'static str,
 }
 
@@ -81,6 +117,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM101",
         name: "tensor-appended-in-loop",
         remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: tensor_appended_in_loop::DOC,
     },
@@ -89,6 +127,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM102",
         name: "loss-accumulated-with-graph",
         remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: loss_accumulated_with_graph::DOC,
     },
@@ -97,6 +137,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM103",
         name: "missing-zero-grad",
         remedy: None,
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: missing_zero_grad::DOC,
     },
@@ -105,6 +147,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM104",
         name: "inference-without-no-grad",
         remedy: Some("inference-mode"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: inference_without_no_grad::DOC,
     },
@@ -113,6 +157,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM105",
         name: "empty-cache-in-loop",
         remedy: Some("empty-cache-between-phases"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: empty_cache_in_loop::DOC,
     },
@@ -121,6 +167,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM106",
         name: "unscaled-gradient-accumulation",
         remedy: Some("gradient-accumulation"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: unscaled_gradient_accumulation::DOC,
     },
@@ -129,6 +177,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM107",
         name: "zero-grad-every-micro-step",
         remedy: Some("gradient-accumulation"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: zero_grad_every_micro_step::DOC,
     },
@@ -137,6 +187,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM108",
         name: "retain-graph-in-loop",
         remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: retain_graph_in_loop::DOC,
     },
@@ -145,6 +197,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM109",
         name: "deprecated-cuda-amp",
         remedy: Some("mixed-precision"),
+        category: Category::Upgrade,
+        preview: false,
         fixable: true,
         doc: deprecated_cuda_amp::DOC,
     },
@@ -153,6 +207,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM110",
         name: "tensor-stored-on-module",
         remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: tensor_stored_on_module::DOC,
     },
@@ -161,6 +217,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM201",
         name: "from-pretrained-default-dtype",
         remedy: Some("half-precision-weights"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: from_pretrained_default_dtype::DOC,
     },
@@ -169,6 +227,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM202",
         name: "torch-load-without-map-location",
         remedy: None,
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: torch_load_without_map_location::DOC,
     },
@@ -177,6 +237,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM203",
         name: "deprecated-load-in-kbit",
         remedy: Some("quantize-8bit"),
+        category: Category::Upgrade,
+        preview: false,
         fixable: false,
         doc: deprecated_load_in_kbit::DOC,
     },
@@ -185,6 +247,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM204",
         name: "data-parallel",
         remedy: Some("zero-sharding"),
+        category: Category::Advice,
+        preview: false,
         fixable: false,
         doc: data_parallel::DOC,
     },
@@ -193,6 +257,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM205",
         name: "move-after-device-map",
         remedy: Some("model-parallel"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: move_after_device_map::DOC,
     },
@@ -243,6 +309,32 @@ impl RuleSet {
         )
     }
 
+    /// The rules that run when nothing is selected: the stable rules of the default
+    /// category ([`Category::Memory`]).
+    pub fn default_set() -> Self {
+        let mut set = Self::empty();
+        for r in RULES {
+            if r.category.is_default() && !r.preview {
+                set.insert(r.rule);
+            }
+        }
+        set
+    }
+
+    /// The preview rules (they run only with `--preview`).
+    pub fn preview() -> Self {
+        let mut set = Self::empty();
+        for r in RULES.iter().filter(|r| r.preview) {
+            set.insert(r.rule);
+        }
+        set
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
     /// No rule.
     pub fn empty() -> Self {
         Self(0)
@@ -263,16 +355,20 @@ impl RuleSet {
         self.0 &= !(1 << rule as u32);
     }
 
-    /// The rules matching a selector: `ALL`, a code, a code prefix (`OOM1`) or a name.
+    /// The rules matching a selector: `ALL`, a code, a code prefix (`OOM1`), a name or
+    /// a category (`memory`, `upgrade`, `advice`).
     pub fn matching(selector: &str) -> Option<Self> {
         let s = selector.trim();
         if s.eq_ignore_ascii_case("ALL") {
             return Some(Self::all());
         }
         let mut set = Self::empty();
+        let upper = s.to_ascii_uppercase();
         for r in RULES {
-            let upper = s.to_ascii_uppercase();
-            if (!upper.is_empty() && r.code.starts_with(&upper)) || r.name == s {
+            if (!upper.is_empty() && r.code.starts_with(&upper))
+                || r.name == s
+                || r.category.name().eq_ignore_ascii_case(s)
+            {
                 set.insert(r.rule);
             }
         }
@@ -345,6 +441,7 @@ mod tests {
             assert_eq!(r.rule as usize, i, "{}", r.code);
             for section in [
                 "## What it does",
+                "## Evidence it needs",
                 "## Why it costs memory",
                 "## Example",
                 "## Use instead",
@@ -368,5 +465,28 @@ mod tests {
         let s = RuleSet::matching("data-parallel").expect("name");
         assert!(s.contains(Rule::DataParallel));
         assert_eq!(RuleSet::matching("XYZ"), None);
+        let s = RuleSet::matching("upgrade").expect("category");
+        assert!(s.contains(Rule::DeprecatedCudaAmp) && s.contains(Rule::DeprecatedLoadInKbit));
+        assert!(!s.contains(Rule::DataParallel));
+    }
+
+    #[test]
+    fn the_default_set_holds_only_stable_memory_rules() {
+        let d = RuleSet::default_set();
+        for r in RULES {
+            assert_eq!(
+                d.contains(r.rule),
+                r.category == Category::Memory && !r.preview,
+                "{}",
+                r.code
+            );
+        }
+        for r in [
+            Rule::DeprecatedCudaAmp,
+            Rule::DeprecatedLoadInKbit,
+            Rule::DataParallel,
+        ] {
+            assert!(!d.contains(r), "{r:?} is opt-in");
+        }
     }
 }

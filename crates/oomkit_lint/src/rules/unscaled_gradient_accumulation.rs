@@ -15,6 +15,11 @@ rule_doc! {
     /// the number of accumulation steps. `accelerator.backward(loss)` and DeepSpeed's
     /// `engine.backward(loss)` scale the loss themselves and are not flagged.
     ///
+    /// ## Evidence it needs
+    /// `optimizer.step()` only under a `%` guard in the loop, `backward` on a loss in every
+    /// iteration, and that loss not divided or multiplied anywhere on its way (`loss / k`,
+    /// `loss.div_(k)`).
+    ///
     /// ## Why it costs memory
     /// Accumulation is how a large effective batch fits in memory; without scaling, the
     /// accumulated gradient is k times too large, the effective learning rate is k times
