@@ -639,6 +639,14 @@ pub struct Scope<'a> {
     pub loops: Vec<LoopFrame<'a>>,
     /// Whether the body trains (backward, `.train()`, `enable_grad`…): not inference.
     pub trains: bool,
+    /// Names whose value is backpropagated in the body (`loss.backward()`,
+    /// `out["loss"].backward()`, `scaler.scale(loss).backward()`,
+    /// `accelerator.backward(loss)`): whatever they are bound to carries a graph.
+    pub backpropagated: HashSet<String>,
+    /// Names bound here whose graph is known only from that evidence (their value came
+    /// from an unknown call): rules that must know where a loss came from (OOM106: was
+    /// it scaled inside?) skip them.
+    pub graph_by_backward: HashSet<String>,
     /// [`Checker::consumed_as_loss`] answers so far.
     loss_memo: RefCell<HashMap<String, bool>>,
     /// Built on the first [`Checker::consumed_as_loss`] question.
@@ -777,6 +785,8 @@ impl<'a> Scope<'a> {
             reported_inference: false,
             device_map_models: HashSet::new(),
             trains: false,
+            backpropagated: HashSet::new(),
+            graph_by_backward: HashSet::new(),
             facts: Facts::whole(Rc::clone(&root)),
             roots: vec![root],
             loops: Vec::new(),
@@ -787,13 +797,21 @@ impl<'a> Scope<'a> {
     }
 
     fn with_trains(mut self) -> Self {
-        self.trains = self.facts.calls().any(|c| {
-            backward_loss(c.call).is_some()
-                || matches!(
-                    last_segment(&c.call.func),
-                    Some("train" | "enable_grad" | "set_grad_enabled" | "requires_grad_")
-                )
-        });
+        let mut trains = false;
+        let mut backpropagated = HashSet::new();
+        for c in self.facts.calls() {
+            if let Some(loss) = backward_loss(c.call) {
+                trains = true;
+                roots(loss, &mut backpropagated);
+            } else if matches!(
+                last_segment(&c.call.func),
+                Some("train" | "enable_grad" | "set_grad_enabled" | "requires_grad_")
+            ) {
+                trains = true;
+            }
+        }
+        self.trains = trains;
+        self.backpropagated = backpropagated;
         self
     }
 }
@@ -1272,6 +1290,25 @@ impl<'a> Checker<'a> {
     }
 
     fn bind(&mut self, target: &Expr, kind: Kind) {
+        // a name that is backpropagated later carries a graph, whatever made it
+        // (`loss = compute_loss(batch)` … `loss.backward()`)
+        let kind = match target {
+            Expr::Name(n) => {
+                let name = n.id.as_str();
+                let by_backward = kind == Kind::Unknown
+                    && self.grad_enabled()
+                    && self.scope().backpropagated.contains(name);
+                let s = self.scope_mut();
+                if by_backward {
+                    s.graph_by_backward.insert(name.to_string());
+                    Kind::Tensor { graph: true }
+                } else {
+                    s.graph_by_backward.remove(name);
+                    kind
+                }
+            }
+            _ => kind,
+        };
         match target {
             Expr::Name(_) | Expr::Attribute(_) => {
                 let t = text_of(target);
@@ -1309,10 +1346,14 @@ impl<'a> Checker<'a> {
             Some("torch.set_grad_enabled" | "torch.autograd.set_grad_enabled") => {
                 matches!(expr, Expr::Call(c) if matches!(c.arguments.args.first(), Some(Expr::BooleanLiteral(b)) if !b.value))
             }
-            _ => matches!(
-                last_segment(call_target),
-                Some("no_grad" | "inference_mode")
-            ),
+            // `no_grad()`, `inference_mode()` and project wrappers named after them
+            // (YOLOv5's `@smart_inference_mode()`, `@torch_no_grad`)
+            _ => last_segment(call_target).is_some_and(|l| {
+                let l = l.to_ascii_lowercase();
+                (l.contains("no_grad") || l.contains("inference_mode"))
+                    && !l.starts_with("is_")
+                    && !l.contains("enable")
+            }),
         }
     }
 
@@ -1826,6 +1867,31 @@ pub fn backward_loss(call: &ast::ExprCall) -> Option<&Expr> {
         return Some(first);
     }
     Some(recv)
+}
+
+/// The names a backpropagated expression is computed from: `out` for
+/// `out["loss"]`/`out.loss`/`out.loss.mean()`, both for `a + b`.
+fn roots(expr: &Expr, out: &mut HashSet<String>) {
+    let mut e = expr;
+    for _ in 0..MAX_CHAIN_ATTRS {
+        match e {
+            Expr::Name(n) => {
+                out.insert(n.id.to_string());
+                return;
+            }
+            Expr::Attribute(a) => e = &a.value,
+            Expr::Subscript(s) => e = &s.value,
+            Expr::Call(c) => match &*c.func {
+                Expr::Attribute(a) => e = &a.value,
+                _ => return,
+            },
+            Expr::BinOp(b) => {
+                roots(&b.left, out);
+                e = &b.right;
+            }
+            _ => return,
+        }
+    }
 }
 
 /// The last dotted segment of a text (`model` for `self.model`).

@@ -46,7 +46,11 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
     if !lp.is_data_loop {
         return;
     }
-    let name = text_of(target);
+    // `totals[name] += loss` accumulates into the dict `totals`
+    let name = match target {
+        Expr::Subscript(s) => text_of(&s.value),
+        t => text_of(t),
+    };
     if name.is_empty() || (lp.facts.assigned(&name) && !lp.only_accumulated(&name)) {
         return;
     }
