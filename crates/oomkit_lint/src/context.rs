@@ -829,6 +829,9 @@ pub struct Checker<'a> {
     /// Enclosing classes: whether each has base classes, and the `self.x = Class(...)`
     /// attributes its `__init__` creates (submodules).
     classes: Vec<(bool, HashSet<String>)>,
+    /// Classes defined in this file whose bases name a module (`nn.Module`,
+    /// `LightningModule`, `PreTrainedModel`): calling one builds a model.
+    module_classes: HashSet<String>,
     /// Ranges already reported by OOM109 (a call's callee).
     pub handled: HashSet<TextRange>,
     rules: RuleSet,
@@ -872,6 +875,7 @@ impl<'a> Checker<'a> {
             outer: Vec::new(),
             classes: Vec::new(),
             handled: HashSet::new(),
+            module_classes: module_classes(&module.body),
             rules: settings.rules,
             project: settings.project,
             module,
@@ -1099,6 +1103,8 @@ impl<'a> Checker<'a> {
                 Kind::Model | Kind::LossFn if m == "forward" => {
                     return Kind::Tensor { graph: grad };
                 }
+                // `Net().cuda()`, `model.to(device)`, `model.eval()` are the model
+                Kind::Model if MODEL_RETURNING_METHODS.contains(&m) => return Kind::Model,
                 _ => {}
             }
             // `self.layer(x)` inside forward, `layer` a submodule made in `__init__`
@@ -1111,6 +1117,21 @@ impl<'a> Checker<'a> {
         }
         if self.is_model_callee(func) || self.is_loss_callee(func) {
             return Kind::Tensor { graph: grad };
+        }
+        // `Net()`: a class of this file that subclasses a module
+        if let Expr::Name(n) = func
+            && self.module_classes.contains(n.id.as_str())
+        {
+            return Kind::Model;
+        }
+        // `DDP(model)`, `FSDP(model)` under any import name
+        if let Some(last) = last_segment(func)
+            && matches!(
+                last,
+                "DDP" | "FSDP" | "DistributedDataParallel" | "FullyShardedDataParallel"
+            )
+        {
+            return Kind::Model;
         }
         Kind::Unknown
     }
@@ -1152,6 +1173,16 @@ impl<'a> Checker<'a> {
         }
         if q.ends_with(".from_pretrained") && is_model_class(q) {
             return Some(Kind::Model);
+        }
+        if is_model_constructor(q) {
+            return Some(Kind::Model);
+        }
+        // `torch.compile(model)` is the model
+        if q == "torch.compile" {
+            return c.arguments.args.first().map(|a| match self.kind(a) {
+                Kind::Model => Kind::Model,
+                _ => Kind::Unknown,
+            });
         }
         let f = q.strip_prefix("torch.")?;
         if f.contains('.') || !f.chars().next().is_some_and(char::is_lowercase) {
@@ -1336,6 +1367,32 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// `accelerator.prepare(model, opt, …)` / `fabric.setup(model, opt)`: each result is
+    /// what the argument in its position was (a model stays a model).
+    fn prepared_kinds(&self, value: &Expr) -> Option<Vec<Kind>> {
+        let Expr::Call(c) = value else { return None };
+        let Expr::Attribute(a) = &*c.func else {
+            return None;
+        };
+        let recv = last_segment(&a.value)?.to_ascii_lowercase();
+        let wraps = matches!(a.attr.as_str(), "prepare" | "setup" | "prepare_model")
+            && (recv.contains("accelerator") || recv.contains("fabric"));
+        if !wraps || c.arguments.args.iter().any(Expr::is_starred_expr) {
+            return None;
+        }
+        Some(
+            c.arguments
+                .args
+                .iter()
+                .map(|arg| match self.kind(arg) {
+                    Kind::Model => Kind::Model,
+                    _ if self.is_model_callee(arg) => Kind::Model,
+                    _ => Kind::Unknown,
+                })
+                .collect(),
+        )
+    }
+
     fn is_grad_off(&self, expr: &Expr) -> bool {
         let call_target = match expr {
             Expr::Call(c) => &*c.func,
@@ -1426,6 +1483,64 @@ pub fn is_model_class(q: &str) -> bool {
         && !class.contains("Tokenizer")
         && !class.contains("Processor")
         && !class.contains("Config")
+}
+
+/// Methods of a model that return the model itself.
+const MODEL_RETURNING_METHODS: &[&str] = &[
+    "cuda",
+    "to",
+    "cpu",
+    "half",
+    "float",
+    "bfloat16",
+    "eval",
+    "train",
+    "requires_grad_",
+    "to_empty",
+];
+
+/// Qualified callables that build a model: torchvision/timm/hub constructors and the
+/// distributed wrappers.
+fn is_model_constructor(q: &str) -> bool {
+    matches!(
+        q,
+        "timm.create_model"
+            | "torch.hub.load"
+            | "torch.nn.parallel.DistributedDataParallel"
+            | "torch.nn.parallel.DataParallel"
+            | "torch.distributed.fsdp.FullyShardedDataParallel"
+    ) || [
+        "torchvision.models.",
+        "torchvision.models.detection.",
+        "torchvision.models.segmentation.",
+    ]
+    .iter()
+    .any(|p| {
+        q.strip_prefix(p).is_some_and(|rest| {
+            !rest.contains('.') && !rest.ends_with("Weights") && !rest.starts_with("get_")
+        })
+    })
+}
+
+/// Names of the classes of a module body whose bases name a module or model
+/// (`nn.Module`, `pl.LightningModule`, `PreTrainedModel`, `Net`).
+fn module_classes(body: &[Stmt]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for stmt in body {
+        let Stmt::ClassDef(c) = stmt else { continue };
+        let is_module = c.arguments.as_ref().is_some_and(|a| {
+            a.args.iter().any(|b| {
+                last_segment(b).is_some_and(|l| {
+                    (l.ends_with("Module") || l.ends_with("Model") || out.contains(l))
+                        && l != "BaseModel"
+                })
+            })
+        });
+        if is_module {
+            out.insert(c.name.to_string());
+        }
+    }
+    out
 }
 
 const VERBS: &[&str] = &[
@@ -1686,12 +1801,23 @@ impl<'a> Checker<'a> {
                         self.scope_mut().device_map_models.insert(name);
                     }
                 }
+                let prepared = self.prepared_kinds(&a.value);
                 for t in &a.targets {
                     if !matches!(t, Expr::Name(_) | Expr::Tuple(_) | Expr::List(_)) {
                         self.visit_expr(t);
                     }
-                    // `x = x.to(...)` of a device_map model keeps it one
-                    self.bind(t, kind);
+                    match (&prepared, t) {
+                        (Some(kinds), Expr::Tuple(tt)) if kinds.len() == tt.elts.len() => {
+                            for (e, k) in tt.elts.iter().zip(kinds) {
+                                self.bind(e, *k);
+                            }
+                        }
+                        (Some(kinds), Expr::Name(_)) if kinds.len() == 1 => {
+                            self.bind(t, kinds.first().copied().unwrap_or(Kind::Unknown));
+                        }
+                        // `x = x.to(...)` of a device_map model keeps it one
+                        _ => self.bind(t, kind),
+                    }
                 }
             }
             Stmt::AugAssign(a) => {

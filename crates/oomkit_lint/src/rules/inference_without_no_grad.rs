@@ -115,7 +115,11 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     // inference.
     let in_eval_loop = after_eval
         && ch.innermost_loop().is_some_and(|l| {
-            l.is_data_loop && !l.facts.step_calls().any(|c| backward_loss(c.call).is_some())
+            l.is_data_loop
+                && !l
+                    .facts
+                    .step_calls()
+                    .any(|c| backward_loss(c.call).is_some())
         });
     if scope.trains && !in_eval_loop {
         return;
