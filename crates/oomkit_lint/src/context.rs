@@ -129,6 +129,11 @@ impl<'a> BodyFacts<'a> {
         scan.facts
     }
 
+    /// Every call in the body (nested function and class bodies excluded).
+    pub fn all_calls(&self) -> impl Iterator<Item = &'a ast::ExprCall> + '_ {
+        self.calls.iter().map(|&(call, _)| call)
+    }
+
     /// Scans one loop statement on its own (a loop outside any scanned body: in a
     /// class body).
     fn of_loop(stmt: &'a Stmt) -> Self {
@@ -1569,6 +1574,9 @@ const MODEL_NAMES: &[&str] = &[
     "netd",
     "ddp_model",
     "raw_model",
+    "rnn",
+    "lstm",
+    "gru",
 ];
 
 const TENSOR_METHODS: &[&str] = &[

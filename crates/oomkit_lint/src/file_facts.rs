@@ -81,6 +81,16 @@ pub struct FileFacts {
     pub released: Vec<(String, TextRange)>,
     /// Every function body's range.
     pub functions: Vec<TextRange>,
+    /// `torch.cuda.set_device(...)` is called (or `CUDA_VISIBLE_DEVICES` is set, or a
+    /// `torch.cuda.device(...)` block is used): each process picks its own GPU.
+    pub sets_device: bool,
+    /// `init_process_group(...)` is called here.
+    pub inits_process_group: bool,
+    /// …with the `gloo` backend only (CPU training).
+    pub gloo: bool,
+    /// Functions registered as forward hooks (`m.register_forward_hook(hook)`), and
+    /// hook factories (`register_forward_hook(get_activation("fc"))` → `get_activation`).
+    pub forward_hooks: HashSet<String>,
     /// Bodies of `if`s whose test names a rank (`if rank == 0:`,
     /// `if accelerator.is_main_process:`): only one process runs them.
     pub rank_guarded: Vec<TextRange>,
@@ -164,6 +174,11 @@ impl<'a> Visitor<'a> for RankFinder<'_> {
     }
 }
 
+/// `torch.cuda.device` / `cuda.device` (a device context).
+fn is_cuda_device(func: &Expr) -> bool {
+    matches!(func, Expr::Attribute(a) if a.attr.as_str() == "device" && last_segment(&a.value) == Some("cuda"))
+}
+
 /// The calls in a receiver chain: `f(...).to(d).eval()` → the three calls.
 fn chained_calls(expr: &Expr) -> Vec<&ast::ExprCall> {
     let mut out = Vec::new();
@@ -194,8 +209,35 @@ impl Scan {
             "get_peft_model" | "LoraConfig" | "prepare_model_for_kbit_training" | "PeftModel" => {
                 self.facts.peft = true;
             }
-            "init_process_group"
-            | "DistributedDataParallel"
+            "init_process_group" => {
+                self.facts.distributed = true;
+                self.facts.inits_process_group = true;
+                let gloo =
+                    |e: &Expr| matches!(e, Expr::StringLiteral(s) if s.value.to_str() == "gloo");
+                if c.arguments.args.first().is_some_and(gloo)
+                    || c.arguments
+                        .find_keyword("backend")
+                        .is_some_and(|k| gloo(&k.value))
+                {
+                    self.facts.gloo = true;
+                }
+            }
+            "set_device" => self.facts.sets_device = true,
+            "device" if is_cuda_device(&c.func) => self.facts.sets_device = true,
+            "register_forward_hook" => {
+                let hook = match c.arguments.args.first() {
+                    Some(Expr::Call(inner)) => match last_segment(&inner.func) {
+                        Some("partial") => inner.arguments.args.first().and_then(last_segment),
+                        l => l,
+                    },
+                    Some(e) => last_segment(e),
+                    None => None,
+                };
+                if let Some(h) = hook {
+                    self.facts.forward_hooks.insert(h.to_string());
+                }
+            }
+            "DistributedDataParallel"
             | "Accelerator"
             | "FullyShardedDataParallel"
             | "FSDP"
@@ -300,6 +342,9 @@ impl<'a> Visitor<'a> for Scan {
         if self.depth <= crate::context::MAX_WALK_DEPTH {
             match expr {
                 Expr::Call(c) => self.note_call(c),
+                Expr::StringLiteral(s) if s.value.to_str() == "CUDA_VISIBLE_DEVICES" => {
+                    self.facts.sets_device = true;
+                }
                 Expr::Name(n) if n.id.as_str() == "local_rank" => self.facts.distributed = true,
                 Expr::Attribute(a) if a.attr.as_str() == "local_rank" => {
                     self.facts.distributed = true;

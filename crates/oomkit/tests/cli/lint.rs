@@ -24,7 +24,8 @@ fn markers(source: &str) -> Vec<(String, u64)> {
 
 const CODES: &[&str] = &[
     "OOM101", "OOM102", "OOM103", "OOM104", "OOM105", "OOM106", "OOM107", "OOM108", "OOM109",
-    "OOM110", "OOM201", "OOM202", "OOM203", "OOM204", "OOM205",
+    "OOM110", "OOM111", "OOM112", "OOM201", "OOM202", "OOM203", "OOM204", "OOM205", "OOM206",
+    "OOM207",
 ];
 
 #[test]
@@ -37,7 +38,15 @@ fn every_rule_fixture_gives_its_markers_in_every_format() {
 
         let out = run_in(
             &dir,
-            &["lint", "--select", code, "--format", "json", &file],
+            &[
+                "lint",
+                "--preview",
+                "--select",
+                code,
+                "--format",
+                "json",
+                &file,
+            ],
             None,
         );
         assert_eq!(out.status.code(), Some(1), "{file}: {}", stderr(&out));
@@ -72,7 +81,7 @@ fn every_rule_fixture_gives_its_markers_in_every_format() {
             assert_eq!(d["path"], file.as_str());
         }
 
-        let out = run_in(&dir, &["lint", "--select", code, &file], None);
+        let out = run_in(&dir, &["lint", "--preview", "--select", code, &file], None);
         assert_eq!(out.status.code(), Some(1));
         let text = stdout(&out);
         let heads: Vec<&str> = text
@@ -92,7 +101,15 @@ fn every_rule_fixture_gives_its_markers_in_every_format() {
 
         let out = run_in(
             &dir,
-            &["lint", "--select", code, "--format", "sarif", &file],
+            &[
+                "lint",
+                "--preview",
+                "--select",
+                code,
+                "--format",
+                "sarif",
+                &file,
+            ],
             None,
         );
         assert_eq!(out.status.code(), Some(1));
@@ -119,7 +136,15 @@ fn every_rule_fixture_gives_its_markers_in_every_format() {
 
         let out = run_in(
             &dir,
-            &["lint", "--select", code, "--format", "github", &file],
+            &[
+                "lint",
+                "--preview",
+                "--select",
+                code,
+                "--format",
+                "github",
+                &file,
+            ],
             None,
         );
         assert_eq!(out.status.code(), Some(1));
@@ -606,6 +631,28 @@ fn the_summary_counts_in_the_singular_too() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         stdout(&out).contains("Found 1 problem; 1 file could not be linted."),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// New rules run only with `--preview` (or `preview = true`), even when selected.
+#[test]
+fn preview_rules_run_only_with_preview() {
+    let dir = lint_fixtures();
+    for code in ["OOM111", "OOM112", "OOM206", "OOM207"] {
+        let file = format!("{code}.py");
+        let out = run_in(&dir, &["lint", "--select", code, &file], None);
+        assert_eq!(out.status.code(), Some(0), "{code}: {}", stdout(&out));
+        let out = run_in(&dir, &["lint", &file], None);
+        assert_eq!(out.status.code(), Some(0), "{code}: {}", stdout(&out));
+        let out = run_in(&dir, &["lint", "--preview", &file], None);
+        assert_eq!(out.status.code(), Some(1), "{code}: {}", stdout(&out));
+        assert!(stdout(&out).contains(code), "{}", stdout(&out));
+    }
+    let out = run_in(&dir, &["lint", "--explain", "OOM206"], None);
+    assert!(
+        stdout(&out).contains("Category: memory (preview: runs only with `--preview`)"),
         "{}",
         stdout(&out)
     );

@@ -18,10 +18,14 @@ macro_rules! rule_doc {
 }
 
 mod data_parallel;
+mod ddp_without_set_device;
 mod deprecated_cuda_amp;
 mod deprecated_load_in_kbit;
 mod empty_cache_in_loop;
 mod from_pretrained_default_dtype;
+mod fsdp_full_state_dict_on_gpu;
+mod hidden_state_not_detached;
+mod hook_stores_activation;
 mod inference_without_no_grad;
 mod loss_accumulated_with_graph;
 mod missing_zero_grad;
@@ -52,6 +56,10 @@ pub enum Rule {
     DeprecatedLoadInKbit,
     DataParallel,
     MoveAfterDeviceMap,
+    HookStoresActivation,
+    HiddenStateNotDetached,
+    FsdpFullStateDictOnGpu,
+    DdpWithoutSetDevice,
 }
 
 /// What a rule reports, as ruff groups its rules. Only [`Category::Memory`] runs by
@@ -110,7 +118,7 @@ pub struct RuleInfo {
 
 use Rule as R;
 
-/// Every rule, in code order.
+/// Every rule, in enum order (the stable rules by code, then the rules added since).
 pub static RULES: &[RuleInfo] = &[
     RuleInfo {
         rule: R::TensorAppendedInLoop,
@@ -262,6 +270,46 @@ pub static RULES: &[RuleInfo] = &[
         fixable: false,
         doc: move_after_device_map::DOC,
     },
+    RuleInfo {
+        rule: R::HookStoresActivation,
+        code: "OOM111",
+        name: "hook-stores-activation",
+        remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: true,
+        fixable: false,
+        doc: hook_stores_activation::DOC,
+    },
+    RuleInfo {
+        rule: R::HiddenStateNotDetached,
+        code: "OOM112",
+        name: "hidden-state-not-detached",
+        remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: true,
+        fixable: false,
+        doc: hidden_state_not_detached::DOC,
+    },
+    RuleInfo {
+        rule: R::FsdpFullStateDictOnGpu,
+        code: "OOM206",
+        name: "fsdp-full-state-dict-on-gpu",
+        remedy: Some("cpu-offload"),
+        category: Category::Memory,
+        preview: true,
+        fixable: false,
+        doc: fsdp_full_state_dict_on_gpu::DOC,
+    },
+    RuleInfo {
+        rule: R::DdpWithoutSetDevice,
+        code: "OOM207",
+        name: "ddp-without-set-device",
+        remedy: None,
+        category: Category::Memory,
+        preview: true,
+        fixable: false,
+        doc: ddp_without_set_device::DOC,
+    },
 ];
 
 impl Rule {
@@ -291,7 +339,7 @@ const RULES_IN_ENUM_ORDER: () = {
         assert!(rule as usize == i, "RULES is out of enum order");
         i += 1;
     }
-    assert!(RULES.len() == Rule::MoveAfterDeviceMap as usize + 1);
+    assert!(RULES.len() == Rule::DdpWithoutSetDevice as usize + 1);
 };
 const _: () = RULES_IN_ENUM_ORDER;
 
@@ -394,11 +442,13 @@ pub(crate) fn on_stmt<'a>(ch: &mut Checker<'a>, stmt: &'a Stmt) {
             loss_accumulated_with_graph::check_aug_assign(ch, a);
         }
         Stmt::Assign(a) => {
+            hidden_state_not_detached::check(ch, a);
             tensor_appended_in_loop::check_subscript_store(ch, a);
             loss_accumulated_with_graph::check_assign(ch, a);
             tensor_stored_on_module::check(ch, a);
         }
         Stmt::Import(_) | Stmt::ImportFrom(_) => deprecated_cuda_amp::check_import(ch, stmt),
+        Stmt::FunctionDef(f) => hook_stores_activation::check(ch, f),
         _ => {}
     }
 }
@@ -415,6 +465,8 @@ pub(crate) fn on_call<'a>(ch: &mut Checker<'a>, call: &'a ExprCall) {
     deprecated_load_in_kbit::check(ch, call);
     data_parallel::check(ch, call);
     move_after_device_map::check(ch, call);
+    fsdp_full_state_dict_on_gpu::check(ch, call);
+    ddp_without_set_device::check(ch, call);
 }
 
 /// Attribute-level rules (uses that are not calls).
