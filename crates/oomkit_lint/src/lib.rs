@@ -42,6 +42,7 @@ mod context;
 mod diagnostic;
 mod file_facts;
 mod fix;
+pub mod notebook;
 mod parse;
 pub mod project;
 pub mod render;
@@ -99,6 +100,14 @@ pub enum Error {
         path: String,
         /// Which limit, with its value.
         reason: String,
+    },
+    /// A `.ipynb` file that is not a notebook's JSON.
+    #[error("{path}: {message}")]
+    Notebook {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
     },
     /// An invalid `pyproject.toml`.
     #[error("invalid [tool.oomkit.lint] configuration: {0}")]
@@ -168,6 +177,7 @@ fn to_diagnostic(path: &str, source: &str, lines: &Lines, v: Violation) -> Diagn
         remedy: info.remedy,
         fixable: !v.edits.is_empty(),
         path: path.to_string(),
+        cell: None,
         line,
         column,
         end_line,
@@ -185,6 +195,40 @@ pub fn lint_source(
     Ok(found
         .into_iter()
         .map(|v| to_diagnostic(path, source, &lines, v))
+        .collect())
+}
+
+/// Lints a Jupyter notebook's JSON text: its code cells, joined
+/// ([`notebook::join`]); every diagnostic carries its `cell` and lines within it. A
+/// syntax error names its cell too.
+pub fn lint_notebook(
+    path: &str,
+    json: &str,
+    settings: &Settings,
+) -> Result<Vec<Diagnostic>, Error> {
+    let joined = notebook::join(json).map_err(|message| Error::Notebook {
+        path: path.to_string(),
+        message,
+    })?;
+    let found = lint_source(path, &joined.source, settings).map_err(|e| match e {
+        Error::Syntax { path, mut error } => {
+            let (cell, line) = joined.locate(error.line);
+            error.line = line;
+            error.message = format!("cell {cell}: {}", error.message);
+            Error::Syntax { path, error }
+        }
+        e => e,
+    })?;
+    Ok(found
+        .into_iter()
+        .map(|mut d| {
+            let (cell, line) = joined.locate(d.line);
+            let (_, end_line) = joined.locate(d.end_line);
+            d.cell = Some(cell);
+            d.line = line;
+            d.end_line = end_line;
+            d
+        })
         .collect())
 }
 

@@ -107,6 +107,10 @@ fn exercise(text: &str) {
     let settings = all_rules();
     let _ = lint_source("p.py", text, &settings);
     let _ = fix_source("p.py", text, &settings);
+    // the same text as a notebook, and wrapped in one code cell
+    let _ = oomkit_lint::lint_notebook("p.ipynb", text, &settings);
+    let cell = serde_json::json!({"cells": [{"cell_type": "code", "source": text}]});
+    let _ = oomkit_lint::lint_notebook("p.ipynb", &cell.to_string(), &settings);
 }
 
 proptest! {

@@ -37,12 +37,17 @@ enum Outcome {
     Skipped(String),
 }
 
-/// The extensions of Python files: a directory walk lints these only.
-const PYTHON_EXTENSIONS: &[&str] = &["py", "pyi", "pyw"];
+/// The extensions of Python files and Jupyter notebooks: a directory walk lints these
+/// only.
+const PYTHON_EXTENSIONS: &[&str] = &["py", "pyi", "pyw", "ipynb"];
 
 fn has_python_extension(path: &Path) -> bool {
     path.extension()
         .is_some_and(|x| PYTHON_EXTENSIONS.iter().any(|p| x == *p))
+}
+
+fn is_notebook(path: &Path) -> bool {
+    path.extension().is_some_and(|x| x == "ipynb")
 }
 
 pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
@@ -328,7 +333,7 @@ fn collect_files(
             Ok(m) if m.is_dir() => dirs.push(p.clone()),
             Ok(_) if p.extension().is_none() || has_python_extension(p) => files.push(p.clone()),
             Ok(_) => errors.push(error(
-                "not a Python file (expected .py, .pyi or .pyw, or no extension and a `#!…python` line); not linted"
+                "not a Python file (expected .py, .pyi, .pyw or .ipynb, or no extension and a `#!…python` line); not linted"
                     .into(),
             )),
         }
@@ -442,8 +447,10 @@ fn lint_file(path: &Path, settings: &Settings, fix: bool, limit: u64) -> Outcome
         Err(e) => return fail(e.to_string()),
     };
     let source = decoded.text.as_str();
-    // a FIFO or a device is read, never written
-    let result = if fix && regular {
+    // a FIFO or a device is read, never written; notebooks are linted, never rewritten
+    let result = if is_notebook(path) {
+        oomkit_lint::lint_notebook(&name, source, settings).map(|d| Ok((d, 0)))
+    } else if fix && regular {
         oomkit_lint::fix_source(&name, source, settings).map(|f| {
             if f.fixed > 0 {
                 let Some(out) = oomkit_lint::source::encode(&bytes, &decoded, &f.source) else {
@@ -471,6 +478,7 @@ fn lint_file(path: &Path, settings: &Settings, fix: bool, limit: u64) -> Outcome
             message: format!("syntax error: {}", error.message),
         }),
         Err(oomkit_lint::Error::TooDeep { reason, .. }) => fail(format!("{reason}; not linted")),
+        Err(oomkit_lint::Error::Notebook { message, .. }) => fail(message),
         Err(e) => fail(e.to_string()),
     }
 }

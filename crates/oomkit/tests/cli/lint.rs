@@ -657,3 +657,45 @@ fn preview_rules_run_only_with_preview() {
         stdout(&out)
     );
 }
+
+/// Issue 14: notebooks are linted; findings name the cell and the line in it.
+#[test]
+fn notebooks_are_linted_cell_by_cell() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let nb = r##"{"cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# Training\n"]},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 1,
+         "source": ["%matplotlib inline\n", "import torch\n", "losses = []\n"]},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 2,
+         "source": ["for batch in loader:\n", "    loss = model(batch)\n", "    losses.append(loss)\n"]}
+    ], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}"##;
+    write(tmp.path(), "nbs/train.ipynb", nb);
+    write(tmp.path(), "broken.ipynb", "{\"cells\": 1}");
+    let out = run_in(tmp.path(), &["lint", "nbs"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("nbs/train.ipynb:cell 3:3:5: OOM101"),
+        "{}",
+        stdout(&out)
+    );
+    let doc = json(&run_in(
+        tmp.path(),
+        &["lint", "--format", "json", "nbs/train.ipynb"],
+        None,
+    ));
+    let d = &doc["diagnostics"][0];
+    assert_eq!((d["cell"].as_u64(), d["line"].as_u64()), (Some(3), Some(3)));
+    let sarif = json(&run_in(
+        tmp.path(),
+        &["lint", "--format", "sarif", "nbs/train.ipynb"],
+        None,
+    ));
+    assert_eq!(sarif["runs"][0]["results"][0]["properties"]["cell"], 3);
+    let out = run_in(tmp.path(), &["lint", "broken.ipynb"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("broken.ipynb: not a Jupyter notebook"),
+        "{}",
+        stderr(&out)
+    );
+}
