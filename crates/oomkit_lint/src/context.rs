@@ -1823,6 +1823,17 @@ impl<'a> Checker<'a> {
                         (Some(kinds), Expr::Name(_)) if kinds.len() == 1 => {
                             self.bind(t, kinds.first().copied().unwrap_or(Kind::Unknown));
                         }
+                        // `loss, metrics = loss_fn(...)`: the loss carries the graph; the
+                        // other results of a loss function are usually detached metrics
+                        // (torchtune's DPOLoss returns detached rewards)
+                        (_, Expr::Tuple(tt))
+                            if kind.has_graph()
+                                && matches!(&*a.value, Expr::Call(c) if self.is_loss_callee(&c.func)) =>
+                        {
+                            for (i, e) in tt.elts.iter().enumerate() {
+                                self.bind(e, if i == 0 { kind } else { Kind::Unknown });
+                            }
+                        }
                         // `x = x.to(...)` of a device_map model keeps it one
                         _ => self.bind(t, kind),
                     }

@@ -14,6 +14,11 @@ use crate::parse::ast::{self, Expr, Stmt};
 use crate::parse::visitor::{self, Visitor};
 use crate::parse::{Module, Ranged, TextRange};
 
+/// TRL's trainer configurations (`SFTConfig`, `DPOConfig`, `GRPOConfig`…).
+const TRAINER_CONFIGS: &[&str] = &[
+    "SFT", "DPO", "GRPO", "RLOO", "KTO", "ORPO", "PPO", "Reward", "CPO", "GKD", "Online",
+];
+
 /// Top-level packages that show a file is PyTorch code.
 const TORCH_PACKAGES: &[&str] = &[
     "torch",
@@ -77,6 +82,9 @@ pub struct FileFacts {
     /// A call's range → the targets its result is bound to (`x = f(...)`, also through
     /// a chain `x = f(...).to(device)`).
     pub bound_to: HashMap<TextRange, Vec<String>>,
+    /// `torch.load(...)` calls passed straight to `X.load_state_dict(...)`: the call's
+    /// range → `X`'s text (`self.lr_scheduler`).
+    pub loaded_into: HashMap<TextRange, String>,
     /// Names deleted (`del x`) or reset to `None`, with where.
     pub released: Vec<(String, TextRange)>,
     /// Every function body's range.
@@ -222,6 +230,15 @@ impl Scan {
                     self.facts.gloo = true;
                 }
             }
+            "load_state_dict" => {
+                if let (Expr::Attribute(a), Some(Expr::Call(inner))) =
+                    (&*c.func, c.arguments.args.first())
+                {
+                    self.facts
+                        .loaded_into
+                        .insert(inner.range(), text_of(&a.value));
+                }
+            }
             "set_device" => self.facts.sets_device = true,
             "device" if is_cuda_device(&c.func) => self.facts.sets_device = true,
             "register_forward_hook" => {
@@ -259,7 +276,15 @@ impl Scan {
                     }
                 }
             }
-            l if l.ends_with("Trainer") && l.starts_with(|ch: char| ch.is_ascii_uppercase()) => {
+            // a trainer, its arguments (`TrainingArguments`, TRL's `SFTConfig`…) or
+            // DeepSpeed's engine: this file sets up training
+            "TrainingArguments" | "Seq2SeqTrainingArguments" | "initialize" => {
+                self.facts.trains = true;
+            }
+            l if (l.ends_with("Trainer")
+                || (l.ends_with("Config") && TRAINER_CONFIGS.iter().any(|p| l.starts_with(p))))
+                && l.starts_with(|ch: char| ch.is_ascii_uppercase()) =>
+            {
                 self.facts.trains = true;
             }
             _ => {}

@@ -21,7 +21,10 @@ rule_doc! {
     ///   the checkpoint's GPU tensors stay alive beside the model for the whole training.
     ///
     /// A single-process `model.load_state_dict(torch.load(path))`, whose result dies at
-    /// once, is not flagged.
+    /// once, is not flagged, nor is state that holds no CUDA tensors: a file or target
+    /// named like an LR scheduler, AMP scaler, RNG state, sampler, arguments, config,
+    /// vocabulary or tokenizer (transformers' `Trainer` loads these without
+    /// `map_location`, correctly).
     ///
     /// ## Why it costs memory
     /// Without `map_location`, every tensor goes back to the device it was saved from,
@@ -40,6 +43,19 @@ rule_doc! {
     /// state = torch.load("checkpoint.pt", map_location="cpu", weights_only=True)
     /// ```
 }
+
+/// Words in a loaded file's name or its destination that mark state without CUDA tensors.
+const HOST_STATES: &[&str] = &[
+    "sched",
+    "scaler",
+    "rng",
+    "random",
+    "sampler",
+    "args",
+    "config",
+    "vocab",
+    "tokenizer",
+];
 
 /// Runs on every call.
 pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
@@ -61,6 +77,27 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     }
     let trains = ch.scope().trains;
     let file = ch.file();
+    // states that hold no CUDA tensors: LR schedulers, AMP scalers, RNG states, samplers,
+    // arguments (transformers' Trainer loads these without `map_location`, correctly)
+    let mut texts: Vec<String> = args
+        .args
+        .iter()
+        .map(|a| ch.text(a.range()).to_string())
+        .collect();
+    texts.extend(file.loaded_into.get(&call.range()).cloned());
+    texts.extend(
+        file.bound_to
+            .get(&call.range())
+            .into_iter()
+            .flatten()
+            .cloned(),
+    );
+    if texts.iter().any(|t| {
+        let t = t.to_ascii_lowercase();
+        HOST_STATES.iter().any(|w| t.contains(w))
+    }) {
+        return;
+    }
     let why = if file.distributed && !file.rank_guarded(call.range()) {
         "every rank loads its tensors onto the device they were saved from (often GPU 0)"
             .to_string()
