@@ -23,7 +23,8 @@ rule_doc! {
     /// A single-process `model.load_state_dict(torch.load(path))`, whose result dies at
     /// once, is not flagged, nor is state that holds no CUDA tensors: a file or target
     /// named like an LR scheduler, AMP scaler, RNG state, sampler, arguments, config,
-    /// vocabulary or tokenizer (transformers' `Trainer` loads these without
+    /// vocabulary, tokenizer, metadata or metrics, or an in-memory `io.BytesIO` round
+    /// trip (transformers' `Trainer` and Lightning's strategies load these without
     /// `map_location`, correctly).
     ///
     /// ## Why it costs memory
@@ -55,6 +56,9 @@ const HOST_STATES: &[&str] = &[
     "config",
     "vocab",
     "tokenizer",
+    "metadata",
+    "metrics",
+    "bytesio",
 ];
 
 /// Runs on every call.
