@@ -480,9 +480,17 @@ pub struct LintArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = LintFormat::Human)]
     pub format: LintFormat,
-    /// Rules to run: codes, prefixes (`OOM1`), names or ALL (comma-separated or repeated).
+    /// Rules to run: codes, prefixes (`OOM1`), names, categories (`memory`, `upgrade`,
+    /// `advice`) or ALL (comma-separated or repeated); replaces the default set (the
+    /// `memory` category).
     #[arg(long, value_delimiter = ',')]
     pub select: Option<Vec<String>>,
+    /// Rules to run on top of the selected ones (`--extend-select upgrade`).
+    #[arg(long, value_delimiter = ',')]
+    pub extend_select: Vec<String>,
+    /// Also run preview rules (new rules not yet proven on the precision benchmark).
+    #[arg(long)]
+    pub preview: bool,
     /// Rules to skip: codes, prefixes or names.
     #[arg(long, value_delimiter = ',')]
     pub ignore: Vec<String>,

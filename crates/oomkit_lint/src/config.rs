@@ -9,8 +9,14 @@ use crate::rules::RuleSet;
 #[derive(Debug, Default, Clone, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LintConfig {
-    /// Rules to run (codes, prefixes, names or `ALL`); default all.
+    /// Rules to run (codes, prefixes, names, categories or `ALL`); default the
+    /// `memory` category.
     pub select: Option<Vec<String>>,
+    /// Rules to run on top of `select` (or of the default set).
+    #[serde(default)]
+    pub extend_select: Vec<String>,
+    /// Run preview rules (new rules not yet proven on the precision benchmark).
+    pub preview: Option<bool>,
     /// Rules to skip.
     #[serde(default)]
     pub ignore: Vec<String>,
@@ -71,11 +77,32 @@ impl LintConfig {
     }
 }
 
-/// The rules chosen by `select` (default all) minus `ignore`.
-pub fn rule_set(select: Option<&[String]>, ignore: &[String]) -> Result<RuleSet, Error> {
+/// Which rules a run selects, as ruff reads them: `select` replaces the default set
+/// (the `memory` category), `extend_select` adds to it, `ignore` removes, and preview
+/// rules stay off unless `preview` is set, whatever selects them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Selection<'s> {
+    /// `--select` / `select` (`None`: the default set).
+    pub select: Option<&'s [String]>,
+    /// `--extend-select` / `extend-select`.
+    pub extend_select: &'s [String],
+    /// `--ignore` / `ignore`.
+    pub ignore: &'s [String],
+    /// `--preview` / `preview`.
+    pub preview: bool,
+}
+
+/// The rules a [`Selection`] chooses.
+pub fn rule_set(selection: Selection<'_>) -> Result<RuleSet, Error> {
     let lookup = |s: &String| RuleSet::matching(s).ok_or_else(|| Error::UnknownSelector(s.clone()));
-    let mut set = match select {
-        None => RuleSet::all(),
+    let mut set = match selection.select {
+        None => RuleSet::default_set().union(if selection.preview {
+            RuleSet::matching("memory")
+                .unwrap_or_else(RuleSet::empty)
+                .minus(RuleSet::default_set())
+        } else {
+            RuleSet::empty()
+        }),
         Some(list) => {
             let mut set = RuleSet::empty();
             for s in list {
@@ -84,8 +111,14 @@ pub fn rule_set(select: Option<&[String]>, ignore: &[String]) -> Result<RuleSet,
             set
         }
     };
-    for s in ignore {
+    for s in selection.extend_select {
+        set = set.union(lookup(s)?);
+    }
+    for s in selection.ignore {
         set = set.minus(lookup(s)?);
+    }
+    if !selection.preview {
+        set = set.minus(RuleSet::preview());
     }
     Ok(set)
 }
@@ -103,7 +136,12 @@ mod tests {
         .expect("valid")
         .expect("present");
         assert_eq!(c.exclude, vec!["legacy/".to_string()]);
-        let set = rule_set(c.select.as_deref(), &c.ignore).expect("known");
+        let set = rule_set(Selection {
+            select: c.select.as_deref(),
+            ignore: &c.ignore,
+            ..Selection::default()
+        })
+        .expect("known");
         assert!(set.contains(Rule::TensorAppendedInLoop));
         assert!(!set.contains(Rule::EmptyCacheInLoop));
         assert!(!set.contains(Rule::DataParallel));
@@ -112,7 +150,14 @@ mod tests {
             None
         );
         assert!(LintConfig::from_pyproject("[tool.oomkit.lint]\nselct = []\n").is_err());
-        assert!(rule_set(None, &["NOPE".into()]).is_err());
+        let nope = ["NOPE".to_string()];
+        assert!(
+            rule_set(Selection {
+                ignore: &nope,
+                ..Selection::default()
+            })
+            .is_err()
+        );
         for (value, want) in [("1048576", Some(1 << 20)), ("\"2MiB\"", Some(2 << 20))] {
             let c = LintConfig::from_pyproject(&format!(
                 "[tool.oomkit.lint]\nmax-file-size = {value}\n"
@@ -125,5 +170,32 @@ mod tests {
             .expect("valid")
             .expect("present");
         assert!(c.max_file_size().is_err());
+    }
+
+    #[test]
+    fn categories_extend_select_and_preview_combine_as_in_ruff() {
+        let c = LintConfig::from_pyproject(
+            "[tool.oomkit.lint]\nextend-select = [\"upgrade\"]\npreview = true\n",
+        )
+        .expect("valid")
+        .expect("present");
+        assert_eq!(c.preview, Some(true));
+        let set = rule_set(Selection {
+            extend_select: &c.extend_select,
+            ..Selection::default()
+        })
+        .expect("known");
+        assert!(set.contains(Rule::DeprecatedCudaAmp) && set.contains(Rule::TensorAppendedInLoop));
+        assert!(!set.contains(Rule::DataParallel));
+        let default = rule_set(Selection::default()).expect("default");
+        assert_eq!(default, RuleSet::default_set());
+        assert!(!default.contains(Rule::DeprecatedCudaAmp));
+        let all = rule_set(Selection {
+            select: Some(&["ALL".to_string()]),
+            ..Selection::default()
+        })
+        .expect("all");
+        assert!(all.contains(Rule::DataParallel));
+        assert_eq!(all.minus(RuleSet::preview()), all);
     }
 }

@@ -1,5 +1,5 @@
-//! The shared context every rule queries, built in the same single pass that runs
-//! the rules: import aliases (`import torch.nn as nn`), which names hold tensors (and
+//! The semantic model every rule queries, built in the same single pass that runs
+//! the rules (the body facts are in `facts`, the pure syntax queries in `query`): import aliases (`import torch.nn as nn`), which names hold tensors (and
 //! whether they carry an autograd graph) or plain numbers, loops, `no_grad` regions,
 //! `.eval()` state and the facts of each function body.
 //!
@@ -13,10 +13,23 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
+mod facts;
+mod query;
+
+pub(crate) use facts::collect_targets;
+pub use facts::{BodyFacts, Facts};
+pub use query::{
+    MAX_CHAIN_ATTRS, backward_loss, is_model_class, is_scaled, last_segment, last_segment_of_text,
+    mentions, text_of, zero_grad_receiver,
+};
+use query::{chain, chain_texts, join_chain, roots};
+
 use crate::diagnostic::{Edit, Violation};
+use crate::file_facts::{self, FileFacts};
 use crate::parse::ast::{self, Expr, Stmt};
 use crate::parse::visitor::{self, Visitor};
 use crate::parse::{Module, Ranged, TextRange};
+use crate::project::Project;
 use crate::rules::{self, Rule, RuleSet};
 
 /// What a value is, as far as memory is concerned.
@@ -50,556 +63,6 @@ impl Kind {
     }
 }
 
-/// Where a call sits inside a loop or function body.
-#[derive(Debug, Clone, Copy)]
-pub struct CallSite<'a> {
-    /// The call.
-    pub call: &'a ast::ExprCall,
-    /// Under any `if`.
-    pub in_if: bool,
-    /// Under an `if` whose test uses `%` (an accumulation guard).
-    pub modulo: bool,
-    /// Inside a loop nested in the scanned body.
-    pub nested_loop: bool,
-}
-
-/// Where a fact sits in the scanned body: under how many `if`s, the deepest of them
-/// whose test uses `%` (0 for none), inside how many loops.
-#[derive(Debug, Clone, Copy, Default)]
-struct Place {
-    if_depth: u32,
-    mod_level: u32,
-    loop_depth: u32,
-}
-
-/// The facts of one loop body: ranges into its function's [`BodyFacts`] (a loop's
-/// facts are the contiguous run gathered while its body was scanned), and where the
-/// loop itself sits, so guards are read relative to it.
-#[derive(Debug, Clone, Copy, Default)]
-struct Span {
-    assigned: (usize, usize),
-    assigns: (usize, usize),
-    calls: (usize, usize),
-    returns: (usize, usize),
-    grad_none: (usize, usize),
-    /// `if`s around the loop (guards deeper than this are inside it).
-    if_base: u32,
-    /// The loop depth of the loop's body (deeper calls are in nested loops).
-    loop_base: u32,
-}
-
-fn run<T>(v: &[T], (start, end): (usize, usize)) -> &[T] {
-    v.get(start..end).unwrap_or_default()
-}
-
-/// Facts about a function's (or the module's) body, gathered once when it is entered,
-/// in one pass: the facts of every loop inside are sub-ranges of these, so nested
-/// loops cost nothing more (95 nested loops around 60,000 statements are scanned once,
-/// not 95 times). Nested function and class bodies are not part of it.
-#[derive(Debug, Default)]
-pub struct BodyFacts<'a> {
-    /// Name (or `self.x` text) → the ordinal of each assignment to it, ascending.
-    assigned_at: HashMap<String, Vec<usize>>,
-    assigned_count: usize,
-    /// Every assignment: target texts and value (augmented ones included).
-    assigns: Vec<(Vec<String>, &'a Expr, bool)>,
-    calls: Vec<(&'a ast::ExprCall, Place)>,
-    /// Indices in `calls` of the training-step calls (see [`Facts::step_calls`]).
-    step_calls: Vec<usize>,
-    returns: Vec<&'a Expr>,
-    /// `p.grad = None` assignments.
-    grad_none: Vec<Place>,
-    /// Each loop statement of the body → its span.
-    loops: HashMap<TextRange, Span>,
-    /// Target text → the assignments to it that do not accumulate (neither augmented
-    /// nor mentioning the target in their value), ascending; built on first use by
-    /// [`Facts::only_accumulated`].
-    resets: std::cell::OnceCell<HashMap<String, Vec<usize>>>,
-}
-
-impl<'a> BodyFacts<'a> {
-    /// Scans a function's or the module's `body`.
-    pub fn of(body: &'a [Stmt]) -> Self {
-        let mut scan = BodyScan::default();
-        scan.visit_body(body);
-        scan.facts
-    }
-
-    /// Scans one loop statement on its own (a loop outside any scanned body: in a
-    /// class body).
-    fn of_loop(stmt: &'a Stmt) -> Self {
-        let mut scan = BodyScan::default();
-        scan.visit_stmt(stmt);
-        scan.facts
-    }
-
-    fn whole(&self) -> Span {
-        Span {
-            assigned: (0, self.assigned_count),
-            assigns: (0, self.assigns.len()),
-            calls: (0, self.calls.len()),
-            returns: (0, self.returns.len()),
-            grad_none: (0, self.grad_none.len()),
-            if_base: 0,
-            loop_base: 0,
-        }
-    }
-}
-
-/// The facts of a function body or of one loop body within it (a view, O(1) to make).
-#[derive(Debug, Clone)]
-pub struct Facts<'a> {
-    all: Rc<BodyFacts<'a>>,
-    span: Span,
-    /// Names bound by the loop's own `for` target.
-    targets: HashSet<String>,
-}
-
-impl<'a> Facts<'a> {
-    fn whole(all: Rc<BodyFacts<'a>>) -> Self {
-        let span = all.whole();
-        Self {
-            all,
-            span,
-            targets: HashSet::new(),
-        }
-    }
-
-    /// Whether `name` (or `self.x` text) is assigned in the body (a loop's `for`
-    /// target included).
-    pub fn assigned(&self, name: &str) -> bool {
-        let (start, end) = self.span.assigned;
-        self.targets.contains(name)
-            || self.all.assigned_at.get(name).is_some_and(|at| {
-                at.get(at.partition_point(|&i| i < start))
-                    .is_some_and(|&i| i < end)
-            })
-    }
-
-    /// Every assignment: target texts and value (augmented ones included).
-    pub fn assigns(&self) -> &[(Vec<String>, &'a Expr, bool)] {
-        run(&self.all.assigns, self.span.assigns)
-    }
-
-    /// `return` / `yield` values.
-    pub fn returns(&self) -> &[&'a Expr] {
-        run(&self.all.returns, self.span.returns)
-    }
-
-    /// Every call, with its guard relative to this body.
-    pub fn calls(&self) -> impl Iterator<Item = CallSite<'a>> + '_ {
-        run(&self.all.calls, self.span.calls)
-            .iter()
-            .map(|&(call, place)| self.site(call, place))
-    }
-
-    /// The calls that the loop-exit rules look at: `*.step`, `*.backward`,
-    /// `*.manual_backward`, `*zero_grad*`, `*.div_`, `*.mul_`. Each loop exit reads
-    /// only these (through an index), so checking every loop of a deep nest costs the
-    /// number of such calls times the nesting, not the size of the code.
-    pub fn step_calls(&self) -> impl Iterator<Item = CallSite<'a>> + '_ {
-        let (start, end) = self.span.calls;
-        let marked = &self.all.step_calls;
-        let from = marked.partition_point(|&i| i < start);
-        let to = marked.partition_point(|&i| i < end);
-        marked
-            .get(from..to)
-            .unwrap_or_default()
-            .iter()
-            .filter_map(|&i| self.all.calls.get(i))
-            .map(|&(call, place)| self.site(call, place))
-    }
-
-    /// `name` is assigned in the body only by `name = name + …` / `name += …` (not
-    /// reset per iteration). O(log n) after a one-time index of the function.
-    pub fn only_accumulated(&self, name: &str) -> bool {
-        let resets = self.all.resets.get_or_init(|| {
-            let mut index: HashMap<String, Vec<usize>> = HashMap::new();
-            for (i, (targets, value, aug)) in self.all.assigns.iter().enumerate() {
-                for t in targets {
-                    if !*aug && !mentions(value, t) {
-                        index.entry(t.clone()).or_default().push(i);
-                    }
-                }
-            }
-            index
-        });
-        let (start, end) = self.span.assigns;
-        resets.get(name).is_none_or(|at| {
-            at.get(at.partition_point(|&i| i < start))
-                .is_none_or(|&i| i >= end)
-        })
-    }
-
-    /// `p.grad = None` assignments: (in_if, modulo).
-    pub fn grad_none(&self) -> impl Iterator<Item = (bool, bool)> + '_ {
-        run(&self.all.grad_none, self.span.grad_none)
-            .iter()
-            .map(|&place| {
-                let (in_if, modulo, _) = self.relative(place);
-                (in_if, modulo)
-            })
-    }
-
-    /// A call placed relative to this body.
-    fn site(&self, call: &'a ast::ExprCall, place: Place) -> CallSite<'a> {
-        let (in_if, modulo, nested_loop) = self.relative(place);
-        CallSite {
-            call,
-            in_if,
-            modulo,
-            nested_loop,
-        }
-    }
-
-    fn relative(&self, place: Place) -> (bool, bool, bool) {
-        (
-            place.if_depth > self.span.if_base,
-            place.mod_level > self.span.if_base,
-            place.loop_depth > self.span.loop_base,
-        )
-    }
-}
-
-#[derive(Default)]
-struct BodyScan<'a> {
-    facts: BodyFacts<'a>,
-    /// How deep the scan is; it stops descending past [`MAX_WALK_DEPTH`] (the checker
-    /// then refuses the file).
-    depth: usize,
-    /// For each open `if`: the deepest `%` guard level at and above it (0 for none).
-    guards: Vec<u32>,
-    loop_depth: u32,
-}
-
-impl<'a> BodyScan<'a> {
-    fn place(&self) -> Place {
-        Place {
-            if_depth: u32::try_from(self.guards.len()).unwrap_or(u32::MAX),
-            mod_level: self.guards.last().copied().unwrap_or(0),
-            loop_depth: self.loop_depth,
-        }
-    }
-
-    fn push_guard(&mut self, modulo: bool) {
-        let level = u32::try_from(self.guards.len().saturating_add(1)).unwrap_or(u32::MAX);
-        let outer = self.guards.last().copied().unwrap_or(0);
-        self.guards.push(if modulo { level } else { outer });
-    }
-
-    fn note_assigned(&mut self, names: impl IntoIterator<Item = String>) {
-        for name in names {
-            let n = self.facts.assigned_count;
-            self.facts.assigned_at.entry(name).or_default().push(n);
-            self.facts.assigned_count = n.saturating_add(1);
-        }
-    }
-
-    fn note_targets(&mut self, target: &Expr) {
-        let mut names = HashSet::new();
-        collect_targets(target, &mut names);
-        self.note_assigned(names);
-    }
-
-    /// Visits a loop's body, recording the span of facts it produced.
-    fn loop_body(&mut self, stmt: &'a Stmt, body: &'a [Stmt]) {
-        let f = &self.facts;
-        let start = (
-            f.assigned_count,
-            f.assigns.len(),
-            f.calls.len(),
-            f.returns.len(),
-            f.grad_none.len(),
-        );
-        let if_base = self.place().if_depth;
-        self.loop_depth = self.loop_depth.saturating_add(1);
-        let loop_base = self.loop_depth;
-        self.visit_body(body);
-        self.loop_depth = self.loop_depth.saturating_sub(1);
-        let f = &self.facts;
-        let span = Span {
-            assigned: (start.0, f.assigned_count),
-            assigns: (start.1, f.assigns.len()),
-            calls: (start.2, f.calls.len()),
-            returns: (start.3, f.returns.len()),
-            grad_none: (start.4, f.grad_none.len()),
-            if_base,
-            loop_base,
-        };
-        self.facts.loops.insert(stmt.range(), span);
-    }
-}
-
-impl<'a> Visitor<'a> for BodyScan<'a> {
-    fn visit_stmt(&mut self, stmt: &'a Stmt) {
-        self.depth = self.depth.saturating_add(1);
-        if self.depth <= MAX_WALK_DEPTH {
-            self.scan_stmt(stmt);
-        }
-        self.depth = self.depth.saturating_sub(1);
-    }
-
-    fn visit_expr(&mut self, expr: &'a Expr) {
-        self.depth = self.depth.saturating_add(1);
-        if self.depth <= MAX_WALK_DEPTH {
-            self.scan_expr(expr);
-        }
-        self.depth = self.depth.saturating_sub(1);
-    }
-}
-
-impl<'a> BodyScan<'a> {
-    fn scan_stmt(&mut self, stmt: &'a Stmt) {
-        match stmt {
-            Stmt::FunctionDef(_) | Stmt::ClassDef(_) => {}
-            Stmt::For(s) => {
-                self.visit_expr(&s.iter);
-                self.note_targets(&s.target);
-                self.loop_body(stmt, &s.body);
-                self.visit_body(&s.orelse);
-            }
-            Stmt::While(s) => {
-                self.visit_expr(&s.test);
-                self.loop_body(stmt, &s.body);
-                self.visit_body(&s.orelse);
-            }
-            Stmt::If(s) => {
-                self.visit_expr(&s.test);
-                self.push_guard(is_modulo(&s.test));
-                self.visit_body(&s.body);
-                self.guards.pop();
-                for clause in &s.elif_else_clauses {
-                    if let Some(t) = &clause.test {
-                        self.visit_expr(t);
-                    }
-                    self.push_guard(false);
-                    self.visit_body(&clause.body);
-                    self.guards.pop();
-                }
-            }
-            Stmt::Return(r) => {
-                if let Some(v) = &r.value {
-                    self.facts.returns.push(v);
-                }
-                visitor::walk_stmt(self, stmt);
-            }
-            Stmt::Assign(a) => {
-                let mut names = HashSet::new();
-                for t in &a.targets {
-                    collect_targets(t, &mut names);
-                    if let Expr::Attribute(at) = t
-                        && at.attr.as_str() == "grad"
-                        && a.value.is_none_literal_expr()
-                    {
-                        let g = self.place();
-                        self.facts.grad_none.push(g);
-                    }
-                }
-                self.note_assigned(names.iter().cloned());
-                self.facts
-                    .assigns
-                    .push((names.into_iter().collect(), &a.value, false));
-                visitor::walk_stmt(self, stmt);
-            }
-            Stmt::AugAssign(a) => {
-                let mut names = HashSet::new();
-                collect_targets(&a.target, &mut names);
-                self.facts
-                    .assigns
-                    .push((names.into_iter().collect(), &a.value, true));
-                visitor::walk_stmt(self, stmt);
-            }
-            Stmt::AnnAssign(a) => {
-                if let Some(v) = &a.value {
-                    let mut names = HashSet::new();
-                    collect_targets(&a.target, &mut names);
-                    self.note_assigned(names.iter().cloned());
-                    self.facts
-                        .assigns
-                        .push((names.into_iter().collect(), v, false));
-                }
-                visitor::walk_stmt(self, stmt);
-            }
-            Stmt::With(w) => {
-                for item in &w.items {
-                    if let Some(v) = &item.optional_vars {
-                        self.note_targets(v);
-                    }
-                }
-                visitor::walk_stmt(self, stmt);
-            }
-            _ => visitor::walk_stmt(self, stmt),
-        }
-    }
-
-    fn scan_expr(&mut self, expr: &'a Expr) {
-        match expr {
-            Expr::Lambda(_) => {}
-            Expr::Call(call) => {
-                let place = self.place();
-                let step = match &*call.func {
-                    Expr::Attribute(a) => {
-                        let m = a.attr.as_str();
-                        matches!(m, "step" | "backward" | "manual_backward" | "div_" | "mul_")
-                            || m.contains("zero_grad")
-                    }
-                    Expr::Name(n) => n.id.as_str().contains("zero_grad"),
-                    _ => false,
-                };
-                if step {
-                    self.facts.step_calls.push(self.facts.calls.len());
-                }
-                self.facts.calls.push((call, place));
-                visitor::walk_expr(self, expr);
-            }
-            Expr::Yield(y) => {
-                if let Some(v) = &y.value {
-                    self.facts.returns.push(v);
-                }
-                visitor::walk_expr(self, expr);
-            }
-            Expr::Named(n) => {
-                self.note_targets(&n.target);
-                self.facts
-                    .assigns
-                    .push((vec![text_of(&n.target)], &n.value, false));
-                visitor::walk_expr(self, expr);
-            }
-            _ => visitor::walk_expr(self, expr),
-        }
-    }
-}
-
-fn collect_targets(target: &Expr, out: &mut HashSet<String>) {
-    match target {
-        Expr::Tuple(t) => t.elts.iter().for_each(|e| collect_targets(e, out)),
-        Expr::List(t) => t.elts.iter().for_each(|e| collect_targets(e, out)),
-        Expr::Starred(s) => collect_targets(&s.value, out),
-        Expr::Name(_) | Expr::Attribute(_) => {
-            out.insert(text_of(target));
-        }
-        _ => {}
-    }
-}
-
-/// `a % b` where `a` is not a string (so not `%`-formatting), anywhere in `test`.
-pub fn is_modulo(test: &Expr) -> bool {
-    match test {
-        Expr::BinOp(b) if matches!(b.op, ast::Operator::Mod) => {
-            !matches!(*b.left, Expr::StringLiteral(_) | Expr::FString(_))
-        }
-        Expr::BinOp(b) => is_modulo(&b.left) || is_modulo(&b.right),
-        Expr::Compare(c) => is_modulo(&c.left) || c.comparators.iter().any(is_modulo),
-        Expr::BoolOp(b) => b.values.iter().any(is_modulo),
-        Expr::UnaryOp(u) => is_modulo(&u.operand),
-        _ => false,
-    }
-}
-
-/// Name/attribute chains with more attributes than this (`a.b.c…`) are not tracked:
-/// no variable or library API is that deep, and the cap keeps every query on a chain
-/// O(1), so a 40,000-long `a.b.b…` is checked in linear time (each of its nodes asks).
-pub const MAX_CHAIN_ATTRS: usize = 32;
-
-/// A name/attribute chain split into its base name and attributes (innermost first);
-/// `None` for any other expression or a chain longer than [`MAX_CHAIN_ATTRS`].
-/// Iterative and O([`MAX_CHAIN_ATTRS`]).
-fn chain(expr: &Expr) -> Option<(&str, Vec<&str>)> {
-    let mut attrs = Vec::new();
-    let mut e = expr;
-    loop {
-        match e {
-            Expr::Name(n) => {
-                attrs.reverse();
-                return Some((n.id.as_str(), attrs));
-            }
-            Expr::Attribute(a) if attrs.len() < MAX_CHAIN_ATTRS => {
-                attrs.push(a.attr.as_str());
-                e = &a.value;
-            }
-            _ => return None,
-        }
-    }
-}
-
-fn join_chain(base: &str, attrs: &[&str]) -> String {
-    let mut out = String::from(base);
-    for a in attrs {
-        out.push('.');
-        out.push_str(a);
-    }
-    out
-}
-
-/// Dotted text of a name/attribute chain (`self.model`, `outputs.loss`); `""` otherwise
-/// (and for chains longer than [`MAX_CHAIN_ATTRS`]).
-pub fn text_of(expr: &Expr) -> String {
-    chain(expr).map_or_else(String::new, |(base, attrs)| join_chain(base, &attrs))
-}
-
-/// The last segment of a name/attribute chain (`model` for `self.model`).
-pub fn last_segment(expr: &Expr) -> Option<&str> {
-    match expr {
-        Expr::Name(n) => Some(n.id.as_str()),
-        Expr::Attribute(a) => Some(a.attr.as_str()),
-        _ => None,
-    }
-}
-
-/// Whether `name` (a simple name or dotted text) occurs in `expr`.
-pub fn mentions(expr: &Expr, name: &str) -> bool {
-    find_chain(expr, &mut |text| text == name)
-}
-
-/// Whether `hit` holds for the text of a name/attribute chain in `expr` (each node
-/// asks once, O([`MAX_CHAIN_ATTRS`]) each).
-fn find_chain(expr: &Expr, hit: &mut dyn FnMut(&str) -> bool) -> bool {
-    struct Finder<'h> {
-        hit: &'h mut dyn FnMut(&str) -> bool,
-        found: bool,
-    }
-    impl<'a> Visitor<'a> for Finder<'_> {
-        fn visit_expr(&mut self, expr: &'a Expr) {
-            if self.found {
-                return;
-            }
-            if matches!(expr, Expr::Name(_) | Expr::Attribute(_))
-                && let Some((base, attrs)) = chain(expr)
-                && (self.hit)(&join_chain(base, &attrs))
-            {
-                self.found = true;
-                return;
-            }
-            visitor::walk_expr(self, expr);
-        }
-    }
-    let mut f = Finder { hit, found: false };
-    f.visit_expr(expr);
-    f.found
-}
-
-/// Whether `expr` contains a division or multiplication (a scaled loss).
-pub fn is_scaled(expr: &Expr) -> bool {
-    match expr {
-        Expr::BinOp(b) => {
-            matches!(
-                b.op,
-                ast::Operator::Div | ast::Operator::Mult | ast::Operator::FloorDiv
-            ) || is_scaled(&b.left)
-                || is_scaled(&b.right)
-        }
-        Expr::Call(c) => {
-            is_scaled(&c.func)
-                || c.arguments.args.iter().any(is_scaled)
-                || matches!(&*c.func, Expr::Attribute(a) if matches!(a.attr.as_str(), "div" | "div_" | "mul" | "mul_"))
-        }
-        Expr::Attribute(a) => is_scaled(&a.value),
-        Expr::Subscript(s) => is_scaled(&s.value),
-        Expr::UnaryOp(u) => is_scaled(&u.operand),
-        _ => false,
-    }
-}
-
 /// One function (or the module) being checked.
 pub struct Scope<'a> {
     /// Function name (`""` for the module).
@@ -627,6 +90,14 @@ pub struct Scope<'a> {
     pub loops: Vec<LoopFrame<'a>>,
     /// Whether the body trains (backward, `.train()`, `enable_grad`…): not inference.
     pub trains: bool,
+    /// Names whose value is backpropagated in the body (`loss.backward()`,
+    /// `out["loss"].backward()`, `scaler.scale(loss).backward()`,
+    /// `accelerator.backward(loss)`): whatever they are bound to carries a graph.
+    pub backpropagated: HashSet<String>,
+    /// Names bound here whose graph is known only from that evidence (their value came
+    /// from an unknown call): rules that must know where a loss came from (OOM106: was
+    /// it scaled inside?) skip them.
+    pub graph_by_backward: HashSet<String>,
     /// [`Checker::consumed_as_loss`] answers so far.
     loss_memo: RefCell<HashMap<String, bool>>,
     /// Built on the first [`Checker::consumed_as_loss`] question.
@@ -693,17 +164,6 @@ impl LossIndex {
     }
 }
 
-/// The texts of every name/attribute chain in `expr` ([`mentions`] is true for exactly
-/// these), O(size × [`MAX_CHAIN_ATTRS`]).
-fn chain_texts(expr: &Expr) -> Vec<String> {
-    let mut out = Vec::new();
-    find_chain(expr, &mut |text| {
-        out.push(text.to_string());
-        false
-    });
-    out
-}
-
 /// A loop currently being visited.
 pub struct LoopFrame<'a> {
     /// Facts about its body (its `for` target included in `assigned`).
@@ -717,6 +177,8 @@ pub struct LoopFrame<'a> {
     pub is_data_loop: bool,
     /// Names bound by the `for` target.
     pub targets: HashSet<String>,
+    /// A `for` whose target or iterable is named like an epoch (`for epoch in …`).
+    pub is_epoch_loop: bool,
 }
 
 impl LoopFrame<'_> {
@@ -763,6 +225,8 @@ impl<'a> Scope<'a> {
             reported_inference: false,
             device_map_models: HashSet::new(),
             trains: false,
+            backpropagated: HashSet::new(),
+            graph_by_backward: HashSet::new(),
             facts: Facts::whole(Rc::clone(&root)),
             roots: vec![root],
             loops: Vec::new(),
@@ -773,13 +237,21 @@ impl<'a> Scope<'a> {
     }
 
     fn with_trains(mut self) -> Self {
-        self.trains = self.facts.calls().any(|c| {
-            backward_loss(c.call).is_some()
-                || matches!(
-                    last_segment(&c.call.func),
-                    Some("train" | "enable_grad" | "set_grad_enabled" | "requires_grad_")
-                )
-        });
+        let mut trains = false;
+        let mut backpropagated = HashSet::new();
+        for c in self.facts.calls() {
+            if let Some(loss) = backward_loss(c.call) {
+                trains = true;
+                roots(loss, &mut backpropagated);
+            } else if matches!(
+                last_segment(&c.call.func),
+                Some("train" | "enable_grad" | "set_grad_enabled" | "requires_grad_")
+            ) {
+                trains = true;
+            }
+        }
+        self.trains = trains;
+        self.backpropagated = backpropagated;
         self
     }
 }
@@ -797,9 +269,18 @@ pub struct Checker<'a> {
     /// Enclosing classes: whether each has base classes, and the `self.x = Class(...)`
     /// attributes its `__init__` creates (submodules).
     classes: Vec<(bool, HashSet<String>)>,
+    /// Classes defined in this file whose bases name a module (`nn.Module`,
+    /// `LightningModule`, `PreTrainedModel`): calling one builds a model.
+    module_classes: HashSet<String>,
     /// Ranges already reported by OOM109 (a call's callee).
     pub handled: HashSet<TextRange>,
     rules: RuleSet,
+    /// The project's library versions.
+    pub project: Project,
+    /// The module, for [`Checker::file`].
+    module: &'a Module,
+    /// Whole-file evidence, gathered on the first question.
+    file: std::cell::OnceCell<FileFacts>,
     /// What the rules found.
     pub violations: Vec<Violation>,
     /// How deep the walk is (statements and expressions).
@@ -815,13 +296,18 @@ pub const MAX_WALK_DEPTH: usize = crate::parse::depth::MAX_EXPR_DEPTH + 1_000;
 impl<'a> Checker<'a> {
     /// Checks a parsed module with the given rules.
     /// `Err` when the tree is deeper than [`MAX_WALK_DEPTH`].
+    /// A file that imports another framework and nothing of PyTorch's (JAX/Flax,
+    /// TensorFlow) is not checked: every rule is a PyTorch rule.
     pub fn check(
         module: &'a Module,
         source: &'a str,
-        rules: RuleSet,
+        settings: &crate::Settings,
     ) -> Result<Vec<Violation>, ()> {
         let mut imports = HashMap::new();
         collect_imports(&module.body, &mut imports);
+        if file_facts::is_other_framework_only(&imports) {
+            return Ok(Vec::new());
+        }
         let mut ch = Checker {
             source,
             imports,
@@ -829,7 +315,11 @@ impl<'a> Checker<'a> {
             outer: Vec::new(),
             classes: Vec::new(),
             handled: HashSet::new(),
-            rules,
+            module_classes: module_classes(&module.body),
+            rules: settings.rules,
+            project: settings.project,
+            module,
+            file: std::cell::OnceCell::new(),
             violations: Vec::new(),
             depth: 0,
             too_deep: false,
@@ -853,6 +343,12 @@ impl<'a> Checker<'a> {
 
     fn leave(&mut self) {
         self.depth = self.depth.saturating_sub(1);
+    }
+
+    /// Whole-file evidence ([`FileFacts`]), gathered in one walk on first use.
+    pub fn file(&self) -> &FileFacts {
+        self.file
+            .get_or_init(|| FileFacts::of(self.module, &self.imports))
     }
 
     /// Whether a rule is selected.
@@ -1047,6 +543,8 @@ impl<'a> Checker<'a> {
                 Kind::Model | Kind::LossFn if m == "forward" => {
                     return Kind::Tensor { graph: grad };
                 }
+                // `Net().cuda()`, `model.to(device)`, `model.eval()` are the model
+                Kind::Model if MODEL_RETURNING_METHODS.contains(&m) => return Kind::Model,
                 _ => {}
             }
             // `self.layer(x)` inside forward, `layer` a submodule made in `__init__`
@@ -1059,6 +557,21 @@ impl<'a> Checker<'a> {
         }
         if self.is_model_callee(func) || self.is_loss_callee(func) {
             return Kind::Tensor { graph: grad };
+        }
+        // `Net()`: a class of this file that subclasses a module
+        if let Expr::Name(n) = func
+            && self.module_classes.contains(n.id.as_str())
+        {
+            return Kind::Model;
+        }
+        // `DDP(model)`, `FSDP(model)` under any import name
+        if let Some(last) = last_segment(func)
+            && matches!(
+                last,
+                "DDP" | "FSDP" | "DistributedDataParallel" | "FullyShardedDataParallel"
+            )
+        {
+            return Kind::Model;
         }
         Kind::Unknown
     }
@@ -1100,6 +613,16 @@ impl<'a> Checker<'a> {
         }
         if q.ends_with(".from_pretrained") && is_model_class(q) {
             return Some(Kind::Model);
+        }
+        if is_model_constructor(q) {
+            return Some(Kind::Model);
+        }
+        // `torch.compile(model)` is the model
+        if q == "torch.compile" {
+            return c.arguments.args.first().map(|a| match self.kind(a) {
+                Kind::Model => Kind::Model,
+                _ => Kind::Unknown,
+            });
         }
         let f = q.strip_prefix("torch.")?;
         if f.contains('.') || !f.chars().next().is_some_and(char::is_lowercase) {
@@ -1238,6 +761,25 @@ impl<'a> Checker<'a> {
     }
 
     fn bind(&mut self, target: &Expr, kind: Kind) {
+        // a name that is backpropagated later carries a graph, whatever made it
+        // (`loss = compute_loss(batch)` … `loss.backward()`)
+        let kind = match target {
+            Expr::Name(n) => {
+                let name = n.id.as_str();
+                let by_backward = kind == Kind::Unknown
+                    && self.grad_enabled()
+                    && self.scope().backpropagated.contains(name);
+                let s = self.scope_mut();
+                if by_backward {
+                    s.graph_by_backward.insert(name.to_string());
+                    Kind::Tensor { graph: true }
+                } else {
+                    s.graph_by_backward.remove(name);
+                    kind
+                }
+            }
+            _ => kind,
+        };
         match target {
             Expr::Name(_) | Expr::Attribute(_) => {
                 let t = text_of(target);
@@ -1265,6 +807,32 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// `accelerator.prepare(model, opt, …)` / `fabric.setup(model, opt)`: each result is
+    /// what the argument in its position was (a model stays a model).
+    fn prepared_kinds(&self, value: &Expr) -> Option<Vec<Kind>> {
+        let Expr::Call(c) = value else { return None };
+        let Expr::Attribute(a) = &*c.func else {
+            return None;
+        };
+        let recv = last_segment(&a.value)?.to_ascii_lowercase();
+        let wraps = matches!(a.attr.as_str(), "prepare" | "setup" | "prepare_model")
+            && (recv.contains("accelerator") || recv.contains("fabric"));
+        if !wraps || c.arguments.args.iter().any(Expr::is_starred_expr) {
+            return None;
+        }
+        Some(
+            c.arguments
+                .args
+                .iter()
+                .map(|arg| match self.kind(arg) {
+                    Kind::Model => Kind::Model,
+                    _ if self.is_model_callee(arg) => Kind::Model,
+                    _ => Kind::Unknown,
+                })
+                .collect(),
+        )
+    }
+
     fn is_grad_off(&self, expr: &Expr) -> bool {
         let call_target = match expr {
             Expr::Call(c) => &*c.func,
@@ -1275,10 +843,14 @@ impl<'a> Checker<'a> {
             Some("torch.set_grad_enabled" | "torch.autograd.set_grad_enabled") => {
                 matches!(expr, Expr::Call(c) if matches!(c.arguments.args.first(), Some(Expr::BooleanLiteral(b)) if !b.value))
             }
-            _ => matches!(
-                last_segment(call_target),
-                Some("no_grad" | "inference_mode")
-            ),
+            // `no_grad()`, `inference_mode()` and project wrappers named after them
+            // (YOLOv5's `@smart_inference_mode()`, `@torch_no_grad`)
+            _ => last_segment(call_target).is_some_and(|l| {
+                let l = l.to_ascii_lowercase();
+                (l.contains("no_grad") || l.contains("inference_mode"))
+                    && !l.starts_with("is_")
+                    && !l.contains("enable")
+            }),
         }
     }
 
@@ -1339,18 +911,62 @@ fn combine(a: Kind, b: Kind) -> Kind {
     }
 }
 
-/// Whether a qualified or plain name is a transformers model class
-/// (`AutoModelForCausalLM`, `LlamaForCausalLM`), not a tokenizer/processor/config.
-pub fn is_model_class(q: &str) -> bool {
-    let class = q
-        .trim_end_matches(".from_pretrained")
-        .rsplit('.')
-        .next()
-        .unwrap_or("");
-    (class.starts_with("AutoModel") || class.ends_with("ForCausalLM"))
-        && !class.contains("Tokenizer")
-        && !class.contains("Processor")
-        && !class.contains("Config")
+/// Methods of a model that return the model itself.
+const MODEL_RETURNING_METHODS: &[&str] = &[
+    "cuda",
+    "to",
+    "cpu",
+    "half",
+    "float",
+    "bfloat16",
+    "eval",
+    "train",
+    "requires_grad_",
+    "to_empty",
+];
+
+/// Qualified callables that build a model: torchvision/timm/hub constructors and the
+/// distributed wrappers.
+fn is_model_constructor(q: &str) -> bool {
+    matches!(
+        q,
+        "timm.create_model"
+            | "torch.hub.load"
+            | "torch.nn.parallel.DistributedDataParallel"
+            | "torch.nn.parallel.DataParallel"
+            | "torch.distributed.fsdp.FullyShardedDataParallel"
+    ) || [
+        "torchvision.models.",
+        "torchvision.models.detection.",
+        "torchvision.models.segmentation.",
+    ]
+    .iter()
+    .any(|p| {
+        q.strip_prefix(p).is_some_and(|rest| {
+            !rest.contains('.') && !rest.ends_with("Weights") && !rest.starts_with("get_")
+        })
+    })
+}
+
+/// Names of the classes of a module body whose bases name a module or model
+/// (`nn.Module`, `pl.LightningModule`, `PreTrainedModel`, `Net`).
+fn module_classes(body: &[Stmt]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for stmt in body {
+        let Stmt::ClassDef(c) = stmt else { continue };
+        let is_module = c.arguments.as_ref().is_some_and(|a| {
+            a.args.iter().any(|b| {
+                last_segment(b).is_some_and(|l| {
+                    (l.ends_with("Module") || l.ends_with("Model") || out.contains(l))
+                        && l != "BaseModel"
+                })
+            })
+        });
+        if is_module {
+            out.insert(c.name.to_string());
+        }
+    }
+    out
 }
 
 const VERBS: &[&str] = &[
@@ -1379,6 +995,9 @@ const MODEL_NAMES: &[&str] = &[
     "netd",
     "ddp_model",
     "raw_model",
+    "rnn",
+    "lstm",
+    "gru",
 ];
 
 const TENSOR_METHODS: &[&str] = &[
@@ -1467,7 +1086,7 @@ fn submodules(body: &[Stmt]) -> HashSet<String> {
     out
 }
 
-fn collect_imports(body: &[Stmt], out: &mut HashMap<String, String>) {
+pub(crate) fn collect_imports(body: &[Stmt], out: &mut HashMap<String, String>) {
     for stmt in body {
         match stmt {
             Stmt::Import(i) => {
@@ -1611,12 +1230,34 @@ impl<'a> Checker<'a> {
                         self.scope_mut().device_map_models.insert(name);
                     }
                 }
+                let prepared = self.prepared_kinds(&a.value);
                 for t in &a.targets {
                     if !matches!(t, Expr::Name(_) | Expr::Tuple(_) | Expr::List(_)) {
                         self.visit_expr(t);
                     }
-                    // `x = x.to(...)` of a device_map model keeps it one
-                    self.bind(t, kind);
+                    match (&prepared, t) {
+                        (Some(kinds), Expr::Tuple(tt)) if kinds.len() == tt.elts.len() => {
+                            for (e, k) in tt.elts.iter().zip(kinds) {
+                                self.bind(e, *k);
+                            }
+                        }
+                        (Some(kinds), Expr::Name(_)) if kinds.len() == 1 => {
+                            self.bind(t, kinds.first().copied().unwrap_or(Kind::Unknown));
+                        }
+                        // `loss, metrics = loss_fn(...)`: the loss carries the graph; the
+                        // other results of a loss function are usually detached metrics
+                        // (torchtune's DPOLoss returns detached rewards)
+                        (_, Expr::Tuple(tt))
+                            if kind.has_graph()
+                                && matches!(&*a.value, Expr::Call(c) if self.is_loss_callee(&c.func)) =>
+                        {
+                            for (i, e) in tt.elts.iter().enumerate() {
+                                self.bind(e, if i == 0 { kind } else { Kind::Unknown });
+                            }
+                        }
+                        // `x = x.to(...)` of a device_map model keeps it one
+                        _ => self.bind(t, kind),
+                    }
                 }
             }
             Stmt::AugAssign(a) => {
@@ -1709,6 +1350,12 @@ impl<'a> Checker<'a> {
         let frame = LoopFrame {
             // a loop inside `forward` is model computation, never a loop over data
             is_data_loop: !self.scope().is_forward && is_data_loop(iter, target, self.source),
+            is_epoch_loop: target
+                .is_some_and(|t| self.text(t.range()).to_ascii_lowercase().contains("epoch"))
+                || iter.is_some_and(|i| {
+                    let text = self.text(i.range()).to_ascii_lowercase();
+                    text.contains("epoch") && !text.contains("loader")
+                }),
             targets,
             facts,
             if_depth: 0,
@@ -1749,53 +1396,16 @@ pub fn optimizer_step(ch: &Checker<'_>, call: &ast::ExprCall) -> Option<String> 
     (by_kind || by_name).then(|| text_of(&a.value))
 }
 
-/// The receiver of a `zero_grad()` call (`optimizer`, `model`), as text.
-pub fn zero_grad_receiver(call: &ast::ExprCall) -> Option<String> {
-    match &*call.func {
-        Expr::Attribute(a) if a.attr.as_str().contains("zero_grad") => Some(text_of(&a.value)),
-        Expr::Name(n) if n.id.as_str().contains("zero_grad") => Some(String::new()),
-        _ => None,
-    }
-}
-
-/// The loss a backward call propagates: `loss.backward()`, `scaler.scale(loss).backward()`,
-/// `accelerator.backward(loss)`.
-pub fn backward_loss(call: &ast::ExprCall) -> Option<&Expr> {
-    let Expr::Attribute(a) = &*call.func else {
-        return None;
-    };
-    if !matches!(a.attr.as_str(), "backward" | "manual_backward") {
-        return None;
-    }
-    let recv = &*a.value;
-    let recv_name = last_segment(recv).unwrap_or("").to_ascii_lowercase();
-    if let Some(first) = call.arguments.args.first()
-        && (a.attr.as_str() == "manual_backward"
-            || matches!(
-                recv_name.as_str(),
-                "accelerator" | "fabric" | "self" | "engine" | "model_engine" | "autograd"
-            ))
-    {
-        return Some(first);
-    }
-    if let Expr::Call(inner) = recv
-        && let Expr::Attribute(ia) = &*inner.func
-        && ia.attr.as_str() == "scale"
-        && let Some(first) = inner.arguments.args.first()
-    {
-        return Some(first);
-    }
-    Some(recv)
-}
-
-/// The last dotted segment of a text (`model` for `self.model`).
-pub fn last_segment_of_text(text: &str) -> &str {
-    text.rsplit('.').next().unwrap_or(text)
-}
-
 #[cfg(test)]
 mod tests {
     use crate::{Settings, lint_source};
+
+    fn all_rules() -> Settings {
+        Settings {
+            rules: crate::rules::RuleSet::all(),
+            ..Settings::default()
+        }
+    }
 
     /// The walk's own guard, behind the nesting pre-check: a tree deeper than
     /// `MAX_WALK_DEPTH` (parsed here without the pre-check) is refused, not overflowed.
@@ -1805,8 +1415,7 @@ mod tests {
             let deep = format!("x = a{}\n", ".b".repeat(super::MAX_WALK_DEPTH + 10));
             let lines = crate::parse::Lines::new(&deep);
             let module = crate::parse::parse_module(&deep, &lines).expect("parses");
-            let result = super::Checker::check(&module, &deep, crate::rules::RuleSet::all())
-                .map(|v| v.len());
+            let result = super::Checker::check(&module, &deep, &all_rules()).map(|v| v.len());
             // the tree is dropped on this big stack too
             drop(module);
             result
@@ -1822,7 +1431,7 @@ mod tests {
         let lines = crate::parse::Lines::new(shallow);
         let module = crate::parse::parse_module(shallow, &lines).expect("parses");
         assert_eq!(
-            super::Checker::check(&module, shallow, crate::rules::RuleSet::all()).map(|v| v.len()),
+            super::Checker::check(&module, shallow, &all_rules()).map(|v| v.len()),
             Ok(0)
         );
     }

@@ -46,6 +46,10 @@ pub struct Diagnostic {
     pub fixable: bool,
     /// The file, as given or found.
     pub path: String,
+    /// For a notebook: the 1-based cell (its position among all cells); `line` and
+    /// `end_line` are then lines within that cell. Absent for Python files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cell: Option<usize>,
     /// 1-based start line.
     pub line: usize,
     /// 1-based start column (characters).

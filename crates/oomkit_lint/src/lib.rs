@@ -40,19 +40,23 @@
 pub mod config;
 mod context;
 mod diagnostic;
+mod file_facts;
 mod fix;
+pub mod notebook;
 mod parse;
+pub mod project;
 pub mod render;
 pub mod rules;
 pub mod sarif;
 pub mod source;
 mod suppression;
 
-pub use config::{DEFAULT_MAX_FILE_SIZE, LintConfig, rule_set};
+pub use config::{DEFAULT_MAX_FILE_SIZE, LintConfig, Selection, rule_set};
 pub use diagnostic::Diagnostic;
 pub use parse::SyntaxError;
 pub use parse::depth::{MAX_EXPR_DEPTH, MAX_NESTING};
-pub use rules::{RULES, Rule, RuleInfo, RuleSet};
+pub use project::Project;
+pub use rules::{Category, RULES, Rule, RuleInfo, RuleSet};
 
 use crate::context::Checker;
 use crate::diagnostic::Violation;
@@ -63,12 +67,16 @@ use crate::parse::Lines;
 pub struct Settings {
     /// The selected rules.
     pub rules: RuleSet,
+    /// The project's library versions (version-dependent rules read them).
+    pub project: Project,
 }
 
 impl Default for Settings {
+    /// The default rule set ([`RuleSet::default_set`]) and no known versions.
     fn default() -> Self {
         Self {
-            rules: RuleSet::all(),
+            rules: RuleSet::default_set(),
+            project: Project::default(),
         }
     }
 }
@@ -92,6 +100,14 @@ pub enum Error {
         path: String,
         /// Which limit, with its value.
         reason: String,
+    },
+    /// A `.ipynb` file that is not a notebook's JSON.
+    #[error("{path}: {message}")]
+    Notebook {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        message: String,
     },
     /// An invalid `pyproject.toml`.
     #[error("invalid [tool.oomkit.lint] configuration: {0}")]
@@ -128,14 +144,13 @@ fn violations(
         path: path.to_string(),
         error,
     })?;
-    let mut found =
-        Checker::check(&module, source, settings.rules).map_err(|()| Error::TooDeep {
-            path: path.to_string(),
-            reason: format!(
-                "a syntax tree deeper than {} levels",
-                context::MAX_WALK_DEPTH
-            ),
-        })?;
+    let mut found = Checker::check(&module, source, settings).map_err(|()| Error::TooDeep {
+        path: path.to_string(),
+        reason: format!(
+            "a syntax tree deeper than {} levels",
+            context::MAX_WALK_DEPTH
+        ),
+    })?;
     // noqa on the first or last line of the flagged range
     found.retain(|v| {
         let (l1, _) = lines.line_col(source, v.range.start());
@@ -162,6 +177,7 @@ fn to_diagnostic(path: &str, source: &str, lines: &Lines, v: Violation) -> Diagn
         remedy: info.remedy,
         fixable: !v.edits.is_empty(),
         path: path.to_string(),
+        cell: None,
         line,
         column,
         end_line,
@@ -182,6 +198,40 @@ pub fn lint_source(
         .collect())
 }
 
+/// Lints a Jupyter notebook's JSON text: its code cells, joined
+/// ([`notebook::join`]); every diagnostic carries its `cell` and lines within it. A
+/// syntax error names its cell too.
+pub fn lint_notebook(
+    path: &str,
+    json: &str,
+    settings: &Settings,
+) -> Result<Vec<Diagnostic>, Error> {
+    let joined = notebook::join(json).map_err(|message| Error::Notebook {
+        path: path.to_string(),
+        message,
+    })?;
+    let found = lint_source(path, &joined.source, settings).map_err(|e| match e {
+        Error::Syntax { path, mut error } => {
+            let (cell, line) = joined.locate(error.line);
+            error.line = line;
+            error.message = format!("cell {cell}: {}", error.message);
+            Error::Syntax { path, error }
+        }
+        e => e,
+    })?;
+    Ok(found
+        .into_iter()
+        .map(|mut d| {
+            let (cell, line) = joined.locate(d.line);
+            let (_, end_line) = joined.locate(d.end_line);
+            d.cell = Some(cell);
+            d.line = line;
+            d.end_line = end_line;
+            d
+        })
+        .collect())
+}
+
 /// Applies every safe fix to one file's text and lints the result.
 pub fn fix_source(path: &str, source: &str, settings: &Settings) -> Result<Fixed, Error> {
     let (found, _) = violations(path, source, settings)?;
@@ -199,9 +249,22 @@ pub fn fix_source(path: &str, source: &str, settings: &Settings) -> Result<Fixed
     })
 }
 
-/// A rule's documentation as `--explain` prints it: a title line, then the doc.
+/// A rule's documentation as `--explain` prints it: a title line, the category (and
+/// whether it runs by default), then the doc.
 pub fn explain(rule: &RuleInfo) -> String {
     let mut out = format!("{} ({})\n\n", rule.name, rule.code);
+    let when = if rule.preview {
+        "preview: runs only with `--preview`".to_string()
+    } else if rule.category.is_default() {
+        "on by default".to_string()
+    } else {
+        format!(
+            "opt-in: `--extend-select {}` or `--select {}`",
+            rule.category.name(),
+            rule.code
+        )
+    };
+    out.push_str(&format!("Category: {} ({when})\n\n", rule.category.name()));
     for line in rule.doc.lines() {
         out.push_str(line.strip_prefix(' ').unwrap_or(line));
         out.push('\n');

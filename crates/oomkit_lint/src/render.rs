@@ -17,9 +17,10 @@ pub fn human(diagnostics: &[Diagnostic]) -> String {
     let mut out = String::new();
     for d in diagnostics {
         let fixable = if d.fixable { " [*]" } else { "" };
+        let cell = d.cell.map(|c| format!("cell {c}:")).unwrap_or_default();
         let _ = writeln!(
             out,
-            "{PATH}{}{PATH:#}:{}:{}: {CODE}{}{CODE:#}{fixable} {}",
+            "{PATH}{}{PATH:#}:{cell}{}:{}: {CODE}{}{CODE:#}{fixable} {}",
             d.path, d.line, d.column, d.code, d.message
         );
         let _ = writeln!(out, "  {HELP}help{HELP:#}: {}", d.fix);
@@ -54,8 +55,9 @@ pub fn github(diagnostics: &[Diagnostic]) -> String {
     for d in diagnostics {
         let _ = writeln!(
             out,
-            "::warning title=oomkit ({code}),file={file},line={l},col={c},endLine={el},endColumn={ec}::{code} {msg}",
+            "::warning title=oomkit ({code}{cell}),file={file},line={l},col={c},endLine={el},endColumn={ec}::{code} {msg}",
             code = d.code,
+            cell = d.cell.map(|c| format!(", cell {c}")).unwrap_or_default(),
             file = escape_property(&d.path),
             l = d.line,
             c = d.column,
@@ -107,6 +109,7 @@ mod tests {
             remedy: None,
             fixable: false,
             path: "a,b.py".into(),
+            cell: None,
             line: 1,
             column: 2,
             end_line: 1,

@@ -32,10 +32,12 @@ pub fn to_sarif(diagnostics: &[Diagnostic], version: &str) -> Value {
     let results: Vec<Value> = diagnostics
         .iter()
         .map(|d| {
-            json!({
+            // a notebook cell: the region is within the cell, which the text names too
+            let cell = d.cell.map(|c| format!("cell {c}: ")).unwrap_or_default();
+            let mut result = json!({
                 "ruleId": d.code,
                 "level": "warning",
-                "message": { "text": format!("{} ({})", d.message, d.fix) },
+                "message": { "text": format!("{cell}{} ({})", d.message, d.fix) },
                 "locations": [{
                     "physicalLocation": {
                         "artifactLocation": { "uri": d.path.replace('\\', "/").trim_start_matches("./") },
@@ -47,7 +49,11 @@ pub fn to_sarif(diagnostics: &[Diagnostic], version: &str) -> Value {
                         }
                     }
                 }],
-            })
+            });
+            if let (Some(c), Some(obj)) = (d.cell, result.as_object_mut()) {
+                obj.insert("properties".into(), json!({ "cell": c }));
+            }
+            result
         })
         .collect();
     json!({

@@ -16,7 +16,12 @@ fn fixtures() -> &'static [String] {
         let mut out: Vec<String> = std::fs::read_dir(dir)
             .expect("fixtures")
             .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "py"))
+            // the main fixture of each rule (scenario files `OOMxxx_*.py` may be clean)
+            .filter(|p| {
+                p.extension().is_some_and(|x| x == "py")
+                    && p.file_stem()
+                        .is_some_and(|s| !s.to_string_lossy().contains('_'))
+            })
             .map(|p| std::fs::read_to_string(p).expect("fixture"))
             .collect();
         out.sort();
@@ -89,11 +94,23 @@ fn soup() -> impl Strategy<Value = String> {
     proptest::collection::vec(proptest::sample::select(PIECES), 0..80).prop_map(|v| v.concat())
 }
 
+/// Every rule, the opt-in categories included.
+fn all_rules() -> Settings {
+    Settings {
+        rules: oomkit_lint::RuleSet::all(),
+        ..Settings::default()
+    }
+}
+
 /// Runs every entry point; only a panic (or a hang) fails.
 fn exercise(text: &str) {
-    let settings = Settings::default();
+    let settings = all_rules();
     let _ = lint_source("p.py", text, &settings);
     let _ = fix_source("p.py", text, &settings);
+    // the same text as a notebook, and wrapped in one code cell
+    let _ = oomkit_lint::lint_notebook("p.ipynb", text, &settings);
+    let cell = serde_json::json!({"cells": [{"cell_type": "code", "source": text}]});
+    let _ = oomkit_lint::lint_notebook("p.ipynb", &cell.to_string(), &settings);
 }
 
 proptest! {
@@ -143,7 +160,7 @@ proptest! {
 #[test]
 fn the_fixtures_being_mutated_parse_and_have_findings() {
     for f in fixtures() {
-        let diags = lint_source("f.py", f, &Settings::default()).expect("fixture parses");
+        let diags = lint_source("f.py", f, &all_rules()).expect("fixture parses");
         assert!(!diags.is_empty(), "{}", &f[..80.min(f.len())]);
     }
 }

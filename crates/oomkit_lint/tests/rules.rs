@@ -35,33 +35,65 @@ fn expected(source: &str) -> Vec<(String, usize)> {
     out
 }
 
+/// The fixtures of a rule: `OOMxxx.py` (must flag something) and any
+/// `OOMxxx_<scenario>.py` (a real-project scenario; may be clean, e.g. the negative
+/// cases that need a file of their own because the rule reads whole-file evidence).
+fn fixtures_of(dir: &Path, code: &str) -> Vec<std::path::PathBuf> {
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .expect("fixtures")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name == format!("{code}.py")
+                || (name.starts_with(&format!("{code}_")) && name.ends_with(".py"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 #[test]
 fn every_rule_has_a_fixture_and_each_fixture_matches_its_markers() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let mut failures = Vec::new();
     let mut snapshots = Vec::new();
     for rule in RULES {
-        let path = dir.join(format!("{}.py", rule.code));
-        let source = std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("{} needs a fixture: {e}", rule.code));
-        let settings = Settings {
-            rules: RuleSet::matching(rule.code).expect("code"),
-        };
-        let name = format!("{}.py", rule.code);
-        let diags = lint_source(&name, &source, &settings).expect("fixture parses");
-        let mut got: Vec<(String, usize)> =
-            diags.iter().map(|d| (d.code.to_string(), d.line)).collect();
-        got.sort();
-        let want = expected(&source);
-        assert!(!want.is_empty(), "{name} has no flagged example");
-        if got != want {
-            failures.push(format!("{name}:\n  expected {want:?}\n  got      {got:?}"));
+        let files = fixtures_of(&dir, rule.code);
+        assert!(
+            files
+                .iter()
+                .any(|f| f.ends_with(format!("{}.py", rule.code))),
+            "{} needs a fixture",
+            rule.code
+        );
+        for path in files {
+            let source = std::fs::read_to_string(&path).expect("fixture");
+            let settings = Settings {
+                rules: RuleSet::matching(rule.code).expect("code"),
+                ..Settings::default()
+            };
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .expect("name")
+                .to_string();
+            let diags = lint_source(&name, &source, &settings).expect("fixture parses");
+            let mut got: Vec<(String, usize)> =
+                diags.iter().map(|d| (d.code.to_string(), d.line)).collect();
+            got.sort();
+            let want = expected(&source);
+            if name == format!("{}.py", rule.code) {
+                assert!(!want.is_empty(), "{name} has no flagged example");
+            }
+            if got != want {
+                failures.push(format!("{name}:\n  expected {want:?}\n  got      {got:?}"));
+            }
+            snapshots.push((name.trim_end_matches(".py").to_string(), plain(&diags)));
         }
-        snapshots.push((rule.code, plain(&diags)));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    for (code, text) in snapshots {
-        insta::assert_snapshot!(code, text);
+    for (name, text) in snapshots {
+        insta::assert_snapshot!(name, text);
     }
 }
 
@@ -78,7 +110,15 @@ fn clean_corpus_of_real_training_loops_has_no_findings() {
         files += 1;
         let source = std::fs::read_to_string(&path).expect("read");
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("?");
-        let diags = lint_source(name, &source, &Settings::default()).expect("parses");
+        let diags = lint_source(
+            name,
+            &source,
+            &Settings {
+                rules: RuleSet::all(),
+                ..Settings::default()
+            },
+        )
+        .expect("parses");
         findings.extend(
             diags
                 .into_iter()
@@ -111,11 +151,56 @@ fn noqa_silences_the_named_code_or_everything() {
 #[test]
 fn fix_rewrites_deprecated_amp_calls() {
     let src = "import torch\nscaler = torch.cuda.amp.GradScaler()\nwith torch.cuda.amp.autocast(dtype=torch.float16):\n    pass\n";
-    let fixed = oomkit_lint::fix_source("t.py", src, &Settings::default()).expect("parses");
+    let upgrade = Settings {
+        rules: RuleSet::matching("upgrade").expect("category"),
+        ..Settings::default()
+    };
+    let fixed = oomkit_lint::fix_source("t.py", src, &upgrade).expect("parses");
     assert_eq!(fixed.fixed, 2);
     assert_eq!(
         fixed.source,
         "import torch\nscaler = torch.amp.GradScaler(\"cuda\")\nwith torch.autocast(\"cuda\", dtype=torch.float16):\n    pass\n"
     );
     assert!(fixed.diagnostics.is_empty());
+}
+
+#[test]
+fn oom201_is_silent_when_the_project_requires_transformers_5() {
+    let src = "from transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained(name)\n";
+    let mut project = oomkit_lint::Project::default();
+    let flagged = lint_source("t.py", src, &Settings::default()).expect("parses");
+    assert_eq!(flagged.len(), 1);
+    project.read("requirements.txt", "torch\ntransformers>=5.0\n");
+    let settings = Settings {
+        project,
+        ..Settings::default()
+    };
+    assert!(
+        lint_source("t.py", src, &settings)
+            .expect("parses")
+            .is_empty()
+    );
+}
+
+#[test]
+fn jax_and_tensorflow_only_files_are_not_checked_by_pytorch_rules() {
+    let body = "xs = []\nfor batch in loader:\n    loss = model(batch)\n    xs.append(loss)\n";
+    let all = Settings {
+        rules: RuleSet::all(),
+        ..Settings::default()
+    };
+    for (imports, findings) in [
+        ("import jax\nimport flax.linen as nn\n", 0),
+        ("import tensorflow as tf\n", 0),
+        (
+            "from transformers import FlaxAutoModelForCausalLM\nimport optax\n",
+            0,
+        ),
+        ("import torch\nimport jax\n", 1),
+        ("", 1),
+    ] {
+        let src = format!("{imports}{body}");
+        let got = lint_source("t.py", &src, &all).expect("parses");
+        assert_eq!(got.len(), findings, "{imports}");
+    }
 }

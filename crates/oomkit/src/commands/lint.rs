@@ -10,7 +10,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
-use oomkit_lint::{Diagnostic, LintConfig, RULES, Settings, render, rule_set, sarif};
+use oomkit_lint::{
+    Diagnostic, LintConfig, Project, RULES, Selection, Settings, render, rule_set, sarif,
+};
 use rayon::prelude::*;
 use serde_json::json;
 
@@ -35,12 +37,17 @@ enum Outcome {
     Skipped(String),
 }
 
-/// The extensions of Python files: a directory walk lints these only.
-const PYTHON_EXTENSIONS: &[&str] = &["py", "pyi", "pyw"];
+/// The extensions of Python files and Jupyter notebooks: a directory walk lints these
+/// only.
+const PYTHON_EXTENSIONS: &[&str] = &["py", "pyi", "pyw", "ipynb"];
 
 fn has_python_extension(path: &Path) -> bool {
     path.extension()
         .is_some_and(|x| PYTHON_EXTENSIONS.iter().any(|p| x == *p))
+}
+
+fn is_notebook(path: &Path) -> bool {
+    path.extension().is_some_and(|x| x == "ipynb")
 }
 
 pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
@@ -48,12 +55,20 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
     if let Some(code) = &args.explain {
         return explain(&mut out, code, args.format);
     }
-    let config = find_config()?;
+    let (config, project) = find_config()?;
     let select = args.select.clone().or(config.select.clone());
+    let mut extend_select = config.extend_select.clone();
+    extend_select.extend(args.extend_select.iter().cloned());
     let mut ignore = config.ignore.clone();
     ignore.extend(args.ignore.iter().cloned());
     let settings = Settings {
-        rules: rule_set(select.as_deref(), &ignore)?,
+        rules: rule_set(Selection {
+            select: select.as_deref(),
+            extend_select: &extend_select,
+            ignore: &ignore,
+            preview: args.preview || config.preview.unwrap_or(false),
+        })?,
+        project,
     };
     let limit = match args.max_file_size {
         Some(n) => n,
@@ -161,10 +176,11 @@ fn print_results(
                 } else {
                     let n = errors.len();
                     let files = if n == 1 { "file" } else { "files" };
+                    let d = diagnostics.len();
+                    let problems = if d == 1 { "problem" } else { "problems" };
                     writeln!(
                         out,
-                        "Found {} problems; {n} {files} could not be linted.",
-                        diagnostics.len()
+                        "Found {d} {problems}; {n} {files} could not be linted."
                     )?;
                 }
             }
@@ -212,7 +228,9 @@ fn explain(out: &mut impl Write, code: &str, format: LintFormat) -> anyhow::Resu
     match format {
         LintFormat::Json => {
             let doc = json!({"code": rule.code, "name": rule.name, "remedy": rule.remedy,
-                "fixable": rule.fixable, "explanation": oomkit_lint::explain(rule)});
+                "fixable": rule.fixable, "category": rule.category.name(),
+                "default": rule.category.is_default() && !rule.preview,
+                "preview": rule.preview, "explanation": oomkit_lint::explain(rule)});
             serde_json::to_writer_pretty(&mut *out, &doc)?;
             writeln!(out)?;
         }
@@ -221,20 +239,68 @@ fn explain(out: &mut impl Write, code: &str, format: LintFormat) -> anyhow::Resu
     Ok(0)
 }
 
-/// `[tool.oomkit.lint]` from the nearest `pyproject.toml` at or above the working directory.
-fn find_config() -> anyhow::Result<LintConfig> {
+/// The files that say which library versions a project uses (with `requirements*.txt`),
+/// read from the nearest directory at or above the working directory that has any.
+const VERSION_FILES: &[&str] = &["pyproject.toml", "uv.lock", "poetry.lock"];
+
+/// `[tool.oomkit.lint]` from the nearest `pyproject.toml` at or above the working
+/// directory, and the library versions pinned in the nearest directory with version
+/// files (`pyproject.toml`, `requirements*.txt`, `uv.lock`, `poetry.lock`). Version
+/// files are small; one over 1 MiB or unreadable adds nothing.
+fn find_config() -> anyhow::Result<(LintConfig, Project)> {
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
+    let mut config = None;
+    let mut project = None;
     for dir in cwd.ancestors() {
         let file = dir.join("pyproject.toml");
-        if file.is_file() {
+        if config.is_none() && file.is_file() {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("cannot read {}", file.display()))?;
             let cfg = LintConfig::from_pyproject(&text)
                 .with_context(|| format!("in {}", file.display()))?;
-            return Ok(cfg.unwrap_or_default());
+            config = Some(cfg.unwrap_or_default());
+        }
+        if project.is_none() {
+            let files: Vec<PathBuf> = VERSION_FILES
+                .iter()
+                .map(|n| dir.join(n))
+                .filter(|p| p.is_file())
+                .chain(requirement_files(dir))
+                .collect();
+            if !files.is_empty() {
+                let mut p = Project::default();
+                for path in files {
+                    let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= 1 << 20);
+                    if let (true, Ok(text)) = (small, std::fs::read_to_string(&path)) {
+                        let name = path.file_name().unwrap_or_default().to_string_lossy();
+                        p.read(&name, &text);
+                    }
+                }
+                project = Some(p);
+            }
+        }
+        if config.is_some() && project.is_some() {
+            break;
         }
     }
-    Ok(LintConfig::default())
+    Ok((config.unwrap_or_default(), project.unwrap_or_default()))
+}
+
+/// `requirements*.txt` in `dir`.
+fn requirement_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("requirements") && n.ends_with(".txt"))
+        })
+        .collect();
+    out.sort();
+    out
 }
 
 fn display(path: &Path) -> String {
@@ -267,7 +333,7 @@ fn collect_files(
             Ok(m) if m.is_dir() => dirs.push(p.clone()),
             Ok(_) if p.extension().is_none() || has_python_extension(p) => files.push(p.clone()),
             Ok(_) => errors.push(error(
-                "not a Python file (expected .py, .pyi or .pyw, or no extension and a `#!…python` line); not linted"
+                "not a Python file (expected .py, .pyi, .pyw or .ipynb, or no extension and a `#!…python` line); not linted"
                     .into(),
             )),
         }
@@ -381,8 +447,10 @@ fn lint_file(path: &Path, settings: &Settings, fix: bool, limit: u64) -> Outcome
         Err(e) => return fail(e.to_string()),
     };
     let source = decoded.text.as_str();
-    // a FIFO or a device is read, never written
-    let result = if fix && regular {
+    // a FIFO or a device is read, never written; notebooks are linted, never rewritten
+    let result = if is_notebook(path) {
+        oomkit_lint::lint_notebook(&name, source, settings).map(|d| Ok((d, 0)))
+    } else if fix && regular {
         oomkit_lint::fix_source(&name, source, settings).map(|f| {
             if f.fixed > 0 {
                 let Some(out) = oomkit_lint::source::encode(&bytes, &decoded, &f.source) else {
@@ -410,6 +478,7 @@ fn lint_file(path: &Path, settings: &Settings, fix: bool, limit: u64) -> Outcome
             message: format!("syntax error: {}", error.message),
         }),
         Err(oomkit_lint::Error::TooDeep { reason, .. }) => fail(format!("{reason}; not linted")),
+        Err(oomkit_lint::Error::Notebook { message, .. }) => fail(message),
         Err(e) => fail(e.to_string()),
     }
 }

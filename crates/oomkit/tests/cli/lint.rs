@@ -24,7 +24,8 @@ fn markers(source: &str) -> Vec<(String, u64)> {
 
 const CODES: &[&str] = &[
     "OOM101", "OOM102", "OOM103", "OOM104", "OOM105", "OOM106", "OOM107", "OOM108", "OOM109",
-    "OOM110", "OOM201", "OOM202", "OOM203", "OOM204", "OOM205",
+    "OOM110", "OOM111", "OOM112", "OOM201", "OOM202", "OOM203", "OOM204", "OOM205", "OOM206",
+    "OOM207",
 ];
 
 #[test]
@@ -37,7 +38,15 @@ fn every_rule_fixture_gives_its_markers_in_every_format() {
 
         let out = run_in(
             &dir,
-            &["lint", "--select", code, "--format", "json", &file],
+            &[
+                "lint",
+                "--preview",
+                "--select",
+                code,
+                "--format",
+                "json",
+                &file,
+            ],
             None,
         );
         assert_eq!(out.status.code(), Some(1), "{file}: {}", stderr(&out));
@@ -72,7 +81,7 @@ fn every_rule_fixture_gives_its_markers_in_every_format() {
             assert_eq!(d["path"], file.as_str());
         }
 
-        let out = run_in(&dir, &["lint", "--select", code, &file], None);
+        let out = run_in(&dir, &["lint", "--preview", "--select", code, &file], None);
         assert_eq!(out.status.code(), Some(1));
         let text = stdout(&out);
         let heads: Vec<&str> = text
@@ -92,7 +101,15 @@ fn every_rule_fixture_gives_its_markers_in_every_format() {
 
         let out = run_in(
             &dir,
-            &["lint", "--select", code, "--format", "sarif", &file],
+            &[
+                "lint",
+                "--preview",
+                "--select",
+                code,
+                "--format",
+                "sarif",
+                &file,
+            ],
             None,
         );
         assert_eq!(out.status.code(), Some(1));
@@ -119,7 +136,15 @@ fn every_rule_fixture_gives_its_markers_in_every_format() {
 
         let out = run_in(
             &dir,
-            &["lint", "--select", code, "--format", "github", &file],
+            &[
+                "lint",
+                "--preview",
+                "--select",
+                code,
+                "--format",
+                "github",
+                &file,
+            ],
             None,
         );
         assert_eq!(out.status.code(), Some(1));
@@ -145,7 +170,17 @@ fn clean_corpus_exits_0() {
 
 #[test]
 fn human_output_matches_snapshot() {
-    let out = run_in(&lint_fixtures(), &["lint", "OOM102.py", "OOM109.py"], None);
+    let out = run_in(
+        &lint_fixtures(),
+        &[
+            "lint",
+            "--extend-select",
+            "upgrade",
+            "OOM102.py",
+            "OOM109.py",
+        ],
+        None,
+    );
     insta::assert_snapshot!(stdout(&out));
 }
 
@@ -204,7 +239,7 @@ fn noqa_select_and_ignore() {
     write(
         tmp.path(),
         "t.py",
-        "import torch\nfor batch in loader:\n    loss = model(batch)\n    a.append(loss)  # noqa: OOM101\n    b.append(loss)  # noqa\n    c.append(loss)  # noqa: E501\nstate = torch.load('x.pt')\n",
+        "import torch.distributed as dist\nfor batch in loader:\n    loss = model(batch)\n    a.append(loss)  # noqa: OOM101\n    b.append(loss)  # noqa\n    c.append(loss)  # noqa: E501\nstate = torch.load('x.pt')\n",
     );
     let codes = |args: &[&str]| -> Vec<(String, u64)> {
         let mut a = vec!["lint", "--format", "json"];
@@ -288,7 +323,11 @@ fn fix_rewrites_deprecated_amp_in_place_and_on_stdin() {
     let src = "import torch\nscaler = torch.cuda.amp.GradScaler()\nwith torch.cuda.amp.autocast():\n    pass\n";
     let fixed = "import torch\nscaler = torch.amp.GradScaler(\"cuda\")\nwith torch.autocast(\"cuda\"):\n    pass\n";
     write(tmp.path(), "amp.py", src);
-    let out = run_in(tmp.path(), &["lint", "--fix", "amp.py"], None);
+    let out = run_in(
+        tmp.path(),
+        &["lint", "--extend-select", "upgrade", "--fix", "amp.py"],
+        None,
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert!(
         stdout(&out).contains("All checks passed! (2 fixed)"),
@@ -300,7 +339,11 @@ fn fix_rewrites_deprecated_amp_in_place_and_on_stdin() {
         fixed
     );
 
-    let out = run_in(tmp.path(), &["lint", "--fix", "-"], Some(src.as_bytes()));
+    let out = run_in(
+        tmp.path(),
+        &["lint", "--extend-select", "upgrade", "--fix", "-"],
+        Some(src.as_bytes()),
+    );
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(stdout(&out), fixed);
 }
@@ -363,7 +406,14 @@ fn explain_prints_the_rule_doc() {
 fn statistics_count_per_rule() {
     let out = run_in(
         &lint_fixtures(),
-        &["lint", "--statistics", "OOM101.py", "OOM109.py"],
+        &[
+            "lint",
+            "--extend-select",
+            "upgrade",
+            "--statistics",
+            "OOM101.py",
+            "OOM109.py",
+        ],
         None,
     );
     assert_eq!(out.status.code(), Some(1));
@@ -387,9 +437,20 @@ fn pre_commit_hook_runs_oomkit_lint_on_python_files() {
 #[test]
 fn colour_only_when_asked_or_on_a_terminal() {
     let dir = lint_fixtures();
-    let plain = run_in(&dir, &["lint", "OOM204.py"], None);
+    let plain = run_in(&dir, &["lint", "--select", "advice", "OOM204.py"], None);
     assert!(!stdout(&plain).contains('\u{1b}'));
-    let coloured = run_in(&dir, &["--color", "always", "lint", "OOM204.py"], None);
+    let coloured = run_in(
+        &dir,
+        &[
+            "--color",
+            "always",
+            "lint",
+            "--select",
+            "advice",
+            "OOM204.py",
+        ],
+        None,
+    );
     assert!(
         stdout(&coloured).contains("\u{1b}["),
         "{}",
@@ -417,4 +478,224 @@ fn very_deep_expressions_do_not_crash_and_messages_stay_short() {
     );
     assert!(text.contains("Store `(y + y + y"), "parenthesised receiver");
     assert!(text.lines().all(|l| l.len() < 400), "messages are cut");
+}
+
+/// Issue 19: only memory problems run by default; deprecations (`upgrade`) and general
+/// advice (`advice`) are opt-in, from the command line or `[tool.oomkit.lint]`.
+#[test]
+fn only_memory_rules_run_by_default_and_the_other_categories_are_opt_in() {
+    let dir = lint_fixtures();
+    let files = ["OOM109.py", "OOM203.py", "OOM204.py"];
+    let codes = |extra: &[&str]| -> Vec<String> {
+        let mut a = vec!["lint", "--format", "json"];
+        a.extend_from_slice(extra);
+        a.extend_from_slice(&files);
+        let doc = json(&run_in(&dir, &a, None));
+        let mut c: Vec<String> = doc["diagnostics"]
+            .as_array()
+            .expect("diags")
+            .iter()
+            .map(|d| d["code"].as_str().expect("code").to_string())
+            .collect();
+        c.dedup();
+        c
+    };
+    let out = run_in(&dir, &["lint", "OOM109.py", "OOM203.py", "OOM204.py"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(stdout(&out), "All checks passed!\n");
+    assert_eq!(
+        codes(&["--extend-select", "upgrade"]),
+        vec!["OOM109", "OOM203"]
+    );
+    assert_eq!(codes(&["--select", "advice"]), vec!["OOM204"]);
+    assert_eq!(codes(&["--extend-select", "OOM204"]), vec!["OOM204"]);
+
+    let tmp = tempfile::tempdir().expect("tmp");
+    write(
+        tmp.path(),
+        "pyproject.toml",
+        "[tool.oomkit.lint]\nextend-select = [\"advice\"]\npreview = true\n",
+    );
+    write(
+        tmp.path(),
+        "dp.py",
+        "import torch\nnet = torch.nn.DataParallel(net)\n",
+    );
+    let out = run_in(tmp.path(), &["lint", "dp.py"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stdout(&out).contains("OOM204"), "{}", stdout(&out));
+}
+
+#[test]
+fn explain_states_the_category_and_the_evidence() {
+    let out = run_in(&lint_fixtures(), &["lint", "--explain", "OOM109"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    assert!(
+        text.contains("Category: upgrade (opt-in: `--extend-select upgrade` or `--select OOM109`)"),
+        "{text}"
+    );
+    assert!(text.contains("## Evidence it needs"), "{text}");
+    let out = run_in(&lint_fixtures(), &["lint", "--explain", "OOM101"], None);
+    assert!(stdout(&out).contains("Category: memory (on by default)"));
+    let out = run_in(
+        &lint_fixtures(),
+        &["lint", "--explain", "OOM204", "--format", "json"],
+        None,
+    );
+    let doc = json(&out);
+    assert_eq!(doc["category"], "advice");
+    assert_eq!(doc["default"], false);
+    assert_eq!(doc["preview"], false);
+}
+
+/// Issue 19: OOM201 is moot from transformers 5 on (`from_pretrained` keeps the
+/// checkpoint's dtype); the project's pins are read from requirements files,
+/// `pyproject.toml` and lock files.
+#[test]
+fn oom201_reads_the_projects_transformers_pin() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let script = "from transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained(name)\nprint(model.generate(ids))\n";
+    write(tmp.path(), "infer.py", script);
+    let out = run_in(tmp.path(), &["lint", "infer.py"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("infer.py:2:9: OOM201"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stdout(&out).contains("Found 1 problem."),
+        "{}",
+        stdout(&out)
+    );
+
+    write(tmp.path(), "requirements.txt", "torch\ntransformers>=5.0\n");
+    let out = run_in(tmp.path(), &["lint", "infer.py"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    fs::remove_file(tmp.path().join("requirements.txt")).expect("rm");
+    write(
+        tmp.path(),
+        "pyproject.toml",
+        "[project]\nname = \"x\"\ndependencies = [\"transformers==5.1.0\"]\n",
+    );
+    let out = run_in(tmp.path(), &["lint", "infer.py"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    write(
+        tmp.path(),
+        "pyproject.toml",
+        "[project]\nname = \"x\"\ndependencies = [\"transformers>=4.46,<5\"]\n",
+    );
+    let out = run_in(tmp.path(), &["lint", "infer.py"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+}
+
+/// Issue 19: PyTorch rules never fire on JAX/Flax- or TensorFlow-only files.
+#[test]
+fn jax_and_tensorflow_files_are_not_checked_by_pytorch_rules() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let body =
+        "losses = []\nfor batch in loader:\n    loss = model(batch)\n    losses.append(loss)\n";
+    write(
+        tmp.path(),
+        "flax_train.py",
+        &format!("import jax\nimport optax\n{body}"),
+    );
+    write(
+        tmp.path(),
+        "tf_train.py",
+        &format!("import tensorflow as tf\n{body}"),
+    );
+    write(
+        tmp.path(),
+        "torch_train.py",
+        &format!("import torch\n{body}"),
+    );
+    let out = run_in(tmp.path(), &["lint", "--select", "ALL", "."], None);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("torch_train.py:5:5: OOM101"), "{text}");
+    assert!(
+        !text.contains("flax_train.py") && !text.contains("tf_train.py"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_summary_counts_in_the_singular_too() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    write(tmp.path(), "t.py", LEAK);
+    write(tmp.path(), "bad.py", "def f(:\n");
+    let out = run_in(tmp.path(), &["lint", "t.py", "bad.py"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stdout(&out).contains("Found 1 problem; 1 file could not be linted."),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// New rules run only with `--preview` (or `preview = true`), even when selected.
+#[test]
+fn preview_rules_run_only_with_preview() {
+    let dir = lint_fixtures();
+    for code in ["OOM111", "OOM112", "OOM206", "OOM207"] {
+        let file = format!("{code}.py");
+        let out = run_in(&dir, &["lint", "--select", code, &file], None);
+        assert_eq!(out.status.code(), Some(0), "{code}: {}", stdout(&out));
+        let out = run_in(&dir, &["lint", &file], None);
+        assert_eq!(out.status.code(), Some(0), "{code}: {}", stdout(&out));
+        let out = run_in(&dir, &["lint", "--preview", &file], None);
+        assert_eq!(out.status.code(), Some(1), "{code}: {}", stdout(&out));
+        assert!(stdout(&out).contains(code), "{}", stdout(&out));
+    }
+    let out = run_in(&dir, &["lint", "--explain", "OOM206"], None);
+    assert!(
+        stdout(&out).contains("Category: memory (preview: runs only with `--preview`)"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// Issue 14: notebooks are linted; findings name the cell and the line in it.
+#[test]
+fn notebooks_are_linted_cell_by_cell() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let nb = r##"{"cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# Training\n"]},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 1,
+         "source": ["%matplotlib inline\n", "import torch\n", "losses = []\n"]},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 2,
+         "source": ["for batch in loader:\n", "    loss = model(batch)\n", "    losses.append(loss)\n"]}
+    ], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}"##;
+    write(tmp.path(), "nbs/train.ipynb", nb);
+    write(tmp.path(), "broken.ipynb", "{\"cells\": 1}");
+    let out = run_in(tmp.path(), &["lint", "nbs"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("nbs/train.ipynb:cell 3:3:5: OOM101"),
+        "{}",
+        stdout(&out)
+    );
+    let doc = json(&run_in(
+        tmp.path(),
+        &["lint", "--format", "json", "nbs/train.ipynb"],
+        None,
+    ));
+    let d = &doc["diagnostics"][0];
+    assert_eq!((d["cell"].as_u64(), d["line"].as_u64()), (Some(3), Some(3)));
+    let sarif = json(&run_in(
+        tmp.path(),
+        &["lint", "--format", "sarif", "nbs/train.ipynb"],
+        None,
+    ));
+    assert_eq!(sarif["runs"][0]["results"][0]["properties"]["cell"], 3);
+    let out = run_in(tmp.path(), &["lint", "broken.ipynb"], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("broken.ipynb: not a Jupyter notebook"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -359,7 +359,10 @@ fn fix_writes_a_latin_1_file_back_in_latin_1() {
     let mut src = b"# -*- coding: latin-1 -*-\n# caf\xe9\n".to_vec();
     src.extend_from_slice(AMP.as_bytes());
     fs::write(tmp.path().join("amp.py"), &src).expect("write");
-    let (code, out, err, _) = lint_in(tmp.path(), &["lint", "--fix", "amp.py"]);
+    let (code, out, err, _) = lint_in(
+        tmp.path(),
+        &["lint", "--extend-select", "upgrade", "--fix", "amp.py"],
+    );
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("(1 fixed)"), "{out}");
     let written = fs::read(tmp.path().join("amp.py")).expect("read");

@@ -9,6 +9,10 @@ rule_doc! {
     /// ## What it does
     /// Flags `nn.DataParallel(...)` (through any alias).
     ///
+    /// ## Evidence it needs
+    /// The call itself. This is an `advice` rule (opt-in): `DataParallel` is often a
+    /// deliberate single-node fallback next to a DDP path, so it does not run by default.
+    ///
     /// ## Why it costs memory
     /// `DataParallel` replicates the model from GPU 0 every step and gathers all outputs
     /// (and the loss computation) on GPU 0, so GPU 0 needs far more memory than the others

@@ -13,6 +13,10 @@ rule_doc! {
     /// `torch.autocast("cuda", ...)` and `torch.cuda.amp.GradScaler(...)` to
     /// `torch.amp.GradScaler("cuda", ...)`.
     ///
+    /// ## Evidence it needs
+    /// The import or use itself. This is an `upgrade` rule (opt-in): the deprecated API
+    /// costs no memory today, so it does not run by default.
+    ///
     /// ## Why it costs memory
     /// Mixed precision halves activation memory; the `torch.cuda.amp` spellings are
     /// deprecated since PyTorch 2.4 (a `FutureWarning` every call) and will be removed, and

@@ -9,6 +9,10 @@ rule_doc! {
     /// ## What it does
     /// Flags `from_pretrained(..., load_in_8bit=True)` and `load_in_4bit=True`.
     ///
+    /// ## Evidence it needs
+    /// The keyword itself. This is an `upgrade` rule (opt-in): it matters when upgrading
+    /// transformers, not for memory today.
+    ///
     /// ## Why it costs memory
     /// The bare `load_in_8bit`/`load_in_4bit` arguments are deprecated in transformers and
     /// removed in v5; when they are dropped the model silently loads unquantized (2-4× the

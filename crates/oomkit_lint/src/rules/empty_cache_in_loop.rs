@@ -7,9 +7,15 @@ use crate::rules::Rule;
 
 rule_doc! {
     /// ## What it does
-    /// Flags `torch.cuda.empty_cache()` called unconditionally in the body of a loop over
-    /// data or steps (not under an `if` or in an `except` handler of that loop; a loop
-    /// over models or phases is fine).
+    /// Flags `torch.cuda.empty_cache()` called unconditionally in every step of a loop
+    /// over data or steps (not under an `if` or in an `except` handler of that loop; a
+    /// loop over models or phases, and an epoch loop, are fine).
+    ///
+    /// ## Evidence it needs
+    /// The call must run every *step*: directly in the body of the innermost loop over data
+    /// or steps (not under an `if`, not in an `except` handler), and that loop must contain
+    /// no inner loop (an epoch loop around a batch loop empties the cache once per epoch,
+    /// which is fine) and must not be named like an epoch loop (`for epoch in …`).
     ///
     /// ## Why it costs memory
     /// `empty_cache()` only returns *unused* cached blocks to the driver; it cannot free
@@ -41,7 +47,13 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     let Some(lp) = ch.innermost_loop() else {
         return;
     };
-    if !lp.is_data_loop || lp.if_depth > 0 || lp.except_depth > 0 {
+    // per step only: an epoch loop (named so, or around an inner loop) is fine
+    if !lp.is_data_loop
+        || lp.if_depth > 0
+        || lp.except_depth > 0
+        || lp.is_epoch_loop
+        || lp.facts.has_inner_loop()
+    {
         return;
     }
     if ch.qualified(&call.func).as_deref() != Some("torch.cuda.empty_cache") {
@@ -50,7 +62,7 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     ch.report(
         Rule::EmptyCacheInLoop,
         call.range(),
-        "`torch.cuda.empty_cache()` runs every iteration: it slows each step and cannot free tensors that are still referenced".to_string(),
+        "`torch.cuda.empty_cache()` runs every step: it slows each step and cannot free tensors that are still referenced".to_string(),
         "Drop references to the tensors instead, and empty the cache once between phases".to_string(),
         Vec::new(),
     );

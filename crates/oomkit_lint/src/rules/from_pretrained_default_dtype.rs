@@ -1,6 +1,6 @@
 //! OOM201 `from-pretrained-default-dtype`.
 
-use crate::context::{Checker, is_model_class, text_of};
+use crate::context::{Checker, is_model_class, last_segment_of_text, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
 use crate::rules::Rule;
@@ -8,8 +8,23 @@ use crate::rules::Rule;
 rule_doc! {
     /// ## What it does
     /// Flags `AutoModel*.from_pretrained(...)` and `*ForCausalLM.from_pretrained(...)`
-    /// without `torch_dtype=`/`dtype=` or a quantization config. Tokenizers, processors
-    /// and configs are not flagged, nor calls that pass `**kwargs`.
+    /// without `torch_dtype=`/`dtype=` or a quantization config, where the weights are
+    /// not trained in float32 on purpose. Tokenizers, processors and configs are not
+    /// flagged, nor calls that pass `**kwargs`.
+    ///
+    /// ## Evidence it needs
+    /// The loaded weights must be frozen, so float32 buys nothing:
+    /// - the file uses PEFT (`get_peft_model`, `LoraConfig`, `import peft`): a LoRA base;
+    /// - the model is a reference or teacher (`ref_model`, `teacher`, `frozen_*`), is
+    ///   frozen (`m.requires_grad_(False)`, `for p in m.parameters(): p.requires_grad =
+    ///   False`, `...from_pretrained(...).eval()`), or is loaded under `no_grad`;
+    /// - or the file trains nothing (no `backward`, optimizer or `*Trainer`): inference
+    ///   or generation.
+    ///
+    /// Full fine-tuning keeps float32 master weights on purpose (AMP, FSDP and DeepSpeed
+    /// mixed precision), so a trained model is never flagged. Never reported when the
+    /// project requires transformers 5 or newer (`pyproject.toml`, `requirements*.txt`,
+    /// `uv.lock`/`poetry.lock`), where `from_pretrained` keeps the checkpoint's dtype.
     ///
     /// ## Why it costs memory
     /// Without a dtype, transformers (before v5) loads the weights in float32 even when the
@@ -19,6 +34,7 @@ rule_doc! {
     /// ## Example
     /// ```python
     /// model = AutoModelForCausalLM.from_pretrained("meta-llama/Llama-3.1-8B")
+    /// model = get_peft_model(model, LoraConfig(r=16))
     /// ```
     ///
     /// ## Use instead
@@ -55,14 +71,53 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
             "torch_dtype" | "dtype" | "quantization_config" | "load_in_8bit" | "load_in_4bit"
         ),
     });
-    if set {
+    if set || ch.project.transformers_at_least(5) {
         return;
     }
+    let Some(why) = frozen_evidence(ch, call) else {
+        return;
+    };
     ch.report(
         Rule::FromPretrainedDefaultDtype,
         call.range(),
-        format!("`{class}.from_pretrained(...)` without `dtype=` loads the weights in float32, twice the memory of bf16"),
+        format!("`{class}.from_pretrained(...)` without `dtype=` loads the weights in float32, twice the memory of bf16, and {why}"),
         "Pass `dtype=torch.bfloat16` (or `torch_dtype=` before transformers 4.56)".to_string(),
         Vec::new(),
     );
+}
+
+/// Why the weights of this load are not trained in float32, if the file says so.
+fn frozen_evidence(ch: &Checker<'_>, call: &ast::ExprCall) -> Option<&'static str> {
+    if !ch.grad_enabled() {
+        return Some("they are loaded under `no_grad`");
+    }
+    let file = ch.file();
+    let targets = file.bound_to.get(&call.range());
+    let named_frozen = targets.into_iter().flatten().any(|t| {
+        let last = last_segment_of_text(t).to_ascii_lowercase();
+        last.starts_with("ref_")
+            || last.ends_with("_ref")
+            || last == "ref"
+            || ["reference", "teacher", "frozen"]
+                .iter()
+                .any(|w| last.contains(w))
+    });
+    if named_frozen {
+        return Some("they belong to a reference/teacher model that is never trained");
+    }
+    if file.frozen_calls.contains(&call.range())
+        || targets
+            .into_iter()
+            .flatten()
+            .any(|t| file.frozen.contains(t))
+    {
+        return Some("they are frozen");
+    }
+    if file.peft {
+        return Some("they are the frozen base of a PEFT/LoRA model");
+    }
+    if !file.trains {
+        return Some("nothing in this file trains them");
+    }
+    None
 }

@@ -1,6 +1,6 @@
 //! OOM104 `inference-without-no-grad`.
 
-use crate::context::{Checker, text_of};
+use crate::context::{Checker, backward_loss, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
 use crate::rules::Rule;
@@ -12,6 +12,17 @@ rule_doc! {
     /// an inference routine (`evaluate`, `validate`, `predict`, `infer`, `generate`…) that
     /// does no training itself. Lightning's `*_step` hooks are not flagged: Lightning
     /// disables grad for them.
+    ///
+    /// ## Evidence it needs
+    /// A call of the model with gradients on (no `with torch.no_grad()`/`inference_mode()`
+    /// around it, no such decorator, project wrappers named after them included:
+    /// YOLOv5's `@smart_inference_mode()`), where the code shows inference:
+    /// - after `model.eval()` (on that same model, with no `model.train()` in between, in
+    ///   source order), inside a loop over data that does not backpropagate: this holds
+    ///   even in a function that trains in another loop;
+    /// - or, in a function that does no training itself (no backward, `.train()`,
+    ///   `enable_grad`), after `model.eval()` or in a function named like an inference
+    ///   routine.
     ///
     /// ## Why it costs memory
     /// `model.eval()` only switches dropout and batch-norm behaviour; autograd still
@@ -97,8 +108,20 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !after_eval && !named {
         return;
     }
-    // a function that trains (backward, .train(), enable_grad) is not inference
-    if scope.trains {
+    // Flow-sensitive after `.eval()`: in a loop that does not backpropagate, the
+    // `.eval()` before it is the evidence, even in a function that trains elsewhere
+    // (a `model.train()` later or in another loop does not hide it). Outside a loop,
+    // or by name only, a function that trains (backward, .train(), enable_grad) is not
+    // inference.
+    let in_eval_loop = after_eval
+        && ch.innermost_loop().is_some_and(|l| {
+            l.is_data_loop
+                && !l
+                    .facts
+                    .step_calls()
+                    .any(|c| backward_loss(c.call).is_some())
+        });
+    if scope.trains && !in_eval_loop {
         return;
     }
     let why = if after_eval {

@@ -11,6 +11,11 @@ rule_doc! {
     /// autograd graph and the running total is only used for logging (it is not
     /// backpropagated or returned as a loss).
     ///
+    /// ## Evidence it needs
+    /// The added value must carry a graph (model output, loss function, or a torch op on
+    /// one, outside `no_grad`), and the total must only be accumulated in the loop (never
+    /// reset per iteration) and never backpropagated or returned.
+    ///
     /// ## Why it costs memory
     /// Adding a graph-carrying tensor to a running total chains every step's graph onto the
     /// total: nothing from any step can be freed, and memory grows until the run fails.
@@ -41,7 +46,11 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
     if !lp.is_data_loop {
         return;
     }
-    let name = text_of(target);
+    // `totals[name] += loss` accumulates into the dict `totals`
+    let name = match target {
+        Expr::Subscript(s) => text_of(&s.value),
+        t => text_of(t),
+    };
     if name.is_empty() || (lp.facts.assigned(&name) && !lp.only_accumulated(&name)) {
         return;
     }

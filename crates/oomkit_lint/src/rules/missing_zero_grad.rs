@@ -9,6 +9,11 @@ rule_doc! {
     /// Flags a loop that calls `.backward()` and `optimizer.step()` but never
     /// `zero_grad()` (on the optimizer or the model) or sets `p.grad = None` in the loop.
     ///
+    /// ## Evidence it needs
+    /// The same loop must both backpropagate (`.backward()`, `accelerator.backward`,
+    /// `manual_backward`) and step an optimizer, with no `zero_grad()` or `p.grad = None`
+    /// anywhere in it.
+    ///
     /// ## Why it costs memory
     /// `.backward()` adds into `.grad`; without zeroing, every step applies the sum of all
     /// previous gradients, so training silently diverges. Gradient buffers also stay

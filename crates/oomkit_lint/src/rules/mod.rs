@@ -18,10 +18,14 @@ macro_rules! rule_doc {
 }
 
 mod data_parallel;
+mod ddp_without_set_device;
 mod deprecated_cuda_amp;
 mod deprecated_load_in_kbit;
 mod empty_cache_in_loop;
 mod from_pretrained_default_dtype;
+mod fsdp_full_state_dict_on_gpu;
+mod hidden_state_not_detached;
+mod hook_stores_activation;
 mod inference_without_no_grad;
 mod loss_accumulated_with_graph;
 mod missing_zero_grad;
@@ -52,6 +56,41 @@ pub enum Rule {
     DeprecatedLoadInKbit,
     DataParallel,
     MoveAfterDeviceMap,
+    HookStoresActivation,
+    HiddenStateNotDetached,
+    FsdpFullStateDictOnGpu,
+    DdpWithoutSetDevice,
+}
+
+/// What a rule reports, as ruff groups its rules. Only [`Category::Memory`] runs by
+/// default; the others are opt-in (`--select upgrade`, `--extend-select advice`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Category {
+    /// A memory problem shown by the code itself (the default set).
+    Memory,
+    /// A deprecated API: worth upgrading, but not a memory problem today.
+    Upgrade,
+    /// General placement or setup advice that is right in some projects and not others.
+    Advice,
+}
+
+impl Category {
+    /// Every category, default first.
+    pub const ALL: [Category; 3] = [Category::Memory, Category::Upgrade, Category::Advice];
+
+    /// The selector name (`memory`, `upgrade`, `advice`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Category::Memory => "memory",
+            Category::Upgrade => "upgrade",
+            Category::Advice => "advice",
+        }
+    }
+
+    /// Whether its rules run without being selected.
+    pub fn is_default(self) -> bool {
+        self == Category::Memory
+    }
 }
 
 /// A rule's fixed facts.
@@ -65,22 +104,29 @@ pub struct RuleInfo {
     pub name: &'static str,
     /// The `oomkit_core::remedies` id its help points to.
     pub remedy: Option<&'static str>,
+    /// What it reports: only [`Category::Memory`] rules run by default.
+    pub category: Category,
+    /// A new rule that runs only with `--preview` (`preview = true`) until it has met
+    /// the precision bar on the benchmark (`bench/lint/precision/`).
+    pub preview: bool,
     /// Whether `--fix` can fix it (some cases).
     pub fixable: bool,
-    /// The documentation (`## What it does`, `## Why it costs memory`, `## Example`,
-    /// `## Use instead`).
+    /// The documentation (`## What it does`, `## Evidence it needs`, `## Why it costs
+    /// memory`, `## Example`, `## Use instead`).
     pub doc: &'static str,
 }
 
 use Rule as R;
 
-/// Every rule, in code order.
+/// Every rule, in enum order (the stable rules by code, then the rules added since).
 pub static RULES: &[RuleInfo] = &[
     RuleInfo {
         rule: R::TensorAppendedInLoop,
         code: "OOM101",
         name: "tensor-appended-in-loop",
         remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: tensor_appended_in_loop::DOC,
     },
@@ -89,6 +135,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM102",
         name: "loss-accumulated-with-graph",
         remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: loss_accumulated_with_graph::DOC,
     },
@@ -97,6 +145,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM103",
         name: "missing-zero-grad",
         remedy: None,
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: missing_zero_grad::DOC,
     },
@@ -105,6 +155,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM104",
         name: "inference-without-no-grad",
         remedy: Some("inference-mode"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: inference_without_no_grad::DOC,
     },
@@ -113,6 +165,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM105",
         name: "empty-cache-in-loop",
         remedy: Some("empty-cache-between-phases"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: empty_cache_in_loop::DOC,
     },
@@ -121,6 +175,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM106",
         name: "unscaled-gradient-accumulation",
         remedy: Some("gradient-accumulation"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: unscaled_gradient_accumulation::DOC,
     },
@@ -129,6 +185,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM107",
         name: "zero-grad-every-micro-step",
         remedy: Some("gradient-accumulation"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: zero_grad_every_micro_step::DOC,
     },
@@ -137,6 +195,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM108",
         name: "retain-graph-in-loop",
         remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: retain_graph_in_loop::DOC,
     },
@@ -145,6 +205,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM109",
         name: "deprecated-cuda-amp",
         remedy: Some("mixed-precision"),
+        category: Category::Upgrade,
+        preview: false,
         fixable: true,
         doc: deprecated_cuda_amp::DOC,
     },
@@ -153,6 +215,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM110",
         name: "tensor-stored-on-module",
         remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: tensor_stored_on_module::DOC,
     },
@@ -161,6 +225,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM201",
         name: "from-pretrained-default-dtype",
         remedy: Some("half-precision-weights"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: from_pretrained_default_dtype::DOC,
     },
@@ -169,6 +235,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM202",
         name: "torch-load-without-map-location",
         remedy: None,
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: torch_load_without_map_location::DOC,
     },
@@ -177,6 +245,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM203",
         name: "deprecated-load-in-kbit",
         remedy: Some("quantize-8bit"),
+        category: Category::Upgrade,
+        preview: false,
         fixable: false,
         doc: deprecated_load_in_kbit::DOC,
     },
@@ -185,6 +255,8 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM204",
         name: "data-parallel",
         remedy: Some("zero-sharding"),
+        category: Category::Advice,
+        preview: false,
         fixable: false,
         doc: data_parallel::DOC,
     },
@@ -193,8 +265,50 @@ pub static RULES: &[RuleInfo] = &[
         code: "OOM205",
         name: "move-after-device-map",
         remedy: Some("model-parallel"),
+        category: Category::Memory,
+        preview: false,
         fixable: false,
         doc: move_after_device_map::DOC,
+    },
+    RuleInfo {
+        rule: R::HookStoresActivation,
+        code: "OOM111",
+        name: "hook-stores-activation",
+        remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: true,
+        fixable: false,
+        doc: hook_stores_activation::DOC,
+    },
+    RuleInfo {
+        rule: R::HiddenStateNotDetached,
+        code: "OOM112",
+        name: "hidden-state-not-detached",
+        remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: true,
+        fixable: false,
+        doc: hidden_state_not_detached::DOC,
+    },
+    RuleInfo {
+        rule: R::FsdpFullStateDictOnGpu,
+        code: "OOM206",
+        name: "fsdp-full-state-dict-on-gpu",
+        remedy: Some("cpu-offload"),
+        category: Category::Memory,
+        preview: true,
+        fixable: false,
+        doc: fsdp_full_state_dict_on_gpu::DOC,
+    },
+    RuleInfo {
+        rule: R::DdpWithoutSetDevice,
+        code: "OOM207",
+        name: "ddp-without-set-device",
+        remedy: None,
+        category: Category::Memory,
+        preview: true,
+        fixable: false,
+        doc: ddp_without_set_device::DOC,
     },
 ];
 
@@ -225,7 +339,7 @@ const RULES_IN_ENUM_ORDER: () = {
         assert!(rule as usize == i, "RULES is out of enum order");
         i += 1;
     }
-    assert!(RULES.len() == Rule::MoveAfterDeviceMap as usize + 1);
+    assert!(RULES.len() == Rule::DdpWithoutSetDevice as usize + 1);
 };
 const _: () = RULES_IN_ENUM_ORDER;
 
@@ -241,6 +355,32 @@ impl RuleSet {
                 .checked_shr(u32::BITS.saturating_sub(RULES.len() as u32))
                 .unwrap_or(0),
         )
+    }
+
+    /// The rules that run when nothing is selected: the stable rules of the default
+    /// category ([`Category::Memory`]).
+    pub fn default_set() -> Self {
+        let mut set = Self::empty();
+        for r in RULES {
+            if r.category.is_default() && !r.preview {
+                set.insert(r.rule);
+            }
+        }
+        set
+    }
+
+    /// The preview rules (they run only with `--preview`).
+    pub fn preview() -> Self {
+        let mut set = Self::empty();
+        for r in RULES.iter().filter(|r| r.preview) {
+            set.insert(r.rule);
+        }
+        set
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
     }
 
     /// No rule.
@@ -263,16 +403,20 @@ impl RuleSet {
         self.0 &= !(1 << rule as u32);
     }
 
-    /// The rules matching a selector: `ALL`, a code, a code prefix (`OOM1`) or a name.
+    /// The rules matching a selector: `ALL`, a code, a code prefix (`OOM1`), a name or
+    /// a category (`memory`, `upgrade`, `advice`).
     pub fn matching(selector: &str) -> Option<Self> {
         let s = selector.trim();
         if s.eq_ignore_ascii_case("ALL") {
             return Some(Self::all());
         }
         let mut set = Self::empty();
+        let upper = s.to_ascii_uppercase();
         for r in RULES {
-            let upper = s.to_ascii_uppercase();
-            if (!upper.is_empty() && r.code.starts_with(&upper)) || r.name == s {
+            if (!upper.is_empty() && r.code.starts_with(&upper))
+                || r.name == s
+                || r.category.name().eq_ignore_ascii_case(s)
+            {
                 set.insert(r.rule);
             }
         }
@@ -298,11 +442,13 @@ pub(crate) fn on_stmt<'a>(ch: &mut Checker<'a>, stmt: &'a Stmt) {
             loss_accumulated_with_graph::check_aug_assign(ch, a);
         }
         Stmt::Assign(a) => {
+            hidden_state_not_detached::check(ch, a);
             tensor_appended_in_loop::check_subscript_store(ch, a);
             loss_accumulated_with_graph::check_assign(ch, a);
             tensor_stored_on_module::check(ch, a);
         }
         Stmt::Import(_) | Stmt::ImportFrom(_) => deprecated_cuda_amp::check_import(ch, stmt),
+        Stmt::FunctionDef(f) => hook_stores_activation::check(ch, f),
         _ => {}
     }
 }
@@ -319,6 +465,8 @@ pub(crate) fn on_call<'a>(ch: &mut Checker<'a>, call: &'a ExprCall) {
     deprecated_load_in_kbit::check(ch, call);
     data_parallel::check(ch, call);
     move_after_device_map::check(ch, call);
+    fsdp_full_state_dict_on_gpu::check(ch, call);
+    ddp_without_set_device::check(ch, call);
 }
 
 /// Attribute-level rules (uses that are not calls).
@@ -345,6 +493,7 @@ mod tests {
             assert_eq!(r.rule as usize, i, "{}", r.code);
             for section in [
                 "## What it does",
+                "## Evidence it needs",
                 "## Why it costs memory",
                 "## Example",
                 "## Use instead",
@@ -368,5 +517,28 @@ mod tests {
         let s = RuleSet::matching("data-parallel").expect("name");
         assert!(s.contains(Rule::DataParallel));
         assert_eq!(RuleSet::matching("XYZ"), None);
+        let s = RuleSet::matching("upgrade").expect("category");
+        assert!(s.contains(Rule::DeprecatedCudaAmp) && s.contains(Rule::DeprecatedLoadInKbit));
+        assert!(!s.contains(Rule::DataParallel));
+    }
+
+    #[test]
+    fn the_default_set_holds_only_stable_memory_rules() {
+        let d = RuleSet::default_set();
+        for r in RULES {
+            assert_eq!(
+                d.contains(r.rule),
+                r.category == Category::Memory && !r.preview,
+                "{}",
+                r.code
+            );
+        }
+        for r in [
+            Rule::DeprecatedCudaAmp,
+            Rule::DeprecatedLoadInKbit,
+            Rule::DataParallel,
+        ] {
+            assert!(!d.contains(r), "{r:?} is opt-in");
+        }
     }
 }

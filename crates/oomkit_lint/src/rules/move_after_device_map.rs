@@ -10,6 +10,10 @@ rule_doc! {
     /// Flags `.cuda()` or `.to("cuda")` on a model that was loaded with
     /// `from_pretrained(..., device_map=...)`.
     ///
+    /// ## Evidence it needs
+    /// The receiver must be a name bound in the same function to `from_pretrained(...,
+    /// device_map=...)`.
+    ///
     /// ## Why it costs memory
     /// `device_map` already placed (and possibly split or offloaded) the weights across
     /// devices. Moving the whole model to one GPU undoes that: it needs the full model on

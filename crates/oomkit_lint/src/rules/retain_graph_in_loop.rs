@@ -11,6 +11,10 @@ rule_doc! {
     /// retain_graph=True)`) inside a loop over data or steps (not a loop over several
     /// losses of one step).
     ///
+    /// ## Evidence it needs
+    /// A literal `retain_graph=True` on a backward call directly inside a loop over data or
+    /// steps.
+    ///
     /// ## Why it costs memory
     /// `retain_graph=True` keeps the saved activations of the graph after the backward
     /// pass. In a loop, if anything links one iteration's graph to the next (a hidden state,

@@ -12,6 +12,13 @@ rule_doc! {
     /// outputs not reduced by `.item()`, `.detach()`, `.cpu()`, `.tolist()`, `.numpy()`,
     /// `float()` or `int()`.
     ///
+    /// ## Evidence it needs
+    /// The value must carry a graph: it comes from a model call, a loss function or a torch
+    /// op on such a value, outside `no_grad`/`inference_mode`; the container must outlive
+    /// the iteration (created outside the loop), and the loop must be over data or steps. A
+    /// container that is itself backpropagated or returned as a loss (`losses.append(l)`
+    /// then `sum(losses).backward()`) is not flagged.
+    ///
     /// ## Why it costs memory
     /// The list keeps every step's tensor on the GPU and, through its `grad_fn`, the whole
     /// computation graph of that step (all saved activations). Memory grows with every

@@ -11,6 +11,11 @@ rule_doc! {
     /// tensor carries an autograd graph (it comes from a layer, a torch op or a tensor
     /// method on the inputs, outside `no_grad` and without `.detach()`).
     ///
+    /// ## Evidence it needs
+    /// In `forward` of a class with base classes, the stored value carries a graph (from a
+    /// submodule, a torch op or a tensor method on the inputs, outside `no_grad`, without
+    /// `.detach()`); attributes named like caches or states are excepted.
+    ///
     /// ## Why it costs memory
     /// The module outlives the step: the stored tensor keeps its activations and its whole
     /// graph alive until the next forward overwrites it, so the peak holds two steps'

@@ -8,15 +8,34 @@ use crate::rules::Rule;
 rule_doc! {
     /// ## What it does
     /// Flags `torch.load(...)` (through any alias) without `map_location` (keyword or second
-    /// positional argument).
+    /// positional argument) where the loaded tensors land on a GPU and cost memory there.
+    ///
+    /// ## Evidence it needs
+    /// One of:
+    /// - the file runs one process per GPU (`torch.distributed`, `init_process_group`,
+    ///   DDP/FSDP, `Accelerator`, DeepSpeed, `local_rank`) and the load is not inside an
+    ///   `if` on the rank (`if rank == 0:`, `if accelerator.is_main_process:`): every rank
+    ///   loads a full copy onto the GPU the checkpoint was saved from, usually GPU 0;
+    /// - the result is bound to a name (`ckpt = torch.load(path)`) in a function (or
+    ///   script) that trains, and the name is never released (`del ckpt`, `ckpt = None`):
+    ///   the checkpoint's GPU tensors stay alive beside the model for the whole training.
+    ///
+    /// A single-process `model.load_state_dict(torch.load(path))`, whose result dies at
+    /// once, is not flagged, nor is state that holds no CUDA tensors: a file or target
+    /// named like an LR scheduler, AMP scaler, RNG state, sampler, arguments, config,
+    /// vocabulary, tokenizer, metadata or metrics, or an in-memory `io.BytesIO` round
+    /// trip (transformers' `Trainer` and Lightning's strategies load these without
+    /// `map_location`, correctly).
     ///
     /// ## Why it costs memory
     /// Without `map_location`, every tensor goes back to the device it was saved from,
     /// usually GPU 0: every rank of a multi-GPU job then loads a full copy onto GPU 0, and a
-    /// checkpoint meant to be inspected on the CPU takes GPU memory.
+    /// checkpoint kept in a variable holds a second copy of the weights (and optimizer
+    /// state) on the GPU.
     ///
     /// ## Example
     /// ```python
+    /// dist.init_process_group("nccl")
     /// state = torch.load("checkpoint.pt")
     /// ```
     ///
@@ -25,6 +44,22 @@ rule_doc! {
     /// state = torch.load("checkpoint.pt", map_location="cpu", weights_only=True)
     /// ```
 }
+
+/// Words in a loaded file's name or its destination that mark state without CUDA tensors.
+const HOST_STATES: &[&str] = &[
+    "sched",
+    "scaler",
+    "rng",
+    "random",
+    "sampler",
+    "args",
+    "config",
+    "vocab",
+    "tokenizer",
+    "metadata",
+    "metrics",
+    "bytesio",
+];
 
 /// Runs on every call.
 pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
@@ -44,11 +79,49 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     {
         return;
     }
+    let trains = ch.scope().trains;
+    let file = ch.file();
+    // states that hold no CUDA tensors: LR schedulers, AMP scalers, RNG states, samplers,
+    // arguments (transformers' Trainer loads these without `map_location`, correctly)
+    let mut texts: Vec<String> = args
+        .args
+        .iter()
+        .map(|a| ch.text(a.range()).to_string())
+        .collect();
+    texts.extend(file.loaded_into.get(&call.range()).cloned());
+    texts.extend(
+        file.bound_to
+            .get(&call.range())
+            .into_iter()
+            .flatten()
+            .cloned(),
+    );
+    if texts.iter().any(|t| {
+        let t = t.to_ascii_lowercase();
+        HOST_STATES.iter().any(|w| t.contains(w))
+    }) {
+        return;
+    }
+    let why = if file.distributed && !file.rank_guarded(call.range()) {
+        "every rank loads its tensors onto the device they were saved from (often GPU 0)"
+            .to_string()
+    } else if let Some(name) = file.bound_to.get(&call.range()).and_then(|targets| {
+        targets
+            .iter()
+            .find(|t| !t.contains('.') && !file.released_near(t, call.range()))
+    }) && trains
+    {
+        format!(
+            "`{name}` keeps its tensors on the device they were saved from for the whole training"
+        )
+    } else {
+        return;
+    };
     let t = ch.snippet(call.func.range()).to_string();
     ch.report(
         Rule::TorchLoadWithoutMapLocation,
         call.range(),
-        format!("`{t}(...)` without `map_location` puts tensors back on the device they were saved from (often GPU 0)"),
+        format!("`{t}(...)` without `map_location`: {why}"),
         "Pass `map_location=\"cpu\"` (or the target device)".to_string(),
         Vec::new(),
     );

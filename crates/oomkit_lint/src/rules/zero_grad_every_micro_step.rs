@@ -9,6 +9,10 @@ rule_doc! {
     /// Flags gradient accumulation (the optimizer steps only under a `%` guard, every k
     /// iterations) where `zero_grad()` still runs unconditionally in every iteration.
     ///
+    /// ## Evidence it needs
+    /// `optimizer.step()` only under a `%` guard in the loop, and a `zero_grad()` (or
+    /// `p.grad = None`) that runs unconditionally in the same loop.
+    ///
     /// ## Why it costs memory
     /// Zeroing every micro-step throws away the gradients of the previous micro-batches, so
     /// the optimizer only ever sees the last one: the accumulation that was meant to allow

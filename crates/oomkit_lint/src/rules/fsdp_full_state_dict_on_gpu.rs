@@ -1,0 +1,80 @@
+//! OOM206 `fsdp-full-state-dict-on-gpu` (preview).
+
+use crate::context::{Checker, last_segment};
+use crate::parse::Ranged;
+use crate::parse::ast::{self, Expr};
+use crate::rules::Rule;
+
+rule_doc! {
+    /// ## What it does
+    /// Flags `FullStateDictConfig(...)` (FSDP) without both `offload_to_cpu=True` and
+    /// `rank0_only=True`: both default to `False`.
+    ///
+    /// ## Evidence it needs
+    /// The call itself, with `offload_to_cpu` or `rank0_only` missing or a literal
+    /// `False`. A value that is not a literal (`rank0_only=args.rank0_only`) is not
+    /// flagged.
+    ///
+    /// ## Why it costs memory
+    /// A full state dict gathers every sharded parameter into one unsharded copy. Without
+    /// `offload_to_cpu=True` that copy is built on the GPU, beside the sharded model and
+    /// the optimizer state; without `rank0_only=True` every rank builds its own. Saving a
+    /// checkpoint then needs the whole model's size free on every GPU, which is exactly
+    /// what FSDP was used to avoid: the save OOMs after hours of training. PyTorch added
+    /// both options for this (pytorch/pytorch#75908); dlrover (#840) and Lightning
+    /// (#11207) report the OOM.
+    ///
+    /// ## Example
+    /// ```python
+    /// cfg = FullStateDictConfig(offload_to_cpu=False, rank0_only=False)
+    /// with FSDP.state_dict_type(model, StateDictType.FULL_STATE_DICT, cfg):
+    ///     state = model.state_dict()
+    /// ```
+    ///
+    /// ## Use instead
+    /// ```python
+    /// cfg = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)
+    /// ```
+}
+
+/// Runs on every call.
+pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
+    if !ch.enabled(Rule::FsdpFullStateDictOnGpu)
+        || last_segment(&call.func) != Some("FullStateDictConfig")
+    {
+        return;
+    }
+    let args = &call.arguments;
+    if args.keywords.iter().any(|k| k.arg.is_none()) || !args.args.is_empty() {
+        return;
+    }
+    // missing or literal False: on; literal True: off; anything else: unknown
+    let off = |name: &str| match args.find_keyword(name).map(|k| &k.value) {
+        None => Some(true),
+        Some(Expr::BooleanLiteral(b)) => Some(!b.value),
+        Some(_) => None,
+    };
+    let (Some(gpu), Some(every_rank)) = (off("offload_to_cpu"), off("rank0_only")) else {
+        return;
+    };
+    let why = match (gpu, every_rank) {
+        (true, true) => "on the GPU of every rank",
+        (true, false) => "on the GPU",
+        (false, true) => "on every rank",
+        (false, false) => return,
+    };
+    let mut fix = Vec::new();
+    if gpu {
+        fix.push("`offload_to_cpu=True`");
+    }
+    if every_rank {
+        fix.push("`rank0_only=True`");
+    }
+    ch.report(
+        Rule::FsdpFullStateDictOnGpu,
+        call.range(),
+        format!("`FullStateDictConfig(...)` gathers the whole unsharded model {why} when saving"),
+        format!("Pass {}", fix.join(" and ")),
+        Vec::new(),
+    );
+}
