@@ -692,6 +692,18 @@ impl<'a> Checker<'a> {
             || l.ends_with("_loss_fn")
     }
 
+    /// Whether `value`'s graph was already used by `.backward()` in this function
+    /// while `container` itself never is: a running total or list of losses that
+    /// were each backpropagated cannot be meant for a later backward (their
+    /// graphs' buffers are freed), so returning it is no excuse — it is the
+    /// PyTorch FAQ's `total_loss += loss` leak ("My model reports cuda runtime
+    /// error(2): out of memory", <https://pytorch.org/docs/stable/notes/faq.html>).
+    pub fn kept_after_backward(&self, container: &str, value: &Expr) -> bool {
+        let v = text_of(value);
+        let b = &self.scope().backpropagated;
+        !v.is_empty() && b.contains(&v) && !b.contains(container)
+    }
+
     /// Whether the accumulator `name` is consumed as a loss in this function
     /// (backpropagated or returned, directly or through a simple assignment).
     /// Memoised per function: a loop body of 100,000 `xs.append(loss)` asks once.

@@ -14,7 +14,9 @@ rule_doc! {
     /// ## Evidence it needs
     /// The added value must carry a graph (model output, loss function, or a torch op on
     /// one, outside `no_grad`), and the total must only be accumulated in the loop (never
-    /// reset per iteration) and never backpropagated or returned.
+    /// reset per iteration) and never backpropagated or returned — except that returning
+    /// it is no excuse when each added value was itself backpropagated in the loop (the
+    /// PyTorch FAQ's `total_loss += loss`: those graphs cannot be used again).
     ///
     /// ## Why it costs memory
     /// Adding a graph-carrying tensor to a running total chains every step's graph onto the
@@ -54,7 +56,9 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
     if name.is_empty() || (lp.facts.assigned(&name) && !lp.only_accumulated(&name)) {
         return;
     }
-    if !ch.kind(value).has_graph() || ch.consumed_as_loss(&name) {
+    if !ch.kind(value).has_graph()
+        || (ch.consumed_as_loss(&name) && !ch.kept_after_backward(&name, value))
+    {
         return;
     }
     let t = ch.snippet(target.range()).to_string();

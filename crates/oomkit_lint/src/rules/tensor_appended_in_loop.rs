@@ -17,7 +17,8 @@ rule_doc! {
     /// op on such a value, outside `no_grad`/`inference_mode`; the container must outlive
     /// the iteration (created outside the loop), and the loop must be over data or steps. A
     /// container that is itself backpropagated or returned as a loss (`losses.append(l)`
-    /// then `sum(losses).backward()`) is not flagged.
+    /// then `sum(losses).backward()`) is not flagged — unless each value was already
+    /// backpropagated in the loop, when returning the list cannot be for a backward.
     ///
     /// ## Why it costs memory
     /// The list keeps every step's tensor on the GPU and, through its `grad_fn`, the whole
@@ -43,7 +44,7 @@ rule_doc! {
     /// ```
 }
 
-fn in_loop_and_kept(ch: &Checker<'_>, container: &Expr) -> bool {
+fn in_loop_and_kept(ch: &Checker<'_>, container: &Expr, value: &Expr) -> bool {
     let Some(lp) = ch.innermost_loop() else {
         return false;
     };
@@ -52,7 +53,9 @@ fn in_loop_and_kept(ch: &Checker<'_>, container: &Expr) -> bool {
     }
     let name = text_of(container);
     // a list re-created inside the loop is dropped every iteration
-    !name.is_empty() && !lp.facts.assigned(&name) && !ch.consumed_as_loss(&name)
+    !name.is_empty()
+        && !lp.facts.assigned(&name)
+        && (!ch.consumed_as_loss(&name) || ch.kept_after_backward(&name, value))
 }
 
 fn report(
@@ -90,7 +93,7 @@ pub(crate) fn check_call(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         },
         _ => return,
     };
-    if ch.kind(value).has_graph() && in_loop_and_kept(ch, &a.value) {
+    if ch.kind(value).has_graph() && in_loop_and_kept(ch, &a.value, value) {
         report(ch, call.range(), &a.value, value);
     }
 }
@@ -103,7 +106,7 @@ pub(crate) fn check_aug_assign(ch: &mut Checker<'_>, a: &ast::StmtAugAssign) {
     let Expr::List(l) = &*a.value else { return };
     if let [v] = &*l.elts
         && ch.kind(v).has_graph()
-        && in_loop_and_kept(ch, &a.target)
+        && in_loop_and_kept(ch, &a.target, v)
     {
         report(ch, a.range(), &a.target, v);
     }
@@ -126,7 +129,7 @@ pub(crate) fn check_subscript_store(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
     if key_is_step
         && !crate::context::mentions(&a.value, &container)
         && ch.kind(&a.value).has_graph()
-        && in_loop_and_kept(ch, &s.value)
+        && in_loop_and_kept(ch, &s.value, &a.value)
     {
         report(ch, a.range(), &s.value, &a.value);
     }
