@@ -8,6 +8,11 @@
 //! 4. `assemble` merges multi-line messages, attaches context, folds repeats;
 //! 5. `diagnose` computes what the numbers mean, the cause and the fixes.
 //!
+//! Beside errors, [`readings`] reads the memory readings users paste
+//! (nvidia-smi's table, CSV and `-q` report; PyTorch's memory_summary and
+//! memory_stats), says what they show, and joins them to the OOMs of the
+//! same input.
+//!
 //! Entry points: [`Explainer::explain_reader`] for streams and
 //! [`Explainer::explain_str`] for text; [`render::human`] and serde for output.
 //!
@@ -32,6 +37,7 @@ mod diagnose;
 mod event;
 pub mod formats;
 pub mod normalize;
+pub mod readings;
 pub mod render;
 pub mod scan;
 
@@ -40,6 +46,7 @@ use std::io::Read;
 pub use event::{
     Backend, Cause, Event, Fix, Framework, GpuGuess, Numbers, ProcessUse, Report, TensorInfo,
 };
+pub use readings::{Reading, Source as ReadingSource, TorchCounters};
 
 /// At most this many distinct events are kept; the rest are counted as repeats
 /// of the last one so memory stays bounded on pathological input.
@@ -75,9 +82,18 @@ impl Explainer {
     /// Explains a whole stream, reading it once in fixed-size chunks.
     pub fn explain_reader<R: Read>(&self, reader: R) -> Result<Report, Error> {
         let mut findings = Vec::new();
+        let mut found: Vec<Reading> = Vec::new();
+        let mut more_readings = 0usize;
         self.scanner.scan(reader, |region| {
             let lines = normalize::clean(&region.lines);
             let doc = normalize::build(lines);
+            for r in readings::read(&doc) {
+                if found.len() < readings::MAX_READINGS {
+                    found.push(r);
+                } else {
+                    more_readings = more_readings.saturating_add(1);
+                }
+            }
             let signals = detect::detect(&doc);
             if signals.is_empty() {
                 return;
@@ -88,14 +104,29 @@ impl Explainer {
                 findings = assemble::fold(std::mem::take(&mut findings));
             }
         })?;
+        for r in &mut found {
+            readings::interpret(r);
+        }
+        if more_readings > 0
+            && let Some(last) = found.last_mut()
+        {
+            last.findings.push(format!(
+                "{more_readings} more readings follow in the input; only the first {} are read",
+                readings::MAX_READINGS
+            ));
+        }
         let folded = assemble::fold(findings);
         Ok(Report {
             version: 1,
             events: folded
                 .into_iter()
                 .take(MAX_EVENTS)
-                .map(diagnose::diagnose)
+                .map(|mut f| {
+                    readings::combine(&mut f, &found);
+                    diagnose::diagnose(f)
+                })
                 .collect(),
+            readings: found,
         })
     }
 
@@ -106,6 +137,7 @@ impl Explainer {
             Err(_) => Report {
                 version: 1,
                 events: Vec::new(),
+                readings: Vec::new(),
             },
         }
     }

@@ -53,8 +53,8 @@ pub const ANCHORS: &[&str] = &[
     // "ran out of memory", "cudaMalloc failed: out of memory", …). Phrases that
     // routine output repeats (vLLM's "GPU KV cache usage") are avoided: a hit
     // costs a region parse.
-    "out of mem",
-    "Out of mem",
+    // "ut of mem" is "out of mem" and "Out of mem" in one phrase.
+    "ut of mem",
     "MemoryError",
     "OUT_OF_MEMORY",
     "Tried to allocate",
@@ -79,10 +79,20 @@ pub const ANCHORS: &[&str] = &[
     "ot enough memory",
     "can NOT allocate",
     "t allocate memory",
-    "Allocation on device",
+    // (MPS/ComfyUI's "Allocation on device 0 would exceed allowed memory"
+    // always ends "(out of memory)", found by "ut of mem".)
     "enforce allocating",
     "unhandled cuda error",
     "allocate pinned",
+    // Memory readings users paste beside errors (crate::readings): table
+    // cells of nvidia-smi (`18432MiB / 24564MiB |`, process rows `1234MiB |`)
+    // and of torch.cuda.memory_summary() (`14281 MiB |`, pre-2.0 `1062 MB |`);
+    // `nvidia-smi -q`'s FB section; `--query-gpu=`/`--query-compute-apps=`
+    // command lines (the only mark of a `noheader` CSV); memory_stats() keys.
+    "B |",
+    "FB Memory",
+    "--query-",
+    "_bytes.all.",
 ];
 
 /// Phrases that announce a long allocator dump whose summary comes at the end.
