@@ -362,9 +362,14 @@ fn unknown_evidence(f: &Finding) -> String {
         "tgi-warmup" => "TGI's warm-up could not fit the configured batch of tokens",
         _ => "the device ran out of memory",
     };
-    format!(
-        "{what}; the message states no memory figures, so check what holds the GPU (nvidia-smi, `oomkit monitor`)"
-    )
+    match f.reading_lines.first() {
+        Some(l) => format!(
+            "{what}; the message states no memory figures, but the memory reading at line {l} shows what held the GPU"
+        ),
+        None => format!(
+            "{what}; the message states no memory figures, so check what holds the GPU (nvidia-smi, `oomkit monitor`)"
+        ),
+    }
 }
 
 fn flavors(f: &Finding) -> Vec<Flavor> {

@@ -339,7 +339,9 @@ pub fn read(doc: &Doc) -> Vec<Reading> {
     if text.contains("_bytes.all.") {
         out.extend(torch::read_stats(doc));
     }
-    out.retain(|r| !r.gpus.is_empty() || !r.unplaced.is_empty() || !r.torch.is_empty());
+    out.retain(|r| {
+        !r.gpus.is_empty() || !r.mig.is_empty() || !r.unplaced.is_empty() || !r.torch.is_empty()
+    });
     out.sort_by_key(|r| r.line);
     out
 }
