@@ -38,7 +38,13 @@ pub fn human(report: &Report, source: &str) -> String {
         reading(&mut out, r, source);
     }
     let ooms = report.events.iter().filter(|e| e.is_oom).count();
-    if report.events.len() > 1 || !report.readings.is_empty() {
+    if report.events.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{DIM}{} memory reading(s) in {source}, no out-of-memory error{DIM:#}",
+            report.readings.len()
+        );
+    } else if report.events.len() > 1 || !report.readings.is_empty() {
         let readings = if report.readings.is_empty() {
             String::new()
         } else {
@@ -208,7 +214,12 @@ fn reading(out: &mut String, r: &Reading, source: &str) {
         } else {
             String::new()
         };
-        format!("{} GPU(s){procs}", r.gpus.len())
+        let mig = if r.mig.is_empty() {
+            String::new()
+        } else {
+            format!(", {} MIG device(s)", r.mig.len())
+        };
+        format!("{} GPU(s){mig}{procs}", r.gpus.len())
     } else {
         r.torch.device.map_or("PyTorch allocator".to_string(), |d| {
             format!("PyTorch allocator, device {d}")

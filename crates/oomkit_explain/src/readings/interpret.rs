@@ -438,11 +438,19 @@ pub fn combine(f: &mut Finding, readings: &[Reading]) {
             }
         };
         add(
-            "peak_allocated",
+            "pytorch_allocated",
+            t.allocated_bytes.map(|v| b(v).to_string()),
+        );
+        add(
+            "pytorch_reserved",
+            t.reserved_bytes.map(|v| b(v).to_string()),
+        );
+        add(
+            "pytorch_peak_allocated",
             t.allocated_peak_bytes.map(|v| b(v).to_string()),
         );
         add(
-            "peak_reserved",
+            "pytorch_peak_reserved",
             t.reserved_peak_bytes.map(|v| b(v).to_string()),
         );
         add(
