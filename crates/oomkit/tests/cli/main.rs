@@ -4,6 +4,7 @@
 
 mod estimate;
 mod explain;
+mod explain_readings;
 mod lint;
 mod probe;
 mod robust_any;
