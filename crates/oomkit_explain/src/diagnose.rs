@@ -585,6 +585,7 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
                 .fields
                 .processes
                 .iter()
+                .filter(|p| !p.is_self)
                 .filter_map(|p| p.pid.map(|pid| format!("{pid} ({})", p.used_bytes)))
                 .collect();
             let who = if pids.is_empty() {
