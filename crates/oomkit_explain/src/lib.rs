@@ -231,6 +231,21 @@ mod tests {
             "9999999999",
             "total capacity",
             "\u{1e}",
+            // Memory readings (issue 17).
+            "MiB |",
+            " B |",
+            "| 0 N/A N/A ",
+            "| NVIDIA-SMI 535.104.05 Driver Version: 535.104.05 CUDA Version: 12.2 |",
+            "| 0 NVIDIA RTX 4090 On | 00000000:01:00.0 Off | Off |",
+            "| 30% 45C P2 75W / 450W | 18432MiB / 24564MiB | 85% Default |",
+            "| Processes: |",
+            "| MIG devices: |",
+            "FB Memory Usage\nTotal : ",
+            "GPU 00000000:01:00.0\n",
+            "--query-gpu=index,memory.used --format=csv,noheader\n",
+            "'allocated_bytes.all.current': ",
+            "PyTorch CUDA memory summary, device ID ",
+            "| Allocated memory | ",
         ];
 
         fn assert_sane(r: &Report) {

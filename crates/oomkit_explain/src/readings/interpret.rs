@@ -463,3 +463,90 @@ pub fn combine(f: &mut Finding, readings: &[Reading]) {
     f.reading_lines.sort_unstable();
     f.reading_lines.dedup();
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Cause, Explainer, Report};
+
+    fn explain(text: &str) -> Report {
+        Explainer::new().explain_str(text)
+    }
+
+    fn fix_ids(f: &[crate::Fix]) -> Vec<&'static str> {
+        f.iter().map(|f| f.id).collect()
+    }
+
+    const TABLE: &str = "\
+| NVIDIA-SMI 535.104.05 Driver Version: 535.104.05 CUDA Version: 12.2 |
+| 0 NVIDIA RTX 4090 On | 00000000:01:00.0 Off | Off |
+| 30% 45C P2 75W / 450W | 24064MiB / 24564MiB | 85% Default |
+| 1 NVIDIA RTX 4090 On | 00000000:02:00.0 Off | Off |
+| 30% 45C P8 15W / 450W | 4MiB / 24564MiB | 0% Default |
+| Processes: |
+| 0 N/A N/A 4242 C python 10102MiB |
+| 0 N/A N/A 5151 C python 13562MiB |
+";
+
+    #[test]
+    fn a_full_shared_gpu_ranks_freeing_the_others_first() {
+        let r = explain(TABLE);
+        let reading = &r.readings[0];
+        let ids = fix_ids(&reading.fixes);
+        assert_eq!(ids[0], "free-other-processes", "{ids:?}");
+        assert!(ids.contains(&"model-parallel"), "{ids:?}");
+        assert!(reading.findings.iter().any(|f| f.contains("nearly full")));
+        assert!(reading.findings.iter().any(|f| f.contains("GPU 1 has")));
+    }
+
+    #[test]
+    fn memory_no_process_accounts_for_is_named() {
+        let t = "\
+| NVIDIA-SMI 535.104.05 Driver Version: 535.104.05 CUDA Version: 12.2 |
+| 0 NVIDIA RTX 4090 On | 00000000:01:00.0 Off | Off |
+| 30% 45C P2 75W / 450W | 20000MiB / 24564MiB | 85% Default |
+| Processes: |
+| No running processes found |
+";
+        let r = explain(t);
+        assert!(
+            r.readings[0]
+                .findings
+                .iter()
+                .any(|f| f.contains("another container")),
+            "{:?}",
+            r.readings[0].findings
+        );
+    }
+
+    #[test]
+    fn retries_are_pressure_and_quiet_counters_get_no_ladder() {
+        let busy = "{'allocated_bytes.all.current': 1073741824, 'reserved_bytes.all.current': 2147483648, 'num_alloc_retries': 3, 'num_ooms': 0}";
+        let r = explain(busy);
+        assert!(fix_ids(&r.readings[0].fixes).contains(&"reduce-batch"));
+        let quiet = "{'allocated_bytes.all.current': 1073741824, 'reserved_bytes.all.current': 1107296256, 'num_alloc_retries': 0, 'num_ooms': 0}";
+        let r = explain(quiet);
+        assert!(r.readings[0].fixes.is_empty(), "{:?}", r.readings[0].fixes);
+    }
+
+    #[test]
+    fn an_oom_takes_the_processes_of_its_gpu_and_tells_its_own() {
+        let oom = "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.65 GiB total capacity; 9.10 GiB already allocated; 18.06 MiB free; 9.30 GiB reserved in total by PyTorch)\n";
+        let r = explain(&format!("{oom}{TABLE}"));
+        let e = &r.events[0];
+        assert_eq!(e.cause, Cause::OtherProcesses);
+        assert_eq!(e.reading_lines, vec![2]);
+        let own: Vec<_> = e.processes.iter().filter(|p| p.is_self).collect();
+        assert_eq!(own.len(), 1);
+        assert_eq!(own[0].pid, Some(4242));
+    }
+
+    #[test]
+    fn without_reserved_the_own_process_is_unknown_and_only_details_join() {
+        let oom = "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor with shape[128,128,109,109] and type float on /job:localhost/replica:0/task:0/device:GPU:0 by allocator GPU_0_bfc\n";
+        let r = explain(&format!("{oom}{TABLE}"));
+        let e = &r.events[0];
+        assert!(e.processes.is_empty());
+        assert!(e.details.iter().any(|(k, _)| k == "nvidia_smi_processes"));
+        assert_ne!(e.cause, Cause::OtherProcesses);
+    }
+}
