@@ -107,6 +107,7 @@ impl Explainer {
         for r in &mut found {
             readings::interpret(r);
         }
+        readings::relate(&mut found);
         if more_readings > 0
             && let Some(last) = found.last_mut()
         {

@@ -11,7 +11,7 @@ use super::{fixtures, json, run_in};
 const MIB: u64 = 1 << 20;
 
 fn explain_json(input: &str) -> (Option<i32>, Value) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("temporary directory");
     let out = run_in(
         dir.path(),
         &["explain", "--format", "json"],
@@ -28,7 +28,7 @@ fn explain_json(input: &str) -> (Option<i32>, Value) {
 fn only_reading(input: &str) -> Value {
     let (code, got) = explain_json(input);
     assert_eq!(code, Some(0), "a reading alone exits 0: {got}");
-    let r = got["readings"].as_array().unwrap();
+    let r = got["readings"].as_array().expect("a readings array");
     assert_eq!(r.len(), 1, "{got}");
     r[0].clone()
 }
@@ -52,7 +52,7 @@ nvidia-smiOutput explanation:
 +-------------------------------+----------------------+----------------------+Key metric: 18432MiB / 24564MiB = 75% memory used
 Step 2: Check Memory in Python
 ";
-    let (_, got) = explain_json(&seed);
+    let (_, got) = explain_json(seed);
     let r = got["readings"]
         .as_array()
         .unwrap()

@@ -330,6 +330,57 @@ fn torch(r: &mut Reading) {
     r.fixes = build_fixes(plan, &[Flavor::Pytorch, Flavor::Shell]);
 }
 
+/// Relates PyTorch counters to an nvidia-smi reading of the same GPU in the
+/// same input: the process holding at least what PyTorch reserved (the
+/// smallest such) is this one, and what it holds beyond that is outside the
+/// allocator (CUDA context, cuBLAS/cuDNN workspaces, NCCL, other libraries).
+pub fn relate(readings: &mut [Reading]) {
+    let mut notes: Vec<(usize, String)> = Vec::new();
+    for (i, t) in readings.iter().enumerate() {
+        if t.source.is_smi() {
+            continue;
+        }
+        let Some(res) = t.torch.reserved_bytes.filter(|&r| r > 0) else {
+            continue;
+        };
+        let device = t.torch.device;
+        let found = readings
+            .iter()
+            .filter(|r| r.source.is_smi())
+            .filter_map(|r| {
+                let g = match (device, r.gpus.as_slice()) {
+                    (Some(d), gs) => gs.iter().find(|g| g.index == d),
+                    (None, [g]) => Some(g),
+                    _ => None,
+                }?;
+                let own = g
+                    .processes
+                    .iter()
+                    .filter_map(|p| Some((p, p.used_bytes?)))
+                    .filter(|(_, used)| *used >= res)
+                    .min_by_key(|(_, used)| *used)?;
+                Some((r.line, g.index, own))
+            })
+            .min_by_key(|(line, _, _)| line.abs_diff(t.line));
+        if let Some((line, gpu, (p, used))) = found {
+            notes.push((
+                i,
+                format!(
+                    "nvidia-smi (line {line}) shows PID {} holding {} on GPU {gpu}, {} more than PyTorch reserved: the CUDA context, cuBLAS/cuDNN workspaces, NCCL and other libraries outside the allocator",
+                    p.pid,
+                    b(used),
+                    b(used.saturating_sub(res))
+                ),
+            ));
+        }
+    }
+    for (i, n) in notes {
+        if let Some(r) = readings.get_mut(i) {
+            r.findings.push(n);
+        }
+    }
+}
+
 /// Joins readings to an OOM of the same input: the processes an
 /// nvidia-smi reading lists on the OOM's GPU (when the message lists none
 /// and its own process can be told apart), the GPU's name, and the counters

@@ -30,7 +30,7 @@ use serde::{Serialize, Serializer};
 use crate::event::Fix;
 use crate::normalize::Doc;
 
-pub use interpret::{combine, interpret};
+pub use interpret::{combine, interpret, relate};
 
 /// At most this many readings are kept per input (the rest are counted).
 pub const MAX_READINGS: usize = 1_000;
