@@ -25,6 +25,16 @@ fn explain_json(input: &str) -> (Option<i32>, Value) {
     (out.status.code(), json(&out))
 }
 
+/// The ids of a reading's fixes, in rank order.
+fn fix_ids(r: &Value) -> Vec<&str> {
+    r["fixes"]
+        .as_array()
+        .expect("a fixes array")
+        .iter()
+        .filter_map(|f| f["id"].as_str())
+        .collect()
+}
+
 fn only_reading(input: &str) -> Value {
     let (code, got) = explain_json(input);
     assert_eq!(code, Some(0), "a reading alone exits 0: {got}");
@@ -90,12 +100,7 @@ worker-1 | |    0   N/A  N/A     22222      C   python                          
     assert_eq!(r["gpus"][1]["unattributed_bytes"], 3 * MIB);
     assert_eq!(r["processes"][1]["pid"], 22222);
     assert_eq!(r["processes"][1]["gpu"], 0);
-    let ids: Vec<&str> = r["fixes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["id"].as_str().unwrap())
-        .collect();
+    let ids = fix_ids(&r);
     assert_eq!(ids[0], "free-other-processes", "{ids:?}");
     assert!(ids.contains(&"model-parallel"), "GPU 1 is idle: {ids:?}");
 }
@@ -166,12 +171,7 @@ fn memory_stats_dict_and_json_read_their_counters() {
     assert_eq!(r["oom_count"], 1);
     assert_eq!(r["alloc_retries"], 4);
     assert!(r.get("gpus").is_none(), "PyTorch sources have no gpus: {r}");
-    let ids: Vec<&str> = r["fixes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["id"].as_str().unwrap())
-        .collect();
+    let ids = fix_ids(&r);
     assert_eq!(ids[0], "expandable-segments", "{ids:?}");
     let as_json = r#"{"allocated_bytes.all.current": 1024, "reserved_bytes.all.current": 2097152}"#;
     assert_eq!(only_reading(as_json)["reserved_bytes"], 2u64 << 20);

@@ -483,33 +483,24 @@ pub fn combine(f: &mut Finding, readings: &[Reading]) {
         f.reading_lines.push(r.line);
         let t = &r.torch;
         let x = &mut f.sig.fields;
-        let mut add = |k: &str, v: Option<String>| {
+        let sizes = [
+            ("pytorch_allocated", t.allocated_bytes),
+            ("pytorch_reserved", t.reserved_bytes),
+            ("pytorch_peak_allocated", t.allocated_peak_bytes),
+            ("pytorch_peak_reserved", t.reserved_peak_bytes),
+            ("non_releasable", t.non_releasable_bytes),
+        ]
+        .map(|(k, v)| (k, v.map(|v| b(v).to_string())));
+        let counts = [
+            ("cuda_ooms", t.oom_count),
+            ("cudamalloc_retries", t.alloc_retries),
+        ]
+        .map(|(k, v)| (k, v.map(|v| v.to_string())));
+        for (k, v) in sizes.into_iter().chain(counts) {
             if let Some(v) = v {
                 x.details.push((k.to_string(), v));
             }
-        };
-        add(
-            "pytorch_allocated",
-            t.allocated_bytes.map(|v| b(v).to_string()),
-        );
-        add(
-            "pytorch_reserved",
-            t.reserved_bytes.map(|v| b(v).to_string()),
-        );
-        add(
-            "pytorch_peak_allocated",
-            t.allocated_peak_bytes.map(|v| b(v).to_string()),
-        );
-        add(
-            "pytorch_peak_reserved",
-            t.reserved_peak_bytes.map(|v| b(v).to_string()),
-        );
-        add(
-            "non_releasable",
-            t.non_releasable_bytes.map(|v| b(v).to_string()),
-        );
-        add("cuda_ooms", t.oom_count.map(|v| v.to_string()));
-        add("cudamalloc_retries", t.alloc_retries.map(|v| v.to_string()));
+        }
     }
     f.reading_lines.sort_unstable();
     f.reading_lines.dedup();
