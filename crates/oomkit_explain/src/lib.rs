@@ -87,12 +87,19 @@ impl Explainer {
         self.scanner.scan(reader, |region| {
             let lines = normalize::clean(&region.lines);
             let doc = normalize::build(lines);
-            for r in readings::read(&doc) {
-                if found.len() < readings::MAX_READINGS {
-                    found.push(r);
-                } else {
-                    more_readings = more_readings.saturating_add(1);
+            if region.readings {
+                for r in readings::read(&doc) {
+                    if found.len() < readings::MAX_READINGS {
+                        found.push(r);
+                    } else {
+                        more_readings = more_readings.saturating_add(1);
+                    }
                 }
+            }
+            // A region opened only by reading anchors holds no error message
+            // (before readings, no region was opened there at all).
+            if !region.errors {
+                return;
             }
             let signals = detect::detect(&doc);
             if signals.is_empty() {

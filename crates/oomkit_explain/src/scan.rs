@@ -116,6 +116,19 @@ pub struct RawLine {
 pub struct Region {
     /// The pieces, in input order.
     pub lines: Vec<RawLine>,
+    /// An error anchor hit in the region (not only a reading anchor): only
+    /// then can it hold an error message.
+    pub errors: bool,
+    /// A reading anchor hit in the region: only then can it hold a reading.
+    pub readings: bool,
+}
+
+/// The last this many [`ANCHORS`] mark memory readings, not errors.
+const READING_ANCHORS: usize = 4;
+
+/// Whether anchor `i` marks an error (the others mark readings).
+fn is_error_anchor(i: usize) -> bool {
+    i < ANCHORS.len().saturating_sub(READING_ANCHORS)
 }
 
 /// Streams a reader and calls `on_region` for each region, in order.
@@ -259,7 +272,10 @@ impl Scanner {
             }
             before.drain(..drop.min(before.len()));
             st.region_bytes = bytes;
-            st.region = Some(Region { lines: before });
+            st.region = Some(Region {
+                lines: before,
+                ..Region::default()
+            });
             st.after_left = AFTER;
             pos = pos.saturating_add(skipped.len());
         }
@@ -272,7 +288,21 @@ impl Scanner {
         st: &mut State,
         on_region: &mut impl FnMut(Region),
     ) {
-        if self.anchors.is_match(piece) {
+        let mut hit = false;
+        for m in self.anchors.find_iter(piece) {
+            hit = true;
+            if let Some(r) = st.region.as_mut() {
+                if is_error_anchor(m.pattern().as_usize()) {
+                    r.errors = true;
+                } else {
+                    r.readings = true;
+                }
+                if r.errors && r.readings {
+                    break;
+                }
+            }
+        }
+        if hit {
             st.after_left = st.after_left.max(AFTER);
         }
         if self.dump.is_match(piece) {
@@ -470,6 +500,25 @@ mod tests {
     #[test]
     fn anchors_stay_within_the_fast_search() {
         assert!(ANCHORS.len() <= 32, "{} anchors", ANCHORS.len());
+        // The reading anchors are the last ones.
+        let first_reading = ANCHORS.len() - READING_ANCHORS;
+        assert_eq!(ANCHORS.get(first_reading), Some(&"B |"));
+    }
+
+    #[test]
+    fn regions_say_which_anchors_they_hold() {
+        let mut kinds = Vec::new();
+        let log = "x\n| 30% 45C P2 75W / 450W | 18432MiB / 24564MiB | 85% Default |\n";
+        Scanner::new()
+            .scan(log.as_bytes(), |r| kinds.push((r.errors, r.readings)))
+            .unwrap();
+        assert_eq!(kinds, vec![(false, true)]);
+        kinds.clear();
+        let both = format!("{log}CUDA out of memory. Tried to allocate 2.00 GiB\n");
+        Scanner::new()
+            .scan(both.as_bytes(), |r| kinds.push((r.errors, r.readings)))
+            .unwrap();
+        assert_eq!(kinds, vec![(true, true)]);
     }
 
     #[test]
