@@ -48,6 +48,9 @@ pub use event::{
 };
 pub use readings::{Reading, Source as ReadingSource, TorchCounters};
 
+/// Lines kept around the anchors of a region that holds only readings.
+const READING_CONTEXT: usize = 12;
+
 /// At most this many distinct events are kept; the rest are counted as repeats
 /// of the last one so memory stays bounded on pathological input.
 pub const MAX_EVENTS: usize = 2_000;
@@ -85,7 +88,21 @@ impl Explainer {
         let mut found: Vec<Reading> = Vec::new();
         let mut more_readings = 0usize;
         self.scanner.scan(reader, |region| {
-            let lines = normalize::clean(&region.lines);
+            // A region opened only by readings needs only a few lines around
+            // them (headers sit just above the rows): normalising the whole
+            // context window made logs that print memory_summary() every few
+            // thousand lines 4× slower.
+            let raw = match (region.errors, region.hits) {
+                (false, Some((first, last))) => {
+                    let start = first.saturating_sub(READING_CONTEXT);
+                    let end = last
+                        .saturating_add(READING_CONTEXT + 1)
+                        .min(region.lines.len());
+                    region.lines.get(start..end).unwrap_or(&region.lines)
+                }
+                _ => region.lines.as_slice(),
+            };
+            let lines = normalize::clean(raw);
             let doc = normalize::build(lines);
             if region.readings {
                 for r in readings::read(&doc) {

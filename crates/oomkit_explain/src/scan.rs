@@ -121,6 +121,8 @@ pub struct Region {
     pub errors: bool,
     /// A reading anchor hit in the region: only then can it hold a reading.
     pub readings: bool,
+    /// Indices in `lines` of the first and the last piece with an anchor hit.
+    pub hits: Option<(usize, usize)>,
 }
 
 /// The last this many [`ANCHORS`] mark memory readings, not errors.
@@ -304,6 +306,10 @@ impl Scanner {
         }
         if hit {
             st.after_left = st.after_left.max(AFTER);
+            if let Some(r) = st.region.as_mut() {
+                let at = r.lines.len();
+                r.hits = Some(r.hits.map_or((at, at), |(first, _)| (first, at)));
+            }
         }
         if self.dump.is_match(piece) {
             st.after_left = AFTER_DUMP;

@@ -164,6 +164,11 @@ fn smi(r: &mut Reading) {
             }
         }
     }
+    if r.index_assumed {
+        findings.push(
+            "the GPU's `GPU 0000:…` line is too far above its FB Memory Usage section to be read here, so the index is taken as 0; `nvidia-smi -q -d MEMORY` prints them together".to_string(),
+        );
+    }
     let full: Vec<&GpuReading> = r.gpus.iter().filter(|g| is_full(g)).collect();
     let roomy = r.gpus.iter().find(|g| {
         g.memory_used_bytes

@@ -158,6 +158,10 @@ pub struct Reading {
     pub unplaced: Vec<Unplaced>,
     /// MIG devices (nvidia-smi's table).
     pub mig: Vec<MigDevice>,
+    /// `nvidia-smi -q` only: the GPU's `GPU 0000:…` line was too far above
+    /// its FB section to be read, so its index is taken as 0 (said in the
+    /// findings).
+    pub index_assumed: bool,
     /// Driver version as printed.
     pub driver_version: Option<String>,
     /// CUDA version the driver supports, as printed.
@@ -179,6 +183,7 @@ impl Reading {
             process_list: false,
             unplaced: Vec::new(),
             mig: Vec::new(),
+            index_assumed: false,
             driver_version: None,
             cuda_version: None,
             torch: TorchCounters::default(),

@@ -94,6 +94,18 @@ pub fn read(doc: &Doc) -> Vec<Reading> {
             continue;
         }
         let Some((key, value)) = t.split_once(':').map(|(k, v)| (k.trim(), v.trim())) else {
+            if t == "FB Memory Usage" && cur.as_ref().is_none_or(|r| r.gpus.is_empty()) {
+                // A full `-q` puts ~80 lines between a GPU's `GPU 0000:…` line
+                // and its FB section, more than the context kept before it.
+                let r = cur.get_or_insert_with(|| {
+                    let mut r = Reading::new(Source::SmiQ, l.line);
+                    r.driver_version.clone_from(&driver);
+                    r.cuda_version.clone_from(&cuda);
+                    r
+                });
+                r.index_assumed = true;
+                r.gpus.push(GpuReading::default());
+            }
             section = match t {
                 "FB Memory Usage" => Section::Fb,
                 "Utilization" => Section::Utilization,
@@ -250,6 +262,15 @@ GPU 00000000:02:00.0
         assert_eq!(r.gpus[1].index, 1);
         assert!(r.gpus[1].processes.is_empty());
         assert!(r.process_list);
+    }
+
+    #[test]
+    fn an_fb_section_far_below_its_gpu_line_reads_as_gpu_0() {
+        let t = "    Fan Speed : 30 %\n    FB Memory Usage\n        Total : 24564 MiB\n        Reserved : 346 MiB\n        Used : 100 MiB\n        Free : 24117 MiB\n";
+        let r = &read(&doc(t))[0];
+        assert!(r.index_assumed);
+        assert_eq!(r.gpus[0].index, 0);
+        assert_eq!(r.gpus[0].memory_used_bytes, Some(100 << 20));
     }
 
     #[test]
