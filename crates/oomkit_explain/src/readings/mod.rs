@@ -338,7 +338,7 @@ pub fn read(doc: &Doc) -> Vec<Reading> {
     if text.contains("--query-") || text.contains(", ") {
         out.extend(smi_query::read(doc));
     }
-    if text.contains("B |") || text.contains("B|") {
+    if text.contains("B |") {
         out.extend(torch::read_summary(doc));
     }
     if text.contains("_bytes.all.") {
