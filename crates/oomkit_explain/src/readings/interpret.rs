@@ -335,6 +335,16 @@ fn torch(r: &mut Reading) {
     r.fixes = build_fixes(plan, &[Flavor::Pytorch, Flavor::Shell]);
 }
 
+/// The GPU of a reading that device `device` means: the one with that
+/// index, or, when the device is not named, the reading's only GPU.
+fn gpu_for(device: Option<u32>, gpus: &[GpuReading]) -> Option<&GpuReading> {
+    match (device, gpus) {
+        (Some(d), gs) => gs.iter().find(|g| g.index == d),
+        (None, [g]) => Some(g),
+        _ => None,
+    }
+}
+
 /// Relates PyTorch counters to an nvidia-smi reading of the same GPU in the
 /// same input: the process holding at least what PyTorch reserved (the
 /// smallest such) is this one, and what it holds beyond that is outside the
@@ -353,11 +363,7 @@ pub fn relate(readings: &mut [Reading]) {
             .iter()
             .filter(|r| r.source.is_smi())
             .filter_map(|r| {
-                let g = match (device, r.gpus.as_slice()) {
-                    (Some(d), gs) => gs.iter().find(|g| g.index == d),
-                    (None, [g]) => Some(g),
-                    _ => None,
-                }?;
+                let g = gpu_for(device, &r.gpus)?;
                 let own = g
                     .processes
                     .iter()
@@ -398,13 +404,7 @@ pub fn combine(f: &mut Finding, readings: &[Reading]) {
     let device = f.sig.fields.device;
     let line = f.line;
     let near = |r: &&Reading| r.line.abs_diff(line);
-    let gpu_of = |r: &Reading| -> Option<GpuReading> {
-        match (device, r.gpus.as_slice()) {
-            (Some(d), gs) => gs.iter().find(|g| g.index == d).cloned(),
-            (None, [g]) => Some(g.clone()),
-            _ => None,
-        }
-    };
+    let gpu_of = |r: &Reading| gpu_for(device, &r.gpus).cloned();
     let smi = readings
         .iter()
         .filter(|r| r.source.is_smi() && gpu_of(r).is_some())
