@@ -26,8 +26,11 @@ pub struct GpuReading {
     /// Memory in use, as nvidia-smi's "Used" (on drivers ≥ 510 this excludes
     /// the driver's reserve, which is [`GpuReading::memory_reserved_bytes`]).
     pub memory_used_bytes: Option<u64>,
-    /// Memory the driver reserves for itself (NVML v2's `reserved`,
-    /// nvidia-smi -q's "Reserved"): part of total, never free for processes.
+    /// Memory the driver reserves for itself and reports apart from used
+    /// (NVML v2 `reserved`, `nvidia-smi -q`'s FB "Reserved", drivers ≥ 510).
+    /// When it is known, used does not include it: total = reserved + used + free.
+    /// Omitted from JSON when unknown, so sources without it serialise as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_reserved_bytes: Option<u64>,
     /// GPU utilisation over the driver's last sample period, percent.
     pub utilization_pct: Option<u32>,
@@ -43,13 +46,14 @@ pub struct GpuReading {
 }
 
 impl GpuReading {
-    /// Free memory: total − reserved − used, when total and used are known
-    /// (an unknown reserve counts as zero; never negative).
+    /// Free memory, when total and used are both known (never negative: a
+    /// driver that reports used > total gives zero free). A separately
+    /// reported driver reserve is not free either.
     pub fn memory_free_bytes(&self) -> Option<u64> {
         Some(
             self.memory_total_bytes?
-                .saturating_sub(self.memory_reserved_bytes.unwrap_or(0))
-                .saturating_sub(self.memory_used_bytes?),
+                .saturating_sub(self.memory_used_bytes?)
+                .saturating_sub(self.memory_reserved_bytes.unwrap_or(0)),
         )
     }
 

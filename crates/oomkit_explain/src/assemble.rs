@@ -24,6 +24,8 @@ pub struct Finding {
     pub phase: Option<&'static str>,
     pub gpu: Option<GpuGuess>,
     pub follows_line: Option<u64>,
+    /// Lines of the readings (nvidia-smi, PyTorch counters) joined to it.
+    pub reading_lines: Vec<u64>,
 }
 
 /// How many lines may separate two signals of one chain. TensorFlow prints
@@ -156,6 +158,7 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
             phase: None,
             gpu: None,
             follows_line: None,
+            reading_lines: Vec::new(),
             sig: s,
         });
     }
@@ -190,6 +193,7 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
                     phase: Some("inference"),
                     gpu: None,
                     follows_line: None,
+                    reading_lines: Vec::new(),
                     sig,
                 });
             }

@@ -65,6 +65,7 @@ pub fn diagnose(f: Finding) -> Event {
         repeats: f.repeats,
         ranks: f.ranks.clone(),
         follows_line: f.follows_line,
+        reading_lines: f.reading_lines.clone(),
         details: fields.details.clone(),
     }
 }
@@ -361,9 +362,14 @@ fn unknown_evidence(f: &Finding) -> String {
         "tgi-warmup" => "TGI's warm-up could not fit the configured batch of tokens",
         _ => "the device ran out of memory",
     };
-    format!(
-        "{what}; the message states no memory figures, so check what holds the GPU (nvidia-smi, `oomkit monitor`)"
-    )
+    match f.reading_lines.first() {
+        Some(l) => format!(
+            "{what}; the message states no memory figures, but the memory reading at line {l} shows what held the GPU"
+        ),
+        None => format!(
+            "{what}; the message states no memory figures, so check what holds the GPU (nvidia-smi, `oomkit monitor`)"
+        ),
+    }
 }
 
 fn flavors(f: &Finding) -> Vec<Flavor> {
@@ -548,9 +554,8 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
     let pytorch_cuda = f.sig.framework == Framework::Pytorch
         && matches!(f.sig.backend, Some(Backend::Cuda | Backend::Hip));
     // (id, why override, saves)
-    let mut plan: Vec<(&'static str, Option<String>, Option<Bytes>)> = Vec::new();
-    let push_all = |plan: &mut Vec<(&'static str, Option<String>, Option<Bytes>)>,
-                    ids: Vec<&'static str>| {
+    let mut plan: Plan = Vec::new();
+    let push_all = |plan: &mut Plan, ids: Vec<&'static str>| {
         for id in ids {
             plan.push((id, None, None));
         }
@@ -580,6 +585,7 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
                 .fields
                 .processes
                 .iter()
+                .filter(|p| !p.is_self)
                 .filter_map(|p| p.pid.map(|pid| format!("{pid} ({})", p.used_bytes)))
                 .collect();
             let who = if pids.is_empty() {
@@ -764,7 +770,15 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
         }
         Cause::NotOom => {}
     }
-    let prefs = flavors(f);
+    build_fixes(plan, &flavors(f))
+}
+
+/// A fix plan as `(remedy id, why for this case, how much it frees)`.
+pub(crate) type Plan = Vec<(&'static str, Option<String>, Option<Bytes>)>;
+
+/// Turns a plan into at most six fixes, first mention of an id wins, each
+/// with the remedy's code in the first of `prefs` it has a snippet for.
+pub(crate) fn build_fixes(plan: Plan, prefs: &[Flavor]) -> Vec<Fix> {
     let mut out: Vec<Fix> = Vec::new();
     for (id, why, saves) in plan {
         if out.iter().any(|x| x.id == id) || out.len() >= 6 {
@@ -772,7 +786,7 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
         }
         let Some(r) = remedies::get(id) else { continue };
         let code = r
-            .snippet_for(&prefs)
+            .snippet_for(prefs)
             .map_or(String::new(), |s| s.code.to_string());
         out.push(Fix {
             id: r.id,

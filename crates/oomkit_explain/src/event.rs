@@ -8,6 +8,8 @@
 use oomkit_core::Bytes;
 use serde::Serialize;
 
+use crate::readings::Reading;
+
 /// The whole answer for one input.
 #[derive(Debug, Serialize)]
 pub struct Report {
@@ -15,12 +17,20 @@ pub struct Report {
     pub version: u32,
     /// Every error event, in input order, duplicates folded.
     pub events: Vec<Event>,
+    /// Every memory reading (nvidia-smi, PyTorch counters), in input order.
+    pub readings: Vec<Reading>,
 }
 
 impl Report {
     /// True when at least one event is a device out-of-memory error.
     pub fn has_oom(&self) -> bool {
         self.events.iter().any(|e| e.is_oom)
+    }
+
+    /// True when there is something to explain: an OOM or a reading
+    /// (`explain` exits 0 then, 1 otherwise).
+    pub fn explained(&self) -> bool {
+        self.has_oom() || !self.readings.is_empty()
     }
 }
 
@@ -262,6 +272,9 @@ pub struct Event {
     pub ranks: Vec<u32>,
     /// For a follow-on error, the line of the OOM it follows.
     pub follows_line: Option<u64>,
+    /// Lines of the readings in the same input joined to this diagnosis
+    /// (an nvidia-smi reading of its GPU, PyTorch counters of its device).
+    pub reading_lines: Vec<u64>,
     /// Extra facts from the message (max model length, buffer kind, …), as key/value.
     pub details: Vec<(String, String)>,
 }

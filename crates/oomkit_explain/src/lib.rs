@@ -8,6 +8,11 @@
 //! 4. `assemble` merges multi-line messages, attaches context, folds repeats;
 //! 5. `diagnose` computes what the numbers mean, the cause and the fixes.
 //!
+//! Beside errors, [`readings`] reads the memory readings users paste
+//! (nvidia-smi's table, CSV and `-q` report; PyTorch's memory_summary and
+//! memory_stats), says what they show, and joins them to the OOMs of the
+//! same input.
+//!
 //! Entry points: [`Explainer::explain_reader`] for streams and
 //! [`Explainer::explain_str`] for text; [`render::human`] and serde for output.
 //!
@@ -32,6 +37,7 @@ mod diagnose;
 mod event;
 pub mod formats;
 pub mod normalize;
+pub mod readings;
 pub mod render;
 pub mod scan;
 
@@ -40,6 +46,10 @@ use std::io::Read;
 pub use event::{
     Backend, Cause, Event, Fix, Framework, GpuGuess, Numbers, ProcessUse, Report, TensorInfo,
 };
+pub use readings::{Reading, Source as ReadingSource, TorchCounters};
+
+/// Lines kept around the anchors of a region that holds only readings.
+const READING_CONTEXT: usize = 12;
 
 /// At most this many distinct events are kept; the rest are counted as repeats
 /// of the last one so memory stays bounded on pathological input.
@@ -75,9 +85,39 @@ impl Explainer {
     /// Explains a whole stream, reading it once in fixed-size chunks.
     pub fn explain_reader<R: Read>(&self, reader: R) -> Result<Report, Error> {
         let mut findings = Vec::new();
+        let mut found: Vec<Reading> = Vec::new();
+        let mut more_readings = 0usize;
         self.scanner.scan(reader, |region| {
-            let lines = normalize::clean(&region.lines);
+            // A region opened only by readings needs only a few lines around
+            // them (headers sit just above the rows): normalising the whole
+            // context window made logs that print memory_summary() every few
+            // thousand lines 4× slower.
+            let raw = match (region.errors, region.hits) {
+                (false, Some((first, last))) => {
+                    let start = first.saturating_sub(READING_CONTEXT);
+                    let end = last
+                        .saturating_add(READING_CONTEXT + 1)
+                        .min(region.lines.len());
+                    region.lines.get(start..end).unwrap_or(&region.lines)
+                }
+                _ => region.lines.as_slice(),
+            };
+            let lines = normalize::clean(raw);
             let doc = normalize::build(lines);
+            if region.readings {
+                for r in readings::read(&doc) {
+                    if found.len() < readings::MAX_READINGS {
+                        found.push(r);
+                    } else {
+                        more_readings = more_readings.saturating_add(1);
+                    }
+                }
+            }
+            // A region opened only by reading anchors holds no error message
+            // (before readings, no region was opened there at all).
+            if !region.errors {
+                return;
+            }
             let signals = detect::detect(&doc);
             if signals.is_empty() {
                 return;
@@ -88,14 +128,30 @@ impl Explainer {
                 findings = assemble::fold(std::mem::take(&mut findings));
             }
         })?;
+        for r in &mut found {
+            readings::interpret(r);
+        }
+        readings::relate(&mut found);
+        if more_readings > 0
+            && let Some(last) = found.last_mut()
+        {
+            last.findings.push(format!(
+                "{more_readings} more readings follow in the input; only the first {} are read",
+                readings::MAX_READINGS
+            ));
+        }
         let folded = assemble::fold(findings);
         Ok(Report {
             version: 1,
             events: folded
                 .into_iter()
                 .take(MAX_EVENTS)
-                .map(diagnose::diagnose)
+                .map(|mut f| {
+                    readings::combine(&mut f, &found);
+                    diagnose::diagnose(f)
+                })
                 .collect(),
+            readings: found,
         })
     }
 
@@ -106,6 +162,7 @@ impl Explainer {
             Err(_) => Report {
                 version: 1,
                 events: Vec::new(),
+                readings: Vec::new(),
             },
         }
     }
@@ -199,6 +256,21 @@ mod tests {
             "9999999999",
             "total capacity",
             "\u{1e}",
+            // Memory readings (issue 17).
+            "MiB |",
+            " B |",
+            "| 0 N/A N/A ",
+            "| NVIDIA-SMI 535.104.05 Driver Version: 535.104.05 CUDA Version: 12.2 |",
+            "| 0 NVIDIA RTX 4090 On | 00000000:01:00.0 Off | Off |",
+            "| 30% 45C P2 75W / 450W | 18432MiB / 24564MiB | 85% Default |",
+            "| Processes: |",
+            "| MIG devices: |",
+            "FB Memory Usage\nTotal : ",
+            "GPU 00000000:01:00.0\n",
+            "--query-gpu=index,memory.used --format=csv,noheader\n",
+            "'allocated_bytes.all.current': ",
+            "PyTorch CUDA memory summary, device ID ",
+            "| Allocated memory | ",
         ];
 
         fn assert_sane(r: &Report) {

@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 use anstyle::{AnsiColor, Style};
 use oomkit_core::Bytes;
 
-use crate::event::{Cause, Event, Framework, Report};
+use crate::event::{Cause, Event, Fix, Framework, Report};
+use crate::readings::Reading;
 
 const BOLD: Style = Style::new().bold();
 const DIM: Style = Style::new().dimmed();
@@ -20,7 +21,7 @@ const CYAN: Style = AnsiColor::Cyan.on_default();
 /// Renders a whole report for people.
 pub fn human(report: &Report, source: &str) -> String {
     let mut out = String::new();
-    if report.events.is_empty() {
+    if report.events.is_empty() && report.readings.is_empty() {
         let _ = writeln!(out, "no out-of-memory error found in {source}");
         return out;
     }
@@ -30,11 +31,28 @@ pub fn human(report: &Report, source: &str) -> String {
         }
         event(&mut out, e, source);
     }
+    for (i, r) in report.readings.iter().enumerate() {
+        if i > 0 || !report.events.is_empty() {
+            out.push('\n');
+        }
+        reading(&mut out, r, source);
+    }
     let ooms = report.events.iter().filter(|e| e.is_oom).count();
-    if report.events.len() > 1 {
+    if report.events.is_empty() {
         let _ = writeln!(
             out,
-            "\n{DIM}{} event(s) in {source}: {ooms} out-of-memory, {} other{DIM:#}",
+            "\n{DIM}{} memory reading(s) in {source}, no out-of-memory error{DIM:#}",
+            report.readings.len()
+        );
+    } else if report.events.len() > 1 || !report.readings.is_empty() {
+        let readings = if report.readings.is_empty() {
+            String::new()
+        } else {
+            format!(", {} memory reading(s)", report.readings.len())
+        };
+        let _ = writeln!(
+            out,
+            "\n{DIM}{} event(s) in {source}: {ooms} out-of-memory, {} other{readings}{DIM:#}",
             report.events.len(),
             report.events.len() - ooms
         );
@@ -154,9 +172,21 @@ fn event(out: &mut String, e: &Event, source: &str) {
         e.evidence
     );
 
-    if !e.fixes.is_empty() {
+    if !e.reading_lines.is_empty() {
+        let lines: Vec<String> = e.reading_lines.iter().map(u64::to_string).collect();
+        let _ = writeln!(
+            out,
+            "  {DIM}(with the memory reading at line {} of {source}){DIM:#}",
+            lines.join(", ")
+        );
+    }
+    fixes(out, &e.fixes);
+}
+
+fn fixes(out: &mut String, fixes: &[Fix]) {
+    if !fixes.is_empty() {
         let _ = writeln!(out, "\n  {BOLD}Fixes, most effective first:{BOLD:#}");
-        for (i, f) in e.fixes.iter().enumerate() {
+        for (i, f) in fixes.iter().enumerate() {
             let saves = f.saves_bytes.map_or(String::new(), |b| {
                 format!(" {GREEN}(frees up to {b}){GREEN:#}")
             });
@@ -173,6 +203,105 @@ fn event(out: &mut String, e: &Event, source: &str) {
             }
         }
     }
+}
+
+/// One memory reading: what was read, what it shows, the fixes.
+fn reading(out: &mut String, r: &Reading, source: &str) {
+    let what = if r.source.is_smi() {
+        let procs = r.processes().count();
+        let procs = if r.process_list || procs > 0 {
+            format!(", {procs} process(es)")
+        } else {
+            String::new()
+        };
+        let mig = if r.mig.is_empty() {
+            String::new()
+        } else {
+            format!(", {} MIG device(s)", r.mig.len())
+        };
+        format!("{} GPU(s){mig}{procs}", r.gpus.len())
+    } else {
+        r.torch.device.map_or("PyTorch allocator".to_string(), |d| {
+            format!("PyTorch allocator, device {d}")
+        })
+    };
+    let _ = writeln!(
+        out,
+        "{YELLOW}Memory reading ({}): {what}{YELLOW:#}",
+        r.source.label()
+    );
+    let mut meta = vec![format!("{source}:{}", r.line)];
+    if let Some(d) = &r.driver_version {
+        meta.push(format!("driver {d}"));
+    }
+    if let Some(c) = &r.cuda_version {
+        meta.push(format!("CUDA {c}"));
+    }
+    let _ = writeln!(out, "  {DIM}{}{DIM:#}", meta.join(" · "));
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for g in &r.gpus {
+        let name = g.name.as_deref().map_or(String::new(), |n| format!(" {n}"));
+        let mem = match (g.memory_used_bytes, g.memory_total_bytes) {
+            (Some(u), Some(t)) => format!(
+                "{} / {} used, {} free",
+                Bytes(u),
+                Bytes(t),
+                Bytes(g.memory_free_bytes().unwrap_or(0))
+            ),
+            _ => "memory not reported".to_string(),
+        };
+        let util = g
+            .utilization_pct
+            .map_or(String::new(), |p| format!(", {p}% busy"));
+        rows.push((format!("GPU {}{name}", g.index), format!("{mem}{util}")));
+        for p in &g.processes {
+            rows.push((
+                format!("  PID {} {}", p.pid, p.command.as_deref().unwrap_or("?")),
+                p.used_bytes
+                    .map_or("N/A".to_string(), |v| Bytes(v).to_string()),
+            ));
+        }
+    }
+    let t = &r.torch;
+    for (k, v) in [
+        ("allocated", t.allocated_bytes),
+        ("allocated (peak)", t.allocated_peak_bytes),
+        ("active", t.active_bytes),
+        ("requested", t.requested_bytes),
+        ("reserved", t.reserved_bytes),
+        ("reserved (peak)", t.reserved_peak_bytes),
+        ("non-releasable", t.non_releasable_bytes),
+    ] {
+        if let Some(v) = v {
+            rows.push((k.to_string(), Bytes(v).to_string()));
+        }
+    }
+    for (k, v) in [
+        ("CUDA OOMs", t.oom_count),
+        ("cudaMalloc retries", t.alloc_retries),
+    ] {
+        if let Some(v) = v {
+            rows.push((k.to_string(), v.to_string()));
+        }
+    }
+    if !rows.is_empty() {
+        out.push('\n');
+        let width = rows
+            .iter()
+            .map(|(k, _)| k.chars().count())
+            .max()
+            .unwrap_or(0);
+        for (k, v) in rows {
+            let _ = writeln!(out, "  {k:<width$}  {BOLD}{v}{BOLD:#}");
+        }
+    }
+    if !r.findings.is_empty() {
+        let _ = writeln!(out, "\n  {BOLD}What it shows:{BOLD:#}");
+        for f in &r.findings {
+            let _ = writeln!(out, "  - {f}");
+        }
+    }
+    fixes(out, &r.fixes);
 }
 
 fn number_rows(e: &Event) -> Vec<(String, String)> {

@@ -53,8 +53,8 @@ pub const ANCHORS: &[&str] = &[
     // "ran out of memory", "cudaMalloc failed: out of memory", …). Phrases that
     // routine output repeats (vLLM's "GPU KV cache usage") are avoided: a hit
     // costs a region parse.
-    "out of mem",
-    "Out of mem",
+    // "ut of mem" is "out of mem" and "Out of mem" in one phrase.
+    "ut of mem",
     "MemoryError",
     "OUT_OF_MEMORY",
     "Tried to allocate",
@@ -71,18 +71,32 @@ pub const ANCHORS: &[&str] = &[
     "INTERNAL ASSERT FAILED",
     "illegal memory access",
     "cache blocks",
-    "KV cache is needed",
-    "stored in KV cache",
+    // Both vLLM KV-cache messages (v0 "… can be stored in KV cache", v1
+    // "… KV cache is needed") begin "…'s max seq len (N)".
+    "max seq len",
     "Dst tensor is not initialized",
     "ailed to alloc",
     "nable to allocate",
     "ot enough memory",
     "can NOT allocate",
     "t allocate memory",
-    "Allocation on device",
+    // (MPS/ComfyUI's "Allocation on device 0 would exceed allowed memory"
+    // always ends "(out of memory)", found by "ut of mem".)
     "enforce allocating",
     "unhandled cuda error",
     "allocate pinned",
+    // Memory readings users paste beside errors (crate::readings): table
+    // cells of nvidia-smi (`18432MiB / 24564MiB |`, process rows `1234MiB |`)
+    // and of torch.cuda.memory_summary() (`14281 MiB |`, pre-2.0 `1062 MB |`);
+    // `nvidia-smi -q`'s FB section; `--query-gpu=`/`--query-compute-apps=`
+    // command lines (the only mark of a `noheader` CSV); memory_stats() keys.
+    // No phrase of three bytes: `B |` alone (for both cell styles) took the
+    // search from 1.5 to 0.4 GB/s, so the two cell styles have a phrase each.
+    "iB |",
+    "MB |",
+    "FB Memory",
+    "--query-",
+    "_bytes.all.",
 ];
 
 /// Phrases that announce a long allocator dump whose summary comes at the end.
@@ -106,6 +120,21 @@ pub struct RawLine {
 pub struct Region {
     /// The pieces, in input order.
     pub lines: Vec<RawLine>,
+    /// An error anchor hit in the region (not only a reading anchor): only
+    /// then can it hold an error message.
+    pub errors: bool,
+    /// A reading anchor hit in the region: only then can it hold a reading.
+    pub readings: bool,
+    /// Indices in `lines` of the first and the last piece with an anchor hit.
+    pub hits: Option<(usize, usize)>,
+}
+
+/// The last this many [`ANCHORS`] mark memory readings, not errors.
+const READING_ANCHORS: usize = 5;
+
+/// Whether anchor `i` marks an error (the others mark readings).
+fn is_error_anchor(i: usize) -> bool {
+    i < ANCHORS.len().saturating_sub(READING_ANCHORS)
 }
 
 /// Streams a reader and calls `on_region` for each region, in order.
@@ -249,7 +278,10 @@ impl Scanner {
             }
             before.drain(..drop.min(before.len()));
             st.region_bytes = bytes;
-            st.region = Some(Region { lines: before });
+            st.region = Some(Region {
+                lines: before,
+                ..Region::default()
+            });
             st.after_left = AFTER;
             pos = pos.saturating_add(skipped.len());
         }
@@ -262,8 +294,26 @@ impl Scanner {
         st: &mut State,
         on_region: &mut impl FnMut(Region),
     ) {
-        if self.anchors.is_match(piece) {
+        let mut hit = false;
+        for m in self.anchors.find_iter(piece) {
+            hit = true;
+            if let Some(r) = st.region.as_mut() {
+                if is_error_anchor(m.pattern().as_usize()) {
+                    r.errors = true;
+                } else {
+                    r.readings = true;
+                }
+                if r.errors && r.readings {
+                    break;
+                }
+            }
+        }
+        if hit {
             st.after_left = st.after_left.max(AFTER);
+            if let Some(r) = st.region.as_mut() {
+                let at = r.lines.len();
+                r.hits = Some(r.hits.map_or((at, at), |(first, _)| (first, at)));
+            }
         }
         if self.dump.is_match(piece) {
             st.after_left = AFTER_DUMP;
@@ -460,6 +510,25 @@ mod tests {
     #[test]
     fn anchors_stay_within_the_fast_search() {
         assert!(ANCHORS.len() <= 32, "{} anchors", ANCHORS.len());
+        // The reading anchors are the last ones.
+        let first_reading = ANCHORS.len() - READING_ANCHORS;
+        assert_eq!(ANCHORS.get(first_reading), Some(&"iB |"));
+    }
+
+    #[test]
+    fn regions_say_which_anchors_they_hold() {
+        let mut kinds = Vec::new();
+        let log = "x\n| 30% 45C P2 75W / 450W | 18432MiB / 24564MiB | 85% Default |\n";
+        Scanner::new()
+            .scan(log.as_bytes(), |r| kinds.push((r.errors, r.readings)))
+            .unwrap();
+        assert_eq!(kinds, vec![(false, true)]);
+        kinds.clear();
+        let both = format!("{log}CUDA out of memory. Tried to allocate 2.00 GiB\n");
+        Scanner::new()
+            .scan(both.as_bytes(), |r| kinds.push((r.errors, r.readings)))
+            .unwrap();
+        assert_eq!(kinds, vec![(true, true)]);
     }
 
     #[test]

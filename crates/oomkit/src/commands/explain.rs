@@ -10,18 +10,28 @@ use serde_json::json;
 use crate::cli::{ColorChoice, ExplainArgs, Format};
 use crate::{input, output};
 
-/// The JSON contract: the report, each event tagged with the input it came from.
+/// The JSON contract: the report, each event tagged with the input it came
+/// from (`source`), each reading too (`input`: a reading's `source` is the
+/// output it was read from, `nvidia-smi`, `torch-memory-summary`, …).
 #[derive(serde::Serialize)]
 struct JsonReport<'a> {
     version: u32,
-    events: Vec<Sourced<'a>>,
+    events: Vec<SourcedEvent<'a>>,
+    readings: Vec<SourcedReading<'a>>,
 }
 
 #[derive(serde::Serialize)]
-struct Sourced<'a> {
+struct SourcedEvent<'a> {
     #[serde(flatten)]
     event: &'a oomkit_explain::Event,
     source: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct SourcedReading<'a> {
+    #[serde(flatten)]
+    reading: &'a oomkit_explain::Reading,
+    input: &'a str,
 }
 
 pub fn run(args: ExplainArgs, color: ColorChoice) -> anyhow::Result<u8> {
@@ -56,16 +66,30 @@ pub fn run(args: ExplainArgs, color: ColorChoice) -> anyhow::Result<u8> {
     }
     match args.format {
         Format::Json => {
-            let events: Vec<Sourced<'_>> = reports
+            let events = reports
                 .iter()
                 .flat_map(|(name, r)| {
-                    r.events.iter().map(move |event| Sourced {
+                    r.events.iter().map(move |event| SourcedEvent {
                         event,
                         source: name,
                     })
                 })
                 .collect();
-            serde_json::to_writer_pretty(&mut out, &JsonReport { version: 1, events })?;
+            let readings = reports
+                .iter()
+                .flat_map(|(name, r)| {
+                    r.readings.iter().map(move |reading| SourcedReading {
+                        reading,
+                        input: name,
+                    })
+                })
+                .collect();
+            let report = JsonReport {
+                version: 1,
+                events,
+                readings,
+            };
+            serde_json::to_writer_pretty(&mut out, &report)?;
             writeln!(out)?;
         }
         Format::Human => {
@@ -81,7 +105,8 @@ pub fn run(args: ExplainArgs, color: ColorChoice) -> anyhow::Result<u8> {
     if failed {
         return Ok(2);
     }
-    Ok(if reports.iter().any(|(_, r)| r.has_oom()) {
+    // 0 when an OOM or a memory reading was explained, 1 when neither was found.
+    Ok(if reports.iter().any(|(_, r)| r.explained()) {
         0
     } else {
         1

@@ -19,8 +19,54 @@ fn expected_bytes(v: &Value) -> Option<u64> {
     }
 }
 
+/// Whether `got` has every key of `want` with the same value (recursively:
+/// objects by key, arrays element by element and of the same length; `_bytes`
+/// fields may be printed sizes).
+fn subset(path: &str, got: &Value, want: &Value, errs: &mut Vec<String>) {
+    match (want, got) {
+        (Value::Object(w), _) => {
+            for (k, wv) in w {
+                let p = format!("{path}.{k}");
+                let gv = &got[k];
+                if k.ends_with("_bytes") && !wv.is_object() {
+                    let ok = match (expected_bytes(wv), gv) {
+                        (None, Value::Null) => wv.is_null(),
+                        (Some(x), Value::Number(n)) => n.as_u64() == Some(x),
+                        _ => false,
+                    };
+                    if !ok {
+                        errs.push(format!("{p}: expected {wv}, got {gv}"));
+                    }
+                } else {
+                    subset(&p, gv, wv, errs);
+                }
+            }
+        }
+        (Value::Array(w), Value::Array(g)) if w.len() == g.len() => {
+            for (i, (wv, gv)) in w.iter().zip(g).enumerate() {
+                subset(&format!("{path}[{i}]"), gv, wv, errs);
+            }
+        }
+        (Value::Array(w), _) => errs.push(format!(
+            "{path}: expected {} items, got {}",
+            w.len(),
+            got.as_array().map_or(0, Vec::len)
+        )),
+        _ if got != want => errs.push(format!("{path}: expected {want}, got {got}")),
+        _ => {}
+    }
+}
+
 fn check_expectations(name: &str, got: &Value, want: &Value) -> Vec<String> {
     let mut errs = Vec::new();
+    if let Some(readings) = want.get("readings") {
+        subset(
+            &format!("{name} readings"),
+            &got["readings"],
+            readings,
+            &mut errs,
+        );
+    }
     let got_events = got["events"].as_array().cloned().unwrap_or_default();
     let want_events = want["events"].as_array().cloned().unwrap_or_default();
     if got_events.len() != want_events.len() {
@@ -82,13 +128,14 @@ fn explains_every_fixture_as_expected() {
             String::from_utf8_lossy(&human.stderr)
         );
         let got = json(&json_out);
-        // Exit status follows the events: 0 with an OOM, 1 without.
+        // Exit status: 0 with an OOM or a memory reading, 1 with neither.
         let any_oom = got["events"]
             .as_array()
             .is_some_and(|a| a.iter().any(|e| e["is_oom"] == true));
+        let any_reading = got["readings"].as_array().is_some_and(|a| !a.is_empty());
         assert_eq!(
             json_out.status.code(),
-            Some(if any_oom { 0 } else { 1 }),
+            Some(if any_oom || any_reading { 0 } else { 1 }),
             "{rel}"
         );
         assert_eq!(human.status.code(), json_out.status.code(), "{rel}");
@@ -196,7 +243,10 @@ fn empty_input_is_no_oom() {
     );
     let out = run_in(dir.path(), &["explain", "--format", "json"], Some(b""));
     assert_eq!(out.status.code(), Some(1));
-    assert_eq!(json(&out), serde_json::json!({"version": 1, "events": []}));
+    assert_eq!(
+        json(&out),
+        serde_json::json!({"version": 1, "events": [], "readings": []})
+    );
 }
 
 #[test]

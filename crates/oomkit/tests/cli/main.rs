@@ -4,6 +4,7 @@
 
 mod estimate;
 mod explain;
+mod explain_readings;
 mod install;
 mod lint;
 mod monitor;

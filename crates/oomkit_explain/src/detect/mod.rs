@@ -245,7 +245,9 @@ const SHORT_SPAN: usize = 2000;
 
 /// A line that starts a new log record or traceback, ending the message before it.
 static RECORD_START: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"^(?:(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|Traceback \(most recent call last\)|File "|During handling of the above|The above exception was the direct cause|[IWEF]\d{4} \d)"#)
+    // … or where a pasted table (nvidia-smi, memory_summary, crate::readings)
+    // or a shell or Python prompt begins.
+    Regex::new(r#"^(?:(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|Traceback \(most recent call last\)|File "|During handling of the above|The above exception was the direct cause|[IWEF]\d{4} \d|Memory summary:|[|+][=-]{20}|\$ |>>> )"#)
         .expect("valid")
 });
 

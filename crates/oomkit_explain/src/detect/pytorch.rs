@@ -70,7 +70,7 @@ static IPEX_4GB: Lazy = LazyLock::new(|| {
     re(r"Current platform can NOT allocate memory block with size larger than 4GB!")
 });
 static MALLOC_ASYNC: Lazy =
-    LazyLock::new(|| re(r"Allocation on device {N} ?(would exceed allowed memory)?"));
+    LazyLock::new(|| re(r"Allocation on device(?: {N})? ?(would exceed allowed memory)?"));
 static MPS: Lazy = LazyLock::new(|| re(r"MPS backend out of memory"));
 static THC: Lazy = LazyLock::new(|| {
     re(
@@ -278,7 +278,14 @@ static MA_USER: Lazy =
 fn malloc_async(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let exceeds = m.get(2).is_some();
     let has_fields = s.has(&MA_REQ) || s.has(&MA_ALLOC);
-    if !exceeds && !has_fields && !s.spaced.contains("out of memory") {
+    // ComfyUI re-raises the cudaMallocAsync error cut to
+    // `torch.OutOfMemoryError: Allocation on device ` (Comfy-Org/ComfyUI#13110):
+    // the exception class says it is an OOM.
+    let raised = s.before.trim_end().ends_with("OutOfMemoryError:");
+    if m.get(1).is_none() && !raised {
+        return None;
+    }
+    if !exceeds && !has_fields && !raised && !s.spaced.contains("out of memory") {
         // "Allocation on device" with nothing else is ComfyUI's shortened form
         // only when an OOM tip follows; otherwise it is ordinary prose.
         if !region_has(s, &["ran out of memory", "out of memory"]) {
