@@ -436,6 +436,13 @@ fn process_table(frame: &mut Frame, app: &App, rect: Rect) {
 
 /// Runs the TUI until quit or `stop` is set; `on_sample` sees every sample
 /// (for `--log`, Prometheus and alerts, which go on while the display is paused).
+///
+/// Keys are read on a thread of their own and arrive through a channel, so the
+/// sampling loop never waits inside the terminal library: when the terminal
+/// goes away (an SSH drop, `tmux kill-session`), crossterm 0.29's reader spins
+/// on the dead tty instead of returning, and a loop blocked in it would never
+/// see the SIGHUP flag. Here the loop sees the flag, or the failed draw on the
+/// dead terminal, and returns; the reader thread ends with the process.
 pub fn run(
     reader: &mut dyn GpuReader,
     tracker: &mut Tracker,
@@ -444,6 +451,16 @@ pub fn run(
     mut on_sample: impl FnMut(&Sample) -> io::Result<()>,
 ) -> io::Result<()> {
     let mut terminal = ratatui::try_init()?;
+    let (tx, keys) = std::sync::mpsc::sync_channel::<io::Result<Event>>(64);
+    std::thread::spawn(move || {
+        loop {
+            let event = event::read();
+            let failed = event.is_err();
+            if tx.send(event).is_err() || failed {
+                return;
+            }
+        }
+    });
     let result = (|| -> io::Result<()> {
         let mut app = App::new(reader.driver_version(), interval);
         let start = Instant::now();
@@ -469,24 +486,26 @@ pub fn run(
             let wait = next
                 .saturating_duration_since(Instant::now())
                 .min(Duration::from_millis(100));
-            if event::poll(wait)? {
-                match event::read()? {
-                    Event::Key(k) if k.kind == KeyEventKind::Press => {
-                        if app.key(k.code, k.modifiers) == Action::Quit {
-                            return Ok(());
-                        }
-                        terminal.draw(|f| draw(f, &app))?;
+            match keys.recv_timeout(wait) {
+                Ok(Ok(Event::Key(k))) if k.kind == KeyEventKind::Press => {
+                    if app.key(k.code, k.modifiers) == Action::Quit {
+                        return Ok(());
                     }
-                    Event::Resize(_, _) => {
-                        terminal.draw(|f| draw(f, &app))?;
-                    }
-                    _ => {}
+                    terminal.draw(|f| draw(f, &app))?;
                 }
+                Ok(Ok(Event::Resize(_, _))) => {
+                    terminal.draw(|f| draw(f, &app))?;
+                }
+                Ok(Ok(_)) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                // The terminal is gone or unreadable: nothing left to show.
+                Ok(Err(e)) => return Err(e),
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
             }
         }
     })();
-    ratatui::try_restore()?;
-    result
+    // Restoring a terminal that is gone fails too; the run's own error matters more.
+    let restored = ratatui::try_restore();
+    result.and(restored)
 }
 
 #[cfg(test)]

@@ -797,3 +797,59 @@ fn readme_lists_exactly_the_metrics_served() {
         .collect();
     assert_eq!(documented, served);
 }
+
+#[test]
+fn tui_exits_when_its_terminal_goes_away() {
+    // An SSH drop or `tmux kill-session`: the pty's master side closes under the
+    // monitor. It must exit, not spin on the dead terminal (crossterm's reader
+    // busy-loops on a hung-up tty; the monitor must not wait inside it).
+    if Command::new("script").arg("--version").output().is_err()
+        || Command::new("pgrep").arg("--version").output().is_err()
+    {
+        eprintln!("skipped: no `script` (util-linux) or `pgrep` (procps) here");
+        return;
+    }
+    let d = Driver::new();
+    let bin = env!("CARGO_BIN_EXE_oomkit");
+    let marker = "--window 62s";
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c"])
+        .arg(format!(
+            "stty rows 30 cols 120; exec {bin} monitor --interval 100ms {marker}"
+        ))
+        .arg("/dev/null")
+        .env("LD_LIBRARY_PATH", d.dir.path())
+        .env("OOMKIT_NVML_SCENARIO", scenario_path("demo.json"))
+        .env("TERM", "xterm-256color")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pattern = format!("^{bin} monitor --interval 100ms {marker}");
+    wait_for_process(&pattern);
+    std::thread::sleep(Duration::from_millis(1000));
+    // Close the master side: kill `script` outright.
+    child.kill().unwrap();
+    let _ = child.wait();
+    let start = Instant::now();
+    let gone = loop {
+        let alive = Command::new("pgrep")
+            .args(["-f", &pattern])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        if !alive {
+            break true;
+        }
+        if start.elapsed() > Duration::from_secs(15) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    if !gone {
+        let _ = Command::new("pkill").args(["-9", "-f", &pattern]).status();
+    }
+    assert!(gone, "the monitor outlived its terminal");
+}
