@@ -494,7 +494,7 @@ unsafe fn processes(
 }
 
 /// # Safety
-/// See [`processes`].
+/// See `processes` (NVML's two-call protocol).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     device: nvmlDevice_t,
@@ -506,7 +506,7 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
 }
 
 /// # Safety
-/// See [`processes`].
+/// See `processes` (NVML's two-call protocol).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     device: nvmlDevice_t,
