@@ -554,38 +554,56 @@ fn bad_arguments_exit_2() {
     }
 }
 
-#[test]
-fn tui_runs_on_a_real_terminal_and_quits_on_q() {
-    // `script` gives the monitor a pseudo-terminal; its stdin (a pipe) feeds keys.
-    if Command::new("script").arg("--version").output().is_err()
-        || Command::new("pgrep").arg("--version").output().is_err()
+/// `oomkit monitor --interval 100ms MARKER` on a pseudo-terminal made by
+/// `script` (30 × 120; a pty made from a pipe has no size), keys fed through
+/// its stdin, once the monitor process itself is up and has had a second to
+/// enter raw mode and draw. Returns the child (`script`), its stdin, and the
+/// `pgrep -f` pattern of the monitor (anchored at the binary, so the `sh -c`
+/// that execs it, whose command line also holds the marker, never matches).
+/// `None` when `script` or procps is missing here (the test is skipped).
+#[allow(clippy::print_stderr)] // a skipped test says why, as the #[test]s do
+fn tui_on_a_pty(
+    d: &Driver,
+    marker: &str,
+) -> Option<(std::process::Child, std::process::ChildStdin, String)> {
+    if ["script", "pgrep", "pkill"]
+        .iter()
+        .any(|t| Command::new(t).arg("--version").output().is_err())
     {
-        eprintln!("skipped: no `script` (util-linux) or `pgrep` (procps) here");
-        return;
+        eprintln!("skipped: no `script` (util-linux) or `pgrep`/`pkill` (procps) here");
+        return None;
     }
-    let d = Driver::new();
     let bin = env!("CARGO_BIN_EXE_oomkit");
+    let monitor = format!("{bin} monitor --interval 100ms {marker}");
     let mut child = Command::new("script")
         .args(["-q", "-e", "-c"])
-        // A pty made by `script` from a pipe has no size: give it one.
         .arg(format!(
-            "stty rows 30 cols 120; exec {bin} monitor --interval 100ms"
+            "stty rows 30 cols 120; exec {}",
+            monitor.trim_end()
         ))
         .arg("/dev/null")
         .env("LD_LIBRARY_PATH", d.dir.path())
         .env("OOMKIT_NVML_SCENARIO", scenario_path("demo.json"))
         .env("TERM", "xterm-256color")
-        .env("COLUMNS", "120")
-        .env("LINES", "30")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
-    let mut keys = child.stdin.take().unwrap();
-    wait_for_process(&format!("^{bin} monitor --interval 100ms$"));
-    // Let it enter raw mode and draw before the key arrives.
+        .expect("spawn script");
+    let keys = child.stdin.take().expect("stdin");
+    let pattern = format!("^{}$", monitor.trim_end());
+    wait_for_process(&pattern);
     std::thread::sleep(Duration::from_millis(1000));
+    Some((child, keys, pattern))
+}
+
+#[test]
+fn tui_runs_on_a_real_terminal_and_quits_on_q() {
+    // `script` gives the monitor a pseudo-terminal; its stdin (a pipe) feeds keys.
+    let d = Driver::new();
+    let Some((child, mut keys, _)) = tui_on_a_pty(&d, "") else {
+        return;
+    };
     keys.write_all(b"q").unwrap();
     keys.flush().unwrap();
     let o = wait_limited(child, Duration::from_secs(20));
@@ -725,37 +743,11 @@ fn probe_reports_nvml_peaks_per_trial() {
 
 #[test]
 fn tui_restores_the_terminal_on_sigterm() {
-    if Command::new("script").arg("--version").output().is_err()
-        || Command::new("pkill").arg("--version").output().is_err()
-    {
-        eprintln!("skipped: no `script` (util-linux) or `pkill` (procps) here");
-        return;
-    }
     let d = Driver::new();
-    let bin = env!("CARGO_BIN_EXE_oomkit");
     // A window value no other test uses, to find this monitor's PID.
-    let marker = "--window 61s";
-    let mut child = Command::new("script")
-        .args(["-q", "-e", "-c"])
-        .arg(format!(
-            "stty rows 30 cols 120; exec {bin} monitor --interval 100ms {marker}"
-        ))
-        .arg("/dev/null")
-        .env("LD_LIBRARY_PATH", d.dir.path())
-        .env("OOMKIT_NVML_SCENARIO", scenario_path("demo.json"))
-        .env("TERM", "xterm-256color")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let keys = child.stdin.take().unwrap();
-    // The monitor itself, not the `sh -c` that execs it (whose command line
-    // also holds the marker): its command line starts with the binary.
-    let pattern = format!("^{bin} monitor --interval 100ms {marker}");
-    wait_for_process(&pattern);
-    // Let it enter the alternate screen and draw.
-    std::thread::sleep(Duration::from_millis(1000));
+    let Some((child, keys, pattern)) = tui_on_a_pty(&d, "--window 61s") else {
+        return;
+    };
     let killed = Command::new("pkill")
         .args(["-TERM", "-f", &pattern])
         .status()
@@ -803,35 +795,14 @@ fn tui_exits_when_its_terminal_goes_away() {
     // An SSH drop or `tmux kill-session`: the pty's master side closes under the
     // monitor. It must exit, not spin on the dead terminal (crossterm's reader
     // busy-loops on a hung-up tty; the monitor must not wait inside it).
-    if Command::new("script").arg("--version").output().is_err()
-        || Command::new("pgrep").arg("--version").output().is_err()
-    {
-        eprintln!("skipped: no `script` (util-linux) or `pgrep` (procps) here");
-        return;
-    }
     let d = Driver::new();
-    let bin = env!("CARGO_BIN_EXE_oomkit");
-    let marker = "--window 62s";
-    let mut child = Command::new("script")
-        .args(["-q", "-e", "-c"])
-        .arg(format!(
-            "stty rows 30 cols 120; exec {bin} monitor --interval 100ms {marker}"
-        ))
-        .arg("/dev/null")
-        .env("LD_LIBRARY_PATH", d.dir.path())
-        .env("OOMKIT_NVML_SCENARIO", scenario_path("demo.json"))
-        .env("TERM", "xterm-256color")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let pattern = format!("^{bin} monitor --interval 100ms {marker}");
-    wait_for_process(&pattern);
-    std::thread::sleep(Duration::from_millis(1000));
+    let Some((mut child, keys, pattern)) = tui_on_a_pty(&d, "--window 62s") else {
+        return;
+    };
     // Close the master side: kill `script` outright.
     child.kill().unwrap();
     let _ = child.wait();
+    drop(keys);
     let start = Instant::now();
     let gone = loop {
         let alive = Command::new("pgrep")
