@@ -2,6 +2,7 @@
 //!
 //! - [`bytes`]: [`Bytes`], the only parser and formatter of sizes.
 //! - [`dtype`]: element types and their sizes.
+//! - [`duration`]: the one parser of command-line durations.
 //! - [`gpus`]: the GPU catalogue ([`gpus::find`] resolves `4090`, `a100-40gb`, …).
 //! - [`remedies`]: the fix ladder, one id per remedy ([`remedies::get`]).
 //! - [`reading`]: one model of a GPU memory reading (NVML samples, pasted nvidia-smi tables).
@@ -17,6 +18,7 @@
 
 pub mod bytes;
 pub mod dtype;
+pub mod duration;
 pub mod gpus;
 pub mod reading;
 pub mod remedies;

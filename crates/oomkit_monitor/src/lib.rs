@@ -31,18 +31,7 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(50);
 
 /// Parses `--interval`: `200ms`, `1s`, `1m`, or plain seconds (`2`, `0.5`).
 pub fn parse_interval(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let d = if let Ok(secs) = t.parse::<f64>() {
-        if !secs.is_finite() || !(0.0..=86_400.0).contains(&secs) {
-            return Err(format!(
-                "invalid interval {s:?}: give seconds up to a day, or e.g. 200ms, 1s"
-            ));
-        }
-        Duration::from_secs_f64(secs)
-    } else {
-        humantime::parse_duration(t)
-            .map_err(|e| format!("invalid interval {s:?}: {e} (e.g. 200ms, 1s, 2)"))?
-    };
+    let d = oomkit_core::duration::parse(s)?;
     if d < MIN_INTERVAL {
         return Err(format!(
             "interval {s:?} is shorter than {}ms: NVML does not update faster",

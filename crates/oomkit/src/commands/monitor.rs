@@ -91,15 +91,8 @@ pub fn run(args: MonitorArgs, color: ColorChoice) -> anyhow::Result<u8> {
 
 fn monitor(args: MonitorArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let interval = parse_interval(&args.interval).map_err(|e| anyhow!("--interval: {e}"))?;
-    let window = humantime::parse_duration(&args.window)
+    let window = oomkit_core::duration::parse(&args.window)
         .ok()
-        .or_else(|| {
-            args.window
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .map(Duration::from_secs)
-        })
         .filter(|w| *w >= Duration::from_secs(1) && *w <= Duration::from_secs(86_400))
         .ok_or_else(|| {
             anyhow!(

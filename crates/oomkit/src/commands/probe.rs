@@ -130,13 +130,8 @@ pub fn run(args: ProbeArgs, color: ColorChoice) -> anyhow::Result<u8> {
 
 /// `90s`, `2m`, `1h30m` (humantime) or plain (possibly fractional) seconds.
 fn parse_duration(s: &str) -> anyhow::Result<Duration> {
-    let d = match s.trim().parse::<f64>() {
-        Ok(secs) if secs.is_finite() && secs > 0.0 => Duration::try_from_secs_f64(secs)
-            .with_context(|| format!("--timeout {s} is out of range"))?,
-        Ok(_) => bail!("--timeout must be positive, got {s}"),
-        Err(_) => humantime::parse_duration(s.trim())
-            .with_context(|| format!("invalid --timeout {s:?}: use 90s, 2m, 1h30m or seconds"))?,
-    };
+    let d =
+        oomkit_core::duration::parse(s).map_err(|e| anyhow::anyhow!("invalid --timeout: {e}"))?;
     if d.is_zero() {
         bail!("--timeout must be positive, got {s}");
     }
