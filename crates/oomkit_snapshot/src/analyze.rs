@@ -21,7 +21,9 @@
 //! invariants real files keep (blocks tiling their segment, `allocated_size`,
 //! replay end = requested) gets a warning, never an error.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::{HashMap, HashMapExt};
 
 use serde::Serialize;
 
@@ -275,37 +277,47 @@ pub fn site_label(snap: &Snapshot, stack: Option<u32>) -> String {
     }
 }
 
-/// Site ids per stack, computed once.
-struct Sites<'a> {
-    snap: &'a Snapshot,
-    by_stack: HashMap<u32, usize>,
+/// Site ids per stack, computed once for every stack before the replays (which
+/// look a site up per event, on several threads). Stack ids are dense, so the
+/// table is a vector.
+struct Sites {
+    /// Site id per stack id; the last slot is for events without a stack.
+    by_stack: Vec<usize>,
     labels: Vec<String>,
     index: HashMap<String, usize>,
 }
 
-impl<'a> Sites<'a> {
-    fn new(snap: &'a Snapshot) -> Self {
-        Sites {
-            snap,
-            by_stack: HashMap::new(),
+impl Sites {
+    fn new(snap: &Snapshot) -> Self {
+        let n = snap.stacks.len();
+        let mut sites = Sites {
+            by_stack: Vec::with_capacity(n.saturating_add(1)),
             labels: Vec::new(),
             index: HashMap::new(),
+        };
+        for stack in (0..n)
+            .map(|i| u32::try_from(i).ok())
+            .chain(std::iter::once(None))
+        {
+            let label = site_label(snap, stack);
+            let next = sites.labels.len();
+            let id = *sites.index.entry(label.clone()).or_insert(next);
+            if id == next {
+                sites.labels.push(label);
+            }
+            sites.by_stack.push(id);
         }
+        sites
     }
 
-    fn id(&mut self, stack: Option<u32>) -> usize {
-        let key = stack.unwrap_or(u32::MAX);
-        if let Some(&id) = self.by_stack.get(&key) {
-            return id;
-        }
-        let label = site_label(self.snap, stack);
-        let next = self.labels.len();
-        let id = *self.index.entry(label.clone()).or_insert(next);
-        if id == next {
-            self.labels.push(label);
-        }
-        self.by_stack.insert(key, id);
-        id
+    #[inline]
+    fn id(&self, stack: Option<u32>) -> usize {
+        let none = self.by_stack.len().saturating_sub(1);
+        let slot = stack
+            .and_then(|s| usize::try_from(s).ok())
+            .filter(|&s| s < none)
+            .unwrap_or(none);
+        self.by_stack.get(slot).copied().unwrap_or(0)
     }
 
     fn label(&self, id: usize) -> String {
@@ -431,7 +443,7 @@ fn alive_at(events: &[Event], rp: &Replay, at: i64) -> Vec<(Option<u32>, u64)> {
 }
 
 /// Groups allocations by site: all groups, largest first (ties by label).
-fn group(sites: &mut Sites<'_>, allocs: &[(Option<u32>, u64)]) -> Vec<Site> {
+fn group(sites: &Sites, allocs: &[(Option<u32>, u64)]) -> Vec<Site> {
     let mut by: HashMap<usize, (u128, u64)> = HashMap::new();
     for &(stack, size) in allocs {
         let e = by.entry(sites.id(stack)).or_default();
@@ -644,7 +656,7 @@ pub const LEAK_MIN_ITERATIONS: u64 = 3;
 /// step's tensors, then fall in one iteration; a list that gains a tensor each
 /// step is in every iteration.
 fn leaks(
-    sites: &mut Sites<'_>,
+    sites: &Sites,
     events: &[Event],
     rp: &Replay,
     family: Option<&(String, Vec<usize>)>,
@@ -721,7 +733,7 @@ fn leaks(
 
 /// Memory over time stacked by the top sites (plus "other"), sampled at about
 /// 600 points; the peak is always one of them.
-fn timeline(sites: &mut Sites<'_>, events: &[Event], rp: &Replay, top: &[Site]) -> Timeline {
+fn timeline(sites: &Sites, events: &[Event], rp: &Replay, top: &[Site]) -> Timeline {
     let series: Vec<String> = top
         .iter()
         .map(|s| s.frame.clone())
@@ -733,9 +745,8 @@ fn timeline(sites: &mut Sites<'_>, events: &[Event], rp: &Replay, top: &[Site]) 
         .enumerate()
         .filter_map(|(i, s)| sites.index.get(&s.frame).map(|&id| (id, i)))
         .collect();
-    let series_of = |sites: &mut Sites<'_>, stack: Option<u32>| {
-        by_id.get(&sites.id(stack)).copied().unwrap_or(other)
-    };
+    let series_of =
+        |sites: &Sites, stack: Option<u32>| by_id.get(&sites.id(stack)).copied().unwrap_or(other);
     let mut cur = vec![0u64; series.len()];
     let mut freed_initial: HashMap<usize, usize> = HashMap::new();
     for x in &rp.initial {
@@ -803,15 +814,15 @@ pub fn analyze(snap: &Snapshot, opts: &Options) -> Result<Report, Error> {
         }
         devices = BTreeSet::from([d]);
     }
-    let mut sites = Sites::new(snap);
+    let sites = Sites::new(snap);
     let reports = devices
         .into_iter()
-        .map(|d| device(snap, d, opts, &mut sites))
+        .map(|d| device(snap, d, opts, &sites))
         .collect();
     Ok(Report { devices: reports })
 }
 
-fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &mut Sites<'_>) -> DeviceReport {
+fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &Sites) -> DeviceReport {
     let segs: Vec<&Segment> = snap.segments.iter().filter(|s| s.device == d).collect();
     let empty = Vec::new();
     let events = usize::try_from(d)
@@ -848,8 +859,20 @@ fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &mut Sites<'_>) -> Dev
         snap.expandable_setting.unwrap_or(false) || segs.iter().any(|s| s.expandable);
     let (fragmentation, frag_warnings) = fragmentation(&segs, expandable_on, opts.top);
     warnings.extend(frag_warnings);
-    let all_at_peak = group(sites, &alive_at(events, &rp, rp.peak_event));
-    let top_sites: Vec<Site> = all_at_peak.iter().take(opts.top).cloned().collect();
+    let (spans, fam) = annotations(snap, d, events);
+    // The leak replay needs nothing from the peak: it runs on the second core
+    // while this one finds the sites at the peak and replays the timeline.
+    let (leaks, top_sites, timeline) = std::thread::scope(|scope| {
+        let leaks = scope.spawn(|| leaks(sites, events, &rp, fam.as_ref()));
+        let all_at_peak = group(sites, &alive_at(events, &rp, rp.peak_event));
+        let top_sites: Vec<Site> = all_at_peak.into_iter().take(opts.top).collect();
+        let timeline = timeline(sites, events, &rp, &top_sites);
+        let leaks = match leaks.join() {
+            Ok(l) => l,
+            Err(panic) => std::panic::resume_unwind(panic),
+        };
+        (leaks, top_sites, timeline)
+    });
     let ooms = events
         .iter()
         .enumerate()
@@ -870,9 +893,6 @@ fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &mut Sites<'_>) -> Dev
             }
         })
         .collect();
-    let (spans, fam) = annotations(snap, d, events);
-    let leaks = leaks(sites, events, &rp, fam.as_ref());
-    let timeline = timeline(sites, events, &rp, &top_sites);
     let segment_map = segs
         .iter()
         .map(|s| SegmentView {

@@ -15,7 +15,7 @@ use std::io::{self, Read};
 use std::rc::Rc;
 
 use crate::Error;
-use crate::pickle::{self, Hook, Value};
+use crate::pickle::{self, FIELDS, Hook, Raw, Value};
 
 /// Index into [`Snapshot::stacks`].
 pub type StackId = u32;
@@ -177,36 +177,11 @@ pub struct Snapshot {
     pub stacks: Vec<Vec<u32>>,
 }
 
-/// Hashes pointer-sized keys (addresses of shared pickle objects) with one
-/// multiply: they are unique and not attacker-chosen, so SipHash buys nothing.
-#[derive(Default, Clone, Copy)]
-struct PtrHash(u64);
-
-impl std::hash::Hasher for PtrHash {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64)
-            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-            .rotate_left(29);
-    }
-}
-
-type PtrMap<V> = HashMap<usize, V, std::hash::BuildHasherDefault<PtrHash>>;
-
-/// Interns frames and stacks by the identity of the shared pickle objects.
-/// Keeps a clone of each interned list so addresses are never reused.
+/// Interns frames and stacks by the identity of the shared pickle objects:
+/// a frame dict or frames list, interned once, carries its id in its tag
+/// ([`pickle::Node::tag`]), so each trace entry costs no lookup.
 #[derive(Default)]
 struct Interner {
-    stacks_by_ptr: PtrMap<StackId>,
-    frames_by_ptr: PtrMap<u32>,
-    keep: Vec<Value>,
     frames: Vec<Frame>,
     stacks: Vec<Vec<u32>>,
 }
@@ -214,8 +189,7 @@ struct Interner {
 impl Interner {
     fn frame(&mut self, v: &Value) -> Option<u32> {
         let Value::Dict(d) = v else { return None };
-        let key = Rc::as_ptr(d) as usize;
-        if let Some(&id) = self.frames_by_ptr.get(&key) {
+        if let Some(id) = d.tag() {
             return Some(id);
         }
         let items = d.items.borrow();
@@ -233,8 +207,7 @@ impl Interner {
         drop(items);
         let id = u32::try_from(self.frames.len()).ok()?;
         self.frames.push(frame);
-        self.frames_by_ptr.insert(key, id);
-        self.keep.push(v.clone());
+        d.set_tag(id);
         Some(id)
     }
 
@@ -242,8 +215,7 @@ impl Interner {
         let (Value::List(l) | Value::Tuple(l)) = v else {
             return None;
         };
-        let key = Rc::as_ptr(l) as usize;
-        if let Some(&id) = self.stacks_by_ptr.get(&key) {
+        if let Some(id) = l.tag() {
             return Some(id);
         }
         let items: Vec<Value> = l.items.borrow().clone();
@@ -252,8 +224,7 @@ impl Interner {
             .ok()
             .filter(|&i| i != u32::MAX)?;
         self.stacks.push(ids);
-        self.stacks_by_ptr.insert(key, id);
-        self.keep.push(v.clone());
+        l.set_tag(id);
         Some(id)
     }
 }
@@ -267,7 +238,7 @@ struct Collect {
     /// The list being filled and its events (saves a map lookup per event).
     last: (usize, Vec<Event>),
     /// Records taken by the decoder's fast path, not yet placed in a list.
-    pending: std::collections::VecDeque<Event>,
+    pending: Vec<Event>,
     /// Capacity to reserve for the first trace: an upper bound on the events
     /// the input can hold, so the vector never doubles (unused capacity is
     /// address space, not resident memory).
@@ -296,14 +267,28 @@ impl Collect {
     }
 }
 
+/// The trace-entry keys the loader reads, in [`Raw`] field order.
+const KEYS: [&str; 6] = ["action", "size", "addr", "device_free", "time_us", "frames"];
+const F_ACTION: usize = 0;
+const F_SIZE: usize = 1;
+const F_ADDR: usize = 2;
+const F_FREE: usize = 3;
+const F_TIME: usize = 4;
+const F_FRAMES: usize = 5;
+
+fn field_of(key: &str) -> Option<usize> {
+    KEYS.iter().position(|k| *k == key)
+}
+
 impl Hook for Collect {
-    fn record(&mut self, pairs: &[(&str, &Value)]) -> bool {
-        match event_from(
-            pairs.iter().map(|(k, v)| (Some(*k), *v)),
-            &mut self.interner,
-        ) {
+    fn field(&mut self, key: &str) -> Option<usize> {
+        field_of(key)
+    }
+
+    fn record(&mut self, fields: &[Raw<'_>; FIELDS]) -> bool {
+        match event_from(fields, &mut self.interner) {
             Some(e) => {
-                self.pending.push_back(e);
+                self.pending.push(e);
                 true
             }
             None => false,
@@ -315,8 +300,11 @@ impl Hook for Collect {
             return;
         }
         self.switch(list);
-        let n = n.min(self.pending.len());
-        self.last.1.extend(self.pending.drain(..n));
+        if n >= self.pending.len() {
+            self.last.1.append(&mut self.pending);
+        } else {
+            self.last.1.extend(self.pending.drain(..n));
+        }
     }
 
     fn take(&mut self, list: usize, item: &Value) -> bool {
@@ -334,40 +322,46 @@ impl Hook for Collect {
 }
 
 fn event(items: &[(Value, Value)], interner: &mut Interner) -> Option<Event> {
-    event_from(items.iter().map(|(k, v)| (k.as_str(), v)), interner)
-}
-
-/// A trace entry from its pairs (dict items or the decoder's fast path).
-fn event_from<'a>(
-    items: impl Iterator<Item = (Option<&'a str>, &'a Value)>,
-    interner: &mut Interner,
-) -> Option<Event> {
     // One pass over the pairs; a repeated key's last value wins, as in Python.
-    let (mut action, mut size, mut addr, mut free, mut time, mut frames) =
-        (None, None, None, None, None, None);
+    let mut fields = [Raw::Absent; FIELDS];
     for (k, v) in items {
-        match k {
-            Some("action") => action = Some(v),
-            Some("size") => size = Some(v),
-            Some("addr") => addr = Some(v),
-            Some("device_free") => free = Some(v),
-            Some("time_us") => time = Some(v),
-            Some("frames") => frames = Some(v),
-            _ => {}
+        if let Some(f) = k
+            .as_str()
+            .and_then(field_of)
+            .and_then(|i| fields.get_mut(i))
+        {
+            *f = Raw::of(v);
         }
     }
-    let action = Action::parse(action?.as_str()?);
-    let size = size.map_or(Some(0), as_u64)?;
-    let addr = if action == Action::Oom {
-        free.and_then(as_u64).unwrap_or(0)
-    } else {
-        addr.map_or(Some(0), as_u64)?
+    event_from(&fields, interner)
+}
+
+/// A trace entry from its fields (dict items or the decoder's fast path).
+fn event_from(fields: &[Raw<'_>; FIELDS], interner: &mut Interner) -> Option<Event> {
+    let at = |i: usize| fields.get(i).copied().unwrap_or(Raw::Absent);
+    let Raw::Val(Value::Str(action)) = at(F_ACTION) else {
+        return None;
     };
-    let time_us = match time {
-        Some(Value::Int(t)) => *t,
+    let action = Action::parse(action);
+    let num = |i: usize| match at(i) {
+        Raw::Absent => Some(0),
+        r => r.as_u64(),
+    };
+    let size = num(F_SIZE)?;
+    let addr = if action == Action::Oom {
+        at(F_FREE).as_u64().unwrap_or(0)
+    } else {
+        num(F_ADDR)?
+    };
+    let time_us = match at(F_TIME) {
+        Raw::Int(t) => t,
         _ => i64::MIN,
     };
-    let stack = frames.and_then(|f| interner.stack(f)).unwrap_or(u32::MAX);
+    let stack = match at(F_FRAMES) {
+        Raw::Val(f) => interner.stack(f),
+        _ => None,
+    }
+    .unwrap_or(u32::MAX);
     Some(Event {
         addr,
         size,

@@ -159,6 +159,10 @@ pub struct Node<T> {
     sealed: Cell<bool>,
     /// Memo index it was stored under (`u32::MAX`: none).
     memo: Cell<u32>,
+    /// Free for the [`Hook`]'s use (`u32::MAX` until set): the loader keeps
+    /// the interned id of a shared frames list here, saving a map lookup per
+    /// trace entry.
+    tag: Cell<u32>,
     /// The items.
     pub items: RefCell<T>,
 }
@@ -169,8 +173,20 @@ impl<T> Node<T> {
             depth: Cell::new(depth),
             sealed: Cell::new(sealed),
             memo: Cell::new(u32::MAX),
+            tag: Cell::new(u32::MAX),
             items: RefCell::new(items),
         })
+    }
+
+    /// The hook's tag, if set.
+    pub fn tag(&self) -> Option<u32> {
+        let t = self.tag.get();
+        (t != u32::MAX).then_some(t)
+    }
+
+    /// Sets the hook's tag.
+    pub fn set_tag(&self, t: u32) {
+        self.tag.set(t);
     }
 }
 
@@ -225,11 +241,19 @@ pub trait Hook {
     /// list (its address; the list outlives the decode).
     fn take(&mut self, list: usize, item: &Value) -> bool;
 
-    /// Fast path: offered the pairs of a flat dict (keys fetched from the memo,
-    /// values integers or memo fetches) that is being appended to a list,
-    /// before any value is built for it. Returns true to take it; it is then
-    /// handed over with [`Hook::place`] when the list receives it.
-    fn record(&mut self, _pairs: &[(&str, &Value)]) -> bool {
+    /// Fast path, step 1: which record field a dict key is (an index below
+    /// [`FIELDS`]), or `None` for a key the hook ignores. Asked once per
+    /// memoized key string, not once per record.
+    fn field(&mut self, _key: &str) -> Option<usize> {
+        None
+    }
+
+    /// Fast path, step 2: offered the fields of a flat dict (keys fetched from
+    /// the memo, values integers or memo fetches) that is being appended to a
+    /// list, before any value is built for it, indexed as [`Hook::field`] said
+    /// (a repeated key: the last value, as in Python). Returns true to take it;
+    /// it is then handed over with [`Hook::place`] when the list receives it.
+    fn record(&mut self, _fields: &[Raw<'_>; FIELDS]) -> bool {
         false
     }
 
@@ -243,6 +267,56 @@ pub struct Keep;
 impl Hook for Keep {
     fn take(&mut self, _list: usize, _item: &Value) -> bool {
         false
+    }
+}
+
+/// How many record fields [`Hook::field`] may name.
+pub const FIELDS: usize = 8;
+
+/// A value in a fast-path record: built without allocating, nothing to drop.
+#[derive(Clone, Copy)]
+pub enum Raw<'a> {
+    /// The key was not in the record.
+    Absent,
+    /// `None`.
+    None,
+    /// `True`/`False`.
+    Bool(bool),
+    /// An integer that fits `i64`.
+    Int(i64),
+    /// An integer in `i64::MAX + 1 ..= u64::MAX`.
+    U64(u64),
+    /// An integer outside `i64::MIN ..= u64::MAX`.
+    Big,
+    /// Anything else: a decoded value (a memo fetch on the fast path).
+    Val(&'a Value),
+}
+
+impl<'a> Raw<'a> {
+    /// A decoded value as a record field (integers unpacked).
+    pub fn of(v: &'a Value) -> Raw<'a> {
+        match v {
+            Value::None => Raw::None,
+            Value::Bool(b) => Raw::Bool(*b),
+            Value::Int(i) => Raw::Int(*i),
+            Value::U64(u) => Raw::U64(*u),
+            Value::Big => Raw::Big,
+            other => Raw::Val(other),
+        }
+    }
+
+    /// A non-negative integer.
+    pub fn as_u64(self) -> Option<u64> {
+        match self {
+            Raw::Int(i) => u64::try_from(i).ok(),
+            Raw::U64(u) => Some(u),
+            Raw::Val(v) => match Raw::of(v) {
+                Raw::Int(i) => u64::try_from(i).ok(),
+                Raw::U64(u) => Some(u),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 }
 
@@ -748,18 +822,80 @@ pub fn check_header(head: &[u8]) -> Result<(), PickleError> {
     }
 }
 
-/// The most pairs the fast path reads in one record.
-const RECORD_PAIRS: usize = 24;
+/// Memo indices below this have their key classification cached.
+const KEY_CACHE: usize = 1 << 16;
+
+/// What [`Hook::field`] said about the string at each memo index, so the fast
+/// path compares no strings per record: 0 unknown, 1 ignored, 2 + k field k.
+/// Forgotten whenever the memo index is stored again.
+#[derive(Default)]
+struct KeyCache(Vec<u8>);
+
+impl KeyCache {
+    fn forget(&mut self, i: u64) {
+        if let Some(c) = usize::try_from(i).ok().and_then(|k| self.0.get_mut(k)) {
+            *c = 0;
+        }
+    }
+
+    /// The field of the key at memo index `i`: `None` when it is not a
+    /// string (the fast path gives up), `Some(None)` for an ignored key.
+    #[inline]
+    fn lookup(&mut self, i: u64, memo: &Memo, hook: &mut impl Hook) -> Option<Option<usize>> {
+        let idx = usize::try_from(i).ok();
+        match idx.and_then(|k| self.0.get(k)) {
+            Some(1) => return Some(None),
+            Some(&c) if c >= 2 => return Some(Some(usize::from(c.saturating_sub(2)))),
+            _ => {}
+        }
+        let Some(Value::Str(key)) = memo.get_ref(i) else {
+            return None;
+        };
+        let field = hook.field(key).filter(|&k| k < FIELDS);
+        if let Some(k) = idx.filter(|&k| k < KEY_CACHE) {
+            if self.0.len() <= k {
+                self.0.resize(k.saturating_add(1), 0);
+            }
+            if let Some(c) = self.0.get_mut(k) {
+                *c = field
+                    .and_then(|f| u8::try_from(f).ok())
+                    .map_or(1, |f| f.saturating_add(2));
+            }
+        }
+        Some(field)
+    }
+}
+
+/// An integer from LONG1 bytes, as a record field.
+#[inline]
+fn long_raw(b: &[u8]) -> Raw<'static> {
+    // Addresses and sizes: up to 8 bytes, sign-extended.
+    if let (1..=8, Some(&last)) = (b.len(), b.last()) {
+        let mut a = [if last & 0x80 != 0 { 0xFF } else { 0 }; 8];
+        if let Some(low) = a.get_mut(..b.len()) {
+            low.copy_from_slice(b);
+        }
+        return Raw::Int(i64::from_le_bytes(a));
+    }
+    match long_value(b) {
+        Value::Int(i) => Raw::Int(i),
+        Value::U64(u) => Raw::U64(u),
+        _ => Raw::Big,
+    }
+}
 
 /// The fast path for trace entries: right after an `EMPTY_DICT` whose MARK
 /// region feeds a list, reads `MEMOIZE|BINPUT|LONG_BINPUT? MARK (key value)*
-/// SETITEMS` straight from the buffer — keys fetched from the memo, values small
-/// integers, LONG1, None, bools or memo fetches — and offers the pairs to
-/// [`Hook::record`]. Anything else, or a record that is not fully buffered,
-/// returns false having consumed nothing, and the generic path decodes it.
+/// SETITEMS` straight from the buffer — keys fetched from the memo and
+/// classified once per memo index ([`KeyCache`]), values small integers,
+/// LONG1, None, bools or memo fetches — and offers the fields to
+/// [`Hook::record`]. Nothing is allocated or cloned per record. Anything else,
+/// or a record that is not fully buffered, returns false having consumed
+/// nothing, and the generic path decodes it.
 fn fast_record<R: Read>(
     r: &mut Reader<R>,
     memo: &mut Memo,
+    keys: &mut KeyCache,
     limit: usize,
     hook: &mut impl Hook,
 ) -> Result<bool, PickleError> {
@@ -774,16 +910,23 @@ fn fast_record<R: Read>(
         *c = c.saturating_add(1);
         v
     };
-    let le = |c: &mut usize, n: usize| -> Option<u64> {
+    #[inline(always)]
+    fn le(b: &[u8], c: &mut usize, n: usize) -> Option<u64> {
         let end = c.checked_add(n)?;
         let s = b.get(*c..end)?;
         *c = end;
-        Some(
-            s.iter()
+        // The widths opcodes use, as whole loads.
+        Some(match n {
+            1 => u64::from(*s.first()?),
+            2 => u64::from(u16::from_le_bytes(s.try_into().ok()?)),
+            4 => u64::from(u32::from_le_bytes(s.try_into().ok()?)),
+            _ => s
+                .iter()
                 .rev()
                 .fold(0u64, |acc, &x| (acc << 8) | u64::from(x)),
-        )
-    };
+        })
+    }
+    let le = |c: &mut usize, n: usize| le(b, c, n);
     let dict_memo = match b.first() {
         Some(0x94) => {
             c = 1;
@@ -802,16 +945,8 @@ fn fast_record<R: Read>(
     if byte(&mut c) != Some(b'(') {
         return Ok(false);
     }
-    // Integers are built in `owned`; memo fetches are borrowed, never cloned.
-    // Fixed arrays: no allocation per record.
-    enum Field<'a> {
-        Own,
-        Memo(&'a Value),
-    }
-    let mut owned: [Value; RECORD_PAIRS] = std::array::from_fn(|_| Value::None);
-    let mut keys: [&str; RECORD_PAIRS] = [""; RECORD_PAIRS];
-    let mut fields: [Field<'_>; RECORD_PAIRS] = std::array::from_fn(|_| Field::Own);
-    let mut n = 0usize;
+    let m: &Memo = memo;
+    let mut fields = [Raw::Absent; FIELDS];
     loop {
         let key = match byte(&mut c) {
             Some(b'u') => break,
@@ -819,66 +954,61 @@ fn fast_record<R: Read>(
             Some(b'j') => le(&mut c, 4),
             _ => return Ok(false),
         };
-        let Some(Value::Str(key)) = key.and_then(|i| memo.get_ref(i)) else {
+        let Some(slot) = key.and_then(|i| keys.lookup(i, m, hook)) else {
             return Ok(false);
         };
-        let int = |v: u64| (Value::Int(i64::try_from(v).unwrap_or(0)), Field::Own);
-        let value = match byte(&mut c) {
-            Some(b'K') => le(&mut c, 1).map(int),
-            Some(b'M') => le(&mut c, 2).map(int),
+        // Written straight into its field (building it aside and copying it
+        // over stalled store forwarding on every pair).
+        let mut ignored = Raw::Absent;
+        let dst = match slot.and_then(|k| fields.get_mut(k)) {
+            Some(f) => f,
+            None => &mut ignored,
+        };
+        let int = |v: u64| Raw::Int(i64::try_from(v).unwrap_or(0));
+        let ok = match byte(&mut c) {
+            Some(b'K') => le(&mut c, 1).map(|v| *dst = int(v)),
+            Some(b'M') => le(&mut c, 2).map(|v| *dst = int(v)),
             Some(b'J') => le(&mut c, 4).map(|v| {
-                (
-                    Value::Int(i64::from(u32::try_from(v).unwrap_or(0) as i32)),
-                    Field::Own,
-                )
+                *dst = Raw::Int(i64::from(u32::try_from(v).unwrap_or(0) as i32));
             }),
             Some(0x8a) => le(&mut c, 1).and_then(|len| {
                 let len = usize::try_from(len).ok()?;
                 let end = c.checked_add(len)?;
-                let v = long_value(b.get(c..end)?);
+                *dst = long_raw(b.get(c..end)?);
                 c = end;
-                Some((v, Field::Own))
+                Some(())
             }),
-            Some(b'N') => Some((Value::None, Field::Own)),
-            Some(0x88) => Some((Value::Bool(true), Field::Own)),
-            Some(0x89) => Some((Value::Bool(false), Field::Own)),
+            Some(b'N') => {
+                *dst = Raw::None;
+                Some(())
+            }
+            Some(0x88) => {
+                *dst = Raw::Bool(true);
+                Some(())
+            }
+            Some(0x89) => {
+                *dst = Raw::Bool(false);
+                Some(())
+            }
             Some(b'h') => le(&mut c, 1)
-                .and_then(|i| memo.get_ref(i))
-                .map(|v| (Value::None, Field::Memo(v))),
+                .and_then(|i| m.get_ref(i))
+                .map(|v| *dst = Raw::Val(v)),
             Some(b'j') => le(&mut c, 4)
-                .and_then(|i| memo.get_ref(i))
-                .map(|v| (Value::None, Field::Memo(v))),
+                .and_then(|i| m.get_ref(i))
+                .map(|v| *dst = Raw::Val(v)),
             _ => None,
         };
-        let Some((value, field)) = value else {
+        if ok.is_none() {
             return Ok(false);
-        };
-        let (Some(o), Some(k), Some(f)) = (owned.get_mut(n), keys.get_mut(n), fields.get_mut(n))
-        else {
-            return Ok(false);
-        };
-        *o = value;
-        *k = key.as_str();
-        *f = field;
-        n = n.saturating_add(1);
+        }
     }
-    let none = Value::None;
-    let mut view: [(&str, &Value); RECORD_PAIRS] = [("", &none); RECORD_PAIRS];
-    for (((slot, k), f), o) in view.iter_mut().zip(&keys).zip(&fields).zip(&owned).take(n) {
-        *slot = (
-            *k,
-            match f {
-                Field::Own => o,
-                Field::Memo(v) => *v,
-            },
-        );
-    }
-    if !hook.record(view.get(..n).unwrap_or_default()) {
+    if !hook.record(&fields) {
         return Ok(false);
     }
     r.lo = r.lo.saturating_add(c);
     r.pos = r.pos.saturating_add(u64::try_from(c).unwrap_or(0));
     if let Some((i, memoize)) = dict_memo {
+        keys.forget(i);
         memo.put_taken(i, limit);
         if memoize {
             memo.next = memo.next.saturating_add(1);
@@ -930,6 +1060,7 @@ pub fn decode<R: Read>(
         items.iter().for_each(Value::seal);
         Ok(depth)
     };
+    let mut keys = KeyCache::default();
     let mut try_record = false;
     while let Some((at, op)) = r.next()? {
         match op {
@@ -1064,16 +1195,24 @@ pub fn decode<R: Read>(
                 let id = Rc::as_ptr(&list) as usize;
                 let mut v = list.items.borrow_mut();
                 v.reserve(items.len());
+                // In order: records taken early and items taken now interleave;
+                // a run of taken records is placed at once.
+                let mut run = 0usize;
                 for item in stack.drain(m..) {
-                    // In order: records taken early and items taken now interleave.
                     if matches!(item, Value::Taken) {
-                        hook.place(id, 1);
-                    } else if hook.take(id, &item) {
+                        run = run.saturating_add(1);
+                        continue;
+                    }
+                    if run > 0 {
+                        hook.place(id, std::mem::take(&mut run));
+                    }
+                    if hook.take(id, &item) {
                         memo.taken(&item);
                     } else {
                         v.push(item);
                     }
                 }
+                hook.place(id, run);
                 memo.trim();
             }
             Op::SetItem | Op::SetItems => {
@@ -1113,6 +1252,7 @@ pub fn decode<R: Read>(
                 let v = stack
                     .last()
                     .ok_or_else(|| mal(at, "PUT on an empty stack"))?;
+                keys.forget(i);
                 memo.put(i, v, memo_limit);
             }
             Op::Memoize => {
@@ -1121,6 +1261,7 @@ pub fn decode<R: Read>(
                     .ok_or_else(|| mal(at, "MEMOIZE on an empty stack"))?;
                 let i = memo.next;
                 memo.next = memo.next.saturating_add(1);
+                keys.forget(i);
                 memo.put(i, v, memo_limit);
             }
             Op::Get(i) => {
@@ -1134,10 +1275,22 @@ pub fn decode<R: Read>(
         }
         if try_record {
             try_record = false;
-            if fast_record(&mut r, &mut memo, memo_limit, hook)? {
+            // Consecutive entries of the same list: the next `EMPTY_DICT` is
+            // in the same MARK region, so it is tried here directly.
+            // Each pass stands for one `EMPTY_DICT` already read.
+            loop {
+                if !fast_record(&mut r, &mut memo, &mut keys, memo_limit, hook)? {
+                    // Decoded the generic way.
+                    stack.push(Value::Dict(Node::new(Vec::new(), 1, false)));
+                    break;
+                }
                 stack.push(Value::Taken);
-            } else {
-                stack.push(Value::Dict(Node::new(Vec::new(), 1, false)));
+                if r.lo < r.hi && r.buf.get(r.lo) == Some(&b'}') {
+                    r.lo = r.lo.saturating_add(1);
+                    r.pos = r.pos.saturating_add(1);
+                } else {
+                    break;
+                }
             }
         }
     }
@@ -1149,6 +1302,47 @@ pub fn decode<R: Read>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Collects the `a`/`b` integer fields of every record the fast path offers.
+    #[derive(Default)]
+    struct Fields(Vec<[Option<i64>; 2]>);
+
+    impl Hook for Fields {
+        fn take(&mut self, _list: usize, _item: &Value) -> bool {
+            false
+        }
+        fn field(&mut self, key: &str) -> Option<usize> {
+            ["a", "b"].iter().position(|k| *k == key)
+        }
+        fn record(&mut self, fields: &[Raw<'_>; FIELDS]) -> bool {
+            let int = |r: Raw<'_>| match r {
+                Raw::Int(i) => Some(i),
+                _ => None,
+            };
+            self.0.push([int(fields[0]), int(fields[1])]);
+            true
+        }
+    }
+
+    #[test]
+    fn fast_path_rereads_a_key_whose_memo_slot_was_stored_again() {
+        let mut p = vec![0x80, 2, b']', b'q', 0, b'('];
+        // A first entry, decoded the generic way, memoizes the keys "a" (2), "b" (3).
+        p.extend_from_slice(b"}q\x01(X\x01\x00\x00\x00aq\x02K\x01X\x01\x00\x00\x00bq\x03K\x02u");
+        // The fast path: {"a": 11, "b": 12} with both keys fetched from the memo.
+        p.extend_from_slice(b"}q\x04(h\x02K\x0bh\x03K\x0cu");
+        // Memo slot 2 now holds "b" (and the string is popped again).
+        p.extend_from_slice(b"X\x01\x00\x00\x00bq\x020");
+        // {slot 2: 21} is {"b": 21}, not {"a": 21}.
+        p.extend_from_slice(b"}q\x05(h\x02K\x15ue.");
+        let mut hook = Fields::default();
+        let v = decode(|| Ok(&p[..]), p.len() as u64, &mut hook).unwrap();
+        assert_eq!(hook.0, vec![[Some(11), Some(12)], [None, Some(21)]]);
+        let Value::List(l) = v else {
+            panic!("not a list")
+        };
+        assert_eq!(l.items.borrow().len(), 1, "only the generic entry is kept");
+    }
 
     fn dec(b: &[u8]) -> Result<Value, PickleError> {
         decode(|| Ok(b), b.len() as u64, &mut Keep)
