@@ -870,12 +870,20 @@ impl KeyCache {
 #[inline]
 fn long_raw(b: &[u8]) -> Raw<'static> {
     // Addresses and sizes: up to 8 bytes, sign-extended.
-    if let (1..=8, Some(&last)) = (b.len(), b.last()) {
-        let mut a = [if last & 0x80 != 0 { 0xFF } else { 0 }; 8];
-        if let Some(low) = a.get_mut(..b.len()) {
-            low.copy_from_slice(b);
-        }
-        return Raw::Int(i64::from_le_bytes(a));
+    // Shifted in registers: copying the bytes into an array and reading it
+    // back as a word stalled store forwarding on every address.
+    if let (n @ 1..=8, Some(&last)) = (b.len(), b.last()) {
+        let v = b
+            .iter()
+            .rev()
+            .fold(0u64, |acc, &x| (acc << 8) | u64::from(x));
+        let bits = u32::try_from(n).unwrap_or(8).saturating_mul(8);
+        let sign = if last & 0x80 != 0 {
+            u64::MAX.checked_shl(bits).unwrap_or(0)
+        } else {
+            0
+        };
+        return Raw::Int(i64::from_le_bytes((v | sign).to_le_bytes()));
     }
     match long_value(b) {
         Value::Int(i) => Raw::Int(i),
@@ -1278,19 +1286,25 @@ pub fn decode<R: Read>(
             // Consecutive entries of the same list: the next `EMPTY_DICT` is
             // in the same MARK region, so it is tried here directly.
             // Each pass stands for one `EMPTY_DICT` already read.
-            loop {
+            let mut taken = 0usize;
+            let generic = loop {
                 if !fast_record(&mut r, &mut memo, &mut keys, memo_limit, hook)? {
-                    // Decoded the generic way.
-                    stack.push(Value::Dict(Node::new(Vec::new(), 1, false)));
-                    break;
+                    break true;
                 }
-                stack.push(Value::Taken);
+                taken = taken.saturating_add(1);
                 if r.lo < r.hi && r.buf.get(r.lo) == Some(&b'}') {
                     r.lo = r.lo.saturating_add(1);
                     r.pos = r.pos.saturating_add(1);
                 } else {
-                    break;
+                    break false;
                 }
+            };
+            // Pushed together, after the loop (a push per record reloaded a
+            // half-written temporary).
+            stack.resize_with(stack.len().saturating_add(taken), || Value::Taken);
+            if generic {
+                // The last `EMPTY_DICT` read is decoded the generic way.
+                stack.push(Value::Dict(Node::new(Vec::new(), 1, false)));
             }
         }
     }
@@ -1342,6 +1356,34 @@ mod tests {
             panic!("not a list")
         };
         assert_eq!(l.items.borrow().len(), 1, "only the generic entry is kept");
+    }
+
+    #[test]
+    fn long_raw_agrees_with_long_value() {
+        let samples: [&[u8]; 9] = [
+            &[0x01],
+            &[0xff],
+            &[0x00, 0x80],
+            &[0x00, 0x00, 0x40, 0x8a, 0x7f],
+            &[0x00, 0x02, 0x40, 0x8a, 0x7f, 0x00],
+            &[0xfe, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f],
+            &[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00],
+            &[0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0x01],
+        ];
+        for b in samples {
+            let want = match long_value(b) {
+                Value::Int(i) => format!("int {i}"),
+                Value::U64(u) => format!("u64 {u}"),
+                _ => "big".to_string(),
+            };
+            let got = match long_raw(b) {
+                Raw::Int(i) => format!("int {i}"),
+                Raw::U64(u) => format!("u64 {u}"),
+                _ => "big".to_string(),
+            };
+            assert_eq!(got, want, "{b:02x?}");
+        }
     }
 
     fn dec(b: &[u8]) -> Result<Value, PickleError> {
