@@ -344,21 +344,51 @@ struct Replay {
     realloc: u64,
     /// Allocations alive at the end: address → (requested size, event index).
     survivors: HashMap<u64, (u64, usize)>,
+    /// Per event, its partner in the address replay: an `alloc`'s is the
+    /// `free_completed` that frees it (or the `alloc` that reuses its address
+    /// without a free, which ends it too); a `free_completed`'s is the
+    /// `alloc` it frees; [`UNPAIRED`] otherwise. Computed once, so the later
+    /// replays (what is alive at an event, the timeline) need no address map.
+    pair: Vec<u32>,
+}
+
+/// No partner: alive at the end, freed before the trace, or beyond `u32` events.
+const UNPAIRED: u32 = u32::MAX;
+
+impl Replay {
+    /// The partner of event `i`.
+    fn partner(&self, i: usize) -> Option<usize> {
+        match self.pair.get(i) {
+            Some(&p) if p != UNPAIRED => usize::try_from(p).ok(),
+            _ => None,
+        }
+    }
 }
 
 fn replay(events: &[Event], segs: &[&Segment]) -> Replay {
     let mut alive: HashMap<u64, (u64, usize)> = HashMap::new();
     let mut initial = Vec::new();
     let mut realloc = 0u64;
+    let mut pair = vec![UNPAIRED; events.len()];
+    let link = |pair: &mut Vec<u32>, a: usize, b: usize| {
+        if let (Some(pa), Ok(b32)) = (pair.get_mut(a), u32::try_from(b)) {
+            *pa = b32;
+        }
+    };
     for (i, e) in events.iter().enumerate() {
         match e.action {
             Action::Alloc => {
-                let again = alive.insert(e.addr, (e.size, i)).is_some();
-                realloc = realloc.saturating_add(u64::from(again));
+                if let Some((_, j)) = alive.insert(e.addr, (e.size, i)) {
+                    realloc = realloc.saturating_add(1);
+                    link(&mut pair, j, i);
+                }
             }
             Action::FreeCompleted => {
-                let matched = alive.remove(&e.addr).is_some();
-                if !matched {
+                let matched = alive.remove(&e.addr);
+                if let Some((_, j)) = matched {
+                    link(&mut pair, j, i);
+                    link(&mut pair, i, j);
+                } else {
                     initial.push(Initial {
                         size: e.size,
                         stack: e.stack(),
@@ -410,26 +440,22 @@ fn replay(events: &[Event], segs: &[&Segment]) -> Replay {
         went_negative,
         realloc,
         survivors: alive,
+        pair,
     }
 }
 
 /// Allocations alive just after event `at` (−1: before the first event), as
 /// (stack, requested size).
 fn alive_at(events: &[Event], rp: &Replay, at: i64) -> Vec<(Option<u32>, u64)> {
-    let mut alive: HashMap<u64, (u64, Option<u32>)> = HashMap::new();
     let upto = usize::try_from(at.saturating_add(1)).unwrap_or(0);
-    for e in events.iter().take(upto) {
-        match e.action {
-            Action::Alloc => {
-                alive.insert(e.addr, (e.size, e.stack()));
-            }
-            Action::FreeCompleted => {
-                alive.remove(&e.addr);
-            }
-            _ => {}
-        }
-    }
-    let mut out: Vec<(Option<u32>, u64)> = alive.into_values().map(|(s, st)| (st, s)).collect();
+    // Allocated by `at` and not ended by then.
+    let mut out: Vec<(Option<u32>, u64)> = events
+        .iter()
+        .enumerate()
+        .take(upto)
+        .filter(|(i, e)| e.action == Action::Alloc && rp.partner(*i).is_none_or(|p| p >= upto))
+        .map(|(_, e)| (e.stack(), e.size))
+        .collect();
     for x in &rp.initial {
         let still = match x.freed_at {
             None => true,
@@ -760,19 +786,17 @@ fn timeline(sites: &Sites, events: &[Event], rp: &Replay, top: &[Site]) -> Timel
     }
     let mut points = vec![(-1i64, cur.clone())];
     let stride = (events.len() / 600).max(1);
-    let mut alive: HashMap<u64, (u64, usize)> = HashMap::new();
     for (i, e) in events.iter().enumerate() {
         match e.action {
             Action::Alloc => {
                 let k = series_of(sites, e.stack());
-                alive.insert(e.addr, (e.size, k));
                 if let Some(c) = cur.get_mut(k) {
                     *c = c.saturating_add(e.size);
                 }
             }
             Action::FreeCompleted => {
-                let k = match alive.remove(&e.addr) {
-                    Some((_, k)) => Some(k),
+                let k = match rp.partner(i).and_then(|a| events.get(a)) {
+                    Some(a) => Some(series_of(sites, a.stack())),
                     None => freed_initial.get(&i).copied(),
                 };
                 if let Some(c) = k.and_then(|k| cur.get_mut(k)) {
