@@ -21,6 +21,7 @@
 //! invariants real files keep (blocks tiling their segment, `allocated_size`,
 //! replay end = requested) gets a warning, never an error.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use foldhash::{HashMap, HashMapExt};
@@ -29,6 +30,7 @@ use serde::Serialize;
 
 use crate::Error;
 use crate::load::{Action, BlockState, Event, Frame, Segment, Snapshot};
+use crate::pairs::Pairs;
 
 /// What to report.
 #[derive(Debug, Clone)]
@@ -334,71 +336,41 @@ struct Initial {
 }
 
 /// The replay of one device's trace.
-struct Replay {
+struct Replay<'a> {
     baseline: u128,
     initial: Vec<Initial>,
     peak: u128,
     peak_event: i64,
     end: u128,
     went_negative: bool,
-    realloc: u64,
-    /// Allocations alive at the end: address → (requested size, event index).
-    survivors: HashMap<u64, (u64, usize)>,
-    /// Per event, its partner in the address replay: an `alloc`'s is the
-    /// `free_completed` that frees it (or the `alloc` that reuses its address
-    /// without a free, which ends it too); a `free_completed`'s is the
-    /// `alloc` it frees; [`UNPAIRED`] otherwise. Computed once, so the later
-    /// replays (what is alive at an event, the timeline) need no address map.
-    pair: Vec<u32>,
+    /// Which free ends which allocation (the loader's, or computed here).
+    pairs: Cow<'a, Pairs>,
 }
 
-/// No partner: alive at the end, freed before the trace, or beyond `u32` events.
-const UNPAIRED: u32 = u32::MAX;
-
-impl Replay {
-    /// The partner of event `i`.
+impl Replay<'_> {
+    /// The partner of event `i` (see [`Pairs`]).
     fn partner(&self, i: usize) -> Option<usize> {
-        match self.pair.get(i) {
-            Some(&p) if p != UNPAIRED => usize::try_from(p).ok(),
-            _ => None,
-        }
+        self.pairs.partner(i)
     }
 }
 
-fn replay(events: &[Event], segs: &[&Segment]) -> Replay {
-    let mut alive: HashMap<u64, (u64, usize)> = HashMap::new();
-    let mut initial = Vec::new();
-    let mut realloc = 0u64;
-    let mut pair = vec![UNPAIRED; events.len()];
-    let link = |pair: &mut Vec<u32>, a: usize, b: usize| {
-        if let (Some(pa), Ok(b32)) = (pair.get_mut(a), u32::try_from(b)) {
-            *pa = b32;
-        }
+fn replay<'a>(events: &[Event], segs: &[&Segment], pairs: Option<&'a Pairs>) -> Replay<'a> {
+    let pairs = match pairs {
+        Some(p) if p.pair.len() == events.len() => Cow::Borrowed(p),
+        _ => Cow::Owned(Pairs::of(events)),
     };
-    for (i, e) in events.iter().enumerate() {
-        match e.action {
-            Action::Alloc => {
-                if let Some((_, j)) = alive.insert(e.addr, (e.size, i)) {
-                    realloc = realloc.saturating_add(1);
-                    link(&mut pair, j, i);
-                }
-            }
-            Action::FreeCompleted => {
-                let matched = alive.remove(&e.addr);
-                if let Some((_, j)) = matched {
-                    link(&mut pair, j, i);
-                    link(&mut pair, i, j);
-                } else {
-                    initial.push(Initial {
-                        size: e.size,
-                        stack: e.stack(),
-                        freed_at: Some(i),
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
+    let mut initial: Vec<Initial> = pairs
+        .unmatched_frees
+        .iter()
+        .filter_map(|&i| {
+            events.get(i).map(|e| Initial {
+                size: e.size,
+                stack: e.stack(),
+                freed_at: Some(i),
+            })
+        })
+        .collect();
+    let alive = &pairs.alive;
     for s in segs {
         for b in &s.blocks {
             if b.state == BlockState::Allocated && !alive.contains_key(&b.address) {
@@ -438,9 +410,7 @@ fn replay(events: &[Event], segs: &[&Segment]) -> Replay {
         peak_event,
         end: to_u(cur),
         went_negative,
-        realloc,
-        survivors: alive,
-        pair,
+        pairs,
     }
 }
 
@@ -687,7 +657,7 @@ fn leaks(
     rp: &Replay,
     family: Option<&(String, Vec<usize>)>,
 ) -> Vec<Leak> {
-    let survivor_idx: BTreeSet<usize> = rp.survivors.values().map(|&(_, i)| i).collect();
+    let survivor_idx: BTreeSet<usize> = rp.pairs.alive.values().map(|&(_, i)| i).collect();
     let mut iter_of = vec![0u32; events.len()];
     let from = match family {
         Some((name, starts)) => {
@@ -862,7 +832,14 @@ fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &Sites) -> DeviceRepor
     let allocated: u128 = active().map(|b| u128::from(b.size)).sum();
     let requested: u128 = active().map(|b| u128::from(b.requested)).sum();
     let nblocks: usize = segs.iter().map(|s| s.blocks.len()).sum();
-    let rp = replay(events, &segs);
+    let rp = replay(
+        events,
+        &segs,
+        usize::try_from(d)
+            .ok()
+            .and_then(|i| snap.pairs.get(i))
+            .and_then(Option::as_ref),
+    );
     let mut warnings = Vec::new();
     if !events.is_empty() && rp.end != requested {
         warnings.push(format!(
@@ -873,10 +850,10 @@ fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &Sites) -> DeviceRepor
     if rp.went_negative {
         warnings.push("the replay total went below zero (frees larger than the allocations they free); it was held at 0".to_string());
     }
-    if rp.realloc > 0 {
+    if rp.pairs.realloc > 0 {
         warnings.push(format!(
             "{} allocation(s) at an address that was already allocated and not freed",
-            rp.realloc
+            rp.pairs.realloc
         ));
     }
     let expandable_on =
@@ -1063,7 +1040,7 @@ mod tests {
             ev(Action::Alloc, 3, 70),
             ev(Action::FreeCompleted, 2, 50),
         ];
-        let rp = replay(&events, &[]);
+        let rp = replay(&events, &[], None);
         assert_eq!(rp.baseline, 100);
         assert_eq!(rp.peak, 120);
         assert_eq!(rp.peak_event, 2);

@@ -38,6 +38,7 @@ pub mod analyze;
 pub mod diff;
 pub mod html;
 pub mod load;
+pub mod pairs;
 pub mod pickle;
 pub mod render;
 
