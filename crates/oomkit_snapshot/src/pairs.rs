@@ -1,7 +1,7 @@
 //! The address replay of a trace, fed batch by batch: which `free_completed`
 //! frees which `alloc`. The loader runs it on a second thread while the
 //! decoder is still reading (see `load.rs`), so the analysis starts with it
-//! done; [`crate::analyze`] runs it itself for a [`crate::Snapshot`] built
+//! done; [`crate::analyze()`] runs it itself for a [`crate::Snapshot`] built
 //! some other way.
 //!
 //! MemoryViz replays the same way (`_memory_viz.py`, `trace_plot`): an
