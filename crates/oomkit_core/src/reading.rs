@@ -45,15 +45,26 @@ pub struct GpuReading {
     pub processes: Vec<ProcessReading>,
 }
 
+/// Free memory from a GPU's figures: total − used − the driver's reserve (when
+/// reported separately), never negative; `None` unless total and used are
+/// known. The one definition for every reading and sample.
+pub fn free_bytes(total: Option<u64>, used: Option<u64>, reserved: Option<u64>) -> Option<u64> {
+    Some(
+        total?
+            .saturating_sub(used?)
+            .saturating_sub(reserved.unwrap_or(0)),
+    )
+}
+
 impl GpuReading {
     /// Free memory, when total and used are both known (never negative: a
     /// driver that reports used > total gives zero free). A separately
     /// reported driver reserve is not free either.
     pub fn memory_free_bytes(&self) -> Option<u64> {
-        Some(
-            self.memory_total_bytes?
-                .saturating_sub(self.memory_used_bytes?)
-                .saturating_sub(self.memory_reserved_bytes.unwrap_or(0)),
+        free_bytes(
+            self.memory_total_bytes,
+            self.memory_used_bytes,
+            self.memory_reserved_bytes,
         )
     }
 

@@ -80,10 +80,10 @@ pub struct ProcessSample {
 impl GpuSample {
     /// Free memory, bytes: total − the driver's reserve − used.
     pub fn free_bytes(&self) -> Option<u64> {
-        Some(
-            self.memory_total_bytes?
-                .saturating_sub(self.memory_reserved_bytes.unwrap_or(0))
-                .saturating_sub(self.memory_used_bytes?),
+        oomkit_core::reading::free_bytes(
+            self.memory_total_bytes,
+            self.memory_used_bytes,
+            self.memory_reserved_bytes,
         )
     }
 
