@@ -372,12 +372,12 @@ fn log_appends_whole_lines_and_rotates() {
     assert!(after == before + 1 || after == 1, "{before} -> {after}");
 }
 
-#[test]
-fn prometheus_metrics_scraped_over_loopback() {
-    let d = Driver::new();
+/// Starts the monitor with `--prometheus` on a free loopback port, waits
+/// `after`, scrapes `/metrics` once, then stops it with SIGTERM.
+fn scrape(d: &Driver, scenario: &str, after: Duration) -> (String, Output) {
     let mut child = d
         .cmd(
-            "leak.json",
+            scenario,
             &[
                 "--prometheus",
                 "127.0.0.1:0",
@@ -388,33 +388,40 @@ fn prometheus_metrics_scraped_over_loopback() {
             ],
         )
         .spawn()
-        .unwrap();
-    let err = child.stderr.take().unwrap();
+        .expect("test setup");
+    let err = child.stderr.take().expect("test setup");
     let mut lines = BufReader::new(err).lines();
-    let first = lines.next().unwrap().unwrap();
+    let first = lines.next().expect("a first line").expect("a first line");
     let url = first
         .split("http://")
         .nth(1)
         .unwrap_or_else(|| panic!("{first}"));
     let addr = url.trim_end_matches("/metrics").to_owned();
-    // Let a few samples in so growth appears.
-    std::thread::sleep(Duration::from_millis(900));
+    std::thread::sleep(after);
     let mut body = String::new();
-    let mut s = TcpStream::connect(&addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut s = TcpStream::connect(&addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("test setup");
     write!(
         s,
         "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
     )
-    .unwrap();
-    s.read_to_string(&mut body).unwrap();
+    .expect("request");
+    s.read_to_string(&mut body).expect("response");
     // SIGTERM ends it cleanly.
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid")),
         nix::sys::signal::Signal::SIGTERM,
     )
-    .unwrap();
-    let out = wait_limited(child, Duration::from_secs(10));
+    .expect("kill");
+    (body, wait_limited(child, Duration::from_secs(10)))
+}
+
+#[test]
+fn prometheus_metrics_scraped_over_loopback() {
+    let d = Driver::new();
+    // Let a few samples in so growth appears.
+    let (body, out) = scrape(&d, "leak.json", Duration::from_millis(900));
     assert_eq!(out.status.code(), Some(0));
     assert!(body.starts_with("HTTP/1.1 200"), "{body}");
     assert!(body.contains("text/plain; version=0.0.4"), "{body}");
@@ -440,6 +447,67 @@ fn prometheus_metrics_scraped_over_loopback() {
     assert!((v - 104857600.0).abs() / 104857600.0 < 0.02, "{growth}");
     // The JSON lines kept coming while it served.
     assert!(lines_json(&out).len() >= 5);
+}
+
+#[test]
+fn prometheus_reports_a_lost_gpu_as_down() {
+    let d = Driver::new();
+    // lost.json: GPU 1 falls off the bus 0.35 s after start.
+    let (body, out) = scrape(&d, "lost.json", Duration::from_millis(900));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let up = |gpu: &str, uuid: &str| {
+        format!(
+            "oomkit_gpu_up{{gpu=\"{gpu}\",uuid=\"GPU-00000000-0000-0000-0000-00000000000{uuid}\",name=\"NVIDIA A100-SXM4-40GB\"}}"
+        )
+    };
+    assert!(body.contains(&format!("{} 1\n", up("0", "a"))), "{body}");
+    assert!(body.contains(&format!("{} 0\n", up("1", "b"))), "{body}");
+}
+
+#[test]
+fn alert_at_an_absolute_size() {
+    let d = Driver::new();
+    // GPU 1 holds 28.42 GiB, GPU 0 1.4 GiB: only GPU 1 crosses 28 GiB.
+    let o = d.run(
+        "lost.json",
+        &["--format", "json", "--count", "1", "--alert-at", "28GiB"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert_eq!(err.matches("warning: GPU").count(), 1, "{err}");
+    assert!(
+        err.contains("warning: GPU 1 (NVIDIA A100-SXM4-40GB)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_process_with_compute_and_graphics_contexts_is_listed_once() {
+    let d = Driver::new();
+    let scenario = d.dir.path().join("both.json");
+    std::fs::write(
+        &scenario,
+        r#"{"driver_version": "580.65.06", "devices": [{
+            "name": "NVIDIA RTX 6000 Ada Generation",
+            "uuid": "GPU-00000000-0000-0000-0000-0000000000c0",
+            "total_bytes": 51527024640, "base_used_bytes": 445644800,
+            "processes": [
+                {"pid": 4000002, "used_bytes": 2147483648},
+                {"pid": 4000002, "used_bytes": 2147483648, "kind": "graphics"},
+                {"pid": 4000003, "used_bytes": 1073741824, "kind": "graphics"}
+            ]}]}"#,
+    )
+    .expect("test setup");
+    let o = d.run(
+        scenario.to_str().expect("utf-8 path"),
+        &["--format", "json", "--count", "1"],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let v = lines_json(&o);
+    let procs = v[0]["gpus"][0]["processes"].as_array().unwrap();
+    let pids: Vec<u64> = procs.iter().map(|p| p["pid"].as_u64().unwrap()).collect();
+    assert_eq!(pids, vec![4000002, 4000003], "{procs:?}");
+    assert_eq!(procs[0]["used_bytes"], 2147483648u64);
 }
 
 #[test]
