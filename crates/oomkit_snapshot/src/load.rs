@@ -375,7 +375,12 @@ impl Hook for Collect {
         }
         self.switch(list);
         if n >= self.pending.len() {
-            self.out.1.append(&mut self.pending);
+            if self.out.1.is_empty() {
+                // The usual case: a whole APPENDS batch, handed over uncopied.
+                std::mem::swap(&mut self.out.1, &mut self.pending);
+            } else {
+                self.out.1.append(&mut self.pending);
+            }
         } else {
             self.out.1.extend(self.pending.drain(..n));
         }

@@ -912,57 +912,28 @@ fn fast_record<R: Read>(
     let Some(b) = r.buf.get(r.lo..r.hi) else {
         return Ok(false);
     };
-    let mut c = 0usize;
-    let byte = |c: &mut usize| -> Option<u8> {
-        let v = b.get(*c).copied();
-        *c = c.saturating_add(1);
-        v
+    // Slice patterns: one length check per opcode, the cursor in a register.
+    let u32le = |a: &u8, b: &u8, c: &u8, d: &u8| u32::from_le_bytes([*a, *b, *c, *d]);
+    let (dict_memo, mut rest) = match b {
+        [0x94, b'(', rest @ ..] => (Some((memo.next, true)), rest),
+        [b'q', i, b'(', rest @ ..] => (Some((u64::from(*i), false)), rest),
+        [b'r', w, x, y, z, b'(', rest @ ..] => (Some((u64::from(u32le(w, x, y, z)), false)), rest),
+        [b'(', rest @ ..] => (None, rest),
+        _ => return Ok(false),
     };
-    #[inline(always)]
-    fn le(b: &[u8], c: &mut usize, n: usize) -> Option<u64> {
-        let end = c.checked_add(n)?;
-        let s = b.get(*c..end)?;
-        *c = end;
-        // The widths opcodes use, as whole loads.
-        Some(match n {
-            1 => u64::from(*s.first()?),
-            2 => u64::from(u16::from_le_bytes(s.try_into().ok()?)),
-            4 => u64::from(u32::from_le_bytes(s.try_into().ok()?)),
-            _ => s
-                .iter()
-                .rev()
-                .fold(0u64, |acc, &x| (acc << 8) | u64::from(x)),
-        })
-    }
-    let le = |c: &mut usize, n: usize| le(b, c, n);
-    let dict_memo = match b.first() {
-        Some(0x94) => {
-            c = 1;
-            Some((memo.next, true))
-        }
-        Some(b'q') => {
-            c = 1;
-            le(&mut c, 1).map(|i| (i, false))
-        }
-        Some(b'r') => {
-            c = 1;
-            le(&mut c, 4).map(|i| (i, false))
-        }
-        _ => None,
-    };
-    if byte(&mut c) != Some(b'(') {
-        return Ok(false);
-    }
     let m: &Memo = memo;
     let mut fields = [Raw::Absent; FIELDS];
     loop {
-        let key = match byte(&mut c) {
-            Some(b'u') => break,
-            Some(b'h') => le(&mut c, 1),
-            Some(b'j') => le(&mut c, 4),
+        let (key, after) = match rest {
+            [b'u', tail @ ..] => {
+                rest = tail;
+                break;
+            }
+            [b'h', i, tail @ ..] => (u64::from(*i), tail),
+            [b'j', w, x, y, z, tail @ ..] => (u64::from(u32le(w, x, y, z)), tail),
             _ => return Ok(false),
         };
-        let Some(slot) = key.and_then(|i| keys.lookup(i, m, hook)) else {
+        let Some(slot) = keys.lookup(key, m, hook) else {
             return Ok(false);
         };
         // Written straight into its field (building it aside and copying it
@@ -972,47 +943,59 @@ fn fast_record<R: Read>(
             Some(f) => f,
             None => &mut ignored,
         };
-        let int = |v: u64| Raw::Int(i64::try_from(v).unwrap_or(0));
-        let ok = match byte(&mut c) {
-            Some(b'K') => le(&mut c, 1).map(|v| *dst = int(v)),
-            Some(b'M') => le(&mut c, 2).map(|v| *dst = int(v)),
-            Some(b'J') => le(&mut c, 4).map(|v| {
-                *dst = Raw::Int(i64::from(u32::try_from(v).unwrap_or(0) as i32));
-            }),
-            Some(0x8a) => le(&mut c, 1).and_then(|len| {
-                let len = usize::try_from(len).ok()?;
-                let end = c.checked_add(len)?;
-                *dst = long_raw(b.get(c..end)?);
-                c = end;
-                Some(())
-            }),
-            Some(b'N') => {
+        rest = match after {
+            [b'K', v, tail @ ..] => {
+                *dst = Raw::Int(i64::from(*v));
+                tail
+            }
+            [b'M', x, y, tail @ ..] => {
+                *dst = Raw::Int(i64::from(u16::from_le_bytes([*x, *y])));
+                tail
+            }
+            [b'J', w, x, y, z, tail @ ..] => {
+                *dst = Raw::Int(i64::from(i32::from_le_bytes([*w, *x, *y, *z])));
+                tail
+            }
+            [0x8a, n, tail @ ..] => {
+                let Some((digits, tail)) = tail.split_at_checked(usize::from(*n)) else {
+                    return Ok(false);
+                };
+                *dst = long_raw(digits);
+                tail
+            }
+            [b'N', tail @ ..] => {
                 *dst = Raw::None;
-                Some(())
+                tail
             }
-            Some(0x88) => {
+            [0x88, tail @ ..] => {
                 *dst = Raw::Bool(true);
-                Some(())
+                tail
             }
-            Some(0x89) => {
+            [0x89, tail @ ..] => {
                 *dst = Raw::Bool(false);
-                Some(())
+                tail
             }
-            Some(b'h') => le(&mut c, 1)
-                .and_then(|i| m.get_ref(i))
-                .map(|v| *dst = Raw::Val(v)),
-            Some(b'j') => le(&mut c, 4)
-                .and_then(|i| m.get_ref(i))
-                .map(|v| *dst = Raw::Val(v)),
-            _ => None,
+            [b'h', i, tail @ ..] => {
+                let Some(v) = m.get_ref(u64::from(*i)) else {
+                    return Ok(false);
+                };
+                *dst = Raw::Val(v);
+                tail
+            }
+            [b'j', w, x, y, z, tail @ ..] => {
+                let Some(v) = m.get_ref(u64::from(u32le(w, x, y, z))) else {
+                    return Ok(false);
+                };
+                *dst = Raw::Val(v);
+                tail
+            }
+            _ => return Ok(false),
         };
-        if ok.is_none() {
-            return Ok(false);
-        }
     }
     if !hook.record(&fields) {
         return Ok(false);
     }
+    let c = b.len().saturating_sub(rest.len());
     r.lo = r.lo.saturating_add(c);
     r.pos = r.pos.saturating_add(u64::try_from(c).unwrap_or(0));
     if let Some((i, memoize)) = dict_memo {
