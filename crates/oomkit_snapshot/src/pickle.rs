@@ -923,6 +923,15 @@ fn fast_record<R: Read>(
     };
     let m: &Memo = memo;
     let mut fields = [Raw::Absent; FIELDS];
+    // Strings inlined as values of keys the hook ignores (`compile_context`'s
+    // "N/A" in real files, a new string per entry): memoized after the record
+    // with the indices MEMOIZE gives them, as the generic path would.
+    let mut next = match dict_memo {
+        Some((i, true)) => i.saturating_add(1),
+        _ => memo.next,
+    };
+    let mut strings: [Option<(u64, &[u8])>; 4] = [None; 4];
+    let mut n_strings = 0usize;
     loop {
         let (key, after) = match rest {
             [b'u', tail @ ..] => {
@@ -967,6 +976,41 @@ fn fast_record<R: Read>(
                 *dst = Raw::None;
                 tail
             }
+            [0x8c, _, ..] | [b'X', _, _, _, _, ..] if slot.is_none() => {
+                let (text, tail) = match after {
+                    [0x8c, n, tail @ ..] => match tail.split_at_checked(usize::from(*n)) {
+                        Some(x) => x,
+                        None => return Ok(false),
+                    },
+                    [_, w, x, y, z, tail @ ..] => {
+                        let n = usize::try_from(u32le(w, x, y, z)).unwrap_or(usize::MAX);
+                        match tail.split_at_checked(n) {
+                            Some(x) => x,
+                            None => return Ok(false),
+                        }
+                    }
+                    _ => return Ok(false),
+                };
+                let (index, tail) = match tail {
+                    [0x94, tail @ ..] => {
+                        let i = next;
+                        next = next.saturating_add(1);
+                        (Some(i), tail)
+                    }
+                    [b'q', i, tail @ ..] => (Some(u64::from(*i)), tail),
+                    [b'r', w, x, y, z, tail @ ..] => (Some(u64::from(u32le(w, x, y, z))), tail),
+                    _ => (None, tail),
+                };
+                if let Some(i) = index {
+                    let Some(slot) = strings.get_mut(n_strings) else {
+                        return Ok(false);
+                    };
+                    *slot = Some((i, text));
+                    n_strings = n_strings.saturating_add(1);
+                    next = next.max(i.saturating_add(1));
+                }
+                tail
+            }
             [0x88, tail @ ..] => {
                 *dst = Raw::Bool(true);
                 tail
@@ -998,15 +1042,17 @@ fn fast_record<R: Read>(
     let c = b.len().saturating_sub(rest.len());
     r.lo = r.lo.saturating_add(c);
     r.pos = r.pos.saturating_add(u64::try_from(c).unwrap_or(0));
-    if let Some((i, memoize)) = dict_memo {
+    if let Some((i, _)) = dict_memo {
         keys.forget(i);
         memo.put_taken(i, limit);
-        if memoize {
-            memo.next = memo.next.saturating_add(1);
-        } else {
-            memo.next = memo.next.max(i.saturating_add(1));
-        }
+        next = next.max(i.saturating_add(1));
     }
+    for (i, text) in strings.iter().flatten() {
+        keys.forget(*i);
+        let v = Value::Str(Rc::new(String::from_utf8_lossy(text).into_owned()));
+        memo.put(*i, &v, limit);
+    }
+    memo.next = next;
     Ok(true)
 }
 
@@ -1339,6 +1385,49 @@ mod tests {
             panic!("not a list")
         };
         assert_eq!(l.items.borrow().len(), 1, "only the generic entry is kept");
+    }
+
+    /// Records the `a` integer and the `b` string of every fast-path record.
+    #[derive(Default)]
+    struct IntAndText(Vec<(Option<i64>, Option<String>)>);
+
+    impl Hook for IntAndText {
+        fn take(&mut self, _list: usize, _item: &Value) -> bool {
+            false
+        }
+        fn field(&mut self, key: &str) -> Option<usize> {
+            ["a", "b"].iter().position(|k| *k == key)
+        }
+        fn record(&mut self, fields: &[Raw<'_>; FIELDS]) -> bool {
+            let a = match fields[0] {
+                Raw::Int(i) => Some(i),
+                _ => None,
+            };
+            let b = match fields[1] {
+                Raw::Val(v) => v.as_str().map(str::to_string),
+                _ => None,
+            };
+            self.0.push((a, b));
+            true
+        }
+    }
+
+    #[test]
+    fn fast_path_memoizes_strings_inlined_under_ignored_keys() {
+        // Protocol 4, MEMOIZE numbering: list 0; a generic first entry: dict 1,
+        // keys "a" 2, "b" 3, "z" 4.
+        let mut p =
+            b"\x80\x04]\x94(}\x94(\x8c\x01a\x94K\x01\x8c\x01b\x94K\x02\x8c\x01z\x94K\x00u".to_vec();
+        // Fast: dict 5, {"a": 11, "z": "N/A"} with "N/A" memoized as 6.
+        p.extend_from_slice(b"}\x94(h\x02K\x0bh\x04\x8c\x03N/A\x94u");
+        // Fast: dict 7, {"a": 12, "b": memo 6}.
+        p.extend_from_slice(b"}\x94(h\x02K\x0ch\x03h\x06ue.");
+        let mut hook = IntAndText::default();
+        decode(|| Ok(&p[..]), p.len() as u64, &mut hook).unwrap();
+        assert_eq!(
+            hook.0,
+            vec![(Some(11), None), (Some(12), Some("N/A".to_string()))]
+        );
     }
 
     #[test]
