@@ -6,7 +6,9 @@
 //!
 //! - `$ oomkit ARGS…` runs the binary (words split as a shell splits them;
 //!   `NAME=value` before it sets an environment variable; a line ending in `\`
-//!   continues on the next). `$ cd DIR` changes the directory for the rest of
+//!   continues on the next; `target/debug/oomkit` is the same binary).
+//!   `LD_LIBRARY_PATH=/tmp/nvml` is the stand-in NVML library the README's
+//!   "Testing without a GPU" links there (the test links a private copy). `$ cd DIR` changes the directory for the rest of
 //!   the block; every block starts at the repository root. Nothing else runs:
 //!   no pipes, redirections or `$` expansions.
 //! - `? N` right after a command: its exit status (default 0).
@@ -15,6 +17,12 @@
 //!   trailing blank lines do not count. A line that is only `...` stands for
 //!   any number of lines (abridged output); `[..]` inside a line stands for any
 //!   text (a time, a path that differs between machines).
+//! - Output that starts with `{` or `[` and is not the same text is compared
+//!   as JSON with standard output alone, so the docs may reflow it and leave
+//!   parts out with `…`: a value `…` is any value, an element `…` any run of
+//!   elements, a member `…` any further members, a string ending in `…` any
+//!   string it starts. Everything else must be there, and nothing more: an
+//!   object without a `…` member has exactly the keys shown.
 //! - `<!-- docs-test: skip: REASON -->` on the line before a block: the block
 //!   is not run (it needs a GPU, a network, or a user's own files), and the
 //!   reason says why. Blocks of other kinds (`text`, `sh`, `json`) are not
@@ -200,7 +208,7 @@ fn parse_session(name: &str, body: &[(usize, &str)]) -> Result<Vec<Step>, String
                     return Err(format!("{at}: no directory {}", cwd.display()));
                 }
             }
-            Some((program, args)) if program == "oomkit" => {
+            Some((program, args)) if BINARIES.contains(&program.as_str()) => {
                 let mut status = 0;
                 if let Some(s) = body.get(k).and_then(|(_, l)| l.strip_prefix("? ")) {
                     status = s
@@ -236,6 +244,13 @@ fn parse_session(name: &str, body: &[(usize, &str)]) -> Result<Vec<Step>, String
     Ok(steps)
 }
 
+/// What runs the binary under test in a console block.
+const BINARIES: [&str; 3] = ["oomkit", "target/debug/oomkit", "target/release/oomkit"];
+
+/// The folder the README's "Testing without a GPU" links the stand-in NVML
+/// library into; a step that puts it on `LD_LIBRARY_PATH` gets a private one.
+const STANDIN_DIR: &str = "/tmp/nvml";
+
 fn is_assignment(word: &str) -> bool {
     word.split_once('=').is_some_and(|(k, _)| {
         !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
@@ -258,11 +273,31 @@ fn shell_operator(command: &str) -> Option<char> {
     None
 }
 
-/// Runs one step; stdout then stderr, as lines without trailing spaces.
-fn run(step: &Step) -> (Option<i32>, Vec<String>) {
+/// What one step printed.
+struct Ran {
+    status: Option<i32>,
+    stdout: String,
+    /// Standard output then standard error, as lines without trailing spaces.
+    lines: Vec<String>,
+}
+
+/// Runs one step.
+fn run(step: &Step) -> Ran {
+    let nvml = tempfile::tempdir().expect("tmp");
+    let mut env = step.env.clone();
+    for (k, v) in &mut env {
+        if k == "LD_LIBRARY_PATH" && v == STANDIN_DIR {
+            // Test binaries live in target/<profile>/deps/, beside the cdylib.
+            let exe = std::env::current_exe().expect("test binary");
+            let so = exe.with_file_name("liboomkit_nvml_standin.so");
+            std::os::unix::fs::symlink(&so, nvml.path().join("libnvidia-ml.so.1"))
+                .expect("link the stand-in");
+            *v = nvml.path().to_string_lossy().into_owned();
+        }
+    }
     let mut child = oomkit()
         .current_dir(root().join(&step.cwd))
-        .envs(step.env.iter().map(|(k, v)| (k, v)))
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .args(&step.args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -291,15 +326,164 @@ fn run(step: &Step) -> (Option<i32>, Vec<String>) {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let mut text =
+    let stdout =
         String::from_utf8_lossy(&out.join().expect("stdout").expect("read stdout")).into_owned();
+    let mut text = stdout.clone();
     text.push_str(&String::from_utf8_lossy(
         &err.join().expect("stderr").expect("read stderr"),
     ));
-    (
-        status.code(),
-        trimmed(text.lines().map(str::to_owned).collect()),
-    )
+    Ran {
+        status: status.code(),
+        stdout,
+        lines: trimmed(text.lines().map(str::to_owned).collect()),
+    }
+}
+
+/// The docs' JSON, with `…` read as "left out": a value `…` (or a string
+/// `"…"`) is any value, a member `…` any further members, an element `…` any
+/// run of elements, a string ending in `…` any string it starts.
+fn docs_json(text: &str) -> Option<serde_json::Value> {
+    // Outside strings, `…` becomes a string the matcher knows; in an object's
+    // member position it becomes a member named `…`.
+    let mut out = String::new();
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut stack: Vec<char> = Vec::new();
+    let mut after_colon = false;
+    for c in text.chars() {
+        if in_string {
+            out.push(c);
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match c {
+            '"' => in_string = true,
+            '{' | '[' => {
+                stack.push(c);
+                after_colon = false;
+            }
+            '}' | ']' => {
+                stack.pop();
+            }
+            ':' => after_colon = true,
+            ',' => after_colon = false,
+            '…' => {
+                // `-…`: a negative number left out.
+                if out.ends_with('-') {
+                    out.pop();
+                }
+                let member = stack.last() == Some(&'{') && !after_colon;
+                out.push_str(if member {
+                    "\"…\": \"…\""
+                } else {
+                    "\"…\""
+                });
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+    serde_json::from_str(&out).ok()
+}
+
+/// `actual` has what `docs` shows (see `docs_json`); objects without a `…`
+/// member have exactly the keys shown, arrays without a `…` element exactly
+/// the elements shown.
+fn json_matches(docs: &serde_json::Value, actual: &serde_json::Value) -> bool {
+    let mut diffs = Vec::new();
+    json_diff(docs, actual, "", &mut diffs);
+    diffs.is_empty()
+}
+
+/// Where `actual` differs from `docs`, one line per place (JSON pointer).
+fn json_diff(
+    docs: &serde_json::Value,
+    actual: &serde_json::Value,
+    at: &str,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    const ANY: &str = "…";
+    let short = |v: &Value| {
+        let t = v.to_string();
+        match t.char_indices().nth(120) {
+            Some((i, _)) => format!("{}…", &t[..i]),
+            None => t,
+        }
+    };
+    let same = match (docs, actual) {
+        (Value::String(d), _) if d == ANY => true,
+        (Value::String(d), Value::String(a)) => match d.strip_suffix(ANY) {
+            Some(prefix) => a.starts_with(prefix),
+            None => d == a,
+        },
+        (Value::Number(d), Value::Number(a)) => d.as_f64() == a.as_f64(),
+        (Value::Object(d), Value::Object(a)) => {
+            for (k, v) in d.iter().filter(|(k, _)| k.as_str() != ANY) {
+                match a.get(k) {
+                    Some(av) => json_diff(v, av, &format!("{at}/{k}"), out),
+                    None => out.push(format!("{at}/{k}: in the docs, not printed")),
+                }
+            }
+            if !d.contains_key(ANY) {
+                for (k, v) in a.iter().filter(|(k, _)| !d.contains_key(*k)) {
+                    out.push(format!(
+                        "{at}/{k}: printed ({}), not in the docs (show it, or `…`)",
+                        short(v)
+                    ));
+                }
+            }
+            true
+        }
+        (Value::Array(d), Value::Array(a)) => {
+            if d.len() == a.len() && !d.iter().any(|e| e == ANY) {
+                for (i, (de, ae)) in d.iter().zip(a).enumerate() {
+                    json_diff(de, ae, &format!("{at}/{i}"), out);
+                }
+                true
+            } else if elements_match(d, a) {
+                true
+            } else {
+                // Point at the shown elements that match none printed, against
+                // the element printed at the same place.
+                for (i, de) in d.iter().enumerate().filter(|(_, e)| *e != ANY) {
+                    if !a.iter().any(|ae| json_matches(de, ae)) {
+                        match a.get(i) {
+                            Some(ae) => json_diff(de, ae, &format!("{at}/{i}"), out),
+                            None => out.push(format!("{at}/{i}: in the docs, not printed")),
+                        }
+                    }
+                }
+                false
+            }
+        }
+        (d, a) => d == a,
+    };
+    if !same {
+        out.push(format!(
+            "{at}: the docs show {}, the binary printed {}",
+            short(docs),
+            short(actual)
+        ));
+    }
+}
+
+fn elements_match(docs: &[serde_json::Value], actual: &[serde_json::Value]) -> bool {
+    match docs.split_first() {
+        None => actual.is_empty(),
+        Some((serde_json::Value::String(s), rest)) if s == "…" => {
+            (0..=actual.len()).any(|skip| elements_match(rest, &actual[skip..]))
+        }
+        Some((d, rest)) => actual
+            .split_first()
+            .is_some_and(|(a, more)| json_matches(d, a) && elements_match(rest, more)),
+    }
 }
 
 /// Trailing spaces and trailing blank lines removed.
@@ -420,9 +604,32 @@ fn readme_examples_print_what_the_docs_show() {
                 s.spawn(move || {
                     let mut failures = Vec::new();
                     for step in chunk {
-                        let (status, actual) = run(step);
+                        let ran = run(step);
+                        let (status, actual) = (ran.status, &ran.lines);
                         let expected = trimmed(step.expected.clone());
-                        if status != Some(step.status) || !output_matches(&expected, &actual) {
+                        // JSON the docs reflowed or abridged with `…` is compared as
+                        // JSON, with standard output alone.
+                        let is_json = expected.first().is_some_and(|l| l.starts_with(['{', '[']));
+                        let json_diffs = || {
+                            let Some(docs) = docs_json(&expected.join("\n")) else {
+                                return vec!["the docs' JSON does not parse".to_owned()];
+                            };
+                            let Ok(out) = serde_json::from_str(&ran.stdout) else {
+                                return vec!["standard output is not JSON".to_owned()];
+                            };
+                            let mut diffs = Vec::new();
+                            json_diff(&docs, &out, "", &mut diffs);
+                            diffs
+                        };
+                        let diffs = if output_matches(&expected, actual) {
+                            Vec::new()
+                        } else if is_json {
+                            json_diffs()
+                        } else {
+                            vec![first_mismatch(&expected, actual)]
+                        };
+                        let same = diffs.is_empty();
+                        if status != Some(step.status) || !same {
                             failures.push(format!(
                                 "{}: $ oomkit {} (in ./{})\n  exit status {status:?}{}\n  {}\n  --- full output ---\n{}",
                                 step.at,
@@ -433,7 +640,7 @@ fn readme_examples_print_what_the_docs_show() {
                                 } else {
                                     format!(", the docs say {}", step.status)
                                 },
-                                first_mismatch(&expected, &actual),
+                                diffs.join("\n  "),
                                 actual.join("\n")
                             ));
                         }
@@ -515,6 +722,29 @@ fn docs_harness_matches_like_trycmd() {
         &v(&["a", "b", "c"])
     ));
     assert!(!output_matches(&v(&["a"]), &v(&["a", "b"])));
+    let j = |s: &str| serde_json::from_str::<serde_json::Value>(s).expect("json");
+    let d = |s: &str| docs_json(s).expect("docs json");
+    let cases = [
+        (r#"{"a": 1, "b": […]}"#, r#"{"b": [1, 2], "a": 1.0}"#, true),
+        (r#"{"a": 1}"#, r#"{"a": 1, "b": 2}"#, false),
+        (r#"{"a": 1, …}"#, r#"{"a": 1, "b": 2}"#, true),
+        (
+            r#"{"a": …, "s": "x…"}"#,
+            r#"{"a": {"z": 0}, "s": "xyz"}"#,
+            true,
+        ),
+        (r#"[1, …, 4]"#, r#"[1, 2, 3, 4]"#, true),
+        (r#"[1, …, 4]"#, r#"[1, 2, 3]"#, false),
+        (r#"[{"a": "…"}, …]"#, r#"[{"a": [1]}, {"b": 2}]"#, true),
+        (r#"{"s": "a … b"}"#, r#"{"s": "a x b"}"#, false),
+    ];
+    for (docs, actual, want) in cases {
+        assert_eq!(
+            json_matches(&d(docs), &j(actual)),
+            want,
+            "{docs} vs {actual}"
+        );
+    }
     assert_eq!(shell_operator("oomkit x | head"), Some('|'));
     assert_eq!(shell_operator("oomkit --alert-cmd 'kill $(cat p)'"), None);
     assert_eq!(shell_operator("oomkit \"$HOME\""), Some('$'));
