@@ -7,10 +7,11 @@
 //! - `$ oomkit ARGS…` runs the binary (words split as a shell splits them;
 //!   `NAME=value` before it sets an environment variable; a line ending in `\`
 //!   continues on the next; `target/debug/oomkit` is the same binary).
-//!   `LD_LIBRARY_PATH=/tmp/nvml` is the stand-in NVML library the README's
-//!   "Testing without a GPU" links there (the test links a private copy). `$ cd DIR` changes the directory for the rest of
-//!   the block; every block starts at the repository root. Nothing else runs:
-//!   no pipes, redirections or `$` expansions.
+//!   `LD_LIBRARY_PATH=/tmp/nvml` is the stand-in NVML library that the
+//!   README's "Testing without a GPU" links there (the test links a private
+//!   copy). `$ cd DIR` changes the directory for the rest of the block; every
+//!   block starts at the repository root. Nothing else runs: no pipes,
+//!   redirections or `$` expansions.
 //! - `? N` right after a command: its exit status (default 0).
 //! - The lines after it, up to the next `$` line or the block's end: its
 //!   standard output followed by its standard error. Trailing spaces and
