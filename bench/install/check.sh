@@ -12,6 +12,7 @@
 # 2. `pre-commit try-repo <repo> oomkit-lint --all-files` on a scratch git
 #    repository fails on a planted leak (naming the file and rule) and reports
 #    nothing in a clean file.
+# 3. `cargo install --path crates/oomkit` gives the same working binary.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
@@ -64,3 +65,16 @@ if grep -q "clean.py:" "$work/hook.out"; then
   echo "FAIL: the hook reported the clean file"; exit 1
 fi
 echo "ok: pre-commit reports the leak (rc $leak_rc) and nothing in the clean file"
+
+echo "== cargo install --path crates/oomkit"
+cargo install -q --path "$repo/crates/oomkit" --locked --root "$work/cargo"
+"$work/cargo/bin/oomkit" --version
+# Exit status 1: the bundled example has a finding, which must be named.
+set +e
+"$work/cargo/bin/oomkit" lint "$repo/examples/train.py" > "$work/lint.out"
+lint_rc=$?
+set -e
+if [ "$lint_rc" -ne 1 ] || ! grep -q "train.py:14:5: OOM101" "$work/lint.out"; then
+  echo "FAIL: the cargo-installed oomkit did not report examples/train.py (rc $lint_rc)"; exit 1
+fi
+echo "ok: cargo install gives a working oomkit"

@@ -73,7 +73,7 @@ fn man_page_is_roff_with_every_subcommand() {
 /// Every `oomkit …` command in the README's code blocks (continuation lines
 /// joined), split like a shell would for the simple lines the README uses.
 /// Synopsis lines (`[--flag]`, `FILE…`) are not commands and are skipped.
-fn readme_commands() -> Vec<Vec<String>> {
+pub fn readme_commands() -> Vec<Vec<String>> {
     let text = readme();
     let mut out = Vec::new();
     let mut in_block = false;
@@ -136,7 +136,7 @@ fn readme_commands() -> Vec<Vec<String>> {
     out
 }
 
-fn shell_words(s: &str) -> Vec<String> {
+pub fn shell_words(s: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut cur = String::new();
     let mut quote: Option<char> = None;

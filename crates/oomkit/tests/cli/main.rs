@@ -2,6 +2,7 @@
 //! One integration-test binary made of modules (ripgrep's and ruff's layout).
 #![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
 
+mod docs;
 mod estimate;
 mod explain;
 mod explain_readings;
