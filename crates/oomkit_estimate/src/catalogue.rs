@@ -36,6 +36,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/Qwen__Qwen2-1.5B-Instruct.json"),
     ),
     (
+        "Qwen/Qwen2-7B-Instruct",
+        include_str!("../models/Qwen__Qwen2-7B-Instruct.json"),
+    ),
+    (
         "Qwen/Qwen2.5-0.5B",
         include_str!("../models/Qwen__Qwen2.5-0.5B.json"),
     ),
@@ -96,6 +100,14 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/TinyLlama__TinyLlama-1.1B-Chat-v1.0.json"),
     ),
     (
+        "allenai/OLMo-2-1124-13B",
+        include_str!("../models/allenai__OLMo-2-1124-13B.json"),
+    ),
+    (
+        "allenai/OLMo-2-1124-7B",
+        include_str!("../models/allenai__OLMo-2-1124-7B.json"),
+    ),
+    (
         "bigcode/starcoder2-7b",
         include_str!("../models/bigcode__starcoder2-7b.json"),
     ),
@@ -110,6 +122,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
         include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Qwen-7B.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-V2-Lite",
+        include_str!("../models/deepseek-ai__DeepSeek-V2-Lite.json"),
     ),
     (
         "deepseek-ai/DeepSeek-V3",
@@ -192,6 +208,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/microsoft__Phi-3-mini-4k-instruct.json"),
     ),
     (
+        "microsoft/Phi-3.5-mini-instruct",
+        include_str!("../models/microsoft__Phi-3.5-mini-instruct.json"),
+    ),
+    (
         "microsoft/phi-1_5",
         include_str!("../models/microsoft__phi-1_5.json"),
     ),
@@ -259,6 +279,7 @@ pub static RECONSTRUCTED: &[&str] = &[
     "Qwen/Qwen2.5-72B",
     "codellama/CodeLlama-34b-hf",
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+    "deepseek-ai/DeepSeek-V2-Lite",
     "google/gemma-2-27b",
     "google/gemma-3-27b-it",
     "mistralai/Mistral-7B-Instruct-v0.2",
@@ -681,7 +702,9 @@ mod tests {
     /// embedding + 1.98B non-embedding); Gemma 2 2B 2.61B (Gemma 2 report,
     /// arXiv 2408.00118, Table 2: 0.59B + 2.02B); Gemma 3 1B 1.0B (Gemma 3
     /// report, arXiv 2503.19786, Table 1: 302M + 698M); StarCoder2-7B 7.17B
-    /// (model card).
+    /// (model card); Phi-3.5-mini 3.82B (model card); DeepSeek-V2-Lite 15.7B
+    /// (DeepSeek-V2 paper, arXiv 2405.04434); OLMo 2 7B/13B 7.30B/13.7B (OLMo 2
+    /// paper, arXiv 2501.00656); Qwen2-7B has Qwen2.5-7B's tensors (7.61B).
     #[test]
     fn added_entries_match_published_counts() {
         let cases: &[(&str, f64)] = &[
@@ -698,6 +721,11 @@ mod tests {
             ("google/gemma-2-2b", 2.614e9),
             ("google/gemma-3-1b-it", 1.0e9),
             ("bigcode/starcoder2-7b", 7.17e9),
+            ("microsoft/Phi-3.5-mini-instruct", 3.821e9),
+            ("deepseek-ai/DeepSeek-V2-Lite", 15.7e9),
+            ("allenai/OLMo-2-1124-7B", 7.30e9),
+            ("allenai/OLMo-2-1124-13B", 13.7e9),
+            ("Qwen/Qwen2-7B-Instruct", 7.616e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
