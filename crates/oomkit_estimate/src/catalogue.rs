@@ -11,6 +11,38 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/EleutherAI__gpt-neox-20b.json"),
     ),
     (
+        "EleutherAI/pythia-1.4b",
+        include_str!("../models/EleutherAI__pythia-1.4b.json"),
+    ),
+    (
+        "EleutherAI/pythia-12b",
+        include_str!("../models/EleutherAI__pythia-12b.json"),
+    ),
+    (
+        "EleutherAI/pythia-160m",
+        include_str!("../models/EleutherAI__pythia-160m.json"),
+    ),
+    (
+        "EleutherAI/pythia-1b",
+        include_str!("../models/EleutherAI__pythia-1b.json"),
+    ),
+    (
+        "EleutherAI/pythia-2.8b",
+        include_str!("../models/EleutherAI__pythia-2.8b.json"),
+    ),
+    (
+        "EleutherAI/pythia-410m",
+        include_str!("../models/EleutherAI__pythia-410m.json"),
+    ),
+    (
+        "EleutherAI/pythia-6.9b",
+        include_str!("../models/EleutherAI__pythia-6.9b.json"),
+    ),
+    (
+        "EleutherAI/pythia-70m",
+        include_str!("../models/EleutherAI__pythia-70m.json"),
+    ),
+    (
         "FacebookAI/roberta-large",
         include_str!("../models/FacebookAI__roberta-large.json"),
     ),
@@ -68,6 +100,22 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/Qwen__Qwen2.5-7B.json"),
     ),
     (
+        "Qwen/Qwen2.5-Coder-14B",
+        include_str!("../models/Qwen__Qwen2.5-Coder-14B.json"),
+    ),
+    (
+        "Qwen/Qwen2.5-Coder-32B",
+        include_str!("../models/Qwen__Qwen2.5-Coder-32B.json"),
+    ),
+    (
+        "Qwen/Qwen2.5-Coder-7B",
+        include_str!("../models/Qwen__Qwen2.5-Coder-7B.json"),
+    ),
+    (
+        "Qwen/Qwen2.5-Math-7B",
+        include_str!("../models/Qwen__Qwen2.5-Math-7B.json"),
+    ),
+    (
         "Qwen/Qwen3-0.6B",
         include_str!("../models/Qwen__Qwen3-0.6B.json"),
     ),
@@ -118,6 +166,14 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "codellama/CodeLlama-7b-hf",
         include_str!("../models/codellama__CodeLlama-7b-hf.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
+        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Llama-70B.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Llama-8B.json"),
     ),
     (
         "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
@@ -200,6 +256,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/meta-llama__Llama-3.3-70B-Instruct.json"),
     ),
     (
+        "meta-llama/Meta-Llama-3-70B",
+        include_str!("../models/meta-llama__Meta-Llama-3-70B.json"),
+    ),
+    (
         "meta-llama/Meta-Llama-3-8B",
         include_str!("../models/meta-llama__Meta-Llama-3-8B.json"),
     ),
@@ -275,13 +335,28 @@ pub static MODELS: &[(&str, &str)] = &[
 /// model object mark them.
 pub static RECONSTRUCTED: &[&str] = &[
     "EleutherAI/gpt-neox-20b",
+    "EleutherAI/pythia-1.4b",
+    "EleutherAI/pythia-12b",
+    "EleutherAI/pythia-160m",
+    "EleutherAI/pythia-1b",
+    "EleutherAI/pythia-2.8b",
+    "EleutherAI/pythia-410m",
+    "EleutherAI/pythia-6.9b",
+    "EleutherAI/pythia-70m",
     "FacebookAI/roberta-large",
     "Qwen/Qwen2.5-72B",
+    "Qwen/Qwen2.5-Coder-14B",
+    "Qwen/Qwen2.5-Coder-32B",
+    "Qwen/Qwen2.5-Coder-7B",
+    "Qwen/Qwen2.5-Math-7B",
     "codellama/CodeLlama-34b-hf",
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
     "deepseek-ai/DeepSeek-V2-Lite",
     "google/gemma-2-27b",
     "google/gemma-3-27b-it",
+    "meta-llama/Meta-Llama-3-70B",
     "mistralai/Mistral-7B-Instruct-v0.2",
     "stabilityai/stablelm-base-alpha-3b",
     "tiiuae/falcon-40b",
@@ -705,6 +780,11 @@ mod tests {
     /// (model card); Phi-3.5-mini 3.82B (model card); DeepSeek-V2-Lite 15.7B
     /// (DeepSeek-V2 paper, arXiv 2405.04434); OLMo 2 7B/13B 7.30B/13.7B (OLMo 2
     /// paper, arXiv 2501.00656); Qwen2-7B has Qwen2.5-7B's tensors (7.61B).
+    /// Reconstructed from LitGPT: Meta-Llama-3-70B and the R1 Llama distills
+    /// have Llama 3.1 8B/70B's tensors (8.03B, 70.55B, as above);
+    /// Qwen2.5-Coder 7B/14B/32B and Math-7B Qwen2.5 7B/14B/32B's (7.61B,
+    /// 14.77B, 32.76B: Qwen2.5 model cards); Pythia: the Pythia paper's
+    /// totals (arXiv 2304.01373, Table 1, also the EleutherAI/pythia README).
     #[test]
     fn added_entries_match_published_counts() {
         let cases: &[(&str, f64)] = &[
@@ -726,6 +806,21 @@ mod tests {
             ("allenai/OLMo-2-1124-7B", 7.30e9),
             ("allenai/OLMo-2-1124-13B", 13.7e9),
             ("Qwen/Qwen2-7B-Instruct", 7.616e9),
+            ("meta-llama/Meta-Llama-3-70B", 70.55e9),
+            ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", 8.030e9),
+            ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", 70.55e9),
+            ("Qwen/Qwen2.5-Coder-7B", 7.616e9),
+            ("Qwen/Qwen2.5-Coder-14B", 14.77e9),
+            ("Qwen/Qwen2.5-Coder-32B", 32.76e9),
+            ("Qwen/Qwen2.5-Math-7B", 7.616e9),
+            ("EleutherAI/pythia-70m", 70_426_624.0),
+            ("EleutherAI/pythia-160m", 162_322_944.0),
+            ("EleutherAI/pythia-410m", 405_334_016.0),
+            ("EleutherAI/pythia-1b", 1_011_781_632.0),
+            ("EleutherAI/pythia-1.4b", 1_414_647_808.0),
+            ("EleutherAI/pythia-2.8b", 2_775_208_960.0),
+            ("EleutherAI/pythia-6.9b", 6_857_302_016.0),
+            ("EleutherAI/pythia-12b", 11_846_072_320.0),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
