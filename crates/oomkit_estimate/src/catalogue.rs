@@ -58,6 +58,18 @@ pub static MODELS: &[(&str, &str)] = &[
         "HuggingFaceTB/SmolLM-360M",
         include_str!("../models/HuggingFaceTB__SmolLM-360M.json"),
     ),
+    (
+        "HuggingFaceTB/SmolLM2-1.7B",
+        include_str!("../models/HuggingFaceTB__SmolLM2-1.7B.json"),
+    ),
+    (
+        "HuggingFaceTB/SmolLM2-135M",
+        include_str!("../models/HuggingFaceTB__SmolLM2-135M.json"),
+    ),
+    (
+        "HuggingFaceTB/SmolLM2-360M",
+        include_str!("../models/HuggingFaceTB__SmolLM2-360M.json"),
+    ),
     ("Qwen/Qwen-7B", include_str!("../models/Qwen__Qwen-7B.json")),
     (
         "Qwen/Qwen2-0.5B-Instruct",
@@ -126,6 +138,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "Qwen/Qwen3-14B",
         include_str!("../models/Qwen__Qwen3-14B.json"),
+    ),
+    (
+        "Qwen/Qwen3-235B-A22B",
+        include_str!("../models/Qwen__Qwen3-235B-A22B.json"),
     ),
     (
         "Qwen/Qwen3-30B-A3B",
@@ -220,6 +236,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/google__gemma-3-27b-it.json"),
     ),
     (
+        "google/gemma-7b",
+        include_str!("../models/google__gemma-7b.json"),
+    ),
+    (
         "meta-llama/Llama-2-13b-hf",
         include_str!("../models/meta-llama__Llama-2-13b-hf.json"),
     ),
@@ -296,6 +316,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/mistralai__Mistral-7B-v0.3.json"),
     ),
     (
+        "mistralai/Mixtral-8x22B-v0.1",
+        include_str!("../models/mistralai__Mixtral-8x22B-v0.1.json"),
+    ),
+    (
         "mistralai/Mixtral-8x7B-v0.1",
         include_str!("../models/mistralai__Mixtral-8x7B-v0.1.json"),
     ),
@@ -344,11 +368,15 @@ pub static RECONSTRUCTED: &[&str] = &[
     "EleutherAI/pythia-6.9b",
     "EleutherAI/pythia-70m",
     "FacebookAI/roberta-large",
+    "HuggingFaceTB/SmolLM2-1.7B",
+    "HuggingFaceTB/SmolLM2-135M",
+    "HuggingFaceTB/SmolLM2-360M",
     "Qwen/Qwen2.5-72B",
     "Qwen/Qwen2.5-Coder-14B",
     "Qwen/Qwen2.5-Coder-32B",
     "Qwen/Qwen2.5-Coder-7B",
     "Qwen/Qwen2.5-Math-7B",
+    "Qwen/Qwen3-235B-A22B",
     "codellama/CodeLlama-34b-hf",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
@@ -356,8 +384,10 @@ pub static RECONSTRUCTED: &[&str] = &[
     "deepseek-ai/DeepSeek-V2-Lite",
     "google/gemma-2-27b",
     "google/gemma-3-27b-it",
+    "google/gemma-7b",
     "meta-llama/Meta-Llama-3-70B",
     "mistralai/Mistral-7B-Instruct-v0.2",
+    "mistralai/Mixtral-8x22B-v0.1",
     "stabilityai/stablelm-base-alpha-3b",
     "tiiuae/falcon-40b",
     "tiiuae/falcon-7b",
@@ -784,7 +814,10 @@ mod tests {
     /// have Llama 3.1 8B/70B's tensors (8.03B, 70.55B, as above);
     /// Qwen2.5-Coder 7B/14B/32B and Math-7B Qwen2.5 7B/14B/32B's (7.61B,
     /// 14.77B, 32.76B: Qwen2.5 model cards); Pythia: the Pythia paper's
-    /// totals (arXiv 2304.01373, Table 1, also the EleutherAI/pythia README).
+    /// totals (arXiv 2304.01373, Table 1, also the EleutherAI/pythia README);
+    /// Mixtral 8x22B 141B (Mistral's release post; 140.6B in the model card);
+    /// Qwen3-235B-A22B 235B (model card); SmolLM2 135M/362M/1.71B (model
+    /// cards); Gemma 7B 8.54B (Gemma report Table 2: 0.79B + 7.75B).
     #[test]
     fn added_entries_match_published_counts() {
         let cases: &[(&str, f64)] = &[
@@ -821,6 +854,12 @@ mod tests {
             ("EleutherAI/pythia-2.8b", 2_775_208_960.0),
             ("EleutherAI/pythia-6.9b", 6_857_302_016.0),
             ("EleutherAI/pythia-12b", 11_846_072_320.0),
+            ("mistralai/Mixtral-8x22B-v0.1", 140.6e9),
+            ("Qwen/Qwen3-235B-A22B", 235.1e9),
+            ("HuggingFaceTB/SmolLM2-135M", 0.135e9),
+            ("HuggingFaceTB/SmolLM2-360M", 0.362e9),
+            ("HuggingFaceTB/SmolLM2-1.7B", 1.711e9),
+            ("google/gemma-7b", 8.538e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
