@@ -468,7 +468,7 @@ fn base_name(id: &str) -> String {
 /// `-hf` conversions. Versions (`v0.2`), sizes and dates are NOT among them:
 /// Mistral-7B-Instruct-v0.2 has its own config (32k context, rope_theta 1e6,
 /// no sliding window) and never falls back to v0.1.
-const VARIANT_PARTS: &[&str] = &["instruct", "chat", "it", "hf"];
+pub const VARIANT_PARTS: &[&str] = &["instruct", "chat", "it", "hf"];
 
 /// The dash/underscore-separated parts of a name's last path component, lowercased.
 fn parts(name: &str) -> Vec<String> {
