@@ -184,12 +184,24 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/codellama__CodeLlama-7b-hf.json"),
     ),
     (
+        "deepseek-ai/DeepSeek-R1",
+        include_str!("../models/deepseek-ai__DeepSeek-R1.json"),
+    ),
+    (
         "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
         include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Llama-70B.json"),
     ),
     (
         "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
         include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Llama-8B.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
+        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Qwen-14B.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
+        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Qwen-32B.json"),
     ),
     (
         "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
@@ -316,6 +328,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/mistralai__Mistral-7B-v0.3.json"),
     ),
     (
+        "mistralai/Mistral-Nemo-Base-2407",
+        include_str!("../models/mistralai__Mistral-Nemo-Base-2407.json"),
+    ),
+    (
         "mistralai/Mixtral-8x22B-v0.1",
         include_str!("../models/mistralai__Mixtral-8x22B-v0.1.json"),
     ),
@@ -378,8 +394,11 @@ pub static RECONSTRUCTED: &[&str] = &[
     "Qwen/Qwen2.5-Math-7B",
     "Qwen/Qwen3-235B-A22B",
     "codellama/CodeLlama-34b-hf",
+    "deepseek-ai/DeepSeek-R1",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
     "deepseek-ai/DeepSeek-V2-Lite",
     "google/gemma-2-27b",
@@ -817,7 +836,10 @@ mod tests {
     /// totals (arXiv 2304.01373, Table 1, also the EleutherAI/pythia README);
     /// Mixtral 8x22B 141B (Mistral's release post; 140.6B in the model card);
     /// Qwen3-235B-A22B 235B (model card); SmolLM2 135M/362M/1.71B (model
-    /// cards); Gemma 7B 8.54B (Gemma report Table 2: 0.79B + 7.75B).
+    /// cards); Gemma 7B 8.54B (Gemma report Table 2: 0.79B + 7.75B);
+    /// Mistral NeMo 12.2B (model card; "12B" in Mistral's post); DeepSeek-R1
+    /// 671B (its README's model table); the R1 Qwen distills have their base
+    /// models' tensors (DeepSeek-R1 README: Qwen2.5-14B/32B, 14.77B/32.76B).
     #[test]
     fn added_entries_match_published_counts() {
         let cases: &[(&str, f64)] = &[
@@ -860,6 +882,10 @@ mod tests {
             ("HuggingFaceTB/SmolLM2-360M", 0.362e9),
             ("HuggingFaceTB/SmolLM2-1.7B", 1.711e9),
             ("google/gemma-7b", 8.538e9),
+            ("mistralai/Mistral-Nemo-Base-2407", 12.2e9),
+            ("deepseek-ai/DeepSeek-R1", 671.0e9),
+            ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", 14.77e9),
+            ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", 32.76e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
