@@ -360,6 +360,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/stabilityai__stablelm-base-alpha-3b.json"),
     ),
     (
+        "tiiuae/falcon-180B",
+        include_str!("../models/tiiuae__falcon-180B.json"),
+    ),
+    (
         "tiiuae/falcon-40b",
         include_str!("../models/tiiuae__falcon-40b.json"),
     ),
@@ -408,6 +412,7 @@ pub static RECONSTRUCTED: &[&str] = &[
     "mistralai/Mistral-7B-Instruct-v0.2",
     "mistralai/Mixtral-8x22B-v0.1",
     "stabilityai/stablelm-base-alpha-3b",
+    "tiiuae/falcon-180B",
     "tiiuae/falcon-40b",
     "tiiuae/falcon-7b",
 ];
@@ -803,6 +808,23 @@ mod tests {
         assert_eq!(find("falcon-7b").expect("falcon").id, "tiiuae/falcon-7b");
     }
 
+    /// Every alias `--list-models` prints resolves to its entry, or (a bare
+    /// family-and-size alias such as `qwen-7b`) is refused with its entry
+    /// among the candidates.
+    #[test]
+    fn every_alias_resolves_or_lists_its_entry() {
+        for (id, _) in MODELS {
+            match find(&alias(id)) {
+                Ok(c) => assert_eq!(c.id, *id),
+                Err(UnknownModel::Ambiguous { candidates, .. }) => {
+                    assert!(candidates.contains(id), "{id}: {candidates:?}");
+                }
+                Err(e) => panic!("{id}: {e}"),
+            }
+            assert_eq!(find(id).expect(id).id, *id);
+        }
+    }
+
     /// No two entries share an architecture name, so a fine-tune's name
     /// never has two equally good entries.
     #[test]
@@ -839,7 +861,8 @@ mod tests {
     /// cards); Gemma 7B 8.54B (Gemma report Table 2: 0.79B + 7.75B);
     /// Mistral NeMo 12.2B (model card; "12B" in Mistral's post); DeepSeek-R1
     /// 671B (its README's model table); the R1 Qwen distills have their base
-    /// models' tensors (DeepSeek-R1 README: Qwen2.5-14B/32B, 14.77B/32.76B).
+    /// models' tensors (DeepSeek-R1 README: Qwen2.5-14B/32B, 14.77B/32.76B);
+    /// Falcon-180B 180B (TII's model card; with the tied head, as Falcon-40B).
     #[test]
     fn added_entries_match_published_counts() {
         let cases: &[(&str, f64)] = &[
@@ -886,6 +909,7 @@ mod tests {
             ("deepseek-ai/DeepSeek-R1", 671.0e9),
             ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", 14.77e9),
             ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", 32.76e9),
+            ("tiiuae/falcon-180B", 180.0e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;

@@ -1417,6 +1417,34 @@ fn downloaded_models_are_read_from_the_hf_cache() {
         first.contains("config from the Hugging Face cache"),
         "{first}"
     );
+    // refs/main naming a revision that is not there: the newest snapshot.
+    fake_cache(
+        &hub,
+        "someone/stale-ref",
+        &[("fff555", TINY)],
+        Some("0000000000"),
+    );
+    let v = json(&est_env(
+        &["someone/stale-ref", "--format", "json"],
+        &[("HF_HUB_CACHE", &hub)],
+    ));
+    assert_eq!(v["model"]["params"], 1_100_048_384u64);
+    // The hub's layout: config.json is a symlink into blobs/; ids are
+    // matched case-insensitively.
+    let repo = hub.join("models--Org--Linked");
+    fs::create_dir_all(repo.join("blobs")).expect("mkdir");
+    fs::create_dir_all(repo.join("snapshots/abc123")).expect("mkdir");
+    fs::write(repo.join("blobs/0123abcd"), TINY).expect("write");
+    std::os::unix::fs::symlink(
+        "../../blobs/0123abcd",
+        repo.join("snapshots/abc123/config.json"),
+    )
+    .expect("symlink");
+    let v = json(&est_env(
+        &["org/linked", "--format", "json"],
+        &[("HF_HUB_CACHE", &hub)],
+    ));
+    assert_eq!(v["model"]["params"], 1_100_048_384u64);
     // The cached config is the truth for its id, before the catalogue.
     fake_cache(
         &hub,
