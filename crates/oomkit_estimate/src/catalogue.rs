@@ -176,8 +176,16 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/bigcode__starcoder2-7b.json"),
     ),
     (
+        "codellama/CodeLlama-13b-hf",
+        include_str!("../models/codellama__CodeLlama-13b-hf.json"),
+    ),
+    (
         "codellama/CodeLlama-34b-hf",
         include_str!("../models/codellama__CodeLlama-34b-hf.json"),
+    ),
+    (
+        "codellama/CodeLlama-70b-hf",
+        include_str!("../models/codellama__CodeLlama-70b-hf.json"),
     ),
     (
         "codellama/CodeLlama-7b-hf",
@@ -397,7 +405,9 @@ pub static RECONSTRUCTED: &[&str] = &[
     "Qwen/Qwen2.5-Coder-7B",
     "Qwen/Qwen2.5-Math-7B",
     "Qwen/Qwen3-235B-A22B",
+    "codellama/CodeLlama-13b-hf",
     "codellama/CodeLlama-34b-hf",
+    "codellama/CodeLlama-70b-hf",
     "deepseek-ai/DeepSeek-R1",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
@@ -862,7 +872,8 @@ mod tests {
     /// Mistral NeMo 12.2B (model card; "12B" in Mistral's post); DeepSeek-R1
     /// 671B (its README's model table); the R1 Qwen distills have their base
     /// models' tensors (DeepSeek-R1 README: Qwen2.5-14B/32B, 14.77B/32.76B);
-    /// Falcon-180B 180B (TII's model card; with the tied head, as Falcon-40B).
+    /// Falcon-180B 180B (TII's model card; with the tied head, as Falcon-40B);
+    /// Code Llama 13B/70B 13.0B/69.0B (model cards).
     #[test]
     fn added_entries_match_published_counts() {
         let cases: &[(&str, f64)] = &[
@@ -910,6 +921,8 @@ mod tests {
             ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", 14.77e9),
             ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", 32.76e9),
             ("tiiuae/falcon-180B", 180.0e9),
+            ("codellama/CodeLlama-13b-hf", 13.02e9),
+            ("codellama/CodeLlama-70b-hf", 68.98e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
