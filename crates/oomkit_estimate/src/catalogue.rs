@@ -11,10 +11,78 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/EleutherAI__gpt-neox-20b.json"),
     ),
     (
+        "EleutherAI/pythia-1.4b",
+        include_str!("../models/EleutherAI__pythia-1.4b.json"),
+    ),
+    (
+        "EleutherAI/pythia-12b",
+        include_str!("../models/EleutherAI__pythia-12b.json"),
+    ),
+    (
+        "EleutherAI/pythia-160m",
+        include_str!("../models/EleutherAI__pythia-160m.json"),
+    ),
+    (
+        "EleutherAI/pythia-1b",
+        include_str!("../models/EleutherAI__pythia-1b.json"),
+    ),
+    (
+        "EleutherAI/pythia-2.8b",
+        include_str!("../models/EleutherAI__pythia-2.8b.json"),
+    ),
+    (
+        "EleutherAI/pythia-410m",
+        include_str!("../models/EleutherAI__pythia-410m.json"),
+    ),
+    (
+        "EleutherAI/pythia-6.9b",
+        include_str!("../models/EleutherAI__pythia-6.9b.json"),
+    ),
+    (
+        "EleutherAI/pythia-70m",
+        include_str!("../models/EleutherAI__pythia-70m.json"),
+    ),
+    (
         "FacebookAI/roberta-large",
         include_str!("../models/FacebookAI__roberta-large.json"),
     ),
+    (
+        "HuggingFaceTB/SmolLM-1.7B",
+        include_str!("../models/HuggingFaceTB__SmolLM-1.7B.json"),
+    ),
+    (
+        "HuggingFaceTB/SmolLM-135M",
+        include_str!("../models/HuggingFaceTB__SmolLM-135M.json"),
+    ),
+    (
+        "HuggingFaceTB/SmolLM-360M",
+        include_str!("../models/HuggingFaceTB__SmolLM-360M.json"),
+    ),
+    (
+        "HuggingFaceTB/SmolLM2-1.7B",
+        include_str!("../models/HuggingFaceTB__SmolLM2-1.7B.json"),
+    ),
+    (
+        "HuggingFaceTB/SmolLM2-135M",
+        include_str!("../models/HuggingFaceTB__SmolLM2-135M.json"),
+    ),
+    (
+        "HuggingFaceTB/SmolLM2-360M",
+        include_str!("../models/HuggingFaceTB__SmolLM2-360M.json"),
+    ),
     ("Qwen/Qwen-7B", include_str!("../models/Qwen__Qwen-7B.json")),
+    (
+        "Qwen/Qwen2-0.5B-Instruct",
+        include_str!("../models/Qwen__Qwen2-0.5B-Instruct.json"),
+    ),
+    (
+        "Qwen/Qwen2-1.5B-Instruct",
+        include_str!("../models/Qwen__Qwen2-1.5B-Instruct.json"),
+    ),
+    (
+        "Qwen/Qwen2-7B-Instruct",
+        include_str!("../models/Qwen__Qwen2-7B-Instruct.json"),
+    ),
     (
         "Qwen/Qwen2.5-0.5B",
         include_str!("../models/Qwen__Qwen2.5-0.5B.json"),
@@ -44,6 +112,22 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/Qwen__Qwen2.5-7B.json"),
     ),
     (
+        "Qwen/Qwen2.5-Coder-14B",
+        include_str!("../models/Qwen__Qwen2.5-Coder-14B.json"),
+    ),
+    (
+        "Qwen/Qwen2.5-Coder-32B",
+        include_str!("../models/Qwen__Qwen2.5-Coder-32B.json"),
+    ),
+    (
+        "Qwen/Qwen2.5-Coder-7B",
+        include_str!("../models/Qwen__Qwen2.5-Coder-7B.json"),
+    ),
+    (
+        "Qwen/Qwen2.5-Math-7B",
+        include_str!("../models/Qwen__Qwen2.5-Math-7B.json"),
+    ),
+    (
         "Qwen/Qwen3-0.6B",
         include_str!("../models/Qwen__Qwen3-0.6B.json"),
     ),
@@ -54,6 +138,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "Qwen/Qwen3-14B",
         include_str!("../models/Qwen__Qwen3-14B.json"),
+    ),
+    (
+        "Qwen/Qwen3-235B-A22B",
+        include_str!("../models/Qwen__Qwen3-235B-A22B.json"),
     ),
     (
         "Qwen/Qwen3-30B-A3B",
@@ -72,12 +160,64 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/Qwen__Qwen3-8B.json"),
     ),
     (
+        "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+        include_str!("../models/TinyLlama__TinyLlama-1.1B-Chat-v1.0.json"),
+    ),
+    (
+        "allenai/OLMo-2-1124-13B",
+        include_str!("../models/allenai__OLMo-2-1124-13B.json"),
+    ),
+    (
+        "allenai/OLMo-2-1124-7B",
+        include_str!("../models/allenai__OLMo-2-1124-7B.json"),
+    ),
+    (
+        "bigcode/starcoder2-7b",
+        include_str!("../models/bigcode__starcoder2-7b.json"),
+    ),
+    (
+        "codellama/CodeLlama-13b-hf",
+        include_str!("../models/codellama__CodeLlama-13b-hf.json"),
+    ),
+    (
         "codellama/CodeLlama-34b-hf",
         include_str!("../models/codellama__CodeLlama-34b-hf.json"),
     ),
     (
+        "codellama/CodeLlama-70b-hf",
+        include_str!("../models/codellama__CodeLlama-70b-hf.json"),
+    ),
+    (
         "codellama/CodeLlama-7b-hf",
         include_str!("../models/codellama__CodeLlama-7b-hf.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-R1",
+        include_str!("../models/deepseek-ai__DeepSeek-R1.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
+        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Llama-70B.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Llama-8B.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
+        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Qwen-14B.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
+        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Qwen-32B.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Qwen-7B.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-V2-Lite",
+        include_str!("../models/deepseek-ai__DeepSeek-V2-Lite.json"),
     ),
     (
         "deepseek-ai/DeepSeek-V3",
@@ -92,16 +232,32 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/google-bert__bert-large-uncased.json"),
     ),
     (
-        "google/gemma-2-9b",
-        include_str!("../models/google__gemma-2-9b.json"),
-    ),
-    (
         "google/gemma-2-27b",
         include_str!("../models/google__gemma-2-27b.json"),
     ),
     (
+        "google/gemma-2-2b",
+        include_str!("../models/google__gemma-2-2b.json"),
+    ),
+    (
+        "google/gemma-2-9b",
+        include_str!("../models/google__gemma-2-9b.json"),
+    ),
+    (
+        "google/gemma-2b",
+        include_str!("../models/google__gemma-2b.json"),
+    ),
+    (
+        "google/gemma-3-1b-it",
+        include_str!("../models/google__gemma-3-1b-it.json"),
+    ),
+    (
         "google/gemma-3-27b-it",
         include_str!("../models/google__gemma-3-27b-it.json"),
+    ),
+    (
+        "google/gemma-7b",
+        include_str!("../models/google__gemma-7b.json"),
     ),
     (
         "meta-llama/Llama-2-13b-hf",
@@ -140,12 +296,20 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/meta-llama__Llama-3.3-70B-Instruct.json"),
     ),
     (
+        "meta-llama/Meta-Llama-3-70B",
+        include_str!("../models/meta-llama__Meta-Llama-3-70B.json"),
+    ),
+    (
         "meta-llama/Meta-Llama-3-8B",
         include_str!("../models/meta-llama__Meta-Llama-3-8B.json"),
     ),
     (
         "microsoft/Phi-3-mini-4k-instruct",
         include_str!("../models/microsoft__Phi-3-mini-4k-instruct.json"),
+    ),
+    (
+        "microsoft/Phi-3.5-mini-instruct",
+        include_str!("../models/microsoft__Phi-3.5-mini-instruct.json"),
     ),
     (
         "microsoft/phi-1_5",
@@ -160,20 +324,36 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/microsoft__phi-4.json"),
     ),
     (
+        "mistralai/Mistral-7B-Instruct-v0.2",
+        include_str!("../models/mistralai__Mistral-7B-Instruct-v0.2.json"),
+    ),
+    (
         "mistralai/Mistral-7B-v0.1",
         include_str!("../models/mistralai__Mistral-7B-v0.1.json"),
+    ),
+    (
+        "mistralai/Mistral-7B-v0.3",
+        include_str!("../models/mistralai__Mistral-7B-v0.3.json"),
+    ),
+    (
+        "mistralai/Mistral-Nemo-Base-2407",
+        include_str!("../models/mistralai__Mistral-Nemo-Base-2407.json"),
+    ),
+    (
+        "mistralai/Mixtral-8x22B-v0.1",
+        include_str!("../models/mistralai__Mixtral-8x22B-v0.1.json"),
     ),
     (
         "mistralai/Mixtral-8x7B-v0.1",
         include_str!("../models/mistralai__Mixtral-8x7B-v0.1.json"),
     ),
     (
-        "openai-community/gpt2-xl",
-        include_str!("../models/openai-community__gpt2-xl.json"),
-    ),
-    (
         "openai-community/gpt2",
         include_str!("../models/openai-community__gpt2.json"),
+    ),
+    (
+        "openai-community/gpt2-xl",
+        include_str!("../models/openai-community__gpt2-xl.json"),
     ),
     (
         "openai/gpt-oss-120b",
@@ -186,6 +366,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "stabilityai/stablelm-base-alpha-3b",
         include_str!("../models/stabilityai__stablelm-base-alpha-3b.json"),
+    ),
+    (
+        "tiiuae/falcon-180B",
+        include_str!("../models/tiiuae__falcon-180B.json"),
     ),
     (
         "tiiuae/falcon-40b",
@@ -203,12 +387,42 @@ pub static MODELS: &[(&str, &str)] = &[
 /// model object mark them.
 pub static RECONSTRUCTED: &[&str] = &[
     "EleutherAI/gpt-neox-20b",
+    "EleutherAI/pythia-1.4b",
+    "EleutherAI/pythia-12b",
+    "EleutherAI/pythia-160m",
+    "EleutherAI/pythia-1b",
+    "EleutherAI/pythia-2.8b",
+    "EleutherAI/pythia-410m",
+    "EleutherAI/pythia-6.9b",
+    "EleutherAI/pythia-70m",
     "FacebookAI/roberta-large",
+    "HuggingFaceTB/SmolLM2-1.7B",
+    "HuggingFaceTB/SmolLM2-135M",
+    "HuggingFaceTB/SmolLM2-360M",
     "Qwen/Qwen2.5-72B",
+    "Qwen/Qwen2.5-Coder-14B",
+    "Qwen/Qwen2.5-Coder-32B",
+    "Qwen/Qwen2.5-Coder-7B",
+    "Qwen/Qwen2.5-Math-7B",
+    "Qwen/Qwen3-235B-A22B",
+    "codellama/CodeLlama-13b-hf",
     "codellama/CodeLlama-34b-hf",
+    "codellama/CodeLlama-70b-hf",
+    "deepseek-ai/DeepSeek-R1",
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+    "deepseek-ai/DeepSeek-V2-Lite",
     "google/gemma-2-27b",
     "google/gemma-3-27b-it",
+    "google/gemma-7b",
+    "meta-llama/Meta-Llama-3-70B",
+    "mistralai/Mistral-7B-Instruct-v0.2",
+    "mistralai/Mixtral-8x22B-v0.1",
     "stabilityai/stablelm-base-alpha-3b",
+    "tiiuae/falcon-180B",
     "tiiuae/falcon-40b",
     "tiiuae/falcon-7b",
 ];
@@ -236,6 +450,18 @@ pub enum UnknownModel {
         input: String,
         /// Close catalogue ids.
         suggestions: Vec<&'static str>,
+    },
+    /// A short name that fits several catalogue entries (`qwen-7b`,
+    /// `mistral-7b`): they are listed, none is picked.
+    #[error(
+        "model name {input:?} is ambiguous: it fits {} (give one of these ids)",
+        .candidates.join(", ")
+    )]
+    Ambiguous {
+        /// What the user typed.
+        input: String,
+        /// Every catalogue id it fits.
+        candidates: Vec<&'static str>,
     },
     /// An embedded config that does not parse (a bug; caught by a test).
     #[error("embedded config for {0} is invalid: {1}")]
@@ -271,39 +497,150 @@ fn base_name(id: &str) -> String {
     id.rsplit('/').next().unwrap_or(id).to_ascii_lowercase()
 }
 
-/// Finds a catalogue model by repo id (case-insensitive) or alias (the name
-/// after the `/`). `-Instruct`/`-it`/`-chat` variants share their base
-/// model's architecture and resolve to it.
-pub fn find(name: &str) -> Result<ModelConfig, UnknownModel> {
-    let want = norm(name.trim());
-    let stripped: Vec<String> = ["instruct", "it", "chat"]
-        .iter()
-        .filter_map(|s| want.strip_suffix(s).map(str::to_string))
+/// Name parts that mark a fine-tune or a packaging of the same weights'
+/// shape, not another architecture: `-Instruct`, `-chat`, `-it`, Meta's
+/// `-hf` conversions. Versions (`v0.2`), sizes and dates are NOT among them:
+/// Mistral-7B-Instruct-v0.2 has its own config (32k context, rope_theta 1e6,
+/// no sliding window) and never falls back to v0.1.
+pub const VARIANT_PARTS: &[&str] = &["instruct", "chat", "it", "hf"];
+
+/// The dash/underscore-separated parts of a name's last path component, lowercased.
+fn parts(name: &str) -> Vec<String> {
+    base_name(name.trim())
+        .split(['-', '_'])
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A name without its fine-tune parts (and Meta's `Meta-` prefix:
+/// `Meta-Llama-3.1-8B-Instruct` is `Llama-3.1-8B`'s architecture).
+fn architecture_parts(name: &str) -> Vec<String> {
+    let mut p: Vec<String> = parts(name)
+        .into_iter()
+        .filter(|p| !VARIANT_PARTS.contains(&p.as_str()))
         .collect();
-    for candidate in std::iter::once(&want).chain(stripped.iter()) {
-        for (id, text) in MODELS {
-            if norm(id) == *candidate
-                || norm(&alias(id)) == *candidate
-                || norm(&base_name(id)) == *candidate
-            {
-                return ModelConfig::from_hf_json(name.trim(), text)
-                    .map(|mut c| {
-                        c.reconstructed = reconstructed(id);
-                        c.id = if candidate == &want {
-                            (*id).to_string()
-                        } else {
-                            name.trim().to_string()
-                        };
-                        c
-                    })
-                    .map_err(|e| UnknownModel::Embedded(id, e));
-            }
+    if p.first().is_some_and(|f| f == "meta") && p.len() > 1 {
+        p.remove(0);
+    }
+    p
+}
+
+/// A size part: `7b`, `1.5b`, `135m`, `8x7b`.
+fn is_size(p: &str) -> bool {
+    let body = p.strip_suffix(['b', 'm']).unwrap_or("");
+    !body.is_empty()
+        && body.starts_with(|c: char| c.is_ascii_digit())
+        && body
+            .chars()
+            .all(|c| c.is_ascii_digit() || c == '.' || c == 'x')
+}
+
+/// Does the typed part `want` fit the catalogue part `have`? Equal, or a
+/// family name followed by its generation (`qwen` fits `qwen2.5`, `qwen3`).
+fn part_fits(want: &str, have: &str) -> bool {
+    want == have
+        || (!is_size(want)
+            && have
+                .strip_prefix(want)
+                .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit() || c == '.')))
+}
+
+/// Every catalogue id whose name has all the parts typed (`qwen-7b` →
+/// Qwen-7B, Qwen2.5-7B, DeepSeek-R1-Distill-Qwen-7B), when at least one
+/// typed part is a family name rather than a size.
+fn candidates(name: &str) -> Vec<&'static str> {
+    let want = architecture_parts(name);
+    if want.is_empty() || want.iter().all(|w| is_size(w)) {
+        return Vec::new();
+    }
+    MODELS
+        .iter()
+        .map(|(id, _)| *id)
+        .filter(|id| {
+            let have = parts(id);
+            want.iter().all(|w| have.iter().any(|h| part_fits(w, h)))
+        })
+        .collect()
+}
+
+/// A bare family-and-size name (`qwen-7b`, `llama-7b`): it says which
+/// family and size, not which generation, even when one repo is named so.
+fn is_family_size(name: &str) -> bool {
+    let p = parts(name);
+    !name.contains('/')
+        && matches!(p.as_slice(), [family, size]
+            if family.chars().all(|c| c.is_ascii_alphabetic()) && is_size(size))
+}
+
+/// Finds a catalogue model, in this order:
+///
+/// 1. its repo id (case-insensitive), alias or repo name (`llama-3.1-8b`);
+///    a bare family-and-size name that fits several entries (`qwen-7b`) is
+///    [`UnknownModel::Ambiguous`] even when one repo has exactly that name;
+/// 2. a fine-tune's id: the name without its [`VARIANT_PARTS`] equals one
+///    entry's (`meta-llama/Llama-2-7b-chat-hf` → `meta-llama/Llama-2-7b-hf`,
+///    `Qwen/Qwen2.5-7B-Instruct` → `Qwen/Qwen2.5-7B`); the config keeps the
+///    name given as its `id` and names the entry in `resolved_to`;
+/// 3. otherwise the entries that have every part typed are listed
+///    ([`UnknownModel::Ambiguous`] when several), never picked.
+pub fn find(name: &str) -> Result<ModelConfig, UnknownModel> {
+    let input = name.trim();
+    let want = norm(input);
+    let exact = MODELS.iter().find(|(id, _)| {
+        norm(id) == want || norm(&alias(id)) == want || norm(&base_name(id)) == want
+    });
+    if let Some((id, text)) = exact {
+        let fits = candidates(input);
+        if is_family_size(input) && fits.len() > 1 {
+            return Err(UnknownModel::Ambiguous {
+                input: input.to_string(),
+                candidates: fits,
+            });
         }
+        return load(id, text, None);
+    }
+    let arch = architecture_parts(input);
+    let same: Vec<&(&'static str, &'static str)> = MODELS
+        .iter()
+        .filter(|(id, _)| architecture_parts(id) == arch)
+        .collect();
+    match same.as_slice() {
+        [(id, text)] => return load(id, text, Some(input)),
+        [] => {}
+        many => {
+            return Err(UnknownModel::Ambiguous {
+                input: input.to_string(),
+                candidates: many.iter().map(|(id, _)| *id).collect(),
+            });
+        }
+    }
+    let fits = candidates(input);
+    if fits.len() > 1 {
+        return Err(UnknownModel::Ambiguous {
+            input: input.to_string(),
+            candidates: fits,
+        });
     }
     Err(UnknownModel::NotFound {
         input: name.to_string(),
-        suggestions: suggest(name),
+        suggestions: if fits.is_empty() { suggest(name) } else { fits },
     })
+}
+
+/// Parses catalogue entry `id`; a fine-tune's name, when given, stays the
+/// config's id and the entry goes to `resolved_to`.
+fn load(
+    id: &'static str,
+    text: &str,
+    fine_tune: Option<&str>,
+) -> Result<ModelConfig, UnknownModel> {
+    let mut c = ModelConfig::from_hf_json(fine_tune.unwrap_or(id), text)
+        .map_err(|e| UnknownModel::Embedded(id, e))?;
+    c.reconstructed = reconstructed(id);
+    c.id = fine_tune.unwrap_or(id).to_string();
+    c.resolved_to = fine_tune.map(|_| id.to_string());
+    Ok(c)
 }
 
 /// Catalogue ids (text and image models) close to `name`: those whose alias
@@ -378,6 +715,224 @@ mod tests {
         assert!(find("gemma-2-27b-it").is_ok());
         assert!(find("falcon-40b").expect("40b").reconstructed);
         assert!(!find("gpt2").expect("gpt2").reconstructed);
+        let err = find("llama-3.1-8c").expect_err("unknown").to_string();
+        assert!(
+            err.contains("did you mean meta-llama/Llama-3.1-8B"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn fine_tunes_resolve_to_their_architecture() {
+        let cases = [
+            ("meta-llama/Llama-2-7b-chat-hf", "meta-llama/Llama-2-7b-hf"),
+            ("Llama-2-13b-chat-hf", "meta-llama/Llama-2-13b-hf"),
+            (
+                "meta-llama/Meta-Llama-3.1-8B-Instruct",
+                "meta-llama/Llama-3.1-8B",
+            ),
+            (
+                "meta-llama/Meta-Llama-3-8B-Instruct",
+                "meta-llama/Meta-Llama-3-8B",
+            ),
+            ("Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-7B"),
+            ("google/gemma-2-9b-it", "google/gemma-2-9b"),
+            (
+                "mistralai/Mistral-7B-Instruct-v0.1",
+                "mistralai/Mistral-7B-v0.1",
+            ),
+            (
+                "mistralai/Mistral-7B-Instruct-v0.3",
+                "mistralai/Mistral-7B-v0.3",
+            ),
+            ("Qwen/Qwen2-0.5B", "Qwen/Qwen2-0.5B-Instruct"),
+            (
+                "HuggingFaceTB/SmolLM-360M-Instruct",
+                "HuggingFaceTB/SmolLM-360M",
+            ),
+        ];
+        for (name, entry) in cases {
+            let c = find(name).expect(name);
+            assert_eq!(c.id, name);
+            assert_eq!(c.resolved_to.as_deref(), Some(entry), "{name}");
+            assert!(c.label().contains(entry), "{}", c.label());
+        }
+        // Their own catalogue entries: exact, no `resolved_to`.
+        for name in [
+            "mistralai/Mistral-7B-Instruct-v0.2",
+            "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+            "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+        ] {
+            let c = find(name).expect(name);
+            assert_eq!((c.id.as_str(), c.resolved_to), (name, None));
+        }
+    }
+
+    /// A different version with a different config never falls back to
+    /// another version's: v0.2 has 32k positions, rope_theta 1e6 and no
+    /// sliding window; v0.3 a 32768-token vocabulary.
+    #[test]
+    fn versions_keep_their_own_config() {
+        let v1 = find("mistralai/Mistral-7B-Instruct-v0.1").expect("v0.1");
+        let v2 = find("mistralai/Mistral-7B-Instruct-v0.2").expect("v0.2");
+        let v3 = find("mistralai/Mistral-7B-Instruct-v0.3").expect("v0.3");
+        assert_eq!(v1.sliding_window, Some(4096));
+        assert_eq!(v2.sliding_window, None);
+        assert_eq!(v2.max_positions, Some(32768));
+        assert_eq!((v2.vocab, v3.vocab), (32000, 32768));
+        assert_eq!(v3.sliding_window, None);
+        // An unknown version is not silently another one.
+        let err = find("mistralai/Mistral-7B-Instruct-v0.4").expect_err("v0.4");
+        assert!(matches!(
+            err,
+            UnknownModel::NotFound { .. } | UnknownModel::Ambiguous { .. }
+        ));
+        assert!(find("TinyLlama/TinyLlama-1.1B-Chat-v0.6").is_err());
+    }
+
+    #[test]
+    fn ambiguous_short_names_list_their_candidates() {
+        for (name, some) in [
+            ("qwen-7b", ["Qwen/Qwen-7B", "Qwen/Qwen2.5-7B"]),
+            (
+                "mistral-7b",
+                ["mistralai/Mistral-7B-v0.1", "mistralai/Mistral-7B-v0.3"],
+            ),
+            ("gemma-2b", ["google/gemma-2b", "google/gemma-2-2b"]),
+        ] {
+            let err = find(name).expect_err(name);
+            let UnknownModel::Ambiguous { candidates, .. } = &err else {
+                panic!("{name}: {err}");
+            };
+            for id in some {
+                assert!(candidates.contains(&id), "{name}: {candidates:?}");
+            }
+            assert!(err.to_string().contains("is ambiguous"), "{err}");
+        }
+        // `llama-7b` (LLaMA 1 is not in the catalogue): listed, not picked.
+        let err = find("llama-7b").expect_err("llama-7b").to_string();
+        assert!(err.contains("meta-llama/Llama-2-7b-hf"), "{err}");
+        // The full ids still resolve.
+        assert_eq!(find("Qwen/Qwen-7B").expect("qwen").id, "Qwen/Qwen-7B");
+        assert_eq!(find("google/gemma-2b").expect("g").id, "google/gemma-2b");
+        assert_eq!(find("falcon-7b").expect("falcon").id, "tiiuae/falcon-7b");
+    }
+
+    /// Every alias `--list-models` prints resolves to its entry, or (a bare
+    /// family-and-size alias such as `qwen-7b`) is refused with its entry
+    /// among the candidates.
+    #[test]
+    fn every_alias_resolves_or_lists_its_entry() {
+        for (id, _) in MODELS {
+            match find(&alias(id)) {
+                Ok(c) => assert_eq!(c.id, *id),
+                Err(UnknownModel::Ambiguous { candidates, .. }) => {
+                    assert!(candidates.contains(id), "{id}: {candidates:?}");
+                }
+                Err(e) => panic!("{id}: {e}"),
+            }
+            assert_eq!(find(id).expect(id).id, *id);
+        }
+    }
+
+    /// No two entries share an architecture name, so a fine-tune's name
+    /// never has two equally good entries.
+    #[test]
+    fn architecture_names_are_unique() {
+        for (i, (a, _)) in MODELS.iter().enumerate() {
+            for (b, _) in MODELS.iter().skip(i + 1) {
+                assert_ne!(architecture_parts(a), architecture_parts(b), "{a} vs {b}");
+            }
+        }
+    }
+
+    /// Published parameter counts of the entries added for issue 15 (each
+    /// within 1.5 %): TinyLlama 1.1B (TinyLlama paper, arXiv 2401.02385);
+    /// Mistral 7B v0.2 has v0.1's tensors (7.24B, as in
+    /// `model::tests::parameter_counts_match_published_totals`) and v0.3
+    /// adds 768 vocabulary rows to the embedding and the head (vocabulary
+    /// extended to 32768, the v0.3 model card); DeepSeek-R1-Distill-Qwen-7B
+    /// has Qwen2.5-7B's shape (7.61B, same test); SmolLM 135M/360M/1.7B (the
+    /// sizes in their names); Qwen2 0.5B/1.5B 0.49B/1.54B (model cards);
+    /// Gemma 2B 2.51B (Gemma report, arXiv 2403.08295, Table 2: 0.52B
+    /// embedding + 1.98B non-embedding); Gemma 2 2B 2.61B (Gemma 2 report,
+    /// arXiv 2408.00118, Table 2: 0.59B + 2.02B); Gemma 3 1B 1.0B (Gemma 3
+    /// report, arXiv 2503.19786, Table 1: 302M + 698M); StarCoder2-7B 7.17B
+    /// (model card); Phi-3.5-mini 3.82B (model card); DeepSeek-V2-Lite 15.7B
+    /// (DeepSeek-V2 paper, arXiv 2405.04434); OLMo 2 7B/13B 7.30B/13.7B (OLMo 2
+    /// paper, arXiv 2501.00656); Qwen2-7B has Qwen2.5-7B's tensors (7.61B).
+    /// Reconstructed from LitGPT: Meta-Llama-3-70B and the R1 Llama distills
+    /// have Llama 3.1 8B/70B's tensors (8.03B, 70.55B, as above);
+    /// Qwen2.5-Coder 7B/14B/32B and Math-7B Qwen2.5 7B/14B/32B's (7.61B,
+    /// 14.77B, 32.76B: Qwen2.5 model cards); Pythia: the Pythia paper's
+    /// totals (arXiv 2304.01373, Table 1, also the EleutherAI/pythia README);
+    /// Mixtral 8x22B 141B (Mistral's release post; 140.6B in the model card);
+    /// Qwen3-235B-A22B 235B (model card); SmolLM2 135M/362M/1.71B (model
+    /// cards); Gemma 7B 8.54B (Gemma report Table 2: 0.79B + 7.75B);
+    /// Mistral NeMo 12.2B (model card; "12B" in Mistral's post); DeepSeek-R1
+    /// 671B (its README's model table); the R1 Qwen distills have their base
+    /// models' tensors (DeepSeek-R1 README: Qwen2.5-14B/32B, 14.77B/32.76B);
+    /// Falcon-180B 180B (TII's model card; with the tied head, as Falcon-40B);
+    /// Code Llama 13B/70B 13.0B/69.0B (model cards).
+    #[test]
+    fn added_entries_match_published_counts() {
+        let cases: &[(&str, f64)] = &[
+            ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", 1.1e9),
+            ("mistralai/Mistral-7B-Instruct-v0.2", 7.242e9),
+            ("mistralai/Mistral-7B-v0.3", 7.248e9),
+            ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", 7.616e9),
+            ("HuggingFaceTB/SmolLM-135M", 0.135e9),
+            ("HuggingFaceTB/SmolLM-360M", 0.360e9),
+            ("HuggingFaceTB/SmolLM-1.7B", 1.7e9),
+            ("Qwen/Qwen2-0.5B-Instruct", 0.494e9),
+            ("Qwen/Qwen2-1.5B-Instruct", 1.544e9),
+            ("google/gemma-2b", 2.506e9),
+            ("google/gemma-2-2b", 2.614e9),
+            ("google/gemma-3-1b-it", 1.0e9),
+            ("bigcode/starcoder2-7b", 7.17e9),
+            ("microsoft/Phi-3.5-mini-instruct", 3.821e9),
+            ("deepseek-ai/DeepSeek-V2-Lite", 15.7e9),
+            ("allenai/OLMo-2-1124-7B", 7.30e9),
+            ("allenai/OLMo-2-1124-13B", 13.7e9),
+            ("Qwen/Qwen2-7B-Instruct", 7.616e9),
+            ("meta-llama/Meta-Llama-3-70B", 70.55e9),
+            ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", 8.030e9),
+            ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", 70.55e9),
+            ("Qwen/Qwen2.5-Coder-7B", 7.616e9),
+            ("Qwen/Qwen2.5-Coder-14B", 14.77e9),
+            ("Qwen/Qwen2.5-Coder-32B", 32.76e9),
+            ("Qwen/Qwen2.5-Math-7B", 7.616e9),
+            ("EleutherAI/pythia-70m", 70_426_624.0),
+            ("EleutherAI/pythia-160m", 162_322_944.0),
+            ("EleutherAI/pythia-410m", 405_334_016.0),
+            ("EleutherAI/pythia-1b", 1_011_781_632.0),
+            ("EleutherAI/pythia-1.4b", 1_414_647_808.0),
+            ("EleutherAI/pythia-2.8b", 2_775_208_960.0),
+            ("EleutherAI/pythia-6.9b", 6_857_302_016.0),
+            ("EleutherAI/pythia-12b", 11_846_072_320.0),
+            ("mistralai/Mixtral-8x22B-v0.1", 140.6e9),
+            ("Qwen/Qwen3-235B-A22B", 235.1e9),
+            ("HuggingFaceTB/SmolLM2-135M", 0.135e9),
+            ("HuggingFaceTB/SmolLM2-360M", 0.362e9),
+            ("HuggingFaceTB/SmolLM2-1.7B", 1.711e9),
+            ("google/gemma-7b", 8.538e9),
+            ("mistralai/Mistral-Nemo-Base-2407", 12.2e9),
+            ("deepseek-ai/DeepSeek-R1", 671.0e9),
+            ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", 14.77e9),
+            ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", 32.76e9),
+            ("tiiuae/falcon-180B", 180.0e9),
+            ("codellama/CodeLlama-13b-hf", 13.02e9),
+            ("codellama/CodeLlama-70b-hf", 68.98e9),
+        ];
+        for (id, want) in cases {
+            let got = find(id).expect(id).params() as f64;
+            let err = (got - want).abs() / want;
+            assert!(err < 0.015, "{id}: {got} vs {want} ({:.2} %)", err * 100.0);
+        }
+    }
+
+    #[test]
+    fn unknown_names_still_suggest() {
         let err = find("llama-3.1-8c").expect_err("unknown").to_string();
         assert!(
             err.contains("did you mean meta-llama/Llama-3.1-8B"),

@@ -134,6 +134,14 @@ pub struct ModelConfig {
     /// copied from the published file (see `models/SOURCES.md`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub reconstructed: bool,
+    /// The catalogue entry whose config this is, when the name given is not
+    /// that entry's own id (a fine-tune's hub id, `…-Instruct`, `…-chat-hf`):
+    /// the fine-tune shares the entry's architecture.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolved_to: Option<String>,
+    /// The `config.json` read for a hub id from the local Hugging Face cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_file: Option<String>,
     /// Exact sizes from safetensors headers beside the config, when read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<crate::checkpoint::Checkpoint>,
@@ -228,6 +236,19 @@ fn need(v: &Value, keys: &[&'static str]) -> Result<u64, ConfigError> {
 }
 
 impl ModelConfig {
+    /// The model's name for headlines: its id, plus where its config came
+    /// from when that is not the id itself (`Llama-2-7b-chat-hf (config of
+    /// catalogue entry meta-llama/Llama-2-7b-hf)`, or the cached file).
+    pub fn label(&self) -> String {
+        match (&self.resolved_to, &self.config_file) {
+            (Some(entry), _) => format!("{} (config of catalogue entry {entry})", self.id),
+            (None, Some(file)) => {
+                format!("{} (config from the Hugging Face cache: {file})", self.id)
+            }
+            (None, None) => self.id.clone(),
+        }
+    }
+
     /// Parses a Hugging Face `config.json` text. `id` names it in outputs.
     pub fn from_hf_json(id: &str, text: &str) -> Result<ModelConfig, ConfigError> {
         let v: Value = serde_json::from_str(text).map_err(|e| ConfigError::Json(e.to_string()))?;
@@ -275,7 +296,8 @@ impl ModelConfig {
             .and_then(Value::as_str)
             .unwrap_or("");
         let glu = match mt {
-            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon" | "gpt_bigcode" => false,
+            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon" | "gpt_bigcode"
+            | "starcoder2" => false,
             "qwen" => {
                 // Qwen v1 states the sum of w1 and w2 (modeling_qwen.py: ff_dim_in = intermediate_size // 2).
                 intermediate /= 2;
@@ -287,10 +309,19 @@ impl ModelConfig {
             || (mt == "falcon" && flag("bias") == Some(true))
             || v.get("attention_bias").and_then(Value::as_bool) == Some(true)
             || mt == "qwen2"
+            // Starcoder2Config: use_bias defaults to true (q/k/v/o and c_fc/c_proj).
+            || (mt == "starcoder2" && flag("use_bias") != Some(false))
             || (mt == "qwen" && v.get("no_bias").and_then(Value::as_bool) == Some(false));
         let tied_default = matches!(
             mt,
-            "gpt2" | "bert" | "roberta" | "gemma" | "gemma2" | "gemma3_text" | "falcon"
+            "gpt2"
+                | "bert"
+                | "roberta"
+                | "gemma"
+                | "gemma2"
+                | "gemma3_text"
+                | "falcon"
+                | "starcoder2"
         );
         let tied_embeddings = v
             .get("tie_word_embeddings")
@@ -420,6 +451,8 @@ impl ModelConfig {
             native_quant,
             vision_params,
             reconstructed: false,
+            resolved_to: None,
+            config_file: None,
             checkpoint: None,
         };
         cfg.check()?;
@@ -571,6 +604,8 @@ impl ModelConfig {
             native_quant: None,
             vision_params: 0,
             reconstructed: false,
+            resolved_to: None,
+            config_file: None,
             checkpoint: None,
         };
         if heads == 0
@@ -623,7 +658,7 @@ impl ModelConfig {
     pub fn layer_norm(&self) -> bool {
         matches!(
             self.model_type.as_str(),
-            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon"
+            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon" | "starcoder2"
         )
     }
 

@@ -18,7 +18,7 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
     let _ = writeln!(
         o,
         "{} ({} params, {} trainable) · {} · {} · batch {} × seq {}{}",
-        cfg.id,
+        cfg.label(),
         human_count(est.params),
         if est.trainable_params == 0 {
             "0".to_string()

@@ -347,9 +347,18 @@ fn serve(
                 ..Default::default()
             };
             let allocated = r.weights_bytes + r.activation_bytes + r.kv_pool_bytes;
+            let mut model = serde_json::json!({"id": cfg.id, "params": cfg.params()});
+            for (k, v) in [
+                ("resolved_to", &cfg.resolved_to),
+                ("config_file", &cfg.config_file),
+            ] {
+                if let (Some(v), Some(m)) = (v, model.as_object_mut()) {
+                    m.insert(k.into(), v.clone().into());
+                }
+            }
             let v = serde_json::json!({
                 "version": 1,
-                "model": {"id": cfg.id, "params": cfg.params()},
+                "model": model,
                 "setup": setup,
                 "components": components,
                 "peak_allocated_bytes": allocated,
@@ -399,7 +408,8 @@ fn serve(
             writeln!(
                 out,
                 "{} on {} with vLLM (gpu_memory_utilization {u}{per_gpu})",
-                cfg.id, gpu.id
+                cfg.label(),
+                gpu.id
             )?;
             writeln!(out)?;
             for (k, b) in [
@@ -566,49 +576,63 @@ fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
     }
     let looks_like_path = path.exists() || name.ends_with(".json");
     if looks_like_path {
-        // A bare `model.safetensors.index.json` stands for its folder: the
-        // config.json beside it, and the index itself for the weights.
-        let index = is_index(path).then(|| path.to_path_buf());
-        let file = if path.is_dir() {
-            path.join("config.json")
-        } else if index.is_some() {
-            let config = path.with_file_name("config.json");
-            if !config.is_file() {
-                bail!(
-                    "{}: no config.json beside this safetensors index (it gives the weights' size, not the architecture)",
-                    path.display()
-                );
-            }
-            config
-        } else {
-            path.to_path_buf()
-        };
-        let bytes = crate::input::read_file_limited(&file, CONFIG_LIMIT)?;
-        let text = String::from_utf8(bytes)
-            .with_context(|| format!("{}: not a text config.json", file.display()))?;
-        let id = if path.is_dir() {
-            name
-        } else {
-            file.to_str().unwrap_or(name)
-        };
-        let mut cfg = ModelConfig::from_hf_json(id, &text).with_context(|| {
-            format!("{}: not a usable Hugging Face config.json", file.display())
-        })?;
-        let dir = match file.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => Path::new("."),
-        };
-        let index = index.or_else(|| {
-            let p = dir.join(INDEX_NAME);
-            p.is_file().then_some(p)
-        });
-        cfg.checkpoint = match index {
-            Some(ix) => read_index(&ix, dir, &text)?,
-            None => read_safetensors(dir)?,
-        };
+        return read_config_files(path, name);
+    }
+    // A model downloaded to the local Hugging Face cache: its own config is
+    // the truth for that id, so it comes before the catalogue (whose entry may
+    // be a base model's, or reconstructed).
+    if let Some(snapshot) = super::hf_cache::dir().and_then(|c| super::hf_cache::snapshot(&c, name))
+    {
+        let mut cfg = read_config_files(&snapshot, name.trim())?;
+        cfg.config_file = Some(snapshot.join("config.json").display().to_string());
         return Ok(cfg);
     }
     Ok(catalogue::find(name)?)
+}
+
+/// Reads a `config.json` given as a file, its folder, or the safetensors
+/// index beside it, with the safetensors headers (or index) found there.
+fn read_config_files(path: &Path, name: &str) -> anyhow::Result<ModelConfig> {
+    // A bare `model.safetensors.index.json` stands for its folder: the
+    // config.json beside it, and the index itself for the weights.
+    let index = is_index(path).then(|| path.to_path_buf());
+    let file = if path.is_dir() {
+        path.join("config.json")
+    } else if index.is_some() {
+        let config = path.with_file_name("config.json");
+        if !config.is_file() {
+            bail!(
+                "{}: no config.json beside this safetensors index (it gives the weights' size, not the architecture)",
+                path.display()
+            );
+        }
+        config
+    } else {
+        path.to_path_buf()
+    };
+    let bytes = crate::input::read_file_limited(&file, CONFIG_LIMIT)?;
+    let text = String::from_utf8(bytes)
+        .with_context(|| format!("{}: not a text config.json", file.display()))?;
+    let id = if path.is_dir() {
+        name
+    } else {
+        file.to_str().unwrap_or(name)
+    };
+    let mut cfg = ModelConfig::from_hf_json(id, &text)
+        .with_context(|| format!("{}: not a usable Hugging Face config.json", file.display()))?;
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let index = index.or_else(|| {
+        let p = dir.join(INDEX_NAME);
+        p.is_file().then_some(p)
+    });
+    cfg.checkpoint = match index {
+        Some(ix) => read_index(&ix, dir, &text)?,
+        None => read_safetensors(dir)?,
+    };
+    Ok(cfg)
 }
 
 /// The most of a `config.json` read: real ones are a few KiB (the largest in

@@ -4,6 +4,7 @@
 mod completions;
 mod estimate;
 mod explain;
+mod hf_cache;
 mod lint;
 mod monitor;
 mod probe;

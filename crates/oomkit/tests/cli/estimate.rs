@@ -5,7 +5,7 @@
 use std::fs;
 use std::process::Output;
 
-use super::{json, run_in, stderr, stdout};
+use super::{json, oomkit, run_in, stderr, stdout};
 
 pub fn est(args: &[&str]) -> Output {
     let mut full = vec!["estimate"];
@@ -183,7 +183,7 @@ fn unknown_model_suggests() {
         assert_eq!(out.status.code(), Some(2));
         let e = stderr(&out);
         assert!(
-            e.contains("did you mean") && e.contains(wanted),
+            (e.contains("did you mean") || e.contains("is ambiguous")) && e.contains(wanted),
             "{typed}: {e}"
         );
     }
@@ -1283,4 +1283,197 @@ fn trainer_loop_drops_the_held_logits() {
     assert_eq!(dropped["setup"]["drops_output"], true);
     let peak = |v: &serde_json::Value| v["peak_allocated_bytes"].as_u64().expect("peak");
     assert_eq!(peak(&held) - peak(&dropped), 2 * 2048 * 151_936 * 2);
+}
+
+/// The hub ids a new user tries first (issue 15): fine-tunes resolve to the
+/// catalogue entry with their architecture, and the output names it.
+#[test]
+fn fine_tune_ids_resolve_and_say_to_what() {
+    for (id, entry, params) in [
+        ("mistralai/Mistral-7B-Instruct-v0.2", None, 7_241_732_096u64),
+        (
+            "meta-llama/Llama-2-7b-chat-hf",
+            Some("meta-llama/Llama-2-7b-hf"),
+            6_738_415_616,
+        ),
+        ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", None, 1_100_048_384),
+        (
+            "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+            None,
+            7_615_616_512,
+        ),
+        (
+            "mistralai/Mistral-7B-Instruct-v0.3",
+            Some("mistralai/Mistral-7B-v0.3"),
+            7_248_023_552,
+        ),
+    ] {
+        let v = json(&est(&[id, "--format", "json"]));
+        assert_eq!(v["model"]["id"], id);
+        assert_eq!(v["model"]["params"], params, "{id}");
+        assert_eq!(v["model"]["resolved_to"].as_str(), entry, "{id}");
+        let human = stdout(&est(&[id]));
+        let first = human.lines().next().unwrap_or_default();
+        assert!(first.starts_with(id), "{first}");
+        if let Some(e) = entry {
+            assert!(
+                first.contains(&format!("config of catalogue entry {e}")),
+                "{first}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ambiguous_short_names_list_candidates() {
+    let out = est(&["qwen-7b"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(e.contains("is ambiguous"), "{e}");
+    for id in [
+        "Qwen/Qwen-7B",
+        "Qwen/Qwen2.5-7B",
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+    ] {
+        assert!(e.contains(id), "{e}");
+    }
+    assert_eq!(e.lines().count(), 1, "{e}");
+    let e = stderr(&est(&["mistral-7b"]));
+    assert!(
+        e.contains("mistralai/Mistral-7B-v0.1") && e.contains("mistralai/Mistral-7B-v0.3"),
+        "{e}"
+    );
+}
+
+/// A fake Hugging Face cache: `models--ORG--NAME/{refs/main, snapshots/<rev>/config.json}`.
+fn fake_cache(root: &std::path::Path, id: &str, revs: &[(&str, &str)], main: Option<&str>) {
+    let repo = root.join(format!("models--{}", id.replace('/', "--")));
+    for (rev, config) in revs {
+        let snap = repo.join("snapshots").join(rev);
+        fs::create_dir_all(&snap).expect("mkdir");
+        fs::write(snap.join("config.json"), config).expect("write");
+    }
+    if let Some(m) = main {
+        fs::create_dir_all(repo.join("refs")).expect("mkdir");
+        fs::write(repo.join("refs").join("main"), m).expect("write");
+    }
+}
+
+/// `estimate` with the Hugging Face cache variables set for the binary.
+fn est_env(args: &[&str], vars: &[(&str, &std::path::Path)]) -> Output {
+    let mut c = oomkit();
+    c.current_dir(std::env::temp_dir())
+        .arg("estimate")
+        .args(args);
+    c.env_remove("HF_HUB_CACHE")
+        .env_remove("HF_HOME")
+        .env_remove("XDG_CACHE_HOME");
+    for (k, v) in vars {
+        c.env(k, v);
+    }
+    c.output().expect("run oomkit")
+}
+
+const TINY: &str = r#"{"model_type":"llama","hidden_size":2048,"intermediate_size":5632,
+    "num_hidden_layers":22,"num_attention_heads":32,"num_key_value_heads":4,"vocab_size":32000}"#;
+const TINY_2L: &str = r#"{"model_type":"llama","hidden_size":2048,"intermediate_size":5632,
+    "num_hidden_layers":2,"num_attention_heads":32,"num_key_value_heads":4,"vocab_size":32000}"#;
+
+#[test]
+fn downloaded_models_are_read_from_the_hf_cache() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let hub = tmp.path().join("hub");
+    // A community fine-tune no catalogue knows; refs/main picks the revision.
+    fake_cache(
+        &hub,
+        "someone/my-tiny-chat",
+        &[("aaa111", TINY_2L), ("bbb222", TINY)],
+        Some("bbb222\n"),
+    );
+    for vars in [
+        vec![("HF_HUB_CACHE", hub.as_path())],
+        vec![("HF_HOME", tmp.path())],
+    ] {
+        let out = est_env(&["someone/my-tiny-chat", "--format", "json"], &vars);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v = json(&out);
+        assert_eq!(v["model"]["id"], "someone/my-tiny-chat");
+        assert_eq!(v["model"]["params"], 1_100_048_384u64);
+        let file = v["model"]["config_file"].as_str().unwrap_or_default();
+        assert!(file.ends_with("bbb222/config.json"), "{file}");
+    }
+    // ~/.cache/huggingface/hub when neither variable is set.
+    let home = tmp.path().join("home");
+    fake_cache(
+        &home.join(".cache/huggingface/hub"),
+        "someone/other",
+        &[("c0ffee", TINY)],
+        None,
+    );
+    let out = est_env(&["someone/other"], &[("HOME", home.as_path())]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let first = stdout(&out).lines().next().unwrap_or_default().to_string();
+    assert!(
+        first.contains("config from the Hugging Face cache"),
+        "{first}"
+    );
+    // refs/main naming a revision that is not there: the newest snapshot.
+    fake_cache(
+        &hub,
+        "someone/stale-ref",
+        &[("fff555", TINY)],
+        Some("0000000000"),
+    );
+    let v = json(&est_env(
+        &["someone/stale-ref", "--format", "json"],
+        &[("HF_HUB_CACHE", &hub)],
+    ));
+    assert_eq!(v["model"]["params"], 1_100_048_384u64);
+    // The hub's layout: config.json is a symlink into blobs/; ids are
+    // matched case-insensitively.
+    let repo = hub.join("models--Org--Linked");
+    fs::create_dir_all(repo.join("blobs")).expect("mkdir");
+    fs::create_dir_all(repo.join("snapshots/abc123")).expect("mkdir");
+    fs::write(repo.join("blobs/0123abcd"), TINY).expect("write");
+    std::os::unix::fs::symlink(
+        "../../blobs/0123abcd",
+        repo.join("snapshots/abc123/config.json"),
+    )
+    .expect("symlink");
+    let v = json(&est_env(
+        &["org/linked", "--format", "json"],
+        &[("HF_HUB_CACHE", &hub)],
+    ));
+    assert_eq!(v["model"]["params"], 1_100_048_384u64);
+    // The cached config is the truth for its id, before the catalogue.
+    fake_cache(
+        &hub,
+        "meta-llama/Llama-2-7b-hf",
+        &[("ddd333", TINY)],
+        Some("ddd333"),
+    );
+    let v = json(&est_env(
+        &["meta-llama/Llama-2-7b-hf", "--format", "json"],
+        &[("HF_HUB_CACHE", &hub)],
+    ));
+    assert_eq!(v["model"]["params"], 1_100_048_384u64);
+}
+
+#[test]
+fn corrupt_cached_config_is_one_line_error_naming_the_file() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    fake_cache(
+        tmp.path(),
+        "org/broken",
+        &[("eee444", "{\"hidden_size\": 64,")],
+        Some("eee444"),
+    );
+    let out = est_env(&["org/broken"], &[("HF_HUB_CACHE", tmp.path())]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = stderr(&out);
+    assert!(
+        e.contains("eee444/config.json") && e.contains("not a usable Hugging Face config.json"),
+        "{e}"
+    );
+    assert_eq!(e.lines().count(), 1, "{e}");
 }

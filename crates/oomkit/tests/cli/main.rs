@@ -24,6 +24,12 @@ use std::process::{Command, Output, Stdio};
 pub fn oomkit() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_oomkit"));
     c.env_remove("NO_COLOR").env("CLICOLOR", "0");
+    // Hermetic: no model the machine happens to have downloaded replaces a
+    // catalogue entry (`estimate` reads the Hugging Face cache first).
+    c.env(
+        "HF_HUB_CACHE",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-hf-cache"),
+    );
     c
 }
 
