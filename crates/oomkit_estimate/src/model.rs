@@ -237,13 +237,14 @@ fn need(v: &Value, keys: &[&'static str]) -> Result<u64, ConfigError> {
 
 impl ModelConfig {
     /// The model's name for headlines: its id, plus where its config came
-    /// from when that is not the id itself (`Llama-2-7b-chat-hf (config of
-    /// catalogue entry meta-llama/Llama-2-7b-hf)`, or the cached file).
+    /// from when that is not the id itself (`Llama-2-7b-chat-hf, config of
+    /// catalogue entry meta-llama/Llama-2-7b-hf`, or the cached file); the
+    /// headline adds the parameter count in brackets after it.
     pub fn label(&self) -> String {
         match (&self.resolved_to, &self.config_file) {
-            (Some(entry), _) => format!("{} (config of catalogue entry {entry})", self.id),
+            (Some(entry), _) => format!("{}, config of catalogue entry {entry}", self.id),
             (None, Some(file)) => {
-                format!("{} (config from the Hugging Face cache: {file})", self.id)
+                format!("{}, config from the Hugging Face cache: {file}", self.id)
             }
             (None, None) => self.id.clone(),
         }
