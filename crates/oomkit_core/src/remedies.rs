@@ -451,7 +451,7 @@ pub static REMEDIES: &[Remedy] = &[
         snippets: &[
             Snippet {
                 flavor: Flavor::Pytorch,
-                code: "torch.cuda.memory._record_memory_history(max_entries=100000)\ntry:\n    train()  # run until the OOM\nfinally:\n    torch.cuda.memory._dump_snapshot(\"oom.pickle\")\n    torch.cuda.memory._record_memory_history(enabled=None)",
+                code: "torch.cuda.memory._record_memory_history(max_entries=100000)\ntry:\n    train()  # run until the OOM\nfinally:\n    torch.cuda.memory._dump_snapshot(\"oom.pickle\")\n    torch.cuda.memory._record_memory_history(enabled=None)\n# then: oomkit snapshot oom.pickle  (what held the memory at the peak, by source line)",
             },
             Snippet {
                 flavor: Flavor::Shell,

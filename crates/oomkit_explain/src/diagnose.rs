@@ -24,8 +24,9 @@ use oomkit_core::Bytes;
 use oomkit_core::remedies::{self, Flavor};
 
 use crate::assemble::Finding;
-use crate::detect::Status;
-use crate::event::{Backend, Cause, Event, Fix, Framework, Numbers, ProcessUse};
+use crate::detail::{BufferKind, Detail};
+use crate::detect::{Fields, Kind, Status};
+use crate::event::{App, Backend, Cause, Event, Fix, Framework, Numbers, Phase, ProcessUse};
 
 const CONTEXT: Bytes = Bytes::mib(512);
 
@@ -282,6 +283,27 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
     (Cause::Unknown, unknown_evidence(f))
 }
 
+/// What a capacity OOM's numbers show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shortage {
+    /// A request under 0.2 % of the GPU failed with under 1 % free: the GPU
+    /// was already full, often from memory building up across steps.
+    SmallRequestOnFullGpu,
+    /// Anything else: the step itself needs more than there is.
+    JobTooBig,
+}
+
+fn shortage(x: &Fields) -> Shortage {
+    if let (Some(r), Some(t), Some(fr)) = (x.requested, x.total, x.free)
+        && u128::from(r.0) * 500 <= u128::from(t.0)
+        && u128::from(fr.0) * 100 <= u128::from(t.0)
+    {
+        Shortage::SmallRequestOnFullGpu
+    } else {
+        Shortage::JobTooBig
+    }
+}
+
 fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
     let x = &f.sig.fields;
     let mut parts = Vec::new();
@@ -313,22 +335,17 @@ fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
             "free ({fr}) exceeds total ({t}): a unified-memory APU reports its GPU carve-out as the total, and that carve-out is the real limit (raise it in the BIOS or with the amdgpu.gttsize / ttm page limits)"
         ));
     }
-    if let Some((_, v)) = x
-        .details
-        .iter()
-        .find(|(k, _)| k == "program_total_allocation")
-    {
+    if let Some(v) = x.details.iter().find_map(|d| match d {
+        Detail::ProgramTotalAllocation(v) => Some(v),
+        _ => None,
+    }) {
         parts.push(format!("the compiled program needs {v} in total"));
     }
     let mut e = parts.join("; ");
     if e.is_empty() {
         e = "the allocation did not fit".into();
     }
-    if let (Some(r), Some(t)) = (x.requested, x.total)
-        && u128::from(r.0) * 500 <= u128::from(t.0)
-        && x.free
-            .is_some_and(|fr| u128::from(fr.0) * 100 <= u128::from(t.0))
-    {
+    if shortage(x) == Shortage::SmallRequestOnFullGpu {
         e.push_str(": a small request failed because the GPU was already full; if this happens only after many steps, memory is building up (tensors or graphs kept across steps)");
         return e;
     }
@@ -338,28 +355,28 @@ fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
 
 fn unknown_evidence(f: &Finding) -> String {
     let what = match f.sig.kind {
-        "cuda-error-oom" => {
+        Kind::CudaErrorOom => {
             "CUDA returned cudaErrorMemoryAllocation outside the caching allocator (context creation, a cuBLAS/cuDNN workspace, NCCL, or an extension's own cudaMalloc)"
         }
-        "cublas-alloc-failed" => {
+        Kind::CublasAllocFailed => {
             "cuBLAS could not allocate its handle or workspace: the GPU was already full when the first matrix multiply ran"
         }
-        "cudnn-status" => {
+        Kind::CudnnStatus => {
             "cuDNN failed to create its handle or load its kernels, which needs hundreds of MB (pytorch#81620): almost always the GPU was full"
         }
-        "nvml-assert" => {
+        Kind::NvmlAssert => {
             "PyTorch hit an OOM and then NVML failed while it built the report, so the real message was replaced by this assert"
         }
-        "tf-dst-tensor" => {
+        Kind::TfDstTensor => {
             "copying an input onto the GPU failed because the destination tensor could not be allocated"
         }
-        "thc-error" | "thc-check" => "the CUDA runtime returned error 2 (out of memory)",
-        "comfyui-tip" => "ComfyUI reports that the GPU ran out of memory",
-        "ggml-cuda-error" | "ggml-malloc" | "ggml-failed" => {
+        Kind::ThcError | Kind::ThcCheck => "the CUDA runtime returned error 2 (out of memory)",
+        Kind::ComfyuiTip => "ComfyUI reports that the GPU ran out of memory",
+        Kind::GgmlCudaError | Kind::GgmlMalloc | Kind::GgmlFailed => {
             "llama.cpp could not allocate a GPU buffer"
         }
-        "nccl-oom" => "NCCL could not allocate its communication buffers on the GPU",
-        "tgi-warmup" => "TGI's warm-up could not fit the configured batch of tokens",
+        Kind::NcclOom => "NCCL could not allocate its communication buffers on the GPU",
+        Kind::TgiWarmup => "TGI's warm-up could not fit the configured batch of tokens",
         _ => "the device ran out of memory",
     };
     match f.reading_lines.first() {
@@ -376,16 +393,16 @@ fn flavors(f: &Finding) -> Vec<Flavor> {
     use Flavor::*;
     match f.sig.framework {
         Framework::Pytorch => match f.app {
-            Some("diffusers") => vec![Diffusers, Pytorch, Shell],
-            Some("a1111") => vec![A1111, Shell, Pytorch],
-            Some("comfyui") => vec![Comfyui, Shell, Pytorch],
-            Some("transformers-trainer" | "transformers") => {
+            Some(App::Diffusers) => vec![Diffusers, Pytorch, Shell],
+            Some(App::A1111) => vec![A1111, Shell, Pytorch],
+            Some(App::Comfyui) => vec![Comfyui, Shell, Pytorch],
+            Some(App::TransformersTrainer | App::Transformers) => {
                 vec![Transformers, Peft, Pytorch, Shell]
             }
-            Some("deepspeed") => vec![Deepspeed, Transformers, Pytorch, Shell],
-            Some("accelerate") => vec![Accelerate, Transformers, Pytorch, Shell],
-            Some("vllm") => vec![Vllm, Shell, Pytorch],
-            _ => vec![Pytorch, Shell, Transformers],
+            Some(App::Deepspeed) => vec![Deepspeed, Transformers, Pytorch, Shell],
+            Some(App::Accelerate) => vec![Accelerate, Transformers, Pytorch, Shell],
+            Some(App::Vllm) => vec![Vllm, Shell, Pytorch],
+            Some(App::Lightning) | None => vec![Pytorch, Shell, Transformers],
         },
         Framework::Tensorflow => vec![Tensorflow, Shell],
         Framework::Jax => vec![Jax, Shell],
@@ -432,8 +449,7 @@ fn ladder(f: &Finding) -> Vec<&'static str> {
                 .sig
                 .fields
                 .details
-                .iter()
-                .any(|(k, v)| k == "buffer" && v == "model weights");
+                .contains(&Detail::Buffer(BufferKind::ModelWeights));
             if weights {
                 vec![
                     "llamacpp-gpu-layers",
@@ -481,47 +497,47 @@ fn ladder(f: &Finding) -> Vec<&'static str> {
 fn pytorch_ladder(f: &Finding) -> Vec<&'static str> {
     if f.sig.backend == Some(Backend::Mps) {
         let mut v = vec!["reduce-batch", "half-precision-weights", "unload-models"];
-        if f.app == Some("diffusers") {
+        if f.app == Some(App::Diffusers) {
             v.insert(0, "diffusers-slicing");
         }
         v.push("mps-high-watermark");
         return v;
     }
     match (f.app, f.phase) {
-        (Some("a1111"), _) => vec![
+        (Some(App::A1111), _) => vec![
             "a1111-medvram",
             "a1111-lowvram",
             "efficient-attention",
             "reduce-input-size",
             "reduce-batch",
         ],
-        (Some("comfyui"), _) => vec![
+        (Some(App::Comfyui), _) => vec![
             "comfyui-lowvram",
             "reduce-batch",
             "reduce-input-size",
             "unload-models",
         ],
-        (Some("diffusers"), _) => vec![
+        (Some(App::Diffusers), _) => vec![
             "diffusers-cpu-offload",
             "diffusers-slicing",
             "half-precision-weights",
             "reduce-input-size",
             "reduce-batch",
         ],
-        (Some("vllm"), _) => vec![
+        (Some(App::Vllm), _) => vec![
             "vllm-gpu-memory-utilization",
             "vllm-max-model-len",
             "vllm-enforce-eager",
             "vllm-tensor-parallel",
         ],
-        (_, Some("loading")) => vec![
+        (_, Some(Phase::Loading)) => vec![
             "half-precision-weights",
             "quantize-4bit",
             "quantize-8bit",
             "model-parallel",
             "cpu-offload",
         ],
-        (_, Some("inference")) => vec![
+        (_, Some(Phase::Inference)) => vec![
             "inference-mode",
             "half-precision-weights",
             "reduce-batch",
@@ -529,7 +545,7 @@ fn pytorch_ladder(f: &Finding) -> Vec<&'static str> {
             "quantize-4bit",
             "cpu-offload",
         ],
-        (_, Some("training")) => vec![
+        (_, Some(Phase::Training)) => vec![
             "reduce-batch",
             "gradient-accumulation",
             "mixed-precision",
@@ -678,11 +694,10 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
             push_all(&mut plan, ids);
         }
         Cause::KvCache => {
-            let suggested = x
-                .details
-                .iter()
-                .find(|(k, _)| k == "suggested_max_model_len")
-                .map(|(_, v)| v.clone());
+            let suggested = x.details.iter().find_map(|d| match d {
+                Detail::SuggestedMaxModelLen(v) => Some(*v),
+                _ => None,
+            });
             let why = suggested.map(|s| {
                 format!("at most {s} tokens fit in the KV cache this engine can allocate")
             });
@@ -699,12 +714,20 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
             );
         }
         Cause::Capacity => {
-            let leak = matches!(capacity_evidence(f, n), e if e.contains("tiny request"));
-            if leak {
-                push_all(
-                    &mut plan,
-                    vec!["release-references", "record-memory-history"],
-                );
+            if shortage(x) == Shortage::SmallRequestOnFullGpu {
+                match (f.sig.framework, f.app, f.phase) {
+                    // An image UI or a server holds models, not a training loop's leftovers.
+                    (Framework::Pytorch, Some(App::Comfyui | App::A1111 | App::Diffusers), _) => {
+                        plan.push(("unload-models", None, None));
+                    }
+                    (Framework::Pytorch, Some(App::Vllm), _)
+                    | (Framework::Pytorch, _, Some(Phase::Loading | Phase::Serving)) => {}
+                    (Framework::Pytorch, _, _) => push_all(
+                        &mut plan,
+                        vec!["release-references", "record-memory-history"],
+                    ),
+                    _ => {}
+                }
             }
             if let Some(s) = n.shortfall_bytes.filter(|s| s.0 > 0) {
                 let ids = ladder(f);
@@ -745,16 +768,16 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
         }
         Cause::Unknown => {
             let ids = match f.sig.kind {
-                "nccl-unhandled" => {
+                Kind::NcclUnhandled => {
                     vec!["nccl-debug", "nccl-reduce-buffers", "free-other-processes"]
                 }
-                "cudnn-status" => vec![
+                Kind::CudnnStatus => vec![
                     "free-other-processes",
                     "reduce-batch",
                     "cudnn-workspace",
                     "mixed-precision",
                 ],
-                "cublas-alloc-failed" | "nvml-assert" | "cuda-error-oom" => {
+                Kind::CublasAllocFailed | Kind::NvmlAssert | Kind::CudaErrorOom => {
                     let mut v = vec!["free-other-processes", "reduce-batch"];
                     v.extend(ladder(f).into_iter().skip(1).take(3));
                     v.push("record-memory-history");
@@ -797,4 +820,289 @@ pub(crate) fn build_fixes(plan: Plan, prefs: &[Flavor]) -> Vec<Fix> {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    //! One row per cause rule of the module docs (and per branch of a rule),
+    //! built from fields, so each rule is tested without a detector.
+    use super::*;
+    use crate::detect::{Chain, signal};
+
+    const GIB: u64 = 1 << 30;
+
+    fn g(x: f64) -> Option<Bytes> {
+        Some(Bytes((x * GIB as f64) as u64))
+    }
+
+    fn finding(fw: Framework, backend: Option<Backend>, fields: Fields) -> Finding {
+        let mut sig = signal(Kind::PytorchAllocator, Chain::Pytorch, fw, "test");
+        sig.backend = backend;
+        sig.fields = fields;
+        Finding {
+            sig,
+            kinds: vec![Kind::PytorchAllocator],
+            line: 1,
+            last_line: 1,
+            last_idx: 0,
+            ranks: Vec::new(),
+            repeats: 1,
+            app: None,
+            phase: None,
+            gpu: None,
+            follows_line: None,
+            reading_lines: Vec::new(),
+        }
+    }
+
+    fn cuda(fields: Fields) -> Finding {
+        finding(Framework::Pytorch, Some(Backend::Cuda), fields)
+    }
+
+    fn proc(pid: Option<u64>, gib: f64, is_self: bool) -> ProcessUse {
+        ProcessUse {
+            pid,
+            used_bytes: g(gib).unwrap_or_default(),
+            is_self,
+        }
+    }
+
+    #[test]
+    fn every_cause_rule() {
+        let cases: Vec<(&str, Finding, Cause)> = vec![
+            (
+                "1 overflow",
+                cuda(Fields {
+                    requested: Some(Bytes(1 << 60)),
+                    total: g(24.0),
+                    ..Fields::default()
+                }),
+                Cause::SizeOverflow,
+            ),
+            (
+                "2 larger than the device",
+                cuda(Fields {
+                    requested: g(30.0),
+                    total: g(24.0),
+                    free: g(20.0),
+                    ..Fields::default()
+                }),
+                Cause::ImpossibleRequest,
+            ),
+            (
+                "2 family limit",
+                {
+                    let mut f = cuda(Fields {
+                        requested: g(5.0),
+                        ..Fields::default()
+                    });
+                    f.sig.implied = Some((Cause::ImpossibleRequest, "4 GiB limit".into()));
+                    f
+                },
+                Cause::ImpossibleRequest,
+            ),
+            (
+                "3 allocated beyond total (WDDM)",
+                cuda(Fields {
+                    requested: g(1.0),
+                    total: g(8.0),
+                    allocated: g(11.0),
+                    free: g(0.0),
+                    ..Fields::default()
+                }),
+                Cause::WddmSysmemFallback,
+            ),
+            (
+                "4 memory fraction",
+                cuda(Fields {
+                    requested: g(2.0),
+                    total: g(24.0),
+                    free: g(12.0),
+                    allocated: g(9.5),
+                    reserved: g(10.0),
+                    limit: g(11.0),
+                    ..Fields::default()
+                }),
+                Cause::MemoryFractionLimit,
+            ),
+            (
+                "5 implied by the family",
+                {
+                    let mut f = finding(
+                        Framework::Vllm,
+                        Some(Backend::Cuda),
+                        Fields {
+                            requested: g(4.0),
+                            free: g(2.0),
+                            ..Fields::default()
+                        },
+                    );
+                    f.sig.implied = Some((Cause::KvCache, "kv".into()));
+                    f
+                },
+                Cause::KvCache,
+            ),
+            (
+                "6 fragmentation",
+                cuda(Fields {
+                    requested: g(2.0),
+                    total: g(24.0),
+                    free: g(1.0),
+                    allocated: g(14.0),
+                    reserved: g(18.0),
+                    unallocated: g(4.0),
+                    ..Fields::default()
+                }),
+                Cause::Fragmentation,
+            ),
+            (
+                "7 other processes named",
+                cuda(Fields {
+                    requested: g(2.0),
+                    total: g(24.0),
+                    free: g(0.5),
+                    allocated: g(9.8),
+                    reserved: g(10.0),
+                    unallocated: g(0.2),
+                    processes: vec![proc(Some(4242), 12.0, false), proc(None, 11.0, true)],
+                    ..Fields::default()
+                }),
+                Cause::OtherProcesses,
+            ),
+            (
+                "7 legacy: memory outside PyTorch",
+                cuda(Fields {
+                    requested: g(2.0),
+                    total: g(24.0),
+                    free: g(0.5),
+                    allocated: g(5.8),
+                    reserved: g(6.0),
+                    unallocated: g(0.2),
+                    ..Fields::default()
+                }),
+                Cause::OtherProcesses,
+            ),
+            (
+                "8 memory outside the allocator",
+                cuda(Fields {
+                    requested: g(2.0),
+                    total: g(24.0),
+                    free: g(0.5),
+                    allocated: g(9.8),
+                    reserved: g(10.0),
+                    unallocated: g(0.2),
+                    processes: vec![proc(None, 23.0, true)],
+                    ..Fields::default()
+                }),
+                Cause::NonFrameworkMemory,
+            ),
+            (
+                "9 capacity",
+                cuda(Fields {
+                    requested: g(2.0),
+                    total: g(24.0),
+                    free: g(0.5),
+                    allocated: g(22.8),
+                    reserved: g(23.0),
+                    unallocated: g(0.2),
+                    ..Fields::default()
+                }),
+                Cause::Capacity,
+            ),
+            (
+                "9 unknown: no numbers",
+                cuda(Fields::default()),
+                Cause::Unknown,
+            ),
+            (
+                "status: not an OOM",
+                {
+                    let mut f = cuda(Fields::default());
+                    f.sig.status = Status::NotOom("host RAM");
+                    f
+                },
+                Cause::NotOom,
+            ),
+            (
+                "status: undetermined",
+                {
+                    let mut f = cuda(Fields::default());
+                    f.sig.status = Status::Undetermined("maybe");
+                    f
+                },
+                Cause::Unknown,
+            ),
+            (
+                "MPS: requested above max allowed is not impossible",
+                finding(
+                    Framework::Pytorch,
+                    Some(Backend::Mps),
+                    Fields {
+                        requested: g(30.0),
+                        total: g(18.0),
+                        limit: g(18.0),
+                        allocated: g(10.0),
+                        others: g(6.0),
+                        ..Fields::default()
+                    },
+                ),
+                Cause::Capacity,
+            ),
+        ];
+        for (name, f, want) in cases {
+            let e = diagnose(f);
+            assert_eq!(e.cause, want, "{name}: {}", e.evidence);
+            assert!(!e.evidence.is_empty(), "{name}");
+            if want != Cause::NotOom {
+                assert!(!e.fixes.is_empty(), "{name}: no fixes");
+            }
+        }
+    }
+
+    fn ids(e: &Event) -> Vec<&'static str> {
+        e.fixes.iter().map(|f| f.id).collect()
+    }
+
+    /// The small-request case (a full GPU) offers the leak fixes; the
+    /// evidence and the fixes read the same typed [`Shortage`].
+    #[test]
+    fn a_small_request_on_a_full_gpu_offers_the_leak_fixes() {
+        let full = Fields {
+            requested: Some(Bytes::mib(20)),
+            total: g(24.0),
+            free: Some(Bytes::mib(10)),
+            allocated: g(22.0),
+            reserved: g(22.1),
+            ..Fields::default()
+        };
+        assert_eq!(shortage(&full), Shortage::SmallRequestOnFullGpu);
+        let e = diagnose(cuda(full.clone()));
+        assert_eq!(e.cause, Cause::Capacity);
+        assert!(
+            e.evidence.contains("a small request failed"),
+            "{}",
+            e.evidence
+        );
+        assert_eq!(
+            ids(&e).get(..2),
+            Some(&["release-references", "record-memory-history"][..])
+        );
+        let mut comfy = cuda(full.clone());
+        comfy.app = Some(App::Comfyui);
+        let e = diagnose(comfy);
+        assert_eq!(ids(&e).first(), Some(&"unload-models"));
+        assert!(!ids(&e).contains(&"release-references"));
+        let big = Fields {
+            requested: g(4.0),
+            free: g(1.0),
+            ..full
+        };
+        assert_eq!(shortage(&big), Shortage::JobTooBig);
+        let e = diagnose(cuda(big));
+        assert!(!ids(&e).contains(&"release-references"));
+        assert!(
+            e.evidence
+                .ends_with("the job needs more memory than the device offers")
+        );
+    }
 }

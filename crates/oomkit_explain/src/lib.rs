@@ -32,6 +32,7 @@
 // helpers instead.
 
 mod assemble;
+pub mod detail;
 mod detect;
 mod diagnose;
 mod event;
@@ -43,8 +44,10 @@ pub mod scan;
 
 use std::io::Read;
 
+pub use detail::Detail;
 pub use event::{
-    Backend, Cause, Event, Fix, Framework, GpuGuess, Numbers, ProcessUse, Report, TensorInfo,
+    App, Backend, Cause, Event, Fix, Framework, GpuGuess, Numbers, Phase, ProcessUse, Report,
+    TensorInfo,
 };
 pub use readings::{Reading, Source as ReadingSource, TorchCounters};
 

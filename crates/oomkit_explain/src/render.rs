@@ -368,8 +368,8 @@ fn number_rows(e: &Event) -> Vec<(String, String)> {
         };
         rows.push((who, p.used_bytes.to_string()));
     }
-    for (k, v) in &e.details {
-        rows.push((k.replace('_', " "), v.clone()));
+    for d in &e.details {
+        rows.push((d.key().replace('_', " "), d.value()));
     }
     rows
 }

@@ -22,6 +22,7 @@ use oomkit_core::Bytes;
 use oomkit_core::bytes::SIZE_PATTERN;
 use regex::{Captures, Regex};
 
+use crate::detail::Detail;
 use crate::event::{Backend, Cause, Framework, ProcessUse, TensorInfo};
 use crate::normalize::Doc;
 
@@ -44,7 +45,90 @@ pub struct Fields {
     pub processes: Vec<ProcessUse>,
     pub tensor: Option<TensorInfo>,
     pub op: Option<String>,
-    pub details: Vec<(String, String)>,
+    pub details: Vec<Detail>,
+}
+
+/// The message shape a detector branch recognised; one variant per branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum Kind {
+    // PyTorch (pytorch.rs)
+    PytorchAllocator,
+    Ipex4gb,
+    CudaMallocAsync,
+    Mps,
+    ThcError,
+    ThcCheck,
+    CudaErrorOom,
+    CublasAllocFailed,
+    CudnnStatus,
+    NvmlAssert,
+    IllegalMemoryAccess,
+    // TensorFlow and XLA (tensorflow.rs, and TF's cuDNN texts in pytorch.rs)
+    TfOomTensor,
+    TfBfc,
+    TfBfcWarning,
+    StreamExecutorDevice,
+    HostPinned,
+    TfDstTensor,
+    TfCudnnHandle,
+    TfCudnnAlgo,
+    XlaOom,
+    XlaRequest,
+    // Serving (serving.rs, and ggml's CUDA error in pytorch.rs)
+    VllmNoBlocks,
+    VllmV0MaxLen,
+    VllmV1MaxLen,
+    GgmlCudaError,
+    GgmlMalloc,
+    GgmlBuffer,
+    GgmlFailed,
+    GgmlPinned,
+    TgiWarmup,
+    // Others (others.rs)
+    NcclOom,
+    NcclUnhandled,
+    PaddleOom,
+    PaddleEnforce,
+    CupyOom,
+    OrtBfcArena,
+    ComfyuiTip,
+    ComfyuiTiledVae,
+    A1111Summary,
+    CpuAllocator,
+    OomKiller,
+    PythonMemoryError,
+}
+
+/// Signals of one chain that follow each other describe one error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum Chain {
+    Pytorch,
+    PytorchCudaError,
+    Thc,
+    Cublas,
+    Cudnn,
+    Nvml,
+    Illegal,
+    /// TensorFlow: the BFC log, the dump, the exception.
+    Tf,
+    TfCudnn,
+    /// XLA/JAX: the BFC log JAX prints, then RESOURCE_EXHAUSTED.
+    Xla,
+    Vllm,
+    /// ggml's three lines for one failure.
+    Ggml,
+    GgmlHost,
+    Tgi,
+    Host,
+    Nccl,
+    Paddle,
+    Cupy,
+    Ort,
+    Comfyui,
+    ComfyuiVae,
+    A1111,
 }
 
 /// Whether a signal is an OOM.
@@ -62,10 +146,10 @@ pub enum Status {
 #[derive(Debug, Clone)]
 pub struct Signal {
     /// Message shape, unique per detector branch.
-    pub kind: &'static str,
+    pub kind: Kind,
     /// Signals of one chain that follow each other describe one error
     /// (ggml's three lines, TF's BFC log then the exception).
-    pub chain: &'static str,
+    pub chain: Chain,
     /// Which signal's numbers win when a chain disagrees (higher wins).
     pub rank: u8,
     /// Index of the headline's line in the doc.
@@ -217,12 +301,7 @@ pub fn detectors() -> impl Iterator<Item = &'static Detector> {
 }
 
 /// A signal with defaults for the common fields.
-pub fn signal(
-    kind: &'static str,
-    chain: &'static str,
-    framework: Framework,
-    format: &'static str,
-) -> Signal {
+pub fn signal(kind: Kind, chain: Chain, framework: Framework, format: &'static str) -> Signal {
     Signal {
         kind,
         chain,

@@ -8,7 +8,10 @@ use std::sync::LazyLock;
 use oomkit_core::Bytes;
 use regex::Captures;
 
-use super::{Detector, Lazy, Signal, Span, Status, re, region_has, signal, size_of, u32_of};
+use super::{
+    Chain, Detector, Kind, Lazy, Signal, Span, Status, re, region_has, signal, size_of, u32_of,
+};
+use crate::detail::{Detail, MpsPool, UserLimit};
 use crate::event::{Backend, Cause, Framework, ProcessUse};
 
 pub(super) static DETECTORS: &[Detector] = &[
@@ -126,8 +129,8 @@ fn backend_of(word: &str) -> Option<Backend> {
 fn allocator(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let word = m.get(1).map_or("CUDA", |g| g.as_str());
     let mut sig = signal(
-        "pytorch-allocator",
-        "pytorch",
+        Kind::PytorchAllocator,
+        Chain::Pytorch,
         Framework::Pytorch,
         "pytorch-caching-allocator",
     );
@@ -243,8 +246,8 @@ fn pick<'a>(s: &'a Span<'_>, re: &regex::Regex) -> &'a str {
 
 fn ipex_4gb(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "ipex-4gb",
-        "pytorch",
+        Kind::Ipex4gb,
+        Chain::Pytorch,
         Framework::Pytorch,
         "ipex-single-allocation-limit",
     );
@@ -293,8 +296,8 @@ fn malloc_async(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         }
     }
     let mut sig = signal(
-        "cuda-malloc-async",
-        "pytorch",
+        Kind::CudaMallocAsync,
+        Chain::Pytorch,
         Framework::Pytorch,
         "pytorch-cudamallocasync",
     );
@@ -311,11 +314,11 @@ fn malloc_async(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     f.limit = s.size(&MA_USER).filter(|l| *l != Bytes::MAX);
     if let Some(l) = s.size(&MA_USER) {
         let shown = if l == Bytes::MAX {
-            "none".to_string()
+            UserLimit::None
         } else {
-            l.to_string()
+            UserLimit::Set(l)
         };
-        f.details.push(("pytorch_limit".into(), shown));
+        f.details.push(Detail::PytorchLimit(shown));
     }
     Some(sig)
 }
@@ -327,7 +330,7 @@ static MPS_TRIED: Lazy =
     LazyLock::new(|| re(r"Tried to allocate {SIZE}(?: on (private|shared) pool)?"));
 
 fn mps(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
-    let mut sig = signal("mps", "pytorch", Framework::Pytorch, "pytorch-mps");
+    let mut sig = signal(Kind::Mps, Chain::Pytorch, Framework::Pytorch, "pytorch-mps");
     sig.backend = Some(Backend::Mps);
     sig.rank = 3;
     let f = &mut sig.fields;
@@ -338,7 +341,11 @@ fn mps(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     if let Some(c) = s.cap(&MPS_TRIED) {
         f.requested = size_of(&c, 1);
         if let Some(p) = c.get(2) {
-            f.details.push(("pool".into(), p.as_str().to_string()));
+            f.details.push(Detail::Pool(if p.as_str() == "private" {
+                MpsPool::Private
+            } else {
+                MpsPool::Shared
+            }));
         }
     }
     sig.version_hint = Some(if s.spaced.contains(" GiB") || s.spaced.contains(" MiB") {
@@ -357,11 +364,11 @@ fn thc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         Framework::Pytorch
     };
     let kind = if m.get(3).is_some() {
-        "thc-check"
+        Kind::ThcCheck
     } else {
-        "thc-error"
+        Kind::ThcError
     };
-    let mut sig = signal(kind, "thc", fw, "thc-cuda-runtime-error-2");
+    let mut sig = signal(kind, Chain::Thc, fw, "thc-cuda-runtime-error-2");
     sig.backend = Some(Backend::Cuda);
     sig.version_hint = Some(if lua {
         "Lua Torch (cutorch)"
@@ -373,7 +380,7 @@ fn thc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     if let (Some(f), Some(l)) = (file, line) {
         sig.fields
             .details
-            .push(("at".into(), format!("{}:{}", f.as_str(), l.as_str())));
+            .push(Detail::At(format!("{}:{}", f.as_str(), l.as_str())));
     }
     Some(sig)
 }
@@ -395,8 +402,8 @@ fn cuda_error(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     };
     let mut sig = if ggml {
         let mut sig = signal(
-            "ggml-cuda-error",
-            "ggml",
+            Kind::GgmlCudaError,
+            Chain::Ggml,
             Framework::LlamaCpp,
             "ggml-cuda-error",
         );
@@ -414,8 +421,8 @@ fn cuda_error(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         sig
     } else {
         let mut sig = signal(
-            "cuda-error-oom",
-            "pytorch-cuda-error",
+            Kind::CudaErrorOom,
+            Chain::PytorchCudaError,
             Framework::Pytorch,
             "cuda-error-out-of-memory",
         );
@@ -437,7 +444,7 @@ fn cuda_error(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     if let (Some(f), Some(l)) = (m.get(3), m.get(4)) {
         sig.fields
             .details
-            .push(("at".into(), format!("{}:{}", f.as_str(), l.as_str())));
+            .push(Detail::At(format!("{}:{}", f.as_str(), l.as_str())));
     }
     Some(sig)
 }
@@ -453,8 +460,8 @@ fn cublas(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         Framework::Pytorch
     };
     let mut sig = signal(
-        "cublas-alloc-failed",
-        "cublas",
+        Kind::CublasAllocFailed,
+        Chain::Cublas,
         fw,
         "cublas-status-alloc-failed",
     );
@@ -468,8 +475,8 @@ fn cudnn(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let status = m.get(2).map(|g| g.as_str());
     let mut sig = if tf {
         let mut sig = signal(
-            "tf-cudnn-handle",
-            "tf-cudnn",
+            Kind::TfCudnnHandle,
+            Chain::TfCudnn,
             Framework::Tensorflow,
             "tensorflow-cudnn-handle",
         );
@@ -479,17 +486,21 @@ fn cudnn(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         ));
         sig
     } else {
-        signal("cudnn-status", "cudnn", Framework::Pytorch, "cudnn-error")
+        signal(
+            Kind::CudnnStatus,
+            Chain::Cudnn,
+            Framework::Pytorch,
+            "cudnn-error",
+        )
     };
     sig.backend = Some(Backend::Cuda);
     if let Some(st) = status {
         sig.fields
             .details
-            .push(("cudnn_status".into(), format!("CUDNN_STATUS_{st}")));
+            .push(Detail::CudnnStatus(format!("CUDNN_STATUS_{st}")));
     } else {
-        sig.fields.details.push((
-            "cudnn".into(),
-            "no valid convolution algorithm (every workspace allocation failed)".into(),
+        sig.fields.details.push(Detail::Cudnn(
+            "no valid convolution algorithm (every workspace allocation failed)",
         ));
     }
     Some(sig)
@@ -497,8 +508,8 @@ fn cudnn(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 
 fn nvml_assert(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "nvml-assert",
-        "nvml",
+        Kind::NvmlAssert,
+        Chain::Nvml,
         Framework::Pytorch,
         "pytorch-nvml-internal-assert",
     );
@@ -507,15 +518,15 @@ fn nvml_assert(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     if let (Some(f), Some(l)) = (m.get(1), m.get(2)) {
         sig.fields
             .details
-            .push(("at".into(), format!("{}:{}", f.as_str(), l.as_str())));
+            .push(Detail::At(format!("{}:{}", f.as_str(), l.as_str())));
     }
     Some(sig)
 }
 
 fn illegal_access(_m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "illegal-memory-access",
-        "illegal",
+        Kind::IllegalMemoryAccess,
+        Chain::Illegal,
         Framework::Pytorch,
         "cuda-illegal-memory-access",
     );
