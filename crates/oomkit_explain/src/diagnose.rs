@@ -35,10 +35,11 @@ pub fn diagnose(f: Finding) -> Event {
     let fields = &f.sig.fields;
     let (processes, numbers) = numbers(&f);
     let (cause, evidence) = cause(&f, &numbers);
-    let fixes = match f.sig.status {
+    let mut fixes = match f.sig.status {
         Status::NotOom(_) => Vec::new(),
         _ => fixes(&f, cause, &numbers),
     };
+    tailor(&mut fixes, &f, &processes);
     Event {
         line: f.line,
         is_oom: f.sig.status == Status::Oom,
@@ -384,12 +385,29 @@ fn unknown_evidence(f: &Finding) -> String {
             "{what}; the message states no memory figures, but the memory reading at line {l} shows what held the GPU"
         ),
         None => format!(
-            "{what}; the message states no memory figures, so check what holds the GPU (nvidia-smi, `oomkit monitor`)"
+            "{what}; the message states no memory figures, so check what holds the GPU (`oomkit monitor --once`, or nvidia-smi)"
         ),
     }
 }
 
+/// The snippet flavors for this finding, best first. Only flavors of the
+/// framework that raised the error (and shell commands) appear: a remedy with
+/// no snippet among them gets no code rather than another framework's.
 fn flavors(f: &Finding) -> Vec<Flavor> {
+    use Flavor::*;
+    let mut v = by_app(f);
+    if f.sig.framework == Framework::Pytorch {
+        // The rest of the PyTorch ecosystem, after the app's own.
+        for fl in [Pytorch, Shell, Transformers, Peft, Accelerate, Deepspeed] {
+            if !v.contains(&fl) {
+                v.push(fl);
+            }
+        }
+    }
+    v
+}
+
+fn by_app(f: &Finding) -> Vec<Flavor> {
     use Flavor::*;
     match f.sig.framework {
         Framework::Pytorch => match f.app {
@@ -582,12 +600,14 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
             let why = format!(
                 "{u} is reserved but unallocated; growing segments instead of splitting them lets the allocator reuse it"
             );
-            if matches!(f.sig.framework, Framework::Pytorch) {
-                plan.push(("expandable-segments", Some(why), Some(u)));
-                plan.push(("max-split-size", None, None));
-                plan.push(("empty-cache-between-phases", None, None));
-            } else {
-                plan.push(("tf-cuda-malloc-async", None, None));
+            match f.sig.framework {
+                Framework::Pytorch => {
+                    plan.push(("expandable-segments", Some(why), Some(u)));
+                    plan.push(("max-split-size", None, None));
+                    plan.push(("empty-cache-between-phases", None, None));
+                }
+                Framework::Tensorflow => plan.push(("tf-cuda-malloc-async", None, None)),
+                _ => {}
             }
             push_all(&mut plan, ladder(f).into_iter().take(3).collect());
         }
@@ -694,10 +714,7 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
             push_all(&mut plan, ids);
         }
         Cause::KvCache => {
-            let suggested = x.details.iter().find_map(|d| match d {
-                Detail::SuggestedMaxModelLen(v) => Some(*v),
-                _ => None,
-            });
+            let suggested = suggested_len(x);
             let why = suggested.map(|s| {
                 format!("at most {s} tokens fit in the KV cache this engine can allocate")
             });
@@ -796,6 +813,78 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
     build_fixes(plan, &flavors(f))
 }
 
+/// The longest max_model_len the message says fits (vLLM v1's "estimated
+/// maximum model length", v0's KV cache tokens).
+fn suggested_len(x: &Fields) -> Option<u64> {
+    x.details.iter().find_map(|d| match d {
+        Detail::SuggestedMaxModelLen(v) => Some(*v),
+        _ => None,
+    })
+}
+
+/// The failing tensor's first dimension, when the message names a tensor of
+/// at least two dimensions (TF's `OOM when allocating tensor with shape[128,…]`):
+/// that dimension is the batch in nearly every layer's activations.
+fn leading_dim(x: &Fields) -> Option<u64> {
+    let t = x.tensor.as_ref()?;
+    match t.shape.as_slice() {
+        [first, _, ..] if *first > 1 => Some(*first),
+        _ => None,
+    }
+}
+
+/// Writes this event's own numbers into the snippets, so that the code says
+/// what the prose and the message say (a vLLM fix that states 35,648 tokens
+/// pastes `--max-model-len 35648`, a TF tensor of shape [128, …] gives
+/// `batch_size=64`, the processes the message names are the ones to stop).
+fn tailor(fixes: &mut [Fix], f: &Finding, procs: &[ProcessUse]) {
+    let x = &f.sig.fields;
+    for fix in fixes.iter_mut() {
+        match fix.id {
+            "vllm-max-model-len" => {
+                if let Some(s) = suggested_len(x) {
+                    fix.code = format!(
+                        "vllm serve MODEL --max-model-len {s}  # the longest that fits, from the message\n# Python: LLM(model=MODEL_ID, max_model_len={s})"
+                    );
+                }
+            }
+            "reduce-batch" if f.sig.framework == Framework::Tensorflow => {
+                if let Some(n) = leading_dim(x) {
+                    let half = (n / 2).max(1);
+                    fix.why = format!(
+                        "the tensor that failed has {n} as its first dimension, usually the batch; halving the batch halves that tensor and most activations"
+                    );
+                    fix.code = format!(
+                        "model.fit(x_train, y_train, batch_size={half})  # was {n}, the failing tensor's first dimension: halve until it fits"
+                    );
+                }
+            }
+            "free-other-processes" => {
+                let others: Vec<(u64, Bytes)> = procs
+                    .iter()
+                    .filter(|p| !p.is_self)
+                    .filter_map(|p| Some((p.pid?, p.used_bytes)))
+                    .collect();
+                if !others.is_empty() {
+                    let mut code = String::from(
+                        "oomkit monitor --once  # owners and command lines of these processes",
+                    );
+                    for (pid, used) in others {
+                        code.push_str(&format!(
+                            "\nkill {pid}  # holds {used}: only if you own it and no longer need it"
+                        ));
+                    }
+                    code.push_str(
+                        "\nCUDA_VISIBLE_DEVICES=1 python train.py  # or run on an idle GPU",
+                    );
+                    fix.code = code;
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A fix plan as `(remedy id, why for this case, how much it frees)`.
 pub(crate) type Plan = Vec<(&'static str, Option<String>, Option<Bytes>)>;
 
@@ -809,7 +898,7 @@ pub(crate) fn build_fixes(plan: Plan, prefs: &[Flavor]) -> Vec<Fix> {
         }
         let Some(r) = remedies::get(id) else { continue };
         let code = r
-            .snippet_for(prefs)
+            .snippet_in(prefs)
             .map_or(String::new(), |s| s.code.to_string());
         out.push(Fix {
             id: r.id,
@@ -1103,6 +1192,118 @@ mod tests {
         assert!(
             e.evidence
                 .ends_with("the job needs more memory than the device offers")
+        );
+    }
+}
+
+#[cfg(test)]
+mod fit_tests {
+    //! Fixes that fit the user: the framework that raised the error, and the
+    //! numbers of the message in the snippets.
+    use crate::{Explainer, Framework};
+
+    fn event(text: &str) -> crate::Event {
+        let r = Explainer::new().explain_str(text);
+        r.events.into_iter().next().expect("one event")
+    }
+
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/");
+
+    fn fixture(name: &str) -> String {
+        std::fs::read_to_string(format!("{FIXTURES}{name}")).expect("fixture")
+    }
+
+    #[test]
+    fn vllm_snippet_uses_the_length_the_message_estimates() {
+        let e = event(&fixture("vllm_v1_fixed_typo.log"));
+        let fix = e
+            .fixes
+            .iter()
+            .find(|f| f.id == "vllm-max-model-len")
+            .expect("max-model-len fix");
+        assert!(fix.why.contains("21584"), "{}", fix.why);
+        assert!(fix.code.contains("--max-model-len 21584"), "{}", fix.code);
+        assert!(!fix.code.contains("8192"), "{}", fix.code);
+    }
+
+    #[test]
+    fn tf_batch_snippet_matches_the_tensor_shape() {
+        let e = event(&fixture("real/035.txt"));
+        assert_eq!(e.framework, Framework::Tensorflow);
+        let fix = e
+            .fixes
+            .iter()
+            .find(|f| f.id == "reduce-batch")
+            .expect("reduce-batch");
+        assert!(fix.code.contains("batch_size=64"), "{}", fix.code);
+        assert!(fix.code.contains("was 128"), "{}", fix.code);
+        assert!(!fix.code.contains("32"), "{}", fix.code);
+    }
+
+    /// Rows: (fixture, framework, words no snippet may contain, a snippet
+    /// that must be there).
+    #[test]
+    fn snippets_are_in_the_framework_that_raised_the_error() {
+        let torch_words: &[&str] = &["torch", "DataLoader", "PYTORCH_", "from_pretrained"];
+        let cases: &[(&str, Framework, &[&str], &str)] = &[
+            (
+                "jax_tiny_request_preallocation.log",
+                Framework::Jax,
+                torch_words,
+                "XLA_PYTHON_CLIENT_PREALLOCATE",
+            ),
+            (
+                "jax_2024_human_size.log",
+                Framework::Jax,
+                torch_words,
+                "XLA_PYTHON_CLIENT_MEM_FRACTION",
+            ),
+            (
+                "tensorflow_cudnn_handle.log",
+                Framework::Tensorflow,
+                torch_words,
+                "tf.config.experimental.set_memory_growth",
+            ),
+            (
+                "tensorflow_graph_execution_error.log",
+                Framework::Tensorflow,
+                torch_words,
+                "tf.config.experimental.set_memory_growth",
+            ),
+        ];
+        for (name, fw, banned, wanted) in cases {
+            let e = event(&fixture(name));
+            assert_eq!(e.framework, *fw, "{name}");
+            for f in &e.fixes {
+                for w in *banned {
+                    assert!(!f.code.contains(w), "{name}: {} has {w}: {}", f.id, f.code);
+                }
+            }
+            assert!(
+                e.fixes.iter().any(|f| f.code.contains(wanted)),
+                "{name}: no {wanted} in {:?}",
+                e.fixes.iter().map(|f| f.id).collect::<Vec<_>>()
+            );
+        }
+    }
+
+    #[test]
+    fn named_processes_are_the_ones_to_stop() {
+        let e = event(&fixture("pytorch_2_1_capacty_typo_other_process.log"));
+        let fix = e
+            .fixes
+            .iter()
+            .find(|f| f.id == "free-other-processes")
+            .expect("free-other-processes");
+        for p in e.processes.iter().filter(|p| !p.is_self) {
+            let pid = p.pid.expect("pid");
+            assert!(fix.code.contains(&format!("kill {pid} ")), "{}", fix.code);
+            assert!(fix.why.contains(&pid.to_string()), "{}", fix.why);
+        }
+        assert!(
+            fix.code.starts_with("oomkit monitor --once"),
+            "{}",
+            fix.code
         );
     }
 }
