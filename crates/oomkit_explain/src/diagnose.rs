@@ -31,13 +31,19 @@ use crate::event::{App, Backend, Cause, Event, Fix, Framework, Numbers, Phase, P
 const CONTEXT: Bytes = Bytes::mib(512);
 
 /// Diagnoses one finding.
+#[cfg(test)]
 pub fn diagnose(f: Finding) -> Event {
+    diagnose_with(f, &[])
+}
+
+/// Diagnoses one finding; `own` are PIDs of this job (never other processes).
+pub fn diagnose_with(f: Finding, own: &[u64]) -> Event {
     let fields = &f.sig.fields;
-    let (processes, numbers) = numbers(&f);
+    let (processes, numbers) = numbers(&f, own);
     let (cause, evidence) = cause(&f, &numbers);
     let mut fixes = match f.sig.status {
         Status::NotOom(_) => Vec::new(),
-        _ => fixes(&f, cause, &numbers),
+        _ => fixes(&f, cause, &numbers, &processes),
     };
     tailor(&mut fixes, &f, &processes);
     Event {
@@ -72,9 +78,15 @@ pub fn diagnose(f: Finding) -> Event {
     }
 }
 
-fn numbers(f: &Finding) -> (Vec<ProcessUse>, Numbers) {
+fn numbers(f: &Finding, own: &[u64]) -> (Vec<ProcessUse>, Numbers) {
     let x = &f.sig.fields;
     let mut procs = x.processes.clone();
+    // The job's own PIDs (oomkit, the child under `oomkit run`) are this job.
+    for p in &mut procs {
+        if p.pid.is_some_and(|pid| own.contains(&pid)) {
+            p.is_self = true;
+        }
+    }
     // In a container NVML returns host PIDs, so our own process is listed as
     // `Process N` and no "this process" line appears: take the smallest
     // process that holds at least what PyTorch has reserved.
@@ -91,7 +103,12 @@ fn numbers(f: &Finding) -> (Vec<ProcessUse>, Numbers) {
     {
         p.is_self = true;
     }
-    let this = procs.iter().find(|p| p.is_self).map(|p| p.used_bytes);
+    // The message's own "this process" line first, else a PID known to be this job.
+    let this = procs
+        .iter()
+        .find(|p| p.is_self && p.pid.is_none())
+        .or_else(|| procs.iter().find(|p| p.is_self))
+        .map(|p| p.used_bytes);
     let others: Option<Bytes> = if procs.iter().any(|p| !p.is_self) {
         Some(Bytes(
             procs
@@ -583,7 +600,7 @@ fn pytorch_ladder(f: &Finding) -> Vec<&'static str> {
     }
 }
 
-fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
+fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fix> {
     let x = &f.sig.fields;
     let pytorch_cuda = f.sig.framework == Framework::Pytorch
         && matches!(f.sig.backend, Some(Backend::Cuda | Backend::Hip));
@@ -616,10 +633,8 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
                 .other_processes_bytes
                 .or(n.unaccounted_bytes)
                 .unwrap_or_default();
-            let pids: Vec<String> = f
-                .sig
-                .fields
-                .processes
+            // After `numbers`: this job's own PIDs are marked and left out.
+            let pids: Vec<String> = procs
                 .iter()
                 .filter(|p| !p.is_self)
                 .filter_map(|p| p.pid.map(|pid| format!("{pid} ({})", p.used_bytes)))
@@ -1146,6 +1161,29 @@ mod tests {
                 assert!(!e.fixes.is_empty(), "{name}: no fixes");
             }
         }
+    }
+
+    /// A PID of this job (oomkit, the child of `oomkit run`) listed as
+    /// `Process N` is this job, not another process to stop.
+    #[test]
+    fn own_pids_are_never_other_processes() {
+        let fields = Fields {
+            requested: g(2.0),
+            total: g(24.0),
+            free: g(0.5),
+            allocated: g(9.8),
+            reserved: g(10.0),
+            unallocated: g(0.2),
+            processes: vec![proc(Some(4242), 12.0, false), proc(None, 11.0, true)],
+            ..Fields::default()
+        };
+        let e = diagnose(cuda(fields.clone()));
+        assert_eq!(e.cause, Cause::OtherProcesses);
+        let e = diagnose_with(cuda(fields), &[4242]);
+        assert_ne!(e.cause, Cause::OtherProcesses, "{}", e.evidence);
+        assert_eq!(e.numbers.other_processes_bytes, Some(Bytes::ZERO));
+        assert_eq!(e.numbers.this_process_bytes, g(11.0));
+        assert!(e.fixes.iter().all(|f| !f.code.contains("kill 4242")));
     }
 
     fn ids(e: &Event) -> Vec<&'static str> {
