@@ -357,7 +357,9 @@ fn mps(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 }
 
 fn thc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
-    let lua = region_has(s, &["luajit", ".lua", "cutorch", "THCudaCheck"]);
+    // Lua Torch's THC lives in cutorch; PyTorch ≤ 0.4 printed the same
+    // `THCudaCheck FAIL` from its own copy (`/pytorch/torch/lib/THC/…`).
+    let lua = region_has(s, &["luajit", ".lua", "cutorch", "qlua"]);
     let fw = if lua {
         Framework::LuaTorch
     } else {
