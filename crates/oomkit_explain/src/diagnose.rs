@@ -385,6 +385,9 @@ fn unknown_evidence(f: &Finding) -> String {
         Kind::NvmlAssert => {
             "PyTorch hit an OOM and then NVML failed while it built the report, so the real message was replaced by this assert"
         }
+        Kind::TfEagerAlloc => {
+            "TensorFlow could not allocate an op's output while running eagerly (the BFC pool was full)"
+        }
         Kind::TfDstTensor => {
             "copying an input onto the GPU failed because the destination tensor could not be allocated"
         }

@@ -71,6 +71,7 @@ pub enum Kind {
     StreamExecutorDevice,
     HostPinned,
     TfDstTensor,
+    TfEagerAlloc,
     TfCudnnHandle,
     TfCudnnAlgo,
     XlaOom,
@@ -601,7 +602,7 @@ mod table {
 
     /// Every kind; `index` is an exhaustive match, so a new `Kind` does not
     /// compile until it is listed here (and then needs a row).
-    const ALL: [Kind; 42] = [
+    const ALL: [Kind; 43] = [
         Kind::PytorchAllocator,
         Kind::Ipex4gb,
         Kind::CudaMallocAsync,
@@ -619,6 +620,7 @@ mod table {
         Kind::StreamExecutorDevice,
         Kind::HostPinned,
         Kind::TfDstTensor,
+        Kind::TfEagerAlloc,
         Kind::TfCudnnHandle,
         Kind::TfCudnnAlgo,
         Kind::XlaOom,
@@ -690,6 +692,7 @@ mod table {
             Kind::CpuAllocator => 39,
             Kind::OomKiller => 40,
             Kind::PythonMemoryError => 41,
+            Kind::TfEagerAlloc => 42,
         }
     }
 
@@ -884,6 +887,35 @@ mod table {
                     "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.26GiB with freed_by_count=0. The caller indicates that this is not a failure, but may mean that there could be performance gains if more memory were available.",
                     Kind::TfBfcWarning,
                     F::Tensorflow,
+                    'N',
+                )
+            },
+            // keras-ocr#195 (TF 2 eager).
+            Row {
+                ..row(
+                    "ResourceExhaustedError: failed to allocate memory [Op:AddV2]",
+                    Kind::TfEagerAlloc,
+                    F::Tensorflow,
+                    'O',
+                )
+            },
+            // tensorflow#11915: the pinned-host pool is system RAM.
+            Row {
+                requested: Some("3.72GiB"),
+                ..row(
+                    "W tensorflow/core/common_runtime/bfc_allocator.cc:273] Allocator (cuda_host_bfc) ran out of memory trying to allocate 3.72GiB.  Current allocation summary follows.",
+                    Kind::TfBfc,
+                    F::Tensorflow,
+                    'N',
+                )
+            },
+            // chineseocr_lite#355: `_nchwc` nodes run on the CPU provider.
+            Row {
+                requested: Some("285081600 bytes"),
+                ..row(
+                    "[E:onnxruntime:, sequential_executor.cc:339 onnxruntime::SequentialExecutor::Execute] Non-zero status code returned while running Conv node. Name:'347_nchwc' Status Message: D:\\a\\_work\\1\\s\\onnxruntime\\core\\framework\\bfc_arena.cc:330 onnxruntime::BFCArena::AllocateRawInternal Failed to allocate memory for requested buffer of size 285081600",
+                    Kind::OrtBfcArena,
+                    F::Onnxruntime,
                     'N',
                 )
             },

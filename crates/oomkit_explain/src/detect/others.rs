@@ -194,6 +194,17 @@ fn ort(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     );
     sig.backend = Some(Backend::Cuda);
     sig.fields.requested = int_of(m, 1).map(Bytes);
+    // The CPU provider's arena (`BFCArena for Cpu`; `_nchwc` nodes exist only
+    // on the CPU provider) is host memory.
+    let cpu = (s.region.contains("BFCArena for Cpu") || s.region.contains("_nchwc"))
+        && !s.region.contains("BFCArena for Cuda")
+        && !s.region.contains("CUDAExecutionProvider");
+    if cpu {
+        sig.status = Status::NotOom(
+            "ONNX Runtime's CPU arena could not grow: this is system RAM on the CPU execution provider, not GPU memory",
+        );
+        sig.backend = None;
+    }
     if let Some(c) = s.region.captures(&ORT_NODE) {
         sig.fields.op = Some(format!(
             "{} {}",

@@ -46,6 +46,11 @@ pub(super) static DETECTORS: &[Detector] = &[
         parse: conv_algo,
     },
     Detector {
+        headline: &TF_EAGER,
+        max_span: 300,
+        parse: tf_eager,
+    },
+    Detector {
         headline: &JAX_OOM,
         max_span: 200_000,
         parse: jax_oom,
@@ -71,6 +76,13 @@ static STREAM_EXECUTOR: Lazy =
     LazyLock::new(|| re(r"failed to allocate {SIZE} from device: CUDA_ERROR_OUT_OF_MEMORY"));
 static HOST: Lazy = LazyLock::new(|| {
     re(r"failed to alloc {N} bytes on host|could not allocate pinned host memory of size: ?{N}")
+});
+// TF 2 eager: `ResourceExhaustedError: failed to allocate memory [Op:AddV2]`
+// (keras-ocr#195), the op's output could not be allocated; no size is printed.
+static TF_EAGER: Lazy = LazyLock::new(|| {
+    re(
+        r"(?:ResourceExhaustedError|RESOURCE_EXHAUSTED|Resource exhausted):? failed to allocate memory",
+    )
 });
 static DST_TENSOR: Lazy = LazyLock::new(|| re(r"Dst tensor is not initialized"));
 static TF_CONV_ALGO: Lazy = LazyLock::new(|| {
@@ -182,6 +194,17 @@ fn bfc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     sig.rank = 2;
     let allocator = m.get(1).map(|g| g.as_str());
     sig.fields.device = allocator.and_then(device_of);
+    // `cuda_host_bfc`, `gpu_host_bfc`, `cpu`: TF's pinned-host and CPU pools
+    // (tensorflow#11915) are system RAM.
+    if allocator.is_some_and(|a| {
+        let a = a.to_ascii_lowercase();
+        a.contains("host") || a.starts_with("cpu")
+    }) {
+        sig.status = Status::NotOom(
+            "this BFC allocator is TensorFlow's pinned-host (or CPU) pool: it ran out of system RAM that can be locked for transfers, not GPU memory",
+        );
+        sig.backend = None;
+    }
     sig.fields.requested = int_of(m, 3).map(Bytes).or_else(|| size_of(m, 2));
     if let Some(op) = m.get(4).filter(|g| !g.as_str().is_empty()) {
         sig.fields.op = Some(op.as_str().to_string());
@@ -269,6 +292,28 @@ fn host(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     sig.status = Status::NotOom(
         "pinned host memory could not be allocated: this is system RAM (page-locked), not GPU memory",
     );
+    Some(sig)
+}
+
+fn tf_eager(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        Kind::TfEagerAlloc,
+        Chain::Tf,
+        Framework::Tensorflow,
+        "tensorflow-eager-failed-to-allocate",
+    );
+    sig.rank = 3;
+    if region_has(s, &["GPU_0_bfc", "device:GPU", "_bfc"]) {
+        sig.backend = Some(Backend::Cuda);
+    }
+    if let Some(c) = s.cap(&NODE) {
+        sig.fields.op = c
+            .get(1)
+            .or_else(|| c.get(2))
+            .or_else(|| c.get(3))
+            .map(|g| g.as_str().to_string());
+    }
+    sig.version_hint = tf_version(s).or(Some("TensorFlow 2 (eager)"));
     Some(sig)
 }
 
