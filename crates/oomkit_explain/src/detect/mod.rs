@@ -870,6 +870,16 @@ mod table {
                     'O',
                 )
             },
+            // tensorflow#13591: TF 1.x, no type, `/gpu:1` in the node.
+            Row {
+                device: Some(1),
+                ..row(
+                    "ResourceExhaustedError: OOM when allocating tensor with shape[]\n [[Node: Sum_1 = Sum[T=DT_FLOAT, Tidx=DT_INT32, keep_dims=false, _device=\"/job:localhost/replica:0/task:0/gpu:1\"](ones_1,",
+                    Kind::TfOomTensor,
+                    F::Tensorflow,
+                    'O',
+                )
+            },
             Row {
                 requested: Some("18874368 bytes"),
                 device: Some(0),

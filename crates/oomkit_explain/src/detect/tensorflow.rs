@@ -64,7 +64,7 @@ pub(super) static DETECTORS: &[Detector] = &[
 
 static OOM_TENSOR: Lazy = LazyLock::new(|| {
     re(
-        r"OOM when allocating tensor (?:with|of) shape ?\[([\d, ]*)\] and type (\w+)(?: on (\S+?))?(?: by allocator (\w+))?(?:\s|$|\[)",
+        r"OOM when allocating tensor (?:with|of) shape ?\[([\d, ]*)\](?: and type (\w+))?(?: on (\S+?))?(?: by allocator (\w+))?(?:\s|$|\[)",
     )
 });
 static BFC: Lazy = LazyLock::new(|| {
@@ -99,7 +99,8 @@ static JAX_REQUEST: Lazy = LazyLock::new(|| {
     )
 });
 
-static DEVICE_GPU: Lazy = LazyLock::new(|| re(r"(?:device:GPU:|GPU_)(\d+)"));
+// `device:GPU:1`, `GPU_1_bfc`, and TF 1.x's `/gpu:1` (tensorflow#13591).
+static DEVICE_GPU: Lazy = LazyLock::new(|| re(r"(?:device:GPU:|GPU_|/gpu:)(\d+)"));
 static NODE: Lazy =
     LazyLock::new(|| re(r"\[\[\{\{node ([^}]+)\}\}\]\]|\[\[Node: ([^ =]+)|\[Op:(\w+)\]"));
 static STAT_LIMIT: Lazy = LazyLock::new(|| re(r"\bLimit: {N}"));
@@ -143,10 +144,13 @@ fn oom_tensor(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     sig.backend = Some(Backend::Cuda);
     sig.rank = 3;
     let shape = m.get(1).map_or("", |g| g.as_str());
-    let dtype = m.get(2).map_or("", |g| g.as_str());
-    let (tensor, size) = tensor_bytes(shape, dtype);
-    sig.fields.requested = size;
-    sig.fields.tensor = Some(tensor);
+    // TF 1.x printed some shapes without a type (`shape[]`, tensorflow#13591):
+    // then neither the tensor's type nor its size is known.
+    if let Some(dtype) = m.get(2).map(|g| g.as_str()) {
+        let (tensor, size) = tensor_bytes(shape, dtype);
+        sig.fields.requested = size;
+        sig.fields.tensor = Some(tensor);
+    }
     let dev_text = format!(
         "{} {}",
         m.get(3).map_or("", |g| g.as_str()),
