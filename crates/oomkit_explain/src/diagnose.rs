@@ -6,7 +6,10 @@
 //! its "Field conventions"; the first rule that applies wins:
 //!
 //! 1. R ≥ 2^48 → `size_overflow` (a negative size cast to unsigned).
-//! 2. R > T, or a family-declared per-allocation limit → `impossible_request`.
+//! 2. R > T, or R larger than every GPU of the catalogue (`oomkit_core::gpus`)
+//!    when the message states no total, or a family-declared impossible
+//!    request → `impossible_request`; then a family-declared per-allocation
+//!    limit (Intel's 4 GiB) → `memory_fraction_limit`.
 //! 3. A > T or reserved > T → `wddm_sysmem_fallback`.
 //! 4. a limit W is set, A + R > W and F ≥ R → `memory_fraction_limit`.
 //! 5. a cause implied by the message family (vLLM → `kv_cache`, JAX tiny
@@ -192,6 +195,22 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
     if let Some((c @ Cause::ImpossibleRequest, e)) = &f.sig.implied {
         return (*c, e.clone());
     }
+    if t.is_none()
+        && let Some(r) = r
+        && f.sig.backend != Some(Backend::Mps)
+        && let Some(big) = oomkit_core::gpus::GPUS
+            .iter()
+            .max_by_key(|g| g.driver_total)
+        && r > big.driver_total
+    {
+        return (
+            Cause::ImpossibleRequest,
+            format!(
+                "a single allocation of {r} is larger than any GPU there is (the largest oomkit knows, {}, has {}); no setting makes it fit",
+                big.short_name, big.driver_total
+            ),
+        );
+    }
     if let (Some(r), Some(t)) = (r, t)
         && r > t
         && f.sig.backend != Some(Backend::Mps)
@@ -202,6 +221,9 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
                 "a single allocation of {r} is larger than the whole device ({t}); no setting makes it fit"
             ),
         );
+    }
+    if let Some((c @ Cause::MemoryFractionLimit, e)) = &f.sig.implied {
+        return (*c, e.clone());
     }
     if let Some(t) = t {
         let over = [("allocated", a), ("reserved", x.reserved)]
@@ -691,18 +713,39 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
         }
         Cause::MemoryFractionLimit => {
             let (w, t) = (x.limit.unwrap_or_default(), x.total.unwrap_or_default());
-            let saves = t.saturating_sub(w);
-            let id = match f.sig.framework {
-                Framework::Jax => "jax-mem-fraction",
-                Framework::Tensorflow => "tf-memory-limit",
-                _ => "raise-memory-fraction",
-            };
-            plan.push((
-                id,
-                Some(format!("the limit is {w}; the device has {t}")),
-                (saves.0 > 0).then_some(saves),
-            ));
-            push_all(&mut plan, ladder(f).into_iter().take(3).collect());
+            if f.sig.backend == Some(Backend::Xpu) {
+                // A per-allocation limit: lifting it frees nothing, it lets
+                // one larger tensor through; chunking keeps each under it.
+                let r = x.requested.unwrap_or_default();
+                plan.push((
+                    "xpu-relaxed-allocation-limits",
+                    Some(format!(
+                        "Intel's runtime refuses single allocations over {w} by default; this one was {r}"
+                    )),
+                    None,
+                ));
+                plan.push((
+                    "reduce-input-size",
+                    Some(format!(
+                        "keep each tensor under {w}: split the work that creates the {r} one"
+                    )),
+                    None,
+                ));
+                push_all(&mut plan, ladder(f).into_iter().take(2).collect());
+            } else {
+                let saves = t.saturating_sub(w);
+                let id = match f.sig.framework {
+                    Framework::Jax => "jax-mem-fraction",
+                    Framework::Tensorflow => "tf-memory-limit",
+                    _ => "raise-memory-fraction",
+                };
+                plan.push((
+                    id,
+                    Some(format!("the limit is {w}; the device has {t}")),
+                    (saves.0 > 0).then_some(saves),
+                ));
+                push_all(&mut plan, ladder(f).into_iter().take(3).collect());
+            }
         }
         Cause::SizeOverflow => push_all(
             &mut plan,
@@ -898,6 +941,17 @@ fn tailor(fixes: &mut [Fix], f: &Finding, procs: &[ProcessUse]) {
                     fix.code = code;
                 }
             }
+            "xpu-relaxed-allocation-limits" => {
+                // Both ways out: the runtime switch and the chunking code.
+                if let Some(r) = remedies::get(fix.id) {
+                    fix.code = r
+                        .snippets
+                        .iter()
+                        .map(|s| s.code)
+                        .collect::<Vec<_>>()
+                        .join("\n# or keep every tensor under the limit:\n");
+                }
+            }
             _ => {}
         }
     }
@@ -997,6 +1051,18 @@ mod tests {
                 Cause::ImpossibleRequest,
             ),
             (
+                "2 larger than any GPU, no total stated",
+                finding(
+                    Framework::Onnxruntime,
+                    Some(Backend::Cuda),
+                    Fields {
+                        requested: Some(Bytes::gib(4096)),
+                        ..Fields::default()
+                    },
+                ),
+                Cause::ImpossibleRequest,
+            ),
+            (
                 "2 family limit",
                 {
                     let mut f = cuda(Fields {
@@ -1007,6 +1073,24 @@ mod tests {
                     f
                 },
                 Cause::ImpossibleRequest,
+            ),
+            (
+                "2b Intel's 4 GiB single-allocation limit",
+                {
+                    let mut f = finding(
+                        Framework::Pytorch,
+                        Some(Backend::Xpu),
+                        Fields {
+                            requested: g(8.0),
+                            total: g(15.11),
+                            limit: g(4.0),
+                            ..Fields::default()
+                        },
+                    );
+                    f.sig.implied = Some((Cause::MemoryFractionLimit, "4 GiB".into()));
+                    f
+                },
+                Cause::MemoryFractionLimit,
             ),
             (
                 "3 allocated beyond total (WDDM)",

@@ -221,10 +221,13 @@ fn allocator(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         sig.format = "pytorch-out-of-memory-bare";
     }
     if word == "XPU" && f.requested.is_some_and(|r| r > Bytes::gib(4)) && f.free.is_none() {
+        // A default limit of Intel's runtime, which can be lifted: a limit,
+        // not an impossible request (issue 13).
+        f.limit = f.limit.or(Some(Bytes::gib(4)));
         sig.implied = Some((
-            Cause::ImpossibleRequest,
+            Cause::MemoryFractionLimit,
             format!(
-                "one allocation of {} exceeds the 4 GiB single-allocation limit of Intel GPUs",
+                "one allocation of {} exceeds the 4 GiB single-allocation limit of Intel GPUs (a default of the Level Zero runtime that can be lifted, or kept by chunking)",
                 f.requested.unwrap_or_default()
             ),
         ));
@@ -260,10 +263,11 @@ fn ipex_4gb(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     f.total = s.size(&L_TOTAL);
     f.allocated = s.size(&L_ALLOC);
     f.reserved = s.size(&L_RESERVED);
+    f.limit = Some(Bytes::gib(4));
     sig.implied = Some((
-        Cause::ImpossibleRequest,
+        Cause::MemoryFractionLimit,
         format!(
-            "one allocation of {} is above the 4 GiB single-allocation limit of this Intel GPU platform",
+            "one allocation of {} is above the 4 GiB single-allocation limit of this Intel GPU platform (a default of the Level Zero runtime that can be lifted, or kept by chunking)",
             f.requested
                 .map_or("more than 4 GiB".to_string(), |r| r.to_string())
         ),
