@@ -54,6 +54,7 @@ pub struct Fields {
 pub enum Kind {
     // PyTorch (pytorch.rs)
     PytorchAllocator,
+    PytorchAllocatorHeadless,
     Ipex4gb,
     CudaMallocAsync,
     Mps,
@@ -290,6 +291,10 @@ pub struct Detector {
     pub max_span: usize,
     /// Reads the message; `m` is the headline match.
     pub parse: fn(m: &Captures<'_>, span: &Span<'_>) -> Option<Signal>,
+    /// Headlines this one is part of: a hit is dropped when one of them is
+    /// found on its line or up to two lines before (PyTorch's `Tried to
+    /// allocate …` is a message of its own only without its headline).
+    pub defer_to: &'static [&'static Lazy],
 }
 
 /// Every detector, in no particular order (each headline is distinct).
@@ -391,6 +396,22 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
             });
         }
     }
+    // A hit that is part of a longer message found just before it is not a
+    // message of its own (its span would cut the longer one short).
+    let deferred = |h: &Hit<'_>, all: &[Hit<'_>]| {
+        all.iter().any(|o| {
+            h.det
+                .defer_to
+                .iter()
+                .any(|d| std::ptr::eq(*d, o.det.headline))
+                && o.line_idx <= h.line_idx
+                && h.line_idx <= o.line_idx + 2
+                && (o.line_idx < h.line_idx || o.start < h.start)
+        })
+    };
+    let keep: Vec<bool> = hits.iter().map(|h| !deferred(h, &hits)).collect();
+    let mut k = keep.into_iter();
+    hits.retain(|_| k.next().unwrap_or(true));
     hits.sort_by_key(|h| (h.line_idx, h.start));
     let mut spaced_starts: Vec<usize> = hits.iter().filter(|h| !h.tight).map(|h| h.start).collect();
     spaced_starts.sort_unstable();
@@ -602,8 +623,9 @@ mod table {
 
     /// Every kind; `index` is an exhaustive match, so a new `Kind` does not
     /// compile until it is listed here (and then needs a row).
-    const ALL: [Kind; 43] = [
+    const ALL: [Kind; 44] = [
         Kind::PytorchAllocator,
+        Kind::PytorchAllocatorHeadless,
         Kind::Ipex4gb,
         Kind::CudaMallocAsync,
         Kind::Mps,
@@ -693,6 +715,7 @@ mod table {
             Kind::OomKiller => 40,
             Kind::PythonMemoryError => 41,
             Kind::TfEagerAlloc => 42,
+            Kind::PytorchAllocatorHeadless => 43,
         }
     }
 
@@ -763,6 +786,19 @@ mod table {
                 ..row(
                     "RuntimeError: CUDA out of memory. Tried to allocate 10.84 GiB (GPU 0; 23.65 GiB total capacity; 1.06 GiB already allocated; 10.26 GiB free; 12.53 GiB reserved in total by PyTorch)",
                     Kind::PytorchAllocator,
+                    F::Pytorch,
+                    'O',
+                )
+            },
+            // ShannonAI/Self_Explaining_Structures_Improve_NLP_Models#6.
+            Row {
+                requested: Some("20.00 MiB"),
+                total: Some("1.96 GiB"),
+                free: Some("2.88 MiB"),
+                device: Some(0),
+                ..row(
+                    "Tried to allocate 20.00 MiB (GPU 0; 1.96 GiB total capacity; 1.24 GiB already allocated; 2.88 MiB free; 1.25 GiB reserved in total by PyTorch)",
+                    Kind::PytorchAllocatorHeadless,
                     F::Pytorch,
                     'O',
                 )
@@ -1209,6 +1245,23 @@ mod table {
         }
         for (k, seen) in ALL.iter().zip(seen) {
             assert!(seen, "no row for {k:?}");
+        }
+    }
+
+    /// `Tried to allocate …` is a message of its own only without its
+    /// headline on its line or the two before; with it, the full message
+    /// keeps its whole span (its hint, its version).
+    #[test]
+    fn the_headless_shape_defers_to_the_full_message() {
+        for text in [
+            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.65 GiB total capacity; 9.10 GiB already allocated; 18.06 MiB free; 9.30 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.",
+            "RuntimeError: CUDA out of memory.\nTried to allocate 2.00 GiB (GPU 0; 23.65 GiB total capacity; 9.10 GiB already allocated; 18.06 MiB free; 9.30 GiB reserved in total by PyTorch)",
+        ] {
+            let sigs = signals(text);
+            let kinds: Vec<Kind> = sigs.iter().map(|s| s.kind).collect();
+            assert_eq!(kinds, vec![Kind::PytorchAllocator], "{text}");
+            let s = sigs.first().expect("one");
+            assert_eq!(s.fields.total, Some(b("23.65 GiB")), "{text}");
         }
     }
 

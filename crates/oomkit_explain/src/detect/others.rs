@@ -19,51 +19,61 @@ pub(super) static DETECTORS: &[Detector] = &[
         headline: &NCCL_OOM,
         max_span: 600,
         parse: nccl_oom,
+        defer_to: &[],
     },
     Detector {
         headline: &NCCL_UNHANDLED,
         max_span: 600,
         parse: nccl_unhandled,
+        defer_to: &[],
     },
     Detector {
         headline: &PADDLE,
         max_span: 500,
         parse: paddle,
+        defer_to: &[],
     },
     Detector {
         headline: &PADDLE_2018,
         max_span: 200,
         parse: paddle_2018,
+        defer_to: &[],
     },
     Detector {
         headline: &CUPY,
         max_span: 300,
         parse: cupy,
+        defer_to: &[],
     },
     Detector {
         headline: &ORT,
         max_span: 300,
         parse: ort,
+        defer_to: &[],
     },
     Detector {
         headline: &COMFY_TIP,
         max_span: 300,
         parse: comfy_tip,
+        defer_to: &[],
     },
     Detector {
         headline: &COMFY_VAE,
         max_span: 200,
         parse: comfy_vae,
+        defer_to: &[],
     },
     Detector {
         headline: &A1111_SUMMARY,
         max_span: 200,
         parse: a1111_summary,
+        defer_to: &[],
     },
     Detector {
         headline: &HOST_RAM,
         max_span: 300,
         parse: host_ram,
+        defer_to: &[],
     },
 ];
 

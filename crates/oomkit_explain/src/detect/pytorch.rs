@@ -19,56 +19,78 @@ pub(super) static DETECTORS: &[Detector] = &[
         headline: &ALLOCATOR,
         max_span: 1600,
         parse: allocator,
+        defer_to: &[],
+    },
+    Detector {
+        headline: &HEADLESS,
+        max_span: 1600,
+        parse: headless,
+        defer_to: &[&ALLOCATOR, &IPEX_4GB],
     },
     Detector {
         headline: &IPEX_4GB,
         max_span: 800,
         parse: ipex_4gb,
+        defer_to: &[],
     },
     Detector {
         headline: &MALLOC_ASYNC,
         max_span: 800,
         parse: malloc_async,
+        defer_to: &[],
     },
     Detector {
         headline: &MPS,
         max_span: 800,
         parse: mps,
+        defer_to: &[],
     },
     Detector {
         headline: &THC,
         max_span: 300,
         parse: thc,
+        defer_to: &[],
     },
     Detector {
         headline: &CUDA_ERROR,
         max_span: 600,
         parse: cuda_error,
+        defer_to: &[],
     },
     Detector {
         headline: &CUBLAS,
         max_span: 300,
         parse: cublas,
+        defer_to: &[],
     },
     Detector {
         headline: &CUDNN,
         max_span: 400,
         parse: cudnn,
+        defer_to: &[],
     },
     Detector {
         headline: &NVML_ASSERT,
         max_span: 300,
         parse: nvml_assert,
+        defer_to: &[],
     },
     Detector {
         headline: &ILLEGAL_ACCESS,
         max_span: 300,
         parse: illegal_access,
+        defer_to: &[],
     },
 ];
 
 // No word boundary: wrapper text is often glued on (`whyCUDA out of memory`).
 static ALLOCATOR: Lazy = LazyLock::new(|| re(r"(CUDA|HIP|XPU|NPU|MUSA|DPCPP) out of memory"));
+// A paste that starts mid-message, without `CUDA out of memory.`
+// (ShannonAI/Self_Explaining_Structures_Improve_NLP_Models#6): the fields
+// after "Tried to allocate" are the caching allocator's, of either era.
+static HEADLESS: Lazy = LazyLock::new(|| {
+    re(r"Tried to allocate {SIZE} ?(?:\((GPU|XPU|NPU) {N};|\. GPU {N} has a total capac)")
+});
 static IPEX_4GB: Lazy = LazyLock::new(|| {
     re(r"Current platform can NOT allocate memory block with size larger than 4GB!")
 });
@@ -127,7 +149,28 @@ fn backend_of(word: &str) -> Option<Backend> {
 }
 
 fn allocator(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
-    let word = m.get(1).map_or("CUDA", |g| g.as_str());
+    allocator_with(m.get(1).map_or("CUDA", |g| g.as_str()), s)
+}
+
+/// The allocator's fields without its headline. Where the headline is in the
+/// paste too, the full message (rank 3) wins the merge of the chain.
+fn headless(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let word = match m.get(2).map(|g| g.as_str()) {
+        Some("XPU") => "XPU",
+        Some("NPU") => "NPU",
+        _ => "CUDA",
+    };
+    let mut sig = allocator_with(word, s)?;
+    sig.kind = Kind::PytorchAllocatorHeadless;
+    sig.rank = 2;
+    if word == "CUDA" {
+        // "GPU 0" alone does not say CUDA or ROCm.
+        sig.backend = None;
+    }
+    Some(sig)
+}
+
+fn allocator_with(word: &str, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
         Kind::PytorchAllocator,
         Chain::Pytorch,

@@ -18,41 +18,49 @@ pub(super) static DETECTORS: &[Detector] = &[
         headline: &VLLM_NO_BLOCKS,
         max_span: 300,
         parse: vllm_no_blocks,
+        defer_to: &[],
     },
     Detector {
         headline: &VLLM_V0_LEN,
         max_span: 400,
         parse: vllm_v0_len,
+        defer_to: &[],
     },
     Detector {
         headline: &VLLM_V1_LEN,
         max_span: 600,
         parse: vllm_v1_len,
+        defer_to: &[],
     },
     Detector {
         headline: &GGML_MALLOC,
         max_span: 300,
         parse: ggml_malloc,
+        defer_to: &[],
     },
     Detector {
         headline: &GGML_BUFFER,
         max_span: 300,
         parse: ggml_buffer,
+        defer_to: &[],
     },
     Detector {
         headline: &GGML_FAILED,
         max_span: 300,
         parse: ggml_failed,
+        defer_to: &[],
     },
     Detector {
         headline: &GGML_PINNED,
         max_span: 300,
         parse: ggml_pinned,
+        defer_to: &[],
     },
     Detector {
         headline: &TGI,
         max_span: 400,
         parse: tgi,
+        defer_to: &[],
     },
 ];
 

@@ -19,46 +19,55 @@ pub(super) static DETECTORS: &[Detector] = &[
         headline: &OOM_TENSOR,
         max_span: 1200,
         parse: oom_tensor,
+        defer_to: &[],
     },
     Detector {
         headline: &BFC,
         max_span: 400_000,
         parse: bfc,
+        defer_to: &[],
     },
     Detector {
         headline: &STREAM_EXECUTOR,
         max_span: 300,
         parse: stream_executor,
+        defer_to: &[],
     },
     Detector {
         headline: &HOST,
         max_span: 300,
         parse: host,
+        defer_to: &[],
     },
     Detector {
         headline: &DST_TENSOR,
         max_span: 300,
         parse: dst_tensor,
+        defer_to: &[],
     },
     Detector {
         headline: &TF_CONV_ALGO,
         max_span: 300,
         parse: conv_algo,
+        defer_to: &[],
     },
     Detector {
         headline: &TF_EAGER,
         max_span: 300,
         parse: tf_eager,
+        defer_to: &[],
     },
     Detector {
         headline: &JAX_OOM,
         max_span: 200_000,
         parse: jax_oom,
+        defer_to: &[],
     },
     Detector {
         headline: &JAX_REQUEST,
         max_span: 400,
         parse: jax_request,
+        defer_to: &[],
     },
 ];
 
