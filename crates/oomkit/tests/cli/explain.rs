@@ -516,3 +516,43 @@ fn fixes_carry_the_numbers_of_the_message() {
     assert!(batch["code"].as_str().unwrap().contains("batch_size=64"));
     assert!(batch["code"].as_str().unwrap().contains("was 128"));
 }
+
+/// JAX and TensorFlow users get their framework's code (or shell commands),
+/// never PyTorch's.
+#[test]
+fn fixes_are_in_the_framework_that_raised_the_error() {
+    let root = fixtures().canonicalize().unwrap();
+    for (name, fw, wanted) in [
+        (
+            "jax_tiny_request_preallocation.log",
+            "jax",
+            "XLA_PYTHON_CLIENT_PREALLOCATE",
+        ),
+        ("jax_2024_human_size.log", "jax", "XLA_PYTHON_CLIENT_"),
+        (
+            "tensorflow_cudnn_handle.log",
+            "tensorflow",
+            "tf.config.experimental.set_memory_growth",
+        ),
+        ("real/035.txt", "tensorflow", "model.fit("),
+    ] {
+        let got = json(&run_in(&root, &["explain", "--format", "json", name], None));
+        let e = &got["events"][0];
+        assert_eq!(e["framework"], fw, "{name}");
+        let codes: Vec<&str> = e["fixes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["code"].as_str().unwrap())
+            .collect();
+        for c in &codes {
+            for banned in ["torch", "DataLoader", "PYTORCH_", "from_pretrained"] {
+                assert!(!c.contains(banned), "{name}: {banned} in {c}");
+            }
+        }
+        assert!(
+            codes.iter().any(|c| c.contains(wanted)),
+            "{name}: {codes:?}"
+        );
+    }
+}
