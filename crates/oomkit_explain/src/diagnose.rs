@@ -364,7 +364,11 @@ fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
         parts.push(format!("the device has {t}"));
     }
     if let Some(o) = n.other_processes_bytes.filter(|o| o.0 > 0) {
-        parts.push(format!("other processes hold {o}"));
+        parts.push(if f.sig.backend == Some(Backend::Mps) {
+            format!("other allocations (Metal memory outside PyTorch's heap) hold {o}")
+        } else {
+            format!("other processes hold {o}")
+        });
     }
     if let (Some(fr), Some(t)) = (x.free, x.total)
         && fr > t
@@ -900,7 +904,23 @@ fn leading_dim(x: &Fields) -> Option<u64> {
 /// `batch_size=64`, the processes the message names are the ones to stop).
 fn tailor(fixes: &mut [Fix], f: &Finding, procs: &[ProcessUse]) {
     let x = &f.sig.fields;
+    // The device string of the backend that ran out (ROCm keeps "cuda").
+    let device = match f.sig.backend {
+        Some(Backend::Mps) => Some(("mps", "torch.mps")),
+        Some(Backend::Xpu) => Some(("xpu", "torch.xpu")),
+        _ => None,
+    };
     for fix in fixes.iter_mut() {
+        if let Some((dev, module)) = device {
+            fix.code = fix
+                .code
+                .replace("device_map=\"cuda\"", &format!("device_map=\"{dev}\""))
+                .replace(".to(\"cuda\"", &format!(".to(\"{dev}\""))
+                .replace(
+                    "torch.cuda.empty_cache()",
+                    &format!("{module}.empty_cache()"),
+                );
+        }
         match fix.id {
             "vllm-max-model-len" => {
                 if let Some(s) = suggested_len(x) {
@@ -1410,6 +1430,24 @@ mod fit_tests {
                 e.fixes.iter().map(|f| f.id).collect::<Vec<_>>()
             );
         }
+    }
+
+    /// An MPS user's snippets name the MPS device, and the message's "other
+    /// allocations" are not called other processes.
+    #[test]
+    fn mps_snippets_name_the_mps_device() {
+        let e = event(&fixture("mps_gib_era.log"));
+        for f in &e.fixes {
+            assert!(!f.code.contains("cuda"), "{}: {}", f.id, f.code);
+        }
+        assert!(
+            e.fixes
+                .iter()
+                .any(|f| f.code.contains("device_map=\"mps\"")),
+            "{:?}",
+            e.fixes.iter().map(|f| f.id).collect::<Vec<_>>()
+        );
+        assert!(!e.evidence.contains("other processes"), "{}", e.evidence);
     }
 
     #[test]
