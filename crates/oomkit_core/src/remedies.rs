@@ -76,6 +76,14 @@ pub struct Remedy {
 
 impl Remedy {
     /// The first snippet whose flavor appears in `preferred` (in that order),
+    /// with no fallback: a JAX user must not get a PyTorch snippet.
+    pub fn snippet_in(&self, preferred: &[Flavor]) -> Option<&'static Snippet> {
+        preferred
+            .iter()
+            .find_map(|f| self.snippets.iter().find(|s| s.flavor == *f))
+    }
+
+    /// The first snippet whose flavor appears in `preferred` (in that order),
     /// else the first snippet.
     pub fn snippet_for(&self, preferred: &[Flavor]) -> Option<&'static Snippet> {
         preferred
@@ -100,7 +108,7 @@ pub static REMEDIES: &[Remedy] = &[
         snippets: &[
             Snippet {
                 flavor: Flavor::Pytorch,
-                code: "train_loader = DataLoader(dataset, batch_size=8)  # was 32: halve until it fits",
+                code: "train_loader = DataLoader(dataset, batch_size=batch_size // 2)  # halve until it fits\n# the largest batch that fits, found by running the step: oomkit probe --max 256 -- python train.py --batch-size {batch}",
             },
             Snippet {
                 flavor: Flavor::Transformers,
@@ -108,7 +116,11 @@ pub static REMEDIES: &[Remedy] = &[
             },
             Snippet {
                 flavor: Flavor::Tensorflow,
-                code: "model.fit(x_train, y_train, batch_size=8, epochs=10)  # was 32",
+                code: "model.fit(x_train, y_train, batch_size=batch_size // 2)  # halve until it fits",
+            },
+            Snippet {
+                flavor: Flavor::Jax,
+                code: "# split each step's batch into micro-batches and average their gradients\nmicro = jnp.array_split(batch, 4)  # a quarter of the activations at a time\ngrads = [jax.grad(loss_fn)(params, m) for m in micro]\ngrads = jax.tree_util.tree_map(lambda *g: sum(g) / len(g), *grads)",
             },
             Snippet {
                 flavor: Flavor::Diffusers,
@@ -173,7 +185,7 @@ pub static REMEDIES: &[Remedy] = &[
         snippets: &[
             Snippet {
                 flavor: Flavor::Transformers,
-                code: "model = AutoModelForCausalLM.from_pretrained(\n    MODEL_ID,\n    torch_dtype=torch.bfloat16,  # torch.float16 on GPUs before Ampere\n    device_map=\"cuda\",\n)",
+                code: "model = AutoModelForCausalLM.from_pretrained(\n    MODEL_ID,\n    dtype=torch.bfloat16,  # torch.float16 on GPUs before Ampere; torch_dtype= before transformers 4.56\n    device_map=\"cuda\",\n)",
             },
             Snippet {
                 flavor: Flavor::Pytorch,
@@ -286,7 +298,7 @@ pub static REMEDIES: &[Remedy] = &[
         snippets: &[
             Snippet {
                 flavor: Flavor::Transformers,
-                code: "model = AutoModelForCausalLM.from_pretrained(\n    MODEL_ID,\n    torch_dtype=torch.bfloat16,\n    device_map=\"auto\",\n    max_memory={0: \"20GiB\", \"cpu\": \"64GiB\"},  # below the card's size: leave room for activations\n    offload_folder=\"offload\",  # disk, if CPU RAM runs out too\n)",
+                code: "model = AutoModelForCausalLM.from_pretrained(\n    MODEL_ID,\n    dtype=torch.bfloat16,\n    device_map=\"auto\",\n    max_memory={0: \"20GiB\", \"cpu\": \"64GiB\"},  # below the card's size: leave room for activations\n    offload_folder=\"offload\",  # disk, if CPU RAM runs out too\n)",
             },
             Snippet {
                 flavor: Flavor::Deepspeed,
@@ -328,11 +340,11 @@ pub static REMEDIES: &[Remedy] = &[
         snippets: &[
             Snippet {
                 flavor: Flavor::Transformers,
-                code: "model = AutoModelForCausalLM.from_pretrained(\n    MODEL_ID,\n    torch_dtype=torch.bfloat16,\n    device_map=\"auto\",  # or \"balanced_low_0\" to keep GPU 0 light for generate()\n    max_memory={0: \"18GiB\", 1: \"22GiB\"},  # caps below each card's size\n)",
+                code: "model = AutoModelForCausalLM.from_pretrained(\n    MODEL_ID,\n    dtype=torch.bfloat16,\n    device_map=\"auto\",  # or \"balanced_low_0\" to keep GPU 0 light for generate()\n    max_memory={0: \"18GiB\", 1: \"22GiB\"},  # caps below each card's size\n)",
             },
             Snippet {
                 flavor: Flavor::Accelerate,
-                code: "from accelerate import infer_auto_device_map, init_empty_weights\n\nwith init_empty_weights():\n    empty = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(MODEL_ID))\ndevice_map = infer_auto_device_map(empty, max_memory={0: \"18GiB\", 1: \"22GiB\"}, no_split_module_classes=[\"LlamaDecoderLayer\"], dtype=torch.bfloat16)\nmodel = AutoModelForCausalLM.from_pretrained(MODEL_ID, device_map=device_map, torch_dtype=torch.bfloat16)",
+                code: "from accelerate import infer_auto_device_map, init_empty_weights\n\nwith init_empty_weights():\n    empty = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(MODEL_ID))\ndevice_map = infer_auto_device_map(empty, max_memory={0: \"18GiB\", 1: \"22GiB\"}, no_split_module_classes=[\"LlamaDecoderLayer\"], dtype=torch.bfloat16)\nmodel = AutoModelForCausalLM.from_pretrained(MODEL_ID, device_map=device_map, dtype=torch.bfloat16)",
             },
             Snippet {
                 flavor: Flavor::Transformers,
@@ -359,7 +371,7 @@ pub static REMEDIES: &[Remedy] = &[
         snippets: &[
             Snippet {
                 flavor: Flavor::Transformers,
-                code: "model = AutoModelForCausalLM.from_pretrained(\n    MODEL_ID,\n    torch_dtype=torch.bfloat16,\n    attn_implementation=\"sdpa\",  # or \"flash_attention_2\" (pip install flash-attn)\n)",
+                code: "model = AutoModelForCausalLM.from_pretrained(\n    MODEL_ID,\n    dtype=torch.bfloat16,\n    attn_implementation=\"sdpa\",  # or \"flash_attention_2\" (pip install flash-attn)\n)",
             },
             Snippet {
                 flavor: Flavor::Pytorch,
@@ -451,7 +463,7 @@ pub static REMEDIES: &[Remedy] = &[
         snippets: &[
             Snippet {
                 flavor: Flavor::Pytorch,
-                code: "torch.cuda.memory._record_memory_history(max_entries=100000)\ntry:\n    train()  # run until the OOM\nfinally:\n    torch.cuda.memory._dump_snapshot(\"oom.pickle\")\n    torch.cuda.memory._record_memory_history(enabled=None)",
+                code: "torch.cuda.memory._record_memory_history(max_entries=100000)\ntry:\n    train()  # run until the OOM\nfinally:\n    torch.cuda.memory._dump_snapshot(\"oom.pickle\")\n    torch.cuda.memory._record_memory_history(enabled=None)\n# then: oomkit snapshot oom.pickle  (what held the memory at the peak, by source line)",
             },
             Snippet {
                 flavor: Flavor::Shell,
@@ -751,7 +763,7 @@ pub static REMEDIES: &[Remedy] = &[
         snippets: &[
             Snippet {
                 flavor: Flavor::Shell,
-                code: "nvidia-smi --query-compute-apps=pid,used_memory --format=csv\nkill 12345  # a PID from the list that you own and no longer need\nCUDA_VISIBLE_DEVICES=1 python train.py  # or run on an idle GPU",
+                code: "oomkit monitor --once  # every GPU process with its memory, owner and command line\nkill PID  # one from that list that you own and no longer need\nCUDA_VISIBLE_DEVICES=1 python train.py  # or run on an idle GPU",
             },
             Snippet {
                 flavor: Flavor::Pytorch,

@@ -3,8 +3,9 @@
 
 use oomkit_core::gpus;
 
-use crate::detect::{Fields, Signal, Status};
-use crate::event::{Framework, GpuGuess};
+use crate::detail;
+use crate::detect::{Chain, Fields, Kind, Signal, Status};
+use crate::event::{App, Framework, GpuGuess, Phase};
 use crate::normalize::Doc;
 
 /// An error before diagnosis: the merged signals of one message.
@@ -12,7 +13,7 @@ use crate::normalize::Doc;
 pub struct Finding {
     pub sig: Signal,
     /// Signal kinds merged into this finding.
-    pub kinds: Vec<&'static str>,
+    pub kinds: Vec<Kind>,
     /// 1-based input line of the first signal.
     pub line: u64,
     /// 1-based input line of the latest signal or copy folded in.
@@ -20,8 +21,8 @@ pub struct Finding {
     pub last_idx: usize,
     pub ranks: Vec<u32>,
     pub repeats: u32,
-    pub app: Option<&'static str>,
-    pub phase: Option<&'static str>,
+    pub app: Option<App>,
+    pub phase: Option<Phase>,
     pub gpu: Option<GpuGuess>,
     pub follows_line: Option<u64>,
     /// Lines of the readings (nvidia-smi, PyTorch counters) joined to it.
@@ -30,9 +31,9 @@ pub struct Finding {
 
 /// How many lines may separate two signals of one chain. TensorFlow prints
 /// the BFC log, a dump of thousands of lines, then the Python exception.
-fn chain_gap(chain: &str) -> usize {
+fn chain_gap(chain: Chain) -> usize {
     match chain {
-        "tf" | "xla" => 6000,
+        Chain::Tf | Chain::Xla => 6000,
         _ => 16,
     }
 }
@@ -61,29 +62,51 @@ fn merge_opt<T: Clone>(old: &mut Option<T>, new: &Option<T>, new_wins: bool) {
     }
 }
 
+/// Merges `b` into `a`: a field `a` lacks is taken from `b`, and a field
+/// both state is `b`'s when `b_wins` (the primary message's numbers win).
+/// Processes are taken whole when `a` has none; details are added per fact.
+/// `b` is destructured, so a new field of [`Fields`] must be handled here
+/// before this compiles (the fold once dropped private pools and details).
+fn merge_fields(a: &mut Fields, b: &Fields, b_wins: bool) {
+    let Fields {
+        device,
+        requested,
+        total,
+        free,
+        allocated,
+        reserved,
+        unallocated,
+        limit,
+        private_pool,
+        others,
+        processes,
+        tensor,
+        op,
+        details,
+    } = b;
+    merge_opt(&mut a.device, device, b_wins);
+    merge_opt(&mut a.requested, requested, b_wins);
+    merge_opt(&mut a.total, total, b_wins);
+    merge_opt(&mut a.free, free, b_wins);
+    merge_opt(&mut a.allocated, allocated, b_wins);
+    merge_opt(&mut a.reserved, reserved, b_wins);
+    merge_opt(&mut a.unallocated, unallocated, b_wins);
+    merge_opt(&mut a.limit, limit, b_wins);
+    merge_opt(&mut a.private_pool, private_pool, b_wins);
+    merge_opt(&mut a.others, others, b_wins);
+    merge_opt(&mut a.tensor, tensor, b_wins);
+    merge_opt(&mut a.op, op, b_wins);
+    if a.processes.is_empty() {
+        a.processes.clone_from(processes);
+    }
+    for d in details {
+        detail::add(&mut a.details, d.clone());
+    }
+}
+
 fn merge(into: &mut Finding, s: Signal) {
     let wins = s.rank > into.sig.rank;
-    let (a, b): (&mut Fields, &Fields) = (&mut into.sig.fields, &s.fields);
-    merge_opt(&mut a.device, &b.device, wins);
-    merge_opt(&mut a.requested, &b.requested, wins);
-    merge_opt(&mut a.total, &b.total, wins);
-    merge_opt(&mut a.free, &b.free, wins);
-    merge_opt(&mut a.allocated, &b.allocated, wins);
-    merge_opt(&mut a.reserved, &b.reserved, wins);
-    merge_opt(&mut a.unallocated, &b.unallocated, wins);
-    merge_opt(&mut a.limit, &b.limit, wins);
-    merge_opt(&mut a.private_pool, &b.private_pool, wins);
-    merge_opt(&mut a.others, &b.others, wins);
-    merge_opt(&mut a.tensor, &b.tensor, wins);
-    merge_opt(&mut a.op, &b.op, wins);
-    if a.processes.is_empty() {
-        a.processes.clone_from(&b.processes);
-    }
-    for d in &b.details {
-        if !a.details.iter().any(|x| x.0 == d.0) {
-            a.details.push(d.clone());
-        }
-    }
+    merge_fields(&mut into.sig.fields, &s.fields, wins);
     if s.implied.is_some() && (into.sig.implied.is_none() || wins) {
         into.sig.implied.clone_from(&s.implied);
     }
@@ -171,11 +194,11 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
         match nearest {
             Some(f) => {
                 f.app = Some(match c.framework {
-                    Framework::A1111 => "a1111",
-                    _ => "comfyui",
+                    Framework::A1111 => App::A1111,
+                    _ => App::Comfyui,
                 });
                 for d in c.fields.details {
-                    f.sig.fields.details.push(d);
+                    detail::add(&mut f.sig.fields.details, d);
                 }
             }
             None if c.framework == Framework::Comfyui => {
@@ -189,8 +212,8 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
                     last_idx: sig.line_idx,
                     ranks: Vec::new(),
                     repeats: 1,
-                    app: Some("comfyui"),
-                    phase: Some("inference"),
+                    app: Some(App::Comfyui),
+                    phase: Some(Phase::Inference),
                     gpu: None,
                     follows_line: None,
                     reading_lines: Vec::new(),
@@ -211,8 +234,8 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
             f.app = app;
         }
         f.phase = f.phase.or(match f.sig.framework {
-            Framework::Vllm | Framework::Tgi => Some("serving"),
-            Framework::LlamaCpp => Some("inference"),
+            Framework::Vllm | Framework::Tgi => Some(Phase::Serving),
+            Framework::LlamaCpp => Some(Phase::Inference),
             _ => phase,
         });
         f.gpu = gpu_in_log.clone().or_else(|| gpu_from_total(&f.sig));
@@ -220,8 +243,8 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
     out
 }
 
-fn app_hint(region: &str) -> Option<&'static str> {
-    const HINTS: &[(&[&str], &str)] = &[
+fn app_hint(region: &str) -> Option<App> {
+    const HINTS: &[(&[&str], App)] = &[
         (
             &[
                 "ComfyUI",
@@ -230,7 +253,7 @@ fn app_hint(region: &str) -> Option<&'static str> {
                 "comfy_extras",
                 "Error occurred when executing",
             ],
-            "comfyui",
+            App::Comfyui,
         ),
         (
             &[
@@ -240,24 +263,24 @@ fn app_hint(region: &str) -> Option<&'static str> {
                 "webui",
                 "COMMANDLINE_ARGS",
             ],
-            "a1111",
+            App::A1111,
         ),
-        (&["diffusers"], "diffusers"),
-        (&["vllm/", "vllm\\", "EngineCore", "VllmWorker"], "vllm"),
-        (&["deepspeed"], "deepspeed"),
+        (&["diffusers"], App::Diffusers),
+        (&["vllm/", "vllm\\", "EngineCore", "VllmWorker"], App::Vllm),
+        (&["deepspeed"], App::Deepspeed),
         (
             &[
                 "transformers/trainer.py",
                 "transformers\\trainer.py",
                 "trainer.train(",
             ],
-            "transformers-trainer",
+            App::TransformersTrainer,
         ),
-        (&["accelerate/", "accelerate\\"], "accelerate"),
-        (&["lightning"], "lightning"),
+        (&["accelerate/", "accelerate\\"], App::Accelerate),
+        (&["lightning"], App::Lightning),
         (
             &["transformers/", "transformers\\", "from_pretrained"],
-            "transformers",
+            App::Transformers,
         ),
     ];
     HINTS
@@ -266,8 +289,8 @@ fn app_hint(region: &str) -> Option<&'static str> {
         .map(|(_, app)| *app)
 }
 
-fn phase_hint(region: &str) -> Option<&'static str> {
-    const HINTS: &[(&[&str], &str)] = &[
+fn phase_hint(region: &str) -> Option<Phase> {
+    const HINTS: &[(&[&str], Phase)] = &[
         (
             &[
                 ".backward(",
@@ -280,7 +303,7 @@ fn phase_hint(region: &str) -> Option<&'static str> {
                 "train_function",
                 "fit(",
             ],
-            "training",
+            Phase::Training,
         ),
         (
             &[
@@ -291,7 +314,7 @@ fn phase_hint(region: &str) -> Option<&'static str> {
                 "torch.load(",
                 "llama_model_load",
             ],
-            "loading",
+            Phase::Loading,
         ),
         (
             &[
@@ -305,7 +328,7 @@ fn phase_hint(region: &str) -> Option<&'static str> {
                 "sample(",
                 "decode(",
             ],
-            "inference",
+            Phase::Inference,
         ),
     ];
     HINTS
@@ -417,20 +440,7 @@ pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
                 }
             }
             // A fuller copy fills what a truncated one missed.
-            let (a, b) = (&mut e.sig.fields, f.sig.fields);
-            a.device = a.device.or(b.device);
-            a.requested = a.requested.or(b.requested);
-            a.total = a.total.or(b.total);
-            a.free = a.free.or(b.free);
-            a.allocated = a.allocated.or(b.allocated);
-            a.reserved = a.reserved.or(b.reserved);
-            a.unallocated = a.unallocated.or(b.unallocated);
-            a.limit = a.limit.or(b.limit);
-            a.op = a.op.take().or(b.op);
-            a.tensor = a.tensor.take().or(b.tensor);
-            if a.processes.is_empty() {
-                a.processes = b.processes;
-            }
+            merge_fields(&mut e.sig.fields, &f.sig.fields, false);
             continue;
         }
         if out.len() >= crate::MAX_EVENTS {
@@ -447,7 +457,7 @@ pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
     for f in &mut out {
         match f.sig.status {
             Status::Oom => last_oom = Some(f.line),
-            Status::NotOom(_) if f.kinds.contains(&"illegal-memory-access") => {
+            Status::NotOom(_) if f.kinds.contains(&Kind::IllegalMemoryAccess) => {
                 f.follows_line = last_oom
             }
             _ => {}
@@ -455,4 +465,100 @@ pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
         f.ranks.sort_unstable();
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detail::Detail;
+    use crate::event::ProcessUse;
+    use oomkit_core::Bytes;
+
+    fn finding(line: u64, fields: Fields) -> Finding {
+        let mut sig = crate::detect::signal(
+            Kind::PytorchAllocator,
+            Chain::Pytorch,
+            Framework::Pytorch,
+            "pytorch-caching-allocator-2.1",
+        );
+        sig.fields = fields;
+        Finding {
+            sig,
+            kinds: vec![Kind::PytorchAllocator],
+            line,
+            last_line: line,
+            last_idx: 0,
+            ranks: Vec::new(),
+            repeats: 1,
+            app: None,
+            phase: None,
+            gpu: None,
+            follows_line: None,
+            reading_lines: Vec::new(),
+        }
+    }
+
+    /// A truncated first copy and a full second copy fold into one event
+    /// that keeps every field of the full one (the fold once dropped
+    /// private pools, other processes' figures and details).
+    #[test]
+    fn the_fold_keeps_every_field() {
+        let cut = Fields {
+            requested: Some(Bytes::mib(20)),
+            device: Some(0),
+            ..Fields::default()
+        };
+        let full = Fields {
+            requested: Some(Bytes::mib(20)),
+            device: Some(0),
+            total: Some(Bytes::gib(24)),
+            free: Some(Bytes::mib(10)),
+            allocated: Some(Bytes::gib(20)),
+            reserved: Some(Bytes::gib(21)),
+            unallocated: Some(Bytes::gib(1)),
+            limit: Some(Bytes::gib(22)),
+            private_pool: Some(Bytes::gib(3)),
+            others: Some(Bytes::gib(2)),
+            processes: vec![ProcessUse {
+                pid: Some(7),
+                used_bytes: Bytes::gib(2),
+                is_self: false,
+            }],
+            tensor: None,
+            op: Some("matmul".into()),
+            details: vec![Detail::At("x.cpp:1".into())],
+        };
+        let folded = fold(vec![finding(1, cut), finding(9, full.clone())]);
+        assert_eq!(folded.len(), 1);
+        let f = folded.first().expect("one");
+        assert_eq!(f.repeats, 2);
+        assert_eq!(f.sig.fields, full);
+    }
+
+    /// Merging a chain: the higher-ranked signal's numbers win, the other
+    /// fills the gaps, details are added once per fact.
+    #[test]
+    fn merge_fields_rank_and_gaps() {
+        let mut a = Fields {
+            requested: Some(Bytes(1)),
+            details: vec![Detail::MaxModelLen(1)],
+            ..Fields::default()
+        };
+        let b = Fields {
+            requested: Some(Bytes(2)),
+            total: Some(Bytes(3)),
+            details: vec![Detail::MaxModelLen(2), Detail::KvCacheTokens(5)],
+            ..Fields::default()
+        };
+        let mut c = a.clone();
+        merge_fields(&mut a, &b, false);
+        assert_eq!(a.requested, Some(Bytes(1)));
+        assert_eq!(a.total, Some(Bytes(3)));
+        assert_eq!(
+            a.details,
+            vec![Detail::MaxModelLen(1), Detail::KvCacheTokens(5)]
+        );
+        merge_fields(&mut c, &b, true);
+        assert_eq!(c.requested, Some(Bytes(2)));
+    }
 }

@@ -6,7 +6,10 @@
 //! its "Field conventions"; the first rule that applies wins:
 //!
 //! 1. R ≥ 2^48 → `size_overflow` (a negative size cast to unsigned).
-//! 2. R > T, or a family-declared per-allocation limit → `impossible_request`.
+//! 2. R > T, or R larger than every GPU of the catalogue (`oomkit_core::gpus`)
+//!    when the message states no total, or a family-declared impossible
+//!    request → `impossible_request`; then a family-declared per-allocation
+//!    limit (Intel's 4 GiB) → `memory_fraction_limit`.
 //! 3. A > T or reserved > T → `wddm_sysmem_fallback`.
 //! 4. a limit W is set, A + R > W and F ≥ R → `memory_fraction_limit`.
 //! 5. a cause implied by the message family (vLLM → `kv_cache`, JAX tiny
@@ -24,20 +27,28 @@ use oomkit_core::Bytes;
 use oomkit_core::remedies::{self, Flavor};
 
 use crate::assemble::Finding;
-use crate::detect::Status;
-use crate::event::{Backend, Cause, Event, Fix, Framework, Numbers, ProcessUse};
+use crate::detail::{BufferKind, Detail};
+use crate::detect::{Fields, Kind, Status};
+use crate::event::{App, Backend, Cause, Event, Fix, Framework, Numbers, Phase, ProcessUse};
 
 const CONTEXT: Bytes = Bytes::mib(512);
 
 /// Diagnoses one finding.
+#[cfg(test)]
 pub fn diagnose(f: Finding) -> Event {
+    diagnose_with(f, &[])
+}
+
+/// Diagnoses one finding; `own` are PIDs of this job (never other processes).
+pub fn diagnose_with(f: Finding, own: &[u64]) -> Event {
     let fields = &f.sig.fields;
-    let (processes, numbers) = numbers(&f);
+    let (processes, numbers) = numbers(&f, own);
     let (cause, evidence) = cause(&f, &numbers);
-    let fixes = match f.sig.status {
+    let mut fixes = match f.sig.status {
         Status::NotOom(_) => Vec::new(),
-        _ => fixes(&f, cause, &numbers),
+        _ => fixes(&f, cause, &numbers, &processes),
     };
+    tailor(&mut fixes, &f, &processes);
     Event {
         line: f.line,
         is_oom: f.sig.status == Status::Oom,
@@ -70,9 +81,15 @@ pub fn diagnose(f: Finding) -> Event {
     }
 }
 
-fn numbers(f: &Finding) -> (Vec<ProcessUse>, Numbers) {
+fn numbers(f: &Finding, own: &[u64]) -> (Vec<ProcessUse>, Numbers) {
     let x = &f.sig.fields;
     let mut procs = x.processes.clone();
+    // The job's own PIDs (oomkit, the child under `oomkit run`) are this job.
+    for p in &mut procs {
+        if p.pid.is_some_and(|pid| own.contains(&pid)) {
+            p.is_self = true;
+        }
+    }
     // In a container NVML returns host PIDs, so our own process is listed as
     // `Process N` and no "this process" line appears: take the smallest
     // process that holds at least what PyTorch has reserved.
@@ -89,7 +106,12 @@ fn numbers(f: &Finding) -> (Vec<ProcessUse>, Numbers) {
     {
         p.is_self = true;
     }
-    let this = procs.iter().find(|p| p.is_self).map(|p| p.used_bytes);
+    // The message's own "this process" line first, else a PID known to be this job.
+    let this = procs
+        .iter()
+        .find(|p| p.is_self && p.pid.is_none())
+        .or_else(|| procs.iter().find(|p| p.is_self))
+        .map(|p| p.used_bytes);
     let others: Option<Bytes> = if procs.iter().any(|p| !p.is_self) {
         Some(Bytes(
             procs
@@ -173,6 +195,22 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
     if let Some((c @ Cause::ImpossibleRequest, e)) = &f.sig.implied {
         return (*c, e.clone());
     }
+    if t.is_none()
+        && let Some(r) = r
+        && f.sig.backend != Some(Backend::Mps)
+        && let Some(big) = oomkit_core::gpus::GPUS
+            .iter()
+            .max_by_key(|g| g.driver_total)
+        && r > big.driver_total
+    {
+        return (
+            Cause::ImpossibleRequest,
+            format!(
+                "a single allocation of {r} is larger than any GPU there is (the largest oomkit knows, {}, has {}); no setting makes it fit",
+                big.short_name, big.driver_total
+            ),
+        );
+    }
     if let (Some(r), Some(t)) = (r, t)
         && r > t
         && f.sig.backend != Some(Backend::Mps)
@@ -183,6 +221,9 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
                 "a single allocation of {r} is larger than the whole device ({t}); no setting makes it fit"
             ),
         );
+    }
+    if let Some((c @ Cause::MemoryFractionLimit, e)) = &f.sig.implied {
+        return (*c, e.clone());
     }
     if let Some(t) = t {
         let over = [("allocated", a), ("reserved", x.reserved)]
@@ -282,6 +323,27 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
     (Cause::Unknown, unknown_evidence(f))
 }
 
+/// What a capacity OOM's numbers show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shortage {
+    /// A request under 0.2 % of the GPU failed with under 1 % free: the GPU
+    /// was already full, often from memory building up across steps.
+    SmallRequestOnFullGpu,
+    /// Anything else: the step itself needs more than there is.
+    JobTooBig,
+}
+
+fn shortage(x: &Fields) -> Shortage {
+    if let (Some(r), Some(t), Some(fr)) = (x.requested, x.total, x.free)
+        && u128::from(r.0) * 500 <= u128::from(t.0)
+        && u128::from(fr.0) * 100 <= u128::from(t.0)
+    {
+        Shortage::SmallRequestOnFullGpu
+    } else {
+        Shortage::JobTooBig
+    }
+}
+
 fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
     let x = &f.sig.fields;
     let mut parts = Vec::new();
@@ -302,7 +364,11 @@ fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
         parts.push(format!("the device has {t}"));
     }
     if let Some(o) = n.other_processes_bytes.filter(|o| o.0 > 0) {
-        parts.push(format!("other processes hold {o}"));
+        parts.push(if f.sig.backend == Some(Backend::Mps) {
+            format!("other allocations (Metal memory outside PyTorch's heap) hold {o}")
+        } else {
+            format!("other processes hold {o}")
+        });
     }
     if let (Some(fr), Some(t)) = (x.free, x.total)
         && fr > t
@@ -313,22 +379,17 @@ fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
             "free ({fr}) exceeds total ({t}): a unified-memory APU reports its GPU carve-out as the total, and that carve-out is the real limit (raise it in the BIOS or with the amdgpu.gttsize / ttm page limits)"
         ));
     }
-    if let Some((_, v)) = x
-        .details
-        .iter()
-        .find(|(k, _)| k == "program_total_allocation")
-    {
+    if let Some(v) = x.details.iter().find_map(|d| match d {
+        Detail::ProgramTotalAllocation(v) => Some(v),
+        _ => None,
+    }) {
         parts.push(format!("the compiled program needs {v} in total"));
     }
     let mut e = parts.join("; ");
     if e.is_empty() {
         e = "the allocation did not fit".into();
     }
-    if let (Some(r), Some(t)) = (x.requested, x.total)
-        && u128::from(r.0) * 500 <= u128::from(t.0)
-        && x.free
-            .is_some_and(|fr| u128::from(fr.0) * 100 <= u128::from(t.0))
-    {
+    if shortage(x) == Shortage::SmallRequestOnFullGpu {
         e.push_str(": a small request failed because the GPU was already full; if this happens only after many steps, memory is building up (tensors or graphs kept across steps)");
         return e;
     }
@@ -338,28 +399,31 @@ fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
 
 fn unknown_evidence(f: &Finding) -> String {
     let what = match f.sig.kind {
-        "cuda-error-oom" => {
+        Kind::CudaErrorOom => {
             "CUDA returned cudaErrorMemoryAllocation outside the caching allocator (context creation, a cuBLAS/cuDNN workspace, NCCL, or an extension's own cudaMalloc)"
         }
-        "cublas-alloc-failed" => {
+        Kind::CublasAllocFailed => {
             "cuBLAS could not allocate its handle or workspace: the GPU was already full when the first matrix multiply ran"
         }
-        "cudnn-status" => {
+        Kind::CudnnStatus => {
             "cuDNN failed to create its handle or load its kernels, which needs hundreds of MB (pytorch#81620): almost always the GPU was full"
         }
-        "nvml-assert" => {
+        Kind::NvmlAssert => {
             "PyTorch hit an OOM and then NVML failed while it built the report, so the real message was replaced by this assert"
         }
-        "tf-dst-tensor" => {
+        Kind::TfEagerAlloc => {
+            "TensorFlow could not allocate an op's output while running eagerly (the BFC pool was full)"
+        }
+        Kind::TfDstTensor => {
             "copying an input onto the GPU failed because the destination tensor could not be allocated"
         }
-        "thc-error" | "thc-check" => "the CUDA runtime returned error 2 (out of memory)",
-        "comfyui-tip" => "ComfyUI reports that the GPU ran out of memory",
-        "ggml-cuda-error" | "ggml-malloc" | "ggml-failed" => {
+        Kind::ThcError | Kind::ThcCheck => "the CUDA runtime returned error 2 (out of memory)",
+        Kind::ComfyuiTip => "ComfyUI reports that the GPU ran out of memory",
+        Kind::GgmlCudaError | Kind::GgmlMalloc | Kind::GgmlFailed => {
             "llama.cpp could not allocate a GPU buffer"
         }
-        "nccl-oom" => "NCCL could not allocate its communication buffers on the GPU",
-        "tgi-warmup" => "TGI's warm-up could not fit the configured batch of tokens",
+        Kind::NcclOom => "NCCL could not allocate its communication buffers on the GPU",
+        Kind::TgiWarmup => "TGI's warm-up could not fit the configured batch of tokens",
         _ => "the device ran out of memory",
     };
     match f.reading_lines.first() {
@@ -367,25 +431,42 @@ fn unknown_evidence(f: &Finding) -> String {
             "{what}; the message states no memory figures, but the memory reading at line {l} shows what held the GPU"
         ),
         None => format!(
-            "{what}; the message states no memory figures, so check what holds the GPU (nvidia-smi, `oomkit monitor`)"
+            "{what}; the message states no memory figures, so check what holds the GPU (`oomkit monitor --once`, or nvidia-smi)"
         ),
     }
 }
 
+/// The snippet flavors for this finding, best first. Only flavors of the
+/// framework that raised the error (and shell commands) appear: a remedy with
+/// no snippet among them gets no code rather than another framework's.
 fn flavors(f: &Finding) -> Vec<Flavor> {
+    use Flavor::*;
+    let mut v = by_app(f);
+    if f.sig.framework == Framework::Pytorch {
+        // The rest of the PyTorch ecosystem, after the app's own.
+        for fl in [Pytorch, Shell, Transformers, Peft, Accelerate, Deepspeed] {
+            if !v.contains(&fl) {
+                v.push(fl);
+            }
+        }
+    }
+    v
+}
+
+fn by_app(f: &Finding) -> Vec<Flavor> {
     use Flavor::*;
     match f.sig.framework {
         Framework::Pytorch => match f.app {
-            Some("diffusers") => vec![Diffusers, Pytorch, Shell],
-            Some("a1111") => vec![A1111, Shell, Pytorch],
-            Some("comfyui") => vec![Comfyui, Shell, Pytorch],
-            Some("transformers-trainer" | "transformers") => {
+            Some(App::Diffusers) => vec![Diffusers, Pytorch, Shell],
+            Some(App::A1111) => vec![A1111, Shell, Pytorch],
+            Some(App::Comfyui) => vec![Comfyui, Shell, Pytorch],
+            Some(App::TransformersTrainer | App::Transformers) => {
                 vec![Transformers, Peft, Pytorch, Shell]
             }
-            Some("deepspeed") => vec![Deepspeed, Transformers, Pytorch, Shell],
-            Some("accelerate") => vec![Accelerate, Transformers, Pytorch, Shell],
-            Some("vllm") => vec![Vllm, Shell, Pytorch],
-            _ => vec![Pytorch, Shell, Transformers],
+            Some(App::Deepspeed) => vec![Deepspeed, Transformers, Pytorch, Shell],
+            Some(App::Accelerate) => vec![Accelerate, Transformers, Pytorch, Shell],
+            Some(App::Vllm) => vec![Vllm, Shell, Pytorch],
+            Some(App::Lightning) | None => vec![Pytorch, Shell, Transformers],
         },
         Framework::Tensorflow => vec![Tensorflow, Shell],
         Framework::Jax => vec![Jax, Shell],
@@ -432,8 +513,7 @@ fn ladder(f: &Finding) -> Vec<&'static str> {
                 .sig
                 .fields
                 .details
-                .iter()
-                .any(|(k, v)| k == "buffer" && v == "model weights");
+                .contains(&Detail::Buffer(BufferKind::ModelWeights));
             if weights {
                 vec![
                     "llamacpp-gpu-layers",
@@ -481,47 +561,47 @@ fn ladder(f: &Finding) -> Vec<&'static str> {
 fn pytorch_ladder(f: &Finding) -> Vec<&'static str> {
     if f.sig.backend == Some(Backend::Mps) {
         let mut v = vec!["reduce-batch", "half-precision-weights", "unload-models"];
-        if f.app == Some("diffusers") {
+        if f.app == Some(App::Diffusers) {
             v.insert(0, "diffusers-slicing");
         }
         v.push("mps-high-watermark");
         return v;
     }
     match (f.app, f.phase) {
-        (Some("a1111"), _) => vec![
+        (Some(App::A1111), _) => vec![
             "a1111-medvram",
             "a1111-lowvram",
             "efficient-attention",
             "reduce-input-size",
             "reduce-batch",
         ],
-        (Some("comfyui"), _) => vec![
+        (Some(App::Comfyui), _) => vec![
             "comfyui-lowvram",
             "reduce-batch",
             "reduce-input-size",
             "unload-models",
         ],
-        (Some("diffusers"), _) => vec![
+        (Some(App::Diffusers), _) => vec![
             "diffusers-cpu-offload",
             "diffusers-slicing",
             "half-precision-weights",
             "reduce-input-size",
             "reduce-batch",
         ],
-        (Some("vllm"), _) => vec![
+        (Some(App::Vllm), _) => vec![
             "vllm-gpu-memory-utilization",
             "vllm-max-model-len",
             "vllm-enforce-eager",
             "vllm-tensor-parallel",
         ],
-        (_, Some("loading")) => vec![
+        (_, Some(Phase::Loading)) => vec![
             "half-precision-weights",
             "quantize-4bit",
             "quantize-8bit",
             "model-parallel",
             "cpu-offload",
         ],
-        (_, Some("inference")) => vec![
+        (_, Some(Phase::Inference)) => vec![
             "inference-mode",
             "half-precision-weights",
             "reduce-batch",
@@ -529,7 +609,7 @@ fn pytorch_ladder(f: &Finding) -> Vec<&'static str> {
             "quantize-4bit",
             "cpu-offload",
         ],
-        (_, Some("training")) => vec![
+        (_, Some(Phase::Training)) => vec![
             "reduce-batch",
             "gradient-accumulation",
             "mixed-precision",
@@ -549,7 +629,7 @@ fn pytorch_ladder(f: &Finding) -> Vec<&'static str> {
     }
 }
 
-fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
+fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fix> {
     let x = &f.sig.fields;
     let pytorch_cuda = f.sig.framework == Framework::Pytorch
         && matches!(f.sig.backend, Some(Backend::Cuda | Backend::Hip));
@@ -566,12 +646,14 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
             let why = format!(
                 "{u} is reserved but unallocated; growing segments instead of splitting them lets the allocator reuse it"
             );
-            if matches!(f.sig.framework, Framework::Pytorch) {
-                plan.push(("expandable-segments", Some(why), Some(u)));
-                plan.push(("max-split-size", None, None));
-                plan.push(("empty-cache-between-phases", None, None));
-            } else {
-                plan.push(("tf-cuda-malloc-async", None, None));
+            match f.sig.framework {
+                Framework::Pytorch => {
+                    plan.push(("expandable-segments", Some(why), Some(u)));
+                    plan.push(("max-split-size", None, None));
+                    plan.push(("empty-cache-between-phases", None, None));
+                }
+                Framework::Tensorflow => plan.push(("tf-cuda-malloc-async", None, None)),
+                _ => {}
             }
             push_all(&mut plan, ladder(f).into_iter().take(3).collect());
         }
@@ -580,10 +662,8 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
                 .other_processes_bytes
                 .or(n.unaccounted_bytes)
                 .unwrap_or_default();
-            let pids: Vec<String> = f
-                .sig
-                .fields
-                .processes
+            // After `numbers`: this job's own PIDs are marked and left out.
+            let pids: Vec<String> = procs
                 .iter()
                 .filter(|p| !p.is_self)
                 .filter_map(|p| p.pid.map(|pid| format!("{pid} ({})", p.used_bytes)))
@@ -637,18 +717,39 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
         }
         Cause::MemoryFractionLimit => {
             let (w, t) = (x.limit.unwrap_or_default(), x.total.unwrap_or_default());
-            let saves = t.saturating_sub(w);
-            let id = match f.sig.framework {
-                Framework::Jax => "jax-mem-fraction",
-                Framework::Tensorflow => "tf-memory-limit",
-                _ => "raise-memory-fraction",
-            };
-            plan.push((
-                id,
-                Some(format!("the limit is {w}; the device has {t}")),
-                (saves.0 > 0).then_some(saves),
-            ));
-            push_all(&mut plan, ladder(f).into_iter().take(3).collect());
+            if f.sig.backend == Some(Backend::Xpu) {
+                // A per-allocation limit: lifting it frees nothing, it lets
+                // one larger tensor through; chunking keeps each under it.
+                let r = x.requested.unwrap_or_default();
+                plan.push((
+                    "xpu-relaxed-allocation-limits",
+                    Some(format!(
+                        "Intel's runtime refuses single allocations over {w} by default; this one was {r}"
+                    )),
+                    None,
+                ));
+                plan.push((
+                    "reduce-input-size",
+                    Some(format!(
+                        "keep each tensor under {w}: split the work that creates the {r} one"
+                    )),
+                    None,
+                ));
+                push_all(&mut plan, ladder(f).into_iter().take(2).collect());
+            } else {
+                let saves = t.saturating_sub(w);
+                let id = match f.sig.framework {
+                    Framework::Jax => "jax-mem-fraction",
+                    Framework::Tensorflow => "tf-memory-limit",
+                    _ => "raise-memory-fraction",
+                };
+                plan.push((
+                    id,
+                    Some(format!("the limit is {w}; the device has {t}")),
+                    (saves.0 > 0).then_some(saves),
+                ));
+                push_all(&mut plan, ladder(f).into_iter().take(3).collect());
+            }
         }
         Cause::SizeOverflow => push_all(
             &mut plan,
@@ -678,11 +779,7 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
             push_all(&mut plan, ids);
         }
         Cause::KvCache => {
-            let suggested = x
-                .details
-                .iter()
-                .find(|(k, _)| k == "suggested_max_model_len")
-                .map(|(_, v)| v.clone());
+            let suggested = suggested_len(x);
             let why = suggested.map(|s| {
                 format!("at most {s} tokens fit in the KV cache this engine can allocate")
             });
@@ -699,12 +796,20 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
             );
         }
         Cause::Capacity => {
-            let leak = matches!(capacity_evidence(f, n), e if e.contains("tiny request"));
-            if leak {
-                push_all(
-                    &mut plan,
-                    vec!["release-references", "record-memory-history"],
-                );
+            if shortage(x) == Shortage::SmallRequestOnFullGpu {
+                match (f.sig.framework, f.app, f.phase) {
+                    // An image UI or a server holds models, not a training loop's leftovers.
+                    (Framework::Pytorch, Some(App::Comfyui | App::A1111 | App::Diffusers), _) => {
+                        plan.push(("unload-models", None, None));
+                    }
+                    (Framework::Pytorch, Some(App::Vllm), _)
+                    | (Framework::Pytorch, _, Some(Phase::Loading | Phase::Serving)) => {}
+                    (Framework::Pytorch, _, _) => push_all(
+                        &mut plan,
+                        vec!["release-references", "record-memory-history"],
+                    ),
+                    _ => {}
+                }
             }
             if let Some(s) = n.shortfall_bytes.filter(|s| s.0 > 0) {
                 let ids = ladder(f);
@@ -745,16 +850,16 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
         }
         Cause::Unknown => {
             let ids = match f.sig.kind {
-                "nccl-unhandled" => {
+                Kind::NcclUnhandled => {
                     vec!["nccl-debug", "nccl-reduce-buffers", "free-other-processes"]
                 }
-                "cudnn-status" => vec![
+                Kind::CudnnStatus => vec![
                     "free-other-processes",
                     "reduce-batch",
                     "cudnn-workspace",
                     "mixed-precision",
                 ],
-                "cublas-alloc-failed" | "nvml-assert" | "cuda-error-oom" => {
+                Kind::CublasAllocFailed | Kind::NvmlAssert | Kind::CudaErrorOom => {
                     let mut v = vec!["free-other-processes", "reduce-batch"];
                     v.extend(ladder(f).into_iter().skip(1).take(3));
                     v.push("record-memory-history");
@@ -773,6 +878,105 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers) -> Vec<Fix> {
     build_fixes(plan, &flavors(f))
 }
 
+/// The longest max_model_len the message says fits (vLLM v1's "estimated
+/// maximum model length", v0's KV cache tokens).
+fn suggested_len(x: &Fields) -> Option<u64> {
+    x.details.iter().find_map(|d| match d {
+        Detail::SuggestedMaxModelLen(v) => Some(*v),
+        _ => None,
+    })
+}
+
+/// The failing tensor's first dimension, when the message names a tensor of
+/// at least two dimensions (TF's `OOM when allocating tensor with shape[128,…]`):
+/// that dimension is the batch in nearly every layer's activations.
+fn leading_dim(x: &Fields) -> Option<u64> {
+    let t = x.tensor.as_ref()?;
+    match t.shape.as_slice() {
+        [first, _, ..] if *first > 1 => Some(*first),
+        _ => None,
+    }
+}
+
+/// Writes this event's own numbers into the snippets, so that the code says
+/// what the prose and the message say (a vLLM fix that states 35,648 tokens
+/// pastes `--max-model-len 35648`, a TF tensor of shape [128, …] gives
+/// `batch_size=64`, the processes the message names are the ones to stop).
+fn tailor(fixes: &mut [Fix], f: &Finding, procs: &[ProcessUse]) {
+    let x = &f.sig.fields;
+    // The device string of the backend that ran out (ROCm keeps "cuda").
+    let device = match f.sig.backend {
+        Some(Backend::Mps) => Some(("mps", "torch.mps")),
+        Some(Backend::Xpu) => Some(("xpu", "torch.xpu")),
+        _ => None,
+    };
+    for fix in fixes.iter_mut() {
+        if let Some((dev, module)) = device {
+            fix.code = fix
+                .code
+                .replace("device_map=\"cuda\"", &format!("device_map=\"{dev}\""))
+                .replace(".to(\"cuda\"", &format!(".to(\"{dev}\""))
+                .replace(
+                    "torch.cuda.empty_cache()",
+                    &format!("{module}.empty_cache()"),
+                );
+        }
+        match fix.id {
+            "vllm-max-model-len" => {
+                if let Some(s) = suggested_len(x) {
+                    fix.code = format!(
+                        "vllm serve MODEL --max-model-len {s}  # the longest that fits, from the message\n# Python: LLM(model=MODEL_ID, max_model_len={s})"
+                    );
+                }
+            }
+            "reduce-batch" if f.sig.framework == Framework::Tensorflow => {
+                if let Some(n) = leading_dim(x) {
+                    let half = (n / 2).max(1);
+                    fix.why = format!(
+                        "the tensor that failed has {n} as its first dimension, usually the batch; halving the batch halves that tensor and most activations"
+                    );
+                    fix.code = format!(
+                        "model.fit(x_train, y_train, batch_size={half})  # was {n}, the failing tensor's first dimension: halve until it fits"
+                    );
+                }
+            }
+            "free-other-processes" => {
+                let others: Vec<(u64, Bytes)> = procs
+                    .iter()
+                    .filter(|p| !p.is_self)
+                    .filter_map(|p| Some((p.pid?, p.used_bytes)))
+                    .collect();
+                if !others.is_empty() {
+                    let mut code = String::from(
+                        "oomkit monitor --once  # owners and command lines of these processes",
+                    );
+                    for (pid, used) in others {
+                        code.push_str(&format!(
+                            "\nkill {pid}  # holds {used}: only if you own it and no longer need it"
+                        ));
+                    }
+                    code.push_str(
+                        "\nCUDA_VISIBLE_DEVICES=1 python train.py  # or run on an idle GPU",
+                    );
+                    fix.code = code;
+                }
+            }
+            "xpu-relaxed-allocation-limits" => {
+                // Both ways out: the runtime switch and the chunking code.
+                if let Some(r) = remedies::get(fix.id) {
+                    fix.code = r
+                        .snippets
+                        .iter()
+                        .map(|s| s.code)
+                        .collect::<Vec<_>>()
+                        .join("\n# or keep every tensor under the limit:\n");
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A fix plan as `(remedy id, why for this case, how much it frees)`.
 pub(crate) type Plan = Vec<(&'static str, Option<String>, Option<Bytes>)>;
 
@@ -786,7 +990,7 @@ pub(crate) fn build_fixes(plan: Plan, prefs: &[Flavor]) -> Vec<Fix> {
         }
         let Some(r) = remedies::get(id) else { continue };
         let code = r
-            .snippet_for(prefs)
+            .snippet_in(prefs)
             .map_or(String::new(), |s| s.code.to_string());
         out.push(Fix {
             id: r.id,
@@ -797,4 +1001,472 @@ pub(crate) fn build_fixes(plan: Plan, prefs: &[Flavor]) -> Vec<Fix> {
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    //! One row per cause rule of the module docs (and per branch of a rule),
+    //! built from fields, so each rule is tested without a detector.
+    use super::*;
+    use crate::detect::{Chain, signal};
+
+    const GIB: u64 = 1 << 30;
+
+    fn g(x: f64) -> Option<Bytes> {
+        Some(Bytes((x * GIB as f64) as u64))
+    }
+
+    fn finding(fw: Framework, backend: Option<Backend>, fields: Fields) -> Finding {
+        let mut sig = signal(Kind::PytorchAllocator, Chain::Pytorch, fw, "test");
+        sig.backend = backend;
+        sig.fields = fields;
+        Finding {
+            sig,
+            kinds: vec![Kind::PytorchAllocator],
+            line: 1,
+            last_line: 1,
+            last_idx: 0,
+            ranks: Vec::new(),
+            repeats: 1,
+            app: None,
+            phase: None,
+            gpu: None,
+            follows_line: None,
+            reading_lines: Vec::new(),
+        }
+    }
+
+    fn cuda(fields: Fields) -> Finding {
+        finding(Framework::Pytorch, Some(Backend::Cuda), fields)
+    }
+
+    fn proc(pid: Option<u64>, gib: f64, is_self: bool) -> ProcessUse {
+        ProcessUse {
+            pid,
+            used_bytes: g(gib).unwrap_or_default(),
+            is_self,
+        }
+    }
+
+    #[test]
+    fn every_cause_rule() {
+        let cases: Vec<(&str, Finding, Cause)> = vec![
+            (
+                "1 overflow",
+                cuda(Fields {
+                    requested: Some(Bytes(1 << 60)),
+                    total: g(24.0),
+                    ..Fields::default()
+                }),
+                Cause::SizeOverflow,
+            ),
+            (
+                "2 larger than the device",
+                cuda(Fields {
+                    requested: g(30.0),
+                    total: g(24.0),
+                    free: g(20.0),
+                    ..Fields::default()
+                }),
+                Cause::ImpossibleRequest,
+            ),
+            (
+                "2 larger than any GPU, no total stated",
+                finding(
+                    Framework::Onnxruntime,
+                    Some(Backend::Cuda),
+                    Fields {
+                        requested: Some(Bytes::gib(4096)),
+                        ..Fields::default()
+                    },
+                ),
+                Cause::ImpossibleRequest,
+            ),
+            (
+                "2 family limit",
+                {
+                    let mut f = cuda(Fields {
+                        requested: g(5.0),
+                        ..Fields::default()
+                    });
+                    f.sig.implied = Some((Cause::ImpossibleRequest, "4 GiB limit".into()));
+                    f
+                },
+                Cause::ImpossibleRequest,
+            ),
+            (
+                "2b Intel's 4 GiB single-allocation limit",
+                {
+                    let mut f = finding(
+                        Framework::Pytorch,
+                        Some(Backend::Xpu),
+                        Fields {
+                            requested: g(8.0),
+                            total: g(15.11),
+                            limit: g(4.0),
+                            ..Fields::default()
+                        },
+                    );
+                    f.sig.implied = Some((Cause::MemoryFractionLimit, "4 GiB".into()));
+                    f
+                },
+                Cause::MemoryFractionLimit,
+            ),
+            (
+                "3 allocated beyond total (WDDM)",
+                cuda(Fields {
+                    requested: g(1.0),
+                    total: g(8.0),
+                    allocated: g(11.0),
+                    free: g(0.0),
+                    ..Fields::default()
+                }),
+                Cause::WddmSysmemFallback,
+            ),
+            (
+                "4 memory fraction",
+                cuda(Fields {
+                    requested: g(2.0),
+                    total: g(24.0),
+                    free: g(12.0),
+                    allocated: g(9.5),
+                    reserved: g(10.0),
+                    limit: g(11.0),
+                    ..Fields::default()
+                }),
+                Cause::MemoryFractionLimit,
+            ),
+            (
+                "5 implied by the family",
+                {
+                    let mut f = finding(
+                        Framework::Vllm,
+                        Some(Backend::Cuda),
+                        Fields {
+                            requested: g(4.0),
+                            free: g(2.0),
+                            ..Fields::default()
+                        },
+                    );
+                    f.sig.implied = Some((Cause::KvCache, "kv".into()));
+                    f
+                },
+                Cause::KvCache,
+            ),
+            (
+                "6 fragmentation",
+                cuda(Fields {
+                    requested: g(2.0),
+                    total: g(24.0),
+                    free: g(1.0),
+                    allocated: g(14.0),
+                    reserved: g(18.0),
+                    unallocated: g(4.0),
+                    ..Fields::default()
+                }),
+                Cause::Fragmentation,
+            ),
+            (
+                "7 other processes named",
+                cuda(Fields {
+                    requested: g(2.0),
+                    total: g(24.0),
+                    free: g(0.5),
+                    allocated: g(9.8),
+                    reserved: g(10.0),
+                    unallocated: g(0.2),
+                    processes: vec![proc(Some(4242), 12.0, false), proc(None, 11.0, true)],
+                    ..Fields::default()
+                }),
+                Cause::OtherProcesses,
+            ),
+            (
+                "7 legacy: memory outside PyTorch",
+                cuda(Fields {
+                    requested: g(2.0),
+                    total: g(24.0),
+                    free: g(0.5),
+                    allocated: g(5.8),
+                    reserved: g(6.0),
+                    unallocated: g(0.2),
+                    ..Fields::default()
+                }),
+                Cause::OtherProcesses,
+            ),
+            (
+                "8 memory outside the allocator",
+                cuda(Fields {
+                    requested: g(2.0),
+                    total: g(24.0),
+                    free: g(0.5),
+                    allocated: g(9.8),
+                    reserved: g(10.0),
+                    unallocated: g(0.2),
+                    processes: vec![proc(None, 23.0, true)],
+                    ..Fields::default()
+                }),
+                Cause::NonFrameworkMemory,
+            ),
+            (
+                "9 capacity",
+                cuda(Fields {
+                    requested: g(2.0),
+                    total: g(24.0),
+                    free: g(0.5),
+                    allocated: g(22.8),
+                    reserved: g(23.0),
+                    unallocated: g(0.2),
+                    ..Fields::default()
+                }),
+                Cause::Capacity,
+            ),
+            (
+                "9 unknown: no numbers",
+                cuda(Fields::default()),
+                Cause::Unknown,
+            ),
+            (
+                "status: not an OOM",
+                {
+                    let mut f = cuda(Fields::default());
+                    f.sig.status = Status::NotOom("host RAM");
+                    f
+                },
+                Cause::NotOom,
+            ),
+            (
+                "status: undetermined",
+                {
+                    let mut f = cuda(Fields::default());
+                    f.sig.status = Status::Undetermined("maybe");
+                    f
+                },
+                Cause::Unknown,
+            ),
+            (
+                "MPS: requested above max allowed is not impossible",
+                finding(
+                    Framework::Pytorch,
+                    Some(Backend::Mps),
+                    Fields {
+                        requested: g(30.0),
+                        total: g(18.0),
+                        limit: g(18.0),
+                        allocated: g(10.0),
+                        others: g(6.0),
+                        ..Fields::default()
+                    },
+                ),
+                Cause::Capacity,
+            ),
+        ];
+        for (name, f, want) in cases {
+            let e = diagnose(f);
+            assert_eq!(e.cause, want, "{name}: {}", e.evidence);
+            assert!(!e.evidence.is_empty(), "{name}");
+            if want != Cause::NotOom {
+                assert!(!e.fixes.is_empty(), "{name}: no fixes");
+            }
+        }
+    }
+
+    /// A PID of this job (oomkit, the child of `oomkit run`) listed as
+    /// `Process N` is this job, not another process to stop.
+    #[test]
+    fn own_pids_are_never_other_processes() {
+        let fields = Fields {
+            requested: g(2.0),
+            total: g(24.0),
+            free: g(0.5),
+            allocated: g(9.8),
+            reserved: g(10.0),
+            unallocated: g(0.2),
+            processes: vec![proc(Some(4242), 12.0, false), proc(None, 11.0, true)],
+            ..Fields::default()
+        };
+        let e = diagnose(cuda(fields.clone()));
+        assert_eq!(e.cause, Cause::OtherProcesses);
+        let e = diagnose_with(cuda(fields), &[4242]);
+        assert_ne!(e.cause, Cause::OtherProcesses, "{}", e.evidence);
+        assert_eq!(e.numbers.other_processes_bytes, Some(Bytes::ZERO));
+        assert_eq!(e.numbers.this_process_bytes, g(11.0));
+        assert!(e.fixes.iter().all(|f| !f.code.contains("kill 4242")));
+    }
+
+    fn ids(e: &Event) -> Vec<&'static str> {
+        e.fixes.iter().map(|f| f.id).collect()
+    }
+
+    /// The small-request case (a full GPU) offers the leak fixes; the
+    /// evidence and the fixes read the same typed [`Shortage`].
+    #[test]
+    fn a_small_request_on_a_full_gpu_offers_the_leak_fixes() {
+        let full = Fields {
+            requested: Some(Bytes::mib(20)),
+            total: g(24.0),
+            free: Some(Bytes::mib(10)),
+            allocated: g(22.0),
+            reserved: g(22.1),
+            ..Fields::default()
+        };
+        assert_eq!(shortage(&full), Shortage::SmallRequestOnFullGpu);
+        let e = diagnose(cuda(full.clone()));
+        assert_eq!(e.cause, Cause::Capacity);
+        assert!(
+            e.evidence.contains("a small request failed"),
+            "{}",
+            e.evidence
+        );
+        assert_eq!(
+            ids(&e).get(..2),
+            Some(&["release-references", "record-memory-history"][..])
+        );
+        let mut comfy = cuda(full.clone());
+        comfy.app = Some(App::Comfyui);
+        let e = diagnose(comfy);
+        assert_eq!(ids(&e).first(), Some(&"unload-models"));
+        assert!(!ids(&e).contains(&"release-references"));
+        let big = Fields {
+            requested: g(4.0),
+            free: g(1.0),
+            ..full
+        };
+        assert_eq!(shortage(&big), Shortage::JobTooBig);
+        let e = diagnose(cuda(big));
+        assert!(!ids(&e).contains(&"release-references"));
+        assert!(
+            e.evidence
+                .ends_with("the job needs more memory than the device offers")
+        );
+    }
+}
+
+#[cfg(test)]
+mod fit_tests {
+    //! Fixes that fit the user: the framework that raised the error, and the
+    //! numbers of the message in the snippets.
+    use crate::{Explainer, Framework};
+
+    fn event(text: &str) -> crate::Event {
+        let r = Explainer::new().explain_str(text);
+        r.events.into_iter().next().expect("one event")
+    }
+
+    const FIXTURES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/");
+
+    fn fixture(name: &str) -> String {
+        std::fs::read_to_string(format!("{FIXTURES}{name}")).expect("fixture")
+    }
+
+    #[test]
+    fn vllm_snippet_uses_the_length_the_message_estimates() {
+        let e = event(&fixture("vllm_v1_fixed_typo.log"));
+        let fix = e
+            .fixes
+            .iter()
+            .find(|f| f.id == "vllm-max-model-len")
+            .expect("max-model-len fix");
+        assert!(fix.why.contains("21584"), "{}", fix.why);
+        assert!(fix.code.contains("--max-model-len 21584"), "{}", fix.code);
+        assert!(!fix.code.contains("8192"), "{}", fix.code);
+    }
+
+    #[test]
+    fn tf_batch_snippet_matches_the_tensor_shape() {
+        let e = event(&fixture("real/035.txt"));
+        assert_eq!(e.framework, Framework::Tensorflow);
+        let fix = e
+            .fixes
+            .iter()
+            .find(|f| f.id == "reduce-batch")
+            .expect("reduce-batch");
+        assert!(fix.code.contains("batch_size=64"), "{}", fix.code);
+        assert!(fix.code.contains("was 128"), "{}", fix.code);
+        assert!(!fix.code.contains("32"), "{}", fix.code);
+    }
+
+    /// Rows: (fixture, framework, words no snippet may contain, a snippet
+    /// that must be there).
+    #[test]
+    fn snippets_are_in_the_framework_that_raised_the_error() {
+        let torch_words: &[&str] = &["torch", "DataLoader", "PYTORCH_", "from_pretrained"];
+        let cases: &[(&str, Framework, &[&str], &str)] = &[
+            (
+                "jax_tiny_request_preallocation.log",
+                Framework::Jax,
+                torch_words,
+                "XLA_PYTHON_CLIENT_PREALLOCATE",
+            ),
+            (
+                "jax_2024_human_size.log",
+                Framework::Jax,
+                torch_words,
+                "XLA_PYTHON_CLIENT_MEM_FRACTION",
+            ),
+            (
+                "tensorflow_cudnn_handle.log",
+                Framework::Tensorflow,
+                torch_words,
+                "tf.config.experimental.set_memory_growth",
+            ),
+            (
+                "tensorflow_graph_execution_error.log",
+                Framework::Tensorflow,
+                torch_words,
+                "tf.config.experimental.set_memory_growth",
+            ),
+        ];
+        for (name, fw, banned, wanted) in cases {
+            let e = event(&fixture(name));
+            assert_eq!(e.framework, *fw, "{name}");
+            for f in &e.fixes {
+                for w in *banned {
+                    assert!(!f.code.contains(w), "{name}: {} has {w}: {}", f.id, f.code);
+                }
+            }
+            assert!(
+                e.fixes.iter().any(|f| f.code.contains(wanted)),
+                "{name}: no {wanted} in {:?}",
+                e.fixes.iter().map(|f| f.id).collect::<Vec<_>>()
+            );
+        }
+    }
+
+    /// An MPS user's snippets name the MPS device, and the message's "other
+    /// allocations" are not called other processes.
+    #[test]
+    fn mps_snippets_name_the_mps_device() {
+        let e = event(&fixture("mps_gib_era.log"));
+        for f in &e.fixes {
+            assert!(!f.code.contains("cuda"), "{}: {}", f.id, f.code);
+        }
+        assert!(
+            e.fixes
+                .iter()
+                .any(|f| f.code.contains("device_map=\"mps\"")),
+            "{:?}",
+            e.fixes.iter().map(|f| f.id).collect::<Vec<_>>()
+        );
+        assert!(!e.evidence.contains("other processes"), "{}", e.evidence);
+    }
+
+    #[test]
+    fn named_processes_are_the_ones_to_stop() {
+        let e = event(&fixture("pytorch_2_1_capacty_typo_other_process.log"));
+        let fix = e
+            .fixes
+            .iter()
+            .find(|f| f.id == "free-other-processes")
+            .expect("free-other-processes");
+        for p in e.processes.iter().filter(|p| !p.is_self) {
+            let pid = p.pid.expect("pid");
+            assert!(fix.code.contains(&format!("kill {pid} ")), "{}", fix.code);
+            assert!(fix.why.contains(&pid.to_string()), "{}", fix.why);
+        }
+        assert!(
+            fix.code.starts_with("oomkit monitor --once"),
+            "{}",
+            fix.code
+        );
+    }
 }

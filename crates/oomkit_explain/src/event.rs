@@ -8,6 +8,7 @@
 use oomkit_core::Bytes;
 use serde::Serialize;
 
+use crate::detail::Detail;
 use crate::readings::Reading;
 
 /// The whole answer for one input.
@@ -263,9 +264,9 @@ pub struct Event {
     /// The GPU model, from the log or inferred from the total.
     pub gpu: Option<GpuGuess>,
     /// The application around the framework (`diffusers`, `comfyui`, `a1111`, `transformers`, …).
-    pub app: Option<&'static str>,
+    pub app: Option<App>,
     /// What the program was doing (`training`, `inference`, `loading`, `serving`).
-    pub phase: Option<&'static str>,
+    pub phase: Option<Phase>,
     /// How many times this same error appears in the input.
     pub repeats: u32,
     /// Distributed ranks that printed it, from `[rankN]:` prefixes.
@@ -275,8 +276,86 @@ pub struct Event {
     /// Lines of the readings in the same input joined to this diagnosis
     /// (an nvidia-smi reading of its GPU, PyTorch counters of its device).
     pub reading_lines: Vec<u64>,
-    /// Extra facts from the message (max model length, buffer kind, …), as key/value.
-    pub details: Vec<(String, String)>,
+    /// Extra facts from the message (max model length, buffer kind, …),
+    /// serialised as `[key, value]` pairs.
+    pub details: Vec<Detail>,
+}
+
+/// The application around the framework, read from the log around the
+/// message (paths, banners, exception text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[allow(missing_docs)]
+pub enum App {
+    #[serde(rename = "comfyui")]
+    Comfyui,
+    #[serde(rename = "a1111")]
+    A1111,
+    #[serde(rename = "diffusers")]
+    Diffusers,
+    #[serde(rename = "vllm")]
+    Vllm,
+    #[serde(rename = "deepspeed")]
+    Deepspeed,
+    #[serde(rename = "transformers-trainer")]
+    TransformersTrainer,
+    #[serde(rename = "accelerate")]
+    Accelerate,
+    #[serde(rename = "lightning")]
+    Lightning,
+    #[serde(rename = "transformers")]
+    Transformers,
+}
+
+impl App {
+    /// The name in the JSON and the human output.
+    pub fn name(self) -> &'static str {
+        match self {
+            App::Comfyui => "comfyui",
+            App::A1111 => "a1111",
+            App::Diffusers => "diffusers",
+            App::Vllm => "vllm",
+            App::Deepspeed => "deepspeed",
+            App::TransformersTrainer => "transformers-trainer",
+            App::Accelerate => "accelerate",
+            App::Lightning => "lightning",
+            App::Transformers => "transformers",
+        }
+    }
+}
+
+impl std::fmt::Display for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the program was doing when memory ran out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+#[allow(missing_docs)]
+pub enum Phase {
+    Training,
+    Loading,
+    Inference,
+    Serving,
+}
+
+impl Phase {
+    /// The name in the JSON and the human output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Training => "training",
+            Phase::Loading => "loading",
+            Phase::Inference => "inference",
+            Phase::Serving => "serving",
+        }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// A GPU model named for an event.

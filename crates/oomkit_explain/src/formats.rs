@@ -109,6 +109,12 @@ pub static FORMATS: &[Format] = &[
         example: "InternalError: Failed copying input tensor from /job:localhost/replica:0/task:0/device:CPU:0 to /job:localhost/replica:0/task:0/device:GPU:0 in order to run _EagerConst: Dst tensor is not initialized.",
     },
     Format {
+        id: "tensorflow-eager-failed-to-allocate",
+        framework: "tensorflow",
+        is_oom: true,
+        example: "ResourceExhaustedError: failed to allocate memory [Op:AddV2]",
+    },
+    Format {
         id: "tensorflow-cudnn-handle",
         framework: "tensorflow",
         is_oom: true,

@@ -32,6 +32,7 @@
 // helpers instead.
 
 mod assemble;
+pub mod detail;
 mod detect;
 mod diagnose;
 mod event;
@@ -43,8 +44,10 @@ pub mod scan;
 
 use std::io::Read;
 
+pub use detail::Detail;
 pub use event::{
-    Backend, Cause, Event, Fix, Framework, GpuGuess, Numbers, ProcessUse, Report, TensorInfo,
+    App, Backend, Cause, Event, Fix, Framework, GpuGuess, Numbers, Phase, ProcessUse, Report,
+    TensorInfo,
 };
 pub use readings::{Reading, Source as ReadingSource, TorchCounters};
 
@@ -66,6 +69,8 @@ pub enum Error {
 /// The explainer: compiled automata and regexes, built once.
 pub struct Explainer {
     scanner: scan::Scanner,
+    /// PIDs that are this job, never "other processes" (see [`Explainer::with_own_pids`]).
+    own_pids: Vec<u64>,
 }
 
 impl Default for Explainer {
@@ -79,7 +84,18 @@ impl Explainer {
     pub fn new() -> Explainer {
         Explainer {
             scanner: scan::Scanner::new(),
+            own_pids: Vec::new(),
         }
+    }
+
+    /// PIDs that belong to the job being explained, as the GPU driver sees
+    /// them: oomkit's own process and, under `oomkit run`/`probe`, the child
+    /// it supervises. A message or reading that lists one of them as
+    /// `Process N` counts it as this job, never as another process to stop.
+    /// (Not for pasted logs: their PIDs are another machine's.)
+    pub fn with_own_pids(mut self, pids: impl IntoIterator<Item = u64>) -> Explainer {
+        self.own_pids.extend(pids);
+        self
     }
 
     /// Explains a whole stream, reading it once in fixed-size chunks.
@@ -148,7 +164,7 @@ impl Explainer {
                 .take(MAX_EVENTS)
                 .map(|mut f| {
                     readings::combine(&mut f, &found);
-                    diagnose::diagnose(f)
+                    diagnose::diagnose_with(f, &self.own_pids)
                 })
                 .collect(),
             readings: found,

@@ -333,11 +333,14 @@ fn number_rows(e: &Event) -> Vec<(String, String)> {
         n.non_framework_bytes,
         "  (context, libraries)",
     );
-    add(
-        "other processes",
-        n.other_processes_bytes.filter(|o| o.0 > 0),
-        "",
-    );
+    // MPS's "other allocations": Metal memory outside PyTorch's heap, from
+    // this process or others; not fragmentation, and not only processes.
+    let (others, note) = if e.backend == Some(crate::event::Backend::Mps) {
+        ("other allocations", "  (Metal, outside PyTorch's heap)")
+    } else {
+        ("other processes", "")
+    };
+    add(others, n.other_processes_bytes.filter(|o| o.0 > 0), note);
     add(
         "unaccounted",
         n.unaccounted_bytes.filter(|u| u.0 > 0),
@@ -368,8 +371,8 @@ fn number_rows(e: &Event) -> Vec<(String, String)> {
         };
         rows.push((who, p.used_bytes.to_string()));
     }
-    for (k, v) in &e.details {
-        rows.push((k.replace('_', " "), v.clone()));
+    for d in &e.details {
+        rows.push((d.key().replace('_', " "), d.value()));
     }
     rows
 }

@@ -199,7 +199,13 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
     spawn_readers(&mut child, &tx, &hang_up);
     drop(tx);
     let (etx, erx) = sync_channel::<Vec<u8>>(64);
-    let explainer = thread::spawn(move || Explainer::new().explain_reader(ChannelReader::new(erx)));
+    // oomkit and its child are this job: never "other processes" to stop.
+    let own = [u64::from(std::process::id()), u64::from(child.id())];
+    let explainer = thread::spawn(move || {
+        Explainer::new()
+            .with_own_pids(own)
+            .explain_reader(ChannelReader::new(erx))
+    });
     let mut sup = Supervisor {
         pid,
         opts,

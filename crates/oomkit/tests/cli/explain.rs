@@ -420,3 +420,139 @@ fn invalid_utf8_and_utf16_logs_are_explained() {
         );
     }
 }
+
+/// Every `oomkit SUBCOMMAND` a fix, an evidence sentence or a remedy
+/// mentions is a real subcommand of this binary (`oomkit SUB --help` exits 0),
+/// and fixes written for one event carry that event's numbers.
+#[test]
+fn every_oomkit_command_a_fix_mentions_exists() {
+    let mut texts: Vec<String> = Vec::new();
+    for r in oomkit_core::remedies::REMEDIES {
+        texts.push(r.why.to_string());
+        for s in r.snippets {
+            texts.push(s.code.to_string());
+        }
+    }
+    let root = fixtures().canonicalize().unwrap();
+    for name in [
+        "pytorch_2_1_capacty_typo_other_process.log",
+        "real/002.txt",
+        "nccl_unhandled_no_detail.log",
+    ] {
+        let got = json(&run_in(&root, &["explain", "--format", "json", name], None));
+        for e in got["events"].as_array().unwrap() {
+            texts.push(e["evidence"].as_str().unwrap().to_string());
+            for f in e["fixes"].as_array().unwrap() {
+                texts.push(f["why"].as_str().unwrap().to_string());
+                texts.push(f["code"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    let mut subs: Vec<String> = Vec::new();
+    for t in &texts {
+        let mut words = t.split(|c: char| c.is_whitespace() || c == '`' || c == '(');
+        while let Some(w) = words.next() {
+            if w == "oomkit"
+                && let Some(sub) = words.next()
+                && sub.chars().all(|c| c.is_ascii_lowercase())
+                && !sub.is_empty()
+                && !subs.iter().any(|s| s == sub)
+            {
+                subs.push(sub.to_string());
+            }
+        }
+    }
+    for want in ["monitor", "snapshot", "probe"] {
+        assert!(
+            subs.iter().any(|s| s == want),
+            "no fix mentions oomkit {want}: {subs:?}"
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for sub in &subs {
+        let out = run_in(dir.path(), &[sub, "--help"], None);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "oomkit {sub} --help: {}",
+            stderr(&out)
+        );
+    }
+}
+
+/// The fix for other processes names the PIDs the message lists, and
+/// the vLLM fix pastes the length the message estimates.
+#[test]
+fn fixes_carry_the_numbers_of_the_message() {
+    let root = fixtures().canonicalize().unwrap();
+    let got = json(&run_in(
+        &root,
+        &["explain", "--format", "json", "vllm_v1_fixed_typo.log"],
+        None,
+    ));
+    let fixes = got["events"][0]["fixes"].as_array().unwrap();
+    let len = fixes
+        .iter()
+        .find(|f| f["id"] == "vllm-max-model-len")
+        .unwrap();
+    assert!(
+        len["code"]
+            .as_str()
+            .unwrap()
+            .contains("--max-model-len 21584")
+    );
+    assert!(len["why"].as_str().unwrap().contains("21584"));
+    let got = json(&run_in(
+        &root,
+        &["explain", "--format", "json", "real/035.txt"],
+        None,
+    ));
+    let batch = got["events"][0]["fixes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "reduce-batch")
+        .unwrap();
+    assert!(batch["code"].as_str().unwrap().contains("batch_size=64"));
+    assert!(batch["code"].as_str().unwrap().contains("was 128"));
+}
+
+/// JAX and TensorFlow users get their framework's code (or shell commands),
+/// never PyTorch's.
+#[test]
+fn fixes_are_in_the_framework_that_raised_the_error() {
+    let root = fixtures().canonicalize().unwrap();
+    for (name, fw, wanted) in [
+        (
+            "jax_tiny_request_preallocation.log",
+            "jax",
+            "XLA_PYTHON_CLIENT_PREALLOCATE",
+        ),
+        ("jax_2024_human_size.log", "jax", "XLA_PYTHON_CLIENT_"),
+        (
+            "tensorflow_cudnn_handle.log",
+            "tensorflow",
+            "tf.config.experimental.set_memory_growth",
+        ),
+        ("real/035.txt", "tensorflow", "model.fit("),
+    ] {
+        let got = json(&run_in(&root, &["explain", "--format", "json", name], None));
+        let e = &got["events"][0];
+        assert_eq!(e["framework"], fw, "{name}");
+        let codes: Vec<&str> = e["fixes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["code"].as_str().unwrap())
+            .collect();
+        for c in &codes {
+            for banned in ["torch", "DataLoader", "PYTORCH_", "from_pretrained"] {
+                assert!(!c.contains(banned), "{name}: {banned} in {c}");
+            }
+        }
+        assert!(
+            codes.iter().any(|c| c.contains(wanted)),
+            "{name}: {codes:?}"
+        );
+    }
+}

@@ -407,3 +407,22 @@ fn a_closed_pipe_ends_the_command() {
     // Python reports the broken pipe itself, or dies of SIGPIPE: 1 or 128 + 13.
     assert!(matches!(status.code(), Some(1 | 141)), "{status:?}");
 }
+
+/// The child that `oomkit run` supervises is this job: when its message
+/// lists it as `Process N` (its host PID, as in a container), the report
+/// never tells the user to stop it, and names the real other process.
+#[test]
+fn the_supervised_child_is_never_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let code = "import os, sys\npid = os.getpid()\nsys.stderr.write(f'torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 23.65 GiB of which 512.00 MiB is free. Process {pid} has 12.00 GiB memory in use. Process 999999 has 11.00 GiB memory in use. Of the allocated memory 9.00 GiB is allocated by PyTorch, and 1.00 GiB is reserved by PyTorch but unallocated.\\n{pid}\\n')\nsys.exit(1)";
+    let o = run_py(dir.path(), &[], code);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    let pid = err
+        .lines()
+        .find(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_digit()))
+        .expect("the child printed its pid");
+    assert!(err.contains("kill 999999 "), "{err}");
+    assert!(!err.contains(&format!("kill {pid} ")), "{err}");
+    assert!(!err.contains(&format!("PID {pid} ")), "{err}");
+}

@@ -22,6 +22,7 @@ use oomkit_core::Bytes;
 use oomkit_core::bytes::SIZE_PATTERN;
 use regex::{Captures, Regex};
 
+use crate::detail::Detail;
 use crate::event::{Backend, Cause, Framework, ProcessUse, TensorInfo};
 use crate::normalize::Doc;
 
@@ -44,7 +45,92 @@ pub struct Fields {
     pub processes: Vec<ProcessUse>,
     pub tensor: Option<TensorInfo>,
     pub op: Option<String>,
-    pub details: Vec<(String, String)>,
+    pub details: Vec<Detail>,
+}
+
+/// The message shape a detector branch recognised; one variant per branch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum Kind {
+    // PyTorch (pytorch.rs)
+    PytorchAllocator,
+    PytorchAllocatorHeadless,
+    Ipex4gb,
+    CudaMallocAsync,
+    Mps,
+    ThcError,
+    ThcCheck,
+    CudaErrorOom,
+    CublasAllocFailed,
+    CudnnStatus,
+    NvmlAssert,
+    IllegalMemoryAccess,
+    // TensorFlow and XLA (tensorflow.rs, and TF's cuDNN texts in pytorch.rs)
+    TfOomTensor,
+    TfBfc,
+    TfBfcWarning,
+    StreamExecutorDevice,
+    HostPinned,
+    TfDstTensor,
+    TfEagerAlloc,
+    TfCudnnHandle,
+    TfCudnnAlgo,
+    XlaOom,
+    XlaRequest,
+    // Serving (serving.rs, and ggml's CUDA error in pytorch.rs)
+    VllmNoBlocks,
+    VllmV0MaxLen,
+    VllmV1MaxLen,
+    GgmlCudaError,
+    GgmlMalloc,
+    GgmlBuffer,
+    GgmlFailed,
+    GgmlPinned,
+    TgiWarmup,
+    // Others (others.rs)
+    NcclOom,
+    NcclUnhandled,
+    PaddleOom,
+    PaddleEnforce,
+    CupyOom,
+    OrtBfcArena,
+    ComfyuiTip,
+    ComfyuiTiledVae,
+    A1111Summary,
+    CpuAllocator,
+    OomKiller,
+    PythonMemoryError,
+}
+
+/// Signals of one chain that follow each other describe one error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[allow(missing_docs)]
+pub enum Chain {
+    Pytorch,
+    PytorchCudaError,
+    Thc,
+    Cublas,
+    Cudnn,
+    Nvml,
+    Illegal,
+    /// TensorFlow: the BFC log, the dump, the exception.
+    Tf,
+    TfCudnn,
+    /// XLA/JAX: the BFC log JAX prints, then RESOURCE_EXHAUSTED.
+    Xla,
+    Vllm,
+    /// ggml's three lines for one failure.
+    Ggml,
+    GgmlHost,
+    Tgi,
+    Host,
+    Nccl,
+    Paddle,
+    Cupy,
+    Ort,
+    Comfyui,
+    ComfyuiVae,
+    A1111,
 }
 
 /// Whether a signal is an OOM.
@@ -62,10 +148,10 @@ pub enum Status {
 #[derive(Debug, Clone)]
 pub struct Signal {
     /// Message shape, unique per detector branch.
-    pub kind: &'static str,
+    pub kind: Kind,
     /// Signals of one chain that follow each other describe one error
     /// (ggml's three lines, TF's BFC log then the exception).
-    pub chain: &'static str,
+    pub chain: Chain,
     /// Which signal's numbers win when a chain disagrees (higher wins).
     pub rank: u8,
     /// Index of the headline's line in the doc.
@@ -205,6 +291,10 @@ pub struct Detector {
     pub max_span: usize,
     /// Reads the message; `m` is the headline match.
     pub parse: fn(m: &Captures<'_>, span: &Span<'_>) -> Option<Signal>,
+    /// Headlines this one is part of: a hit is dropped when one of them is
+    /// found on its line or up to two lines before (PyTorch's `Tried to
+    /// allocate …` is a message of its own only without its headline).
+    pub defer_to: &'static [&'static Lazy],
 }
 
 /// Every detector, in no particular order (each headline is distinct).
@@ -217,12 +307,7 @@ pub fn detectors() -> impl Iterator<Item = &'static Detector> {
 }
 
 /// A signal with defaults for the common fields.
-pub fn signal(
-    kind: &'static str,
-    chain: &'static str,
-    framework: Framework,
-    format: &'static str,
-) -> Signal {
+pub fn signal(kind: Kind, chain: Chain, framework: Framework, format: &'static str) -> Signal {
     Signal {
         kind,
         chain,
@@ -311,6 +396,22 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
             });
         }
     }
+    // A hit that is part of a longer message found just before it is not a
+    // message of its own (its span would cut the longer one short).
+    let deferred = |h: &Hit<'_>, all: &[Hit<'_>]| {
+        all.iter().any(|o| {
+            h.det
+                .defer_to
+                .iter()
+                .any(|d| std::ptr::eq(*d, o.det.headline))
+                && o.line_idx <= h.line_idx
+                && h.line_idx <= o.line_idx + 2
+                && (o.line_idx < h.line_idx || o.start < h.start)
+        })
+    };
+    let keep: Vec<bool> = hits.iter().map(|h| !deferred(h, &hits)).collect();
+    let mut k = keep.into_iter();
+    hits.retain(|_| k.next().unwrap_or(true));
     hits.sort_by_key(|h| (h.line_idx, h.start));
     let mut spaced_starts: Vec<usize> = hits.iter().filter(|h| !h.tight).map(|h| h.start).collect();
     spaced_starts.sort_unstable();
@@ -507,4 +608,677 @@ pub fn tensor_bytes(shape: &str, dtype: &str) -> (TensorInfo, Option<Bytes>) {
         },
         size,
     )
+}
+
+#[cfg(test)]
+mod table {
+    //! One row per message shape (`Kind`): the text, what the detector must
+    //! read from it, and nothing it must not. The texts are the formats'
+    //! examples (`formats.rs`, from `shared/reference/oom-messages.md` and the
+    //! fixtures' public sources).
+    use super::*;
+    use crate::detail::BufferKind;
+    use crate::normalize;
+    use crate::scan::RawLine;
+
+    /// Every kind; `index` is an exhaustive match, so a new `Kind` does not
+    /// compile until it is listed here (and then needs a row).
+    const ALL: [Kind; 44] = [
+        Kind::PytorchAllocator,
+        Kind::PytorchAllocatorHeadless,
+        Kind::Ipex4gb,
+        Kind::CudaMallocAsync,
+        Kind::Mps,
+        Kind::ThcError,
+        Kind::ThcCheck,
+        Kind::CudaErrorOom,
+        Kind::CublasAllocFailed,
+        Kind::CudnnStatus,
+        Kind::NvmlAssert,
+        Kind::IllegalMemoryAccess,
+        Kind::TfOomTensor,
+        Kind::TfBfc,
+        Kind::TfBfcWarning,
+        Kind::StreamExecutorDevice,
+        Kind::HostPinned,
+        Kind::TfDstTensor,
+        Kind::TfEagerAlloc,
+        Kind::TfCudnnHandle,
+        Kind::TfCudnnAlgo,
+        Kind::XlaOom,
+        Kind::XlaRequest,
+        Kind::VllmNoBlocks,
+        Kind::VllmV0MaxLen,
+        Kind::VllmV1MaxLen,
+        Kind::GgmlCudaError,
+        Kind::GgmlMalloc,
+        Kind::GgmlBuffer,
+        Kind::GgmlFailed,
+        Kind::GgmlPinned,
+        Kind::TgiWarmup,
+        Kind::NcclOom,
+        Kind::NcclUnhandled,
+        Kind::PaddleOom,
+        Kind::PaddleEnforce,
+        Kind::CupyOom,
+        Kind::OrtBfcArena,
+        Kind::ComfyuiTip,
+        Kind::ComfyuiTiledVae,
+        Kind::A1111Summary,
+        Kind::CpuAllocator,
+        Kind::OomKiller,
+        Kind::PythonMemoryError,
+    ];
+
+    fn index(k: Kind) -> usize {
+        match k {
+            Kind::PytorchAllocator => 0,
+            Kind::Ipex4gb => 1,
+            Kind::CudaMallocAsync => 2,
+            Kind::Mps => 3,
+            Kind::ThcError => 4,
+            Kind::ThcCheck => 5,
+            Kind::CudaErrorOom => 6,
+            Kind::CublasAllocFailed => 7,
+            Kind::CudnnStatus => 8,
+            Kind::NvmlAssert => 9,
+            Kind::IllegalMemoryAccess => 10,
+            Kind::TfOomTensor => 11,
+            Kind::TfBfc => 12,
+            Kind::TfBfcWarning => 13,
+            Kind::StreamExecutorDevice => 14,
+            Kind::HostPinned => 15,
+            Kind::TfDstTensor => 16,
+            Kind::TfCudnnHandle => 17,
+            Kind::TfCudnnAlgo => 18,
+            Kind::XlaOom => 19,
+            Kind::XlaRequest => 20,
+            Kind::VllmNoBlocks => 21,
+            Kind::VllmV0MaxLen => 22,
+            Kind::VllmV1MaxLen => 23,
+            Kind::GgmlCudaError => 24,
+            Kind::GgmlMalloc => 25,
+            Kind::GgmlBuffer => 26,
+            Kind::GgmlFailed => 27,
+            Kind::GgmlPinned => 28,
+            Kind::TgiWarmup => 29,
+            Kind::NcclOom => 30,
+            Kind::NcclUnhandled => 31,
+            Kind::PaddleOom => 32,
+            Kind::PaddleEnforce => 33,
+            Kind::CupyOom => 34,
+            Kind::OrtBfcArena => 35,
+            Kind::ComfyuiTip => 36,
+            Kind::ComfyuiTiledVae => 37,
+            Kind::A1111Summary => 38,
+            Kind::CpuAllocator => 39,
+            Kind::OomKiller => 40,
+            Kind::PythonMemoryError => 41,
+            Kind::TfEagerAlloc => 42,
+            Kind::PytorchAllocatorHeadless => 43,
+        }
+    }
+
+    fn signals(text: &str) -> Vec<Signal> {
+        let raw: Vec<RawLine> = text
+            .lines()
+            .zip(1u64..)
+            .map(|(l, number)| RawLine {
+                number,
+                bytes: l.as_bytes().to_vec(),
+            })
+            .collect();
+        detect(&normalize::build(normalize::clean(&raw)))
+    }
+
+    /// `O` OOM, `N` not an OOM, `U` undetermined, `C` context only.
+    struct Row {
+        text: &'static str,
+        kind: Kind,
+        fw: Framework,
+        status: char,
+        requested: Option<&'static str>,
+        total: Option<&'static str>,
+        free: Option<&'static str>,
+        device: Option<u32>,
+        detail: Option<Detail>,
+    }
+
+    const fn row(text: &'static str, kind: Kind, fw: Framework, status: char) -> Row {
+        Row {
+            text,
+            kind,
+            fw,
+            status,
+            requested: None,
+            total: None,
+            free: None,
+            device: None,
+            detail: None,
+        }
+    }
+
+    fn b(s: &str) -> Bytes {
+        s.parse().unwrap_or_else(|e| panic!("{s}: {e:?}"))
+    }
+
+    #[test]
+    fn every_detector_reads_its_shape() {
+        use Framework as F;
+        let rows = vec![
+            Row {
+                requested: Some("100.00 MiB"),
+                total: Some("31.37 GiB"),
+                free: Some("15.88 MiB"),
+                device: Some(0),
+                ..row(
+                    "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 100.00 MiB. GPU 0 has a total capacity of 31.37 GiB of which 15.88 MiB is free. Including non-PyTorch memory, this process has 31.34 GiB memory in use. Of the allocated memory 30.74 GiB is allocated by PyTorch, and 19.41 MiB is reserved by PyTorch but unallocated.",
+                    Kind::PytorchAllocator,
+                    F::Pytorch,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("10.84 GiB"),
+                total: Some("23.65 GiB"),
+                free: Some("10.26 GiB"),
+                device: Some(0),
+                ..row(
+                    "RuntimeError: CUDA out of memory. Tried to allocate 10.84 GiB (GPU 0; 23.65 GiB total capacity; 1.06 GiB already allocated; 10.26 GiB free; 12.53 GiB reserved in total by PyTorch)",
+                    Kind::PytorchAllocator,
+                    F::Pytorch,
+                    'O',
+                )
+            },
+            // ShannonAI/Self_Explaining_Structures_Improve_NLP_Models#6.
+            Row {
+                requested: Some("20.00 MiB"),
+                total: Some("1.96 GiB"),
+                free: Some("2.88 MiB"),
+                device: Some(0),
+                ..row(
+                    "Tried to allocate 20.00 MiB (GPU 0; 1.96 GiB total capacity; 1.24 GiB already allocated; 2.88 MiB free; 1.25 GiB reserved in total by PyTorch)",
+                    Kind::PytorchAllocatorHeadless,
+                    F::Pytorch,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("8.00 GiB"),
+                total: Some("15.11 GiB"),
+                device: Some(0),
+                ..row(
+                    "RuntimeError: Current platform can NOT allocate memory block with size larger than 4GB! Tried to allocate 8.00 GiB (GPU  0; 15.11 GiB total capacity; 0 bytes already allocated; 0 bytes reserved in total by PyTorch)",
+                    Kind::Ipex4gb,
+                    F::Pytorch,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("512.00 KiB"),
+                total: Some("15.99 GiB"),
+                free: Some("0 bytes"),
+                device: Some(0),
+                ..row(
+                    "Allocation on device 0 would exceed allowed memory. (out of memory) Currently allocated : 15.16 GiB Requested : 512.00 KiB Device limit : 15.99 GiB Free (according to CUDA): 0 bytes",
+                    Kind::CudaMallocAsync,
+                    F::Pytorch,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("896.00 MB"),
+                total: Some("9.07 GB"),
+                detail: Some(Detail::Pool(crate::detail::MpsPool::Private)),
+                ..row(
+                    "RuntimeError: MPS backend out of memory (MPS allocated: 7.23 GB, other allocations: 1.54 GB, max allowed: 9.07 GB). Tried to allocate 896.00 MB on private pool.",
+                    Kind::Mps,
+                    F::Pytorch,
+                    'O',
+                )
+            },
+            Row {
+                detail: Some(Detail::At(
+                    "/pytorch/aten/src/THC/THCTensorRandom.cu:25".into(),
+                )),
+                ..row(
+                    "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/THCTensorRandom.cu:25",
+                    Kind::ThcError,
+                    F::Pytorch,
+                    'O',
+                )
+            },
+            // jiesutd/NCRFpp#121: PyTorch ≤ 0.4 prints THCudaCheck too.
+            row(
+                "THCudaCheck FAIL file=/pytorch/torch/lib/THC/generic/THCStorage.cu line=58 error=2 : out of memory",
+                Kind::ThcCheck,
+                F::Pytorch,
+                'O',
+            ),
+            // torch/torch7#1140: Lua Torch (cutorch).
+            row(
+                "THCudaCheck FAIL file=/home/gpu/torch/extra/cutorch/lib/THC/generic/THCStorage.cu line=66 error=2 : out of memory",
+                Kind::ThcCheck,
+                F::LuaTorch,
+                'O',
+            ),
+            row(
+                "torch.AcceleratorError: CUDA error: out of memory",
+                Kind::CudaErrorOom,
+                F::Pytorch,
+                'O',
+            ),
+            row(
+                "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+                Kind::CublasAllocFailed,
+                F::Pytorch,
+                'O',
+            ),
+            Row {
+                detail: Some(Detail::CudnnStatus("CUDNN_STATUS_NOT_INITIALIZED".into())),
+                ..row(
+                    "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED",
+                    Kind::CudnnStatus,
+                    F::Pytorch,
+                    'O',
+                )
+            },
+            row(
+                "RuntimeError: NVML_SUCCESS == r INTERNAL ASSERT FAILED at \"/opt/pytorch/c10/cuda/CUDACachingAllocator.cpp\":830, please report a bug to PyTorch.",
+                Kind::NvmlAssert,
+                F::Pytorch,
+                'O',
+            ),
+            row(
+                "RuntimeError: CUDA error: an illegal memory access was encountered",
+                Kind::IllegalMemoryAccess,
+                F::Pytorch,
+                'N',
+            ),
+            Row {
+                // 128·128·109·109 float32 elements.
+                requested: Some("778633216 bytes"),
+                device: Some(1),
+                ..row(
+                    "ResourceExhaustedError: OOM when allocating tensor with shape[128,128,109,109] and type float on /job:localhost/replica:0/task:0/device:GPU:1 by allocator GPU_1_bfc",
+                    Kind::TfOomTensor,
+                    F::Tensorflow,
+                    'O',
+                )
+            },
+            // tensorflow#13591: TF 1.x, no type, `/gpu:1` in the node.
+            Row {
+                device: Some(1),
+                ..row(
+                    "ResourceExhaustedError: OOM when allocating tensor with shape[]\n [[Node: Sum_1 = Sum[T=DT_FLOAT, Tidx=DT_INT32, keep_dims=false, _device=\"/job:localhost/replica:0/task:0/gpu:1\"](ones_1,",
+                    Kind::TfOomTensor,
+                    F::Tensorflow,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("18874368 bytes"),
+                device: Some(0),
+                ..row(
+                    "Allocator (GPU_0_bfc) ran out of memory trying to allocate 18.00MiB (rounded to 18874368)requested by op Mul",
+                    Kind::TfBfc,
+                    F::Tensorflow,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("2.26GiB"),
+                device: Some(0),
+                ..row(
+                    "Allocator (GPU_0_bfc) ran out of memory trying to allocate 2.26GiB with freed_by_count=0. The caller indicates that this is not a failure, but may mean that there could be performance gains if more memory were available.",
+                    Kind::TfBfcWarning,
+                    F::Tensorflow,
+                    'N',
+                )
+            },
+            // keras-ocr#195 (TF 2 eager).
+            Row {
+                ..row(
+                    "ResourceExhaustedError: failed to allocate memory [Op:AddV2]",
+                    Kind::TfEagerAlloc,
+                    F::Tensorflow,
+                    'O',
+                )
+            },
+            // tensorflow#11915: the pinned-host pool is system RAM.
+            Row {
+                requested: Some("3.72GiB"),
+                ..row(
+                    "W tensorflow/core/common_runtime/bfc_allocator.cc:273] Allocator (cuda_host_bfc) ran out of memory trying to allocate 3.72GiB.  Current allocation summary follows.",
+                    Kind::TfBfc,
+                    F::Tensorflow,
+                    'N',
+                )
+            },
+            // chineseocr_lite#355: `_nchwc` nodes run on the CPU provider.
+            Row {
+                requested: Some("285081600 bytes"),
+                ..row(
+                    "[E:onnxruntime:, sequential_executor.cc:339 onnxruntime::SequentialExecutor::Execute] Non-zero status code returned while running Conv node. Name:'347_nchwc' Status Message: D:\\a\\_work\\1\\s\\onnxruntime\\core\\framework\\bfc_arena.cc:330 onnxruntime::BFCArena::AllocateRawInternal Failed to allocate memory for requested buffer of size 285081600",
+                    Kind::OrtBfcArena,
+                    F::Onnxruntime,
+                    'N',
+                )
+            },
+            Row {
+                requested: Some("9029127168 bytes"),
+                ..row(
+                    "failed to allocate 8.41G (9029127168 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+                    Kind::StreamExecutorDevice,
+                    F::Tensorflow,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("4294967296 bytes"),
+                ..row(
+                    "could not allocate pinned host memory of size: 4294967296",
+                    Kind::HostPinned,
+                    F::Tensorflow,
+                    'N',
+                )
+            },
+            row(
+                "InternalError: Failed copying input tensor from /job:localhost/replica:0/task:0/device:CPU:0 to /job:localhost/replica:0/task:0/device:GPU:0 in order to run _EagerConst: Dst tensor is not initialized.",
+                Kind::TfDstTensor,
+                F::Tensorflow,
+                'O',
+            ),
+            row(
+                "E tensorflow/stream_executor/cuda/cuda_dnn.cc:329] Could not create cudnn handle: CUDNN_STATUS_INTERNAL_ERROR",
+                Kind::TfCudnnHandle,
+                F::Tensorflow,
+                'O',
+            ),
+            row(
+                "UnknownError: Failed to get convolution algorithm. This is probably because cuDNN failed to initialize, so try looking to see if a warning log message was printed above.",
+                Kind::TfCudnnAlgo,
+                F::Tensorflow,
+                'O',
+            ),
+            Row {
+                requested: Some("4770354232 bytes"),
+                ..row(
+                    "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: Out of memory while trying to allocate 4770354232 bytes.",
+                    Kind::XlaOom,
+                    F::Jax,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("128.00 MiB"),
+                device: Some(0),
+                ..row(
+                    "Resource exhausted: Failed to allocate request for 128.00MiB (134217728B) on device ordinal 0",
+                    Kind::XlaRequest,
+                    F::Jax,
+                    'O',
+                )
+            },
+            row(
+                "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+                Kind::VllmNoBlocks,
+                F::Vllm,
+                'O',
+            ),
+            Row {
+                detail: Some(Detail::SuggestedMaxModelLen(20464)),
+                ..row(
+                    "ValueError: The model's max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (20464). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine.",
+                    Kind::VllmV0MaxLen,
+                    F::Vllm,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("10.12 GiB"),
+                free: Some("5.59 GiB"),
+                detail: Some(Detail::SuggestedMaxModelLen(122080)),
+                ..row(
+                    "ValueError: To serve at least one request with the models's max seq len (221000), (10.12 GiB KV cache is needed, which is larger than the available KV cache memory (5.59 GiB). Based on the available memory, the estimated maximum model length is 122080.",
+                    Kind::VllmV1MaxLen,
+                    F::Vllm,
+                    'O',
+                )
+            },
+            Row {
+                device: Some(0),
+                ..row(
+                    "CUDA error 2 at /data/llama.cpp/ggml-cuda.cu:5509: out of memory current device: 0",
+                    Kind::GgmlCudaError,
+                    F::LlamaCpp,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("9866.00 MiB"),
+                device: Some(1),
+                ..row(
+                    "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9866.00 MiB on device 1: cudaMalloc failed: out of memory",
+                    Kind::GgmlMalloc,
+                    F::LlamaCpp,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("10345253120 bytes"),
+                device: Some(1),
+                detail: Some(Detail::Buffer(BufferKind::ComputeBuffer)),
+                ..row(
+                    "ggml_gallocr_reserve_n: failed to allocate CUDA1 buffer of size 10345253120",
+                    Kind::GgmlBuffer,
+                    F::LlamaCpp,
+                    'O',
+                )
+            },
+            Row {
+                device: Some(0),
+                detail: Some(Detail::Buffer(BufferKind::ModelWeights)),
+                ..row(
+                    "llama_model_load: error loading model: unable to allocate CUDA0 buffer",
+                    Kind::GgmlFailed,
+                    F::LlamaCpp,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("512.00 MiB"),
+                ..row(
+                    "ggml_cuda_host_malloc: failed to allocate 512.00 MiB of pinned memory: out of memory",
+                    Kind::GgmlPinned,
+                    F::LlamaCpp,
+                    'N',
+                )
+            },
+            Row {
+                detail: Some(Detail::MaxBatchPrefillTokens(4096)),
+                ..row(
+                    "Error: Warmup(Generation(\"Not enough memory to handle 4096 prefill tokens. You need to decrease `--max-batch-prefill-tokens`\"))",
+                    Kind::TgiWarmup,
+                    F::Tgi,
+                    'O',
+                )
+            },
+            Row {
+                device: Some(3),
+                ..row(
+                    "host:1:2 [3] include/alloc.h:178 NCCL WARN Cuda failure 'out of memory'",
+                    Kind::NcclOom,
+                    F::Nccl,
+                    'O',
+                )
+            },
+            Row {
+                detail: Some(Detail::NcclVersion("2.20.5".into())),
+                ..row(
+                    "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5",
+                    Kind::NcclUnhandled,
+                    F::Nccl,
+                    'U',
+                )
+            },
+            Row {
+                requested: Some("98.000244MB"),
+                free: Some("0 bytes"),
+                device: Some(0),
+                ..row(
+                    "Out of memory error on GPU 0. Cannot allocate 98.000244MB memory on GPU 0, 6.000000GB memory has been allocated and available memory is only 0.000000B.",
+                    Kind::PaddleOom,
+                    F::Paddle,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("1835008 bytes"),
+                free: Some("1572864 bytes"),
+                ..row(
+                    "EnforceNotMet: enforce allocating <= available failed, 1835008 > 1572864",
+                    Kind::PaddleEnforce,
+                    F::Paddle,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("25600000 bytes"),
+                ..row(
+                    "Out of memory allocating 25,600,000 bytes (allocated so far: 3,635,267,072 bytes).",
+                    Kind::CupyOom,
+                    F::Cupy,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("4585490524328388608 bytes"),
+                ..row(
+                    "BFCArena::AllocateRawInternal(size_t, bool) Failed to allocate memory for requested buffer of size 4585490524328388608",
+                    Kind::OrtBfcArena,
+                    F::Onnxruntime,
+                    'O',
+                )
+            },
+            row(
+                "This error means you ran out of memory on your GPU.",
+                Kind::ComfyuiTip,
+                F::Comfyui,
+                'C',
+            ),
+            row(
+                "Warning: Ran out of memory when regular VAE decoding, retrying with tiled VAE decoding.",
+                Kind::ComfyuiTiledVae,
+                F::Comfyui,
+                'N',
+            ),
+            Row {
+                detail: Some(Detail::A1111PeakReserved(b("7.42 GB"))),
+                ..row(
+                    "A: 7.04 GB, R: 7.42 GB, Sys: 8.0/8 GB (100.0%)",
+                    Kind::A1111Summary,
+                    F::A1111,
+                    'C',
+                )
+            },
+            Row {
+                requested: Some("1073741824 bytes"),
+                ..row(
+                    "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 1073741824 bytes. Error code 12 (Cannot allocate memory)",
+                    Kind::CpuAllocator,
+                    F::Pytorch,
+                    'N',
+                )
+            },
+            Row {
+                detail: Some(Detail::KilledPid(1234)),
+                ..row(
+                    "[183452.113307] Out of memory: Killed process 1234 (python) total-vm:98234112kB, anon-rss:61203456kB, file-rss:123456kB, shmem-rss:0kB, UID:1000 pgtables:121344kB oom_score_adj:0",
+                    Kind::OomKiller,
+                    F::Pytorch,
+                    'N',
+                )
+            },
+            row(
+                "Traceback (most recent call last):\n  File \"prep.py\", line 3, in <module>\n    x = [0] * 10**12\nMemoryError",
+                Kind::PythonMemoryError,
+                F::Pytorch,
+                'N',
+            ),
+        ];
+        let mut seen = [false; ALL.len()];
+        for r in &rows {
+            let sigs = signals(r.text);
+            let Some(s) = sigs.iter().find(|s| s.kind == r.kind) else {
+                panic!(
+                    "{:?} not found in {:?}: got {:?}",
+                    r.kind,
+                    r.text,
+                    sigs.iter().map(|s| s.kind).collect::<Vec<_>>()
+                )
+            };
+            if let Some(x) = seen.get_mut(index(r.kind)) {
+                *x = true;
+            }
+            let name = format!("{:?} in {:?}", r.kind, r.text);
+            assert_eq!(s.framework, r.fw, "{name}");
+            let status = match (s.context_only, s.status) {
+                (true, _) => 'C',
+                (false, Status::Oom) => 'O',
+                (false, Status::NotOom(_)) => 'N',
+                (false, Status::Undetermined(_)) => 'U',
+            };
+            assert_eq!(status, r.status, "{name}");
+            let f = &s.fields;
+            assert_eq!(f.requested, r.requested.map(b), "{name}: requested");
+            assert_eq!(f.total, r.total.map(b), "{name}: total");
+            assert_eq!(f.free, r.free.map(b), "{name}: free");
+            assert_eq!(f.device, r.device, "{name}: device");
+            if let Some(d) = &r.detail {
+                assert!(
+                    f.details.contains(d),
+                    "{name}: {d:?} not in {:?}",
+                    f.details
+                );
+            }
+        }
+        for (k, seen) in ALL.iter().zip(seen) {
+            assert!(seen, "no row for {k:?}");
+        }
+    }
+
+    /// `Tried to allocate …` is a message of its own only without its
+    /// headline on its line or the two before; with it, the full message
+    /// keeps its whole span (its hint, its version).
+    #[test]
+    fn the_headless_shape_defers_to_the_full_message() {
+        for text in [
+            "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.65 GiB total capacity; 9.10 GiB already allocated; 18.06 MiB free; 9.30 GiB reserved in total by PyTorch) If reserved memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.",
+            "RuntimeError: CUDA out of memory.\nTried to allocate 2.00 GiB (GPU 0; 23.65 GiB total capacity; 9.10 GiB already allocated; 18.06 MiB free; 9.30 GiB reserved in total by PyTorch)",
+        ] {
+            let sigs = signals(text);
+            let kinds: Vec<Kind> = sigs.iter().map(|s| s.kind).collect();
+            assert_eq!(kinds, vec![Kind::PytorchAllocator], "{text}");
+            let s = sigs.first().expect("one");
+            assert_eq!(s.fields.total, Some(b("23.65 GiB")), "{text}");
+        }
+    }
+
+    /// Prose that mentions an error is not the error; code quoting it is not either.
+    #[test]
+    fn prose_and_code_are_not_messages() {
+        for text in [
+            "To avoid CUDA out of memory errors, lower the batch size.",
+            "    raise ValueError(\"No available memory for the cache blocks\")",
+            "if \"CUDA out of memory\" in str(e):",
+        ] {
+            let sigs = signals(text);
+            assert!(
+                sigs.iter().all(|s| s.status != Status::Oom),
+                "{text}: {:?}",
+                sigs.iter().map(|s| s.kind).collect::<Vec<_>>()
+            );
+        }
+    }
 }

@@ -8,7 +8,10 @@ use std::sync::LazyLock;
 use oomkit_core::Bytes;
 use regex::Captures;
 
-use super::{Detector, Lazy, Signal, Span, Status, int_of, re, signal, size_of, u32_of};
+use super::{
+    Chain, Detector, Kind, Lazy, Signal, Span, Status, int_of, re, signal, size_of, u32_of,
+};
+use crate::detail::{Detail, SideApp};
 use crate::event::{Backend, Framework};
 
 pub(super) static DETECTORS: &[Detector] = &[
@@ -16,51 +19,61 @@ pub(super) static DETECTORS: &[Detector] = &[
         headline: &NCCL_OOM,
         max_span: 600,
         parse: nccl_oom,
+        defer_to: &[],
     },
     Detector {
         headline: &NCCL_UNHANDLED,
         max_span: 600,
         parse: nccl_unhandled,
+        defer_to: &[],
     },
     Detector {
         headline: &PADDLE,
         max_span: 500,
         parse: paddle,
+        defer_to: &[],
     },
     Detector {
         headline: &PADDLE_2018,
         max_span: 200,
         parse: paddle_2018,
+        defer_to: &[],
     },
     Detector {
         headline: &CUPY,
         max_span: 300,
         parse: cupy,
+        defer_to: &[],
     },
     Detector {
         headline: &ORT,
         max_span: 300,
         parse: ort,
+        defer_to: &[],
     },
     Detector {
         headline: &COMFY_TIP,
         max_span: 300,
         parse: comfy_tip,
+        defer_to: &[],
     },
     Detector {
         headline: &COMFY_VAE,
         max_span: 200,
         parse: comfy_vae,
+        defer_to: &[],
     },
     Detector {
         headline: &A1111_SUMMARY,
         max_span: 200,
         parse: a1111_summary,
+        defer_to: &[],
     },
     Detector {
         headline: &HOST_RAM,
         max_span: 300,
         parse: host_ram,
+        defer_to: &[],
     },
 ];
 
@@ -73,8 +86,8 @@ static NCCL_VERSION: Lazy = LazyLock::new(|| re(r"NCCL version ([\d.+a-z]+)"));
 
 fn nccl_oom(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "nccl-oom",
-        "nccl",
+        Kind::NcclOom,
+        Chain::Nccl,
         Framework::Nccl,
         "nccl-cuda-failure-out-of-memory",
     );
@@ -89,15 +102,15 @@ fn nccl_oom(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     if let Some(v) = s.region.captures(&NCCL_VERSION).and_then(|c| c.get(1)) {
         sig.fields
             .details
-            .push(("nccl_version".into(), v.as_str().to_string()));
+            .push(Detail::NcclVersion(v.as_str().to_string()));
     }
     Some(sig)
 }
 
 fn nccl_unhandled(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "nccl-unhandled",
-        "nccl",
+        Kind::NcclUnhandled,
+        Chain::Nccl,
         Framework::Nccl,
         "nccl-unhandled-cuda-error",
     );
@@ -108,7 +121,7 @@ fn nccl_unhandled(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     if let Some(v) = NCCL_VERSION.captures(s.spaced).and_then(|c| c.get(1)) {
         sig.fields
             .details
-            .push(("nccl_version".into(), v.as_str().to_string()));
+            .push(Detail::NcclVersion(v.as_str().to_string()));
     }
     Some(sig)
 }
@@ -122,8 +135,8 @@ static PADDLE_2018: Lazy =
 
 fn paddle(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "paddle-oom",
-        "paddle",
+        Kind::PaddleOom,
+        Chain::Paddle,
         Framework::Paddle,
         "paddle-resource-exhausted",
     );
@@ -139,8 +152,8 @@ fn paddle(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 
 fn paddle_2018(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "paddle-enforce",
-        "paddle",
+        Kind::PaddleEnforce,
+        Chain::Paddle,
         Framework::Paddle,
         "paddle-enforce-allocating",
     );
@@ -158,7 +171,12 @@ static CUPY: Lazy = LazyLock::new(|| {
 });
 
 fn cupy(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
-    let mut sig = signal("cupy-oom", "cupy", Framework::Cupy, "cupy-out-of-memory");
+    let mut sig = signal(
+        Kind::CupyOom,
+        Chain::Cupy,
+        Framework::Cupy,
+        "cupy-out-of-memory",
+    );
     sig.backend = Some(Backend::Cuda);
     sig.fields.requested = int_of(m, 1).or_else(|| int_of(m, 3)).map(Bytes);
     sig.fields.allocated = int_of(m, 2).or_else(|| int_of(m, 4)).map(Bytes);
@@ -168,7 +186,7 @@ fn cupy(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         "CuPy ≤ 6"
     });
     if s.region.contains("chainer") {
-        sig.fields.details.push(("app".into(), "chainer".into()));
+        sig.fields.details.push(Detail::App(SideApp::Chainer));
     }
     Some(sig)
 }
@@ -179,13 +197,24 @@ static ORT_NODE: Lazy = LazyLock::new(|| re(r"while running (\w+) node\. Name:'(
 
 fn ort(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "ort-bfc-arena",
-        "ort",
+        Kind::OrtBfcArena,
+        Chain::Ort,
         Framework::Onnxruntime,
         "onnxruntime-bfc-arena",
     );
     sig.backend = Some(Backend::Cuda);
     sig.fields.requested = int_of(m, 1).map(Bytes);
+    // The CPU provider's arena (`BFCArena for Cpu`; `_nchwc` nodes exist only
+    // on the CPU provider) is host memory.
+    let cpu = (s.region.contains("BFCArena for Cpu") || s.region.contains("_nchwc"))
+        && !s.region.contains("BFCArena for Cuda")
+        && !s.region.contains("CUDAExecutionProvider");
+    if cpu {
+        sig.status = Status::NotOom(
+            "ONNX Runtime's CPU arena could not grow: this is system RAM on the CPU execution provider, not GPU memory",
+        );
+        sig.backend = None;
+    }
     if let Some(c) = s.region.captures(&ORT_NODE) {
         sig.fields.op = Some(format!(
             "{} {}",
@@ -207,8 +236,8 @@ static COMFY_VAE: Lazy = LazyLock::new(|| {
 
 fn comfy_tip(_m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "comfyui-tip",
-        "comfyui",
+        Kind::ComfyuiTip,
+        Chain::Comfyui,
         Framework::Comfyui,
         "comfyui-oom-tip",
     );
@@ -218,8 +247,8 @@ fn comfy_tip(_m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
 
 fn comfy_vae(_m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "comfyui-tiled-vae",
-        "comfyui-vae",
+        Kind::ComfyuiTiledVae,
+        Chain::ComfyuiVae,
         Framework::Comfyui,
         "comfyui-tiled-vae-fallback",
     );
@@ -234,26 +263,26 @@ static A1111_SUMMARY: Lazy =
 
 fn a1111_summary(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "a1111-summary",
-        "a1111",
+        Kind::A1111Summary,
+        Chain::A1111,
         Framework::A1111,
         "a1111-memory-summary",
     );
     sig.context_only = true;
     let f = &mut sig.fields;
     if let Some(a) = size_of(m, 1) {
-        f.details
-            .push(("a1111_peak_allocated".into(), a.to_string()));
+        f.details.push(Detail::A1111PeakAllocated(a));
     }
     if let Some(r) = size_of(m, 2) {
-        f.details
-            .push(("a1111_peak_reserved".into(), r.to_string()));
+        f.details.push(Detail::A1111PeakReserved(r));
     }
     if let (Some(u), Some(t), Some(p)) = (m.get(3), m.get(4), m.get(5)) {
-        f.details.push((
-            "a1111_system".into(),
-            format!("{}/{} GiB used ({}%)", u.as_str(), t.as_str(), p.as_str()),
-        ));
+        f.details.push(Detail::A1111System(format!(
+            "{}/{} GiB used ({}%)",
+            u.as_str(),
+            t.as_str(),
+            p.as_str()
+        )));
     }
     Some(sig)
 }
@@ -271,27 +300,25 @@ fn host_ram(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     }
     let (kind, why) = if text.contains("DefaultCPUAllocator") {
         (
-            "cpu-allocator",
+            Kind::CpuAllocator,
             "PyTorch's CPU allocator ran out of system RAM; the GPU was not involved",
         )
     } else if text.contains("Kill") {
         (
-            "oom-killer",
+            Kind::OomKiller,
             "the Linux kernel's OOM killer ended a process because system RAM ran out; GPU memory was not the problem",
         )
     } else {
         (
-            "python-memory-error",
+            Kind::PythonMemoryError,
             "Python's MemoryError means system RAM ran out, not GPU memory",
         )
     };
-    let mut sig = signal(kind, "host", Framework::Pytorch, "host-memory");
+    let mut sig = signal(kind, Chain::Host, Framework::Pytorch, "host-memory");
     sig.status = Status::NotOom(why);
     sig.fields.requested = int_of(m, 1).map(Bytes);
     if let Some(pid) = int_of(m, 2) {
-        sig.fields
-            .details
-            .push(("killed_pid".into(), pid.to_string()));
+        sig.fields.details.push(Detail::KilledPid(pid));
     }
     Some(sig)
 }

@@ -8,7 +8,10 @@ use std::sync::LazyLock;
 use oomkit_core::Bytes;
 use regex::Captures;
 
-use super::{Detector, Lazy, Signal, Span, Status, re, region_has, signal, size_of, u32_of};
+use super::{
+    Chain, Detector, Kind, Lazy, Signal, Span, Status, re, region_has, signal, size_of, u32_of,
+};
+use crate::detail::{Detail, MpsPool, UserLimit};
 use crate::event::{Backend, Cause, Framework, ProcessUse};
 
 pub(super) static DETECTORS: &[Detector] = &[
@@ -16,56 +19,78 @@ pub(super) static DETECTORS: &[Detector] = &[
         headline: &ALLOCATOR,
         max_span: 1600,
         parse: allocator,
+        defer_to: &[],
+    },
+    Detector {
+        headline: &HEADLESS,
+        max_span: 1600,
+        parse: headless,
+        defer_to: &[&ALLOCATOR, &IPEX_4GB],
     },
     Detector {
         headline: &IPEX_4GB,
         max_span: 800,
         parse: ipex_4gb,
+        defer_to: &[],
     },
     Detector {
         headline: &MALLOC_ASYNC,
         max_span: 800,
         parse: malloc_async,
+        defer_to: &[],
     },
     Detector {
         headline: &MPS,
         max_span: 800,
         parse: mps,
+        defer_to: &[],
     },
     Detector {
         headline: &THC,
         max_span: 300,
         parse: thc,
+        defer_to: &[],
     },
     Detector {
         headline: &CUDA_ERROR,
         max_span: 600,
         parse: cuda_error,
+        defer_to: &[],
     },
     Detector {
         headline: &CUBLAS,
         max_span: 300,
         parse: cublas,
+        defer_to: &[],
     },
     Detector {
         headline: &CUDNN,
         max_span: 400,
         parse: cudnn,
+        defer_to: &[],
     },
     Detector {
         headline: &NVML_ASSERT,
         max_span: 300,
         parse: nvml_assert,
+        defer_to: &[],
     },
     Detector {
         headline: &ILLEGAL_ACCESS,
         max_span: 300,
         parse: illegal_access,
+        defer_to: &[],
     },
 ];
 
 // No word boundary: wrapper text is often glued on (`whyCUDA out of memory`).
 static ALLOCATOR: Lazy = LazyLock::new(|| re(r"(CUDA|HIP|XPU|NPU|MUSA|DPCPP) out of memory"));
+// A paste that starts mid-message, without `CUDA out of memory.`
+// (ShannonAI/Self_Explaining_Structures_Improve_NLP_Models#6): the fields
+// after "Tried to allocate" are the caching allocator's, of either era.
+static HEADLESS: Lazy = LazyLock::new(|| {
+    re(r"Tried to allocate {SIZE} ?(?:\((GPU|XPU|NPU) {N};|\. GPU {N} has a total capac)")
+});
 static IPEX_4GB: Lazy = LazyLock::new(|| {
     re(r"Current platform can NOT allocate memory block with size larger than 4GB!")
 });
@@ -124,10 +149,31 @@ fn backend_of(word: &str) -> Option<Backend> {
 }
 
 fn allocator(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
-    let word = m.get(1).map_or("CUDA", |g| g.as_str());
+    allocator_with(m.get(1).map_or("CUDA", |g| g.as_str()), s)
+}
+
+/// The allocator's fields without its headline. Where the headline is in the
+/// paste too, the full message (rank 3) wins the merge of the chain.
+fn headless(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let word = match m.get(2).map(|g| g.as_str()) {
+        Some("XPU") => "XPU",
+        Some("NPU") => "NPU",
+        _ => "CUDA",
+    };
+    let mut sig = allocator_with(word, s)?;
+    sig.kind = Kind::PytorchAllocatorHeadless;
+    sig.rank = 2;
+    if word == "CUDA" {
+        // "GPU 0" alone does not say CUDA or ROCm.
+        sig.backend = None;
+    }
+    Some(sig)
+}
+
+fn allocator_with(word: &str, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "pytorch-allocator",
-        "pytorch",
+        Kind::PytorchAllocator,
+        Chain::Pytorch,
         Framework::Pytorch,
         "pytorch-caching-allocator",
     );
@@ -218,10 +264,13 @@ fn allocator(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         sig.format = "pytorch-out-of-memory-bare";
     }
     if word == "XPU" && f.requested.is_some_and(|r| r > Bytes::gib(4)) && f.free.is_none() {
+        // A default limit of Intel's runtime, which can be lifted: a limit,
+        // not an impossible request (issue 13).
+        f.limit = f.limit.or(Some(Bytes::gib(4)));
         sig.implied = Some((
-            Cause::ImpossibleRequest,
+            Cause::MemoryFractionLimit,
             format!(
-                "one allocation of {} exceeds the 4 GiB single-allocation limit of Intel GPUs",
+                "one allocation of {} exceeds the 4 GiB single-allocation limit of Intel GPUs (a default of the Level Zero runtime that can be lifted, or kept by chunking)",
                 f.requested.unwrap_or_default()
             ),
         ));
@@ -243,8 +292,8 @@ fn pick<'a>(s: &'a Span<'_>, re: &regex::Regex) -> &'a str {
 
 fn ipex_4gb(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "ipex-4gb",
-        "pytorch",
+        Kind::Ipex4gb,
+        Chain::Pytorch,
         Framework::Pytorch,
         "ipex-single-allocation-limit",
     );
@@ -257,10 +306,11 @@ fn ipex_4gb(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     f.total = s.size(&L_TOTAL);
     f.allocated = s.size(&L_ALLOC);
     f.reserved = s.size(&L_RESERVED);
+    f.limit = Some(Bytes::gib(4));
     sig.implied = Some((
-        Cause::ImpossibleRequest,
+        Cause::MemoryFractionLimit,
         format!(
-            "one allocation of {} is above the 4 GiB single-allocation limit of this Intel GPU platform",
+            "one allocation of {} is above the 4 GiB single-allocation limit of this Intel GPU platform (a default of the Level Zero runtime that can be lifted, or kept by chunking)",
             f.requested
                 .map_or("more than 4 GiB".to_string(), |r| r.to_string())
         ),
@@ -293,8 +343,8 @@ fn malloc_async(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         }
     }
     let mut sig = signal(
-        "cuda-malloc-async",
-        "pytorch",
+        Kind::CudaMallocAsync,
+        Chain::Pytorch,
         Framework::Pytorch,
         "pytorch-cudamallocasync",
     );
@@ -311,11 +361,11 @@ fn malloc_async(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     f.limit = s.size(&MA_USER).filter(|l| *l != Bytes::MAX);
     if let Some(l) = s.size(&MA_USER) {
         let shown = if l == Bytes::MAX {
-            "none".to_string()
+            UserLimit::None
         } else {
-            l.to_string()
+            UserLimit::Set(l)
         };
-        f.details.push(("pytorch_limit".into(), shown));
+        f.details.push(Detail::PytorchLimit(shown));
     }
     Some(sig)
 }
@@ -327,7 +377,7 @@ static MPS_TRIED: Lazy =
     LazyLock::new(|| re(r"Tried to allocate {SIZE}(?: on (private|shared) pool)?"));
 
 fn mps(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
-    let mut sig = signal("mps", "pytorch", Framework::Pytorch, "pytorch-mps");
+    let mut sig = signal(Kind::Mps, Chain::Pytorch, Framework::Pytorch, "pytorch-mps");
     sig.backend = Some(Backend::Mps);
     sig.rank = 3;
     let f = &mut sig.fields;
@@ -338,7 +388,11 @@ fn mps(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     if let Some(c) = s.cap(&MPS_TRIED) {
         f.requested = size_of(&c, 1);
         if let Some(p) = c.get(2) {
-            f.details.push(("pool".into(), p.as_str().to_string()));
+            f.details.push(Detail::Pool(if p.as_str() == "private" {
+                MpsPool::Private
+            } else {
+                MpsPool::Shared
+            }));
         }
     }
     sig.version_hint = Some(if s.spaced.contains(" GiB") || s.spaced.contains(" MiB") {
@@ -350,18 +404,20 @@ fn mps(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 }
 
 fn thc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
-    let lua = region_has(s, &["luajit", ".lua", "cutorch", "THCudaCheck"]);
+    // Lua Torch's THC lives in cutorch; PyTorch ≤ 0.4 printed the same
+    // `THCudaCheck FAIL` from its own copy (`/pytorch/torch/lib/THC/…`).
+    let lua = region_has(s, &["luajit", ".lua", "cutorch", "qlua"]);
     let fw = if lua {
         Framework::LuaTorch
     } else {
         Framework::Pytorch
     };
     let kind = if m.get(3).is_some() {
-        "thc-check"
+        Kind::ThcCheck
     } else {
-        "thc-error"
+        Kind::ThcError
     };
-    let mut sig = signal(kind, "thc", fw, "thc-cuda-runtime-error-2");
+    let mut sig = signal(kind, Chain::Thc, fw, "thc-cuda-runtime-error-2");
     sig.backend = Some(Backend::Cuda);
     sig.version_hint = Some(if lua {
         "Lua Torch (cutorch)"
@@ -373,7 +429,7 @@ fn thc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     if let (Some(f), Some(l)) = (file, line) {
         sig.fields
             .details
-            .push(("at".into(), format!("{}:{}", f.as_str(), l.as_str())));
+            .push(Detail::At(format!("{}:{}", f.as_str(), l.as_str())));
     }
     Some(sig)
 }
@@ -395,8 +451,8 @@ fn cuda_error(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     };
     let mut sig = if ggml {
         let mut sig = signal(
-            "ggml-cuda-error",
-            "ggml",
+            Kind::GgmlCudaError,
+            Chain::Ggml,
             Framework::LlamaCpp,
             "ggml-cuda-error",
         );
@@ -414,8 +470,8 @@ fn cuda_error(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         sig
     } else {
         let mut sig = signal(
-            "cuda-error-oom",
-            "pytorch-cuda-error",
+            Kind::CudaErrorOom,
+            Chain::PytorchCudaError,
             Framework::Pytorch,
             "cuda-error-out-of-memory",
         );
@@ -437,7 +493,7 @@ fn cuda_error(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     if let (Some(f), Some(l)) = (m.get(3), m.get(4)) {
         sig.fields
             .details
-            .push(("at".into(), format!("{}:{}", f.as_str(), l.as_str())));
+            .push(Detail::At(format!("{}:{}", f.as_str(), l.as_str())));
     }
     Some(sig)
 }
@@ -453,8 +509,8 @@ fn cublas(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         Framework::Pytorch
     };
     let mut sig = signal(
-        "cublas-alloc-failed",
-        "cublas",
+        Kind::CublasAllocFailed,
+        Chain::Cublas,
         fw,
         "cublas-status-alloc-failed",
     );
@@ -468,8 +524,8 @@ fn cudnn(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let status = m.get(2).map(|g| g.as_str());
     let mut sig = if tf {
         let mut sig = signal(
-            "tf-cudnn-handle",
-            "tf-cudnn",
+            Kind::TfCudnnHandle,
+            Chain::TfCudnn,
             Framework::Tensorflow,
             "tensorflow-cudnn-handle",
         );
@@ -479,17 +535,21 @@ fn cudnn(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         ));
         sig
     } else {
-        signal("cudnn-status", "cudnn", Framework::Pytorch, "cudnn-error")
+        signal(
+            Kind::CudnnStatus,
+            Chain::Cudnn,
+            Framework::Pytorch,
+            "cudnn-error",
+        )
     };
     sig.backend = Some(Backend::Cuda);
     if let Some(st) = status {
         sig.fields
             .details
-            .push(("cudnn_status".into(), format!("CUDNN_STATUS_{st}")));
+            .push(Detail::CudnnStatus(format!("CUDNN_STATUS_{st}")));
     } else {
-        sig.fields.details.push((
-            "cudnn".into(),
-            "no valid convolution algorithm (every workspace allocation failed)".into(),
+        sig.fields.details.push(Detail::Cudnn(
+            "no valid convolution algorithm (every workspace allocation failed)",
         ));
     }
     Some(sig)
@@ -497,8 +557,8 @@ fn cudnn(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 
 fn nvml_assert(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "nvml-assert",
-        "nvml",
+        Kind::NvmlAssert,
+        Chain::Nvml,
         Framework::Pytorch,
         "pytorch-nvml-internal-assert",
     );
@@ -507,15 +567,15 @@ fn nvml_assert(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     if let (Some(f), Some(l)) = (m.get(1), m.get(2)) {
         sig.fields
             .details
-            .push(("at".into(), format!("{}:{}", f.as_str(), l.as_str())));
+            .push(Detail::At(format!("{}:{}", f.as_str(), l.as_str())));
     }
     Some(sig)
 }
 
 fn illegal_access(_m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "illegal-memory-access",
-        "illegal",
+        Kind::IllegalMemoryAccess,
+        Chain::Illegal,
         Framework::Pytorch,
         "cuda-illegal-memory-access",
     );

@@ -7,7 +7,10 @@ use std::sync::LazyLock;
 use oomkit_core::Bytes;
 use regex::Captures;
 
-use super::{Detector, Lazy, Signal, Span, Status, int_of, re, signal, size_of, u32_of};
+use super::{
+    Chain, Detector, Kind, Lazy, Signal, Span, Status, int_of, re, signal, size_of, u32_of,
+};
+use crate::detail::{BufferKind, Detail, SideApp, SizeDetail};
 use crate::event::{Backend, Cause, Framework};
 
 pub(super) static DETECTORS: &[Detector] = &[
@@ -15,41 +18,49 @@ pub(super) static DETECTORS: &[Detector] = &[
         headline: &VLLM_NO_BLOCKS,
         max_span: 300,
         parse: vllm_no_blocks,
+        defer_to: &[],
     },
     Detector {
         headline: &VLLM_V0_LEN,
         max_span: 400,
         parse: vllm_v0_len,
+        defer_to: &[],
     },
     Detector {
         headline: &VLLM_V1_LEN,
         max_span: 600,
         parse: vllm_v1_len,
+        defer_to: &[],
     },
     Detector {
         headline: &GGML_MALLOC,
         max_span: 300,
         parse: ggml_malloc,
+        defer_to: &[],
     },
     Detector {
         headline: &GGML_BUFFER,
         max_span: 300,
         parse: ggml_buffer,
+        defer_to: &[],
     },
     Detector {
         headline: &GGML_FAILED,
         max_span: 300,
         parse: ggml_failed,
+        defer_to: &[],
     },
     Detector {
         headline: &GGML_PINNED,
         max_span: 300,
         parse: ggml_pinned,
+        defer_to: &[],
     },
     Detector {
         headline: &TGI,
         max_span: 400,
         parse: tgi,
+        defer_to: &[],
     },
 ];
 
@@ -72,26 +83,27 @@ static AVAILABLE_KV: Lazy = LazyLock::new(|| re(r"Available KV cache memory: {SI
 
 fn vllm_context(sig: &mut Signal, s: &Span<'_>) {
     let f = &mut sig.fields;
-    for (key, r) in [
-        ("profiled_total_gpu_memory", &PROFILE_TOTAL),
-        ("profiled_kv_cache_size", &PROFILE_KV),
-        ("profiled_non_torch_memory", &PROFILE_NON_TORCH),
-        ("available_kv_cache_memory", &AVAILABLE_KV),
-    ] {
+    let sizes: [(SizeDetail, &Lazy); 4] = [
+        (Detail::ProfiledTotalGpuMemory, &PROFILE_TOTAL),
+        (Detail::ProfiledKvCacheSize, &PROFILE_KV),
+        (Detail::ProfiledNonTorchMemory, &PROFILE_NON_TORCH),
+        (Detail::AvailableKvCacheMemory, &AVAILABLE_KV),
+    ];
+    for (detail, r) in sizes {
         if let Some(v) = s.region.captures(r).and_then(|c| size_of(&c, 1)) {
-            f.details.push((key.into(), v.to_string()));
+            f.details.push(detail(v));
         }
     }
     if let Some(u) = s.region.captures(&PROFILE_UTIL).and_then(|c| c.get(1)) {
         f.details
-            .push(("gpu_memory_utilization".into(), u.as_str().to_string()));
+            .push(Detail::GpuMemoryUtilization(u.as_str().to_string()));
     }
 }
 
 fn vllm_no_blocks(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "vllm-no-blocks",
-        "vllm",
+        Kind::VllmNoBlocks,
+        Chain::Vllm,
         Framework::Vllm,
         "vllm-no-cache-blocks",
     );
@@ -113,8 +125,8 @@ fn vllm_no_blocks(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 
 fn vllm_v0_len(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "vllm-v0-max-len",
-        "vllm",
+        Kind::VllmV0MaxLen,
+        Chain::Vllm,
         Framework::Vllm,
         "vllm-v0-max-seq-len",
     );
@@ -122,17 +134,11 @@ fn vllm_v0_len(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     sig.version_hint = Some("vLLM v0 (≥ 0.2.7)");
     let (len, tokens) = (int_of(m, 1), int_of(m, 2));
     if let Some(l) = len {
-        sig.fields
-            .details
-            .push(("max_model_len".into(), l.to_string()));
+        sig.fields.details.push(Detail::MaxModelLen(l));
     }
     if let Some(t) = tokens {
-        sig.fields
-            .details
-            .push(("kv_cache_tokens".into(), t.to_string()));
-        sig.fields
-            .details
-            .push(("suggested_max_model_len".into(), t.to_string()));
+        sig.fields.details.push(Detail::KvCacheTokens(t));
+        sig.fields.details.push(Detail::SuggestedMaxModelLen(t));
     }
     sig.implied = Some((
         Cause::KvCache,
@@ -148,8 +154,8 @@ fn vllm_v0_len(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 
 fn vllm_v1_len(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "vllm-v1-max-len",
-        "vllm",
+        Kind::VllmV1MaxLen,
+        Chain::Vllm,
         Framework::Vllm,
         "vllm-v1-kv-cache-needed",
     );
@@ -165,11 +171,10 @@ fn vllm_v1_len(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     f.requested = size_of(m, 2);
     f.free = size_of(m, 3);
     if let Some(l) = int_of(m, 1) {
-        f.details.push(("max_model_len".into(), l.to_string()));
+        f.details.push(Detail::MaxModelLen(l));
     }
     if let Some(e) = int_of(m, 4) {
-        f.details
-            .push(("suggested_max_model_len".into(), e.to_string()));
+        f.details.push(Detail::SuggestedMaxModelLen(e));
     }
     sig.implied = Some((
         Cause::KvCache,
@@ -216,27 +221,28 @@ fn ggml_backend(name: &str) -> Option<Backend> {
 }
 
 fn ggml_context(sig: &mut Signal, s: &Span<'_>) {
-    for (key, r) in [
-        ("kv_buffer", &KV_SIZE),
-        ("model_buffer", &MODEL_SIZE),
-        ("compute_buffer", &COMPUTE_SIZE),
-    ] {
+    let sizes: [(SizeDetail, &Lazy); 3] = [
+        (Detail::KvBuffer, &KV_SIZE),
+        (Detail::ModelBuffer, &MODEL_SIZE),
+        (Detail::ComputeBuffer, &COMPUTE_SIZE),
+    ];
+    for (detail, r) in sizes {
         if let Some(v) = s.region.captures(r).and_then(|c| size_of(&c, 2)) {
-            sig.fields.details.push((key.into(), v.to_string()));
+            sig.fields.details.push(detail(v));
         }
     }
     if s.region.contains("llama runner")
         || s.region.contains("ollama")
         || s.region.contains("Ollama")
     {
-        sig.fields.details.push(("app".into(), "ollama".into()));
+        sig.fields.details.push(Detail::App(SideApp::Ollama));
     }
 }
 
 fn ggml_malloc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "ggml-malloc",
-        "ggml",
+        Kind::GgmlMalloc,
+        Chain::Ggml,
         Framework::LlamaCpp,
         "ggml-cuda-buffer-alloc",
     );
@@ -265,8 +271,8 @@ fn ggml_malloc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 
 fn ggml_buffer(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "ggml-buffer",
-        "ggml",
+        Kind::GgmlBuffer,
+        Chain::Ggml,
         Framework::LlamaCpp,
         "ggml-failed-to-allocate-buffer",
     );
@@ -276,13 +282,13 @@ fn ggml_buffer(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     sig.fields.device = u32_of(m, 3);
     sig.fields.requested = int_of(m, 4).map(Bytes);
     let kind = if func == "alloc_tensor_range" {
-        "model weights"
+        BufferKind::ModelWeights
     } else if func.starts_with("ggml_gallocr") {
-        "compute buffer"
+        BufferKind::ComputeBuffer
     } else {
-        "buffer"
+        BufferKind::Other
     };
-    sig.fields.details.push(("buffer".into(), kind.into()));
+    sig.fields.details.push(Detail::Buffer(kind));
     sig.version_hint = Some("llama.cpp ≥ 2024");
     ggml_context(&mut sig, s);
     Some(sig)
@@ -290,8 +296,8 @@ fn ggml_buffer(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 
 fn ggml_failed(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "ggml-failed",
-        "ggml",
+        Kind::GgmlFailed,
+        Chain::Ggml,
         Framework::LlamaCpp,
         "ggml-failed-to-allocate-buffer",
     );
@@ -301,11 +307,11 @@ fn ggml_failed(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         sig.fields.device = u32_of(m, 2);
         sig.fields
             .details
-            .push(("buffer".into(), "model weights".into()));
+            .push(Detail::Buffer(BufferKind::ModelWeights));
     } else {
         sig.fields
             .details
-            .push(("buffer".into(), "compute buffer".into()));
+            .push(Detail::Buffer(BufferKind::ComputeBuffer));
     }
     ggml_context(&mut sig, s);
     Some(sig)
@@ -313,8 +319,8 @@ fn ggml_failed(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 
 fn ggml_pinned(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "ggml-pinned",
-        "ggml-host",
+        Kind::GgmlPinned,
+        Chain::GgmlHost,
         Framework::LlamaCpp,
         "ggml-pinned-host-memory",
     );
@@ -333,25 +339,22 @@ static TGI: Lazy = LazyLock::new(|| {
 
 fn tgi(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "tgi-warmup",
-        "tgi",
+        Kind::TgiWarmup,
+        Chain::Tgi,
         Framework::Tgi,
         "tgi-warmup-not-enough-memory",
     );
     sig.backend = Some(Backend::Cuda);
     let what = m.get(2).map_or("", |g| g.as_str());
     if let Some(n) = int_of(m, 1) {
-        let key = if what == "total tokens" {
-            "max_batch_total_tokens"
+        sig.fields.details.push(if what == "total tokens" {
+            Detail::MaxBatchTotalTokens(n)
         } else {
-            "max_batch_prefill_tokens"
-        };
-        sig.fields.details.push((key.into(), n.to_string()));
+            Detail::MaxBatchPrefillTokens(n)
+        });
     }
     if let Some(n) = int_of(m, 3) {
-        sig.fields
-            .details
-            .push(("max_batch_prefill_tokens".into(), n.to_string()));
+        sig.fields.details.push(Detail::MaxBatchPrefillTokens(n));
     }
     Some(sig)
 }

@@ -8,9 +8,10 @@ use oomkit_core::Bytes;
 use regex::Captures;
 
 use super::{
-    Detector, Lazy, Signal, Span, Status, int_of, re, region_has, signal, size_of, tensor_bytes,
-    u32_of,
+    Chain, Detector, Kind, Lazy, Signal, Span, Status, int_of, re, region_has, signal, size_of,
+    tensor_bytes, u32_of,
 };
+use crate::detail::{Detail, SizeDetail};
 use crate::event::{Backend, Cause, Framework};
 
 pub(super) static DETECTORS: &[Detector] = &[
@@ -18,47 +19,61 @@ pub(super) static DETECTORS: &[Detector] = &[
         headline: &OOM_TENSOR,
         max_span: 1200,
         parse: oom_tensor,
+        defer_to: &[],
     },
     Detector {
         headline: &BFC,
         max_span: 400_000,
         parse: bfc,
+        defer_to: &[],
     },
     Detector {
         headline: &STREAM_EXECUTOR,
         max_span: 300,
         parse: stream_executor,
+        defer_to: &[],
     },
     Detector {
         headline: &HOST,
         max_span: 300,
         parse: host,
+        defer_to: &[],
     },
     Detector {
         headline: &DST_TENSOR,
         max_span: 300,
         parse: dst_tensor,
+        defer_to: &[],
     },
     Detector {
         headline: &TF_CONV_ALGO,
         max_span: 300,
         parse: conv_algo,
+        defer_to: &[],
+    },
+    Detector {
+        headline: &TF_EAGER,
+        max_span: 300,
+        parse: tf_eager,
+        defer_to: &[],
     },
     Detector {
         headline: &JAX_OOM,
         max_span: 200_000,
         parse: jax_oom,
+        defer_to: &[],
     },
     Detector {
         headline: &JAX_REQUEST,
         max_span: 400,
         parse: jax_request,
+        defer_to: &[],
     },
 ];
 
 static OOM_TENSOR: Lazy = LazyLock::new(|| {
     re(
-        r"OOM when allocating tensor (?:with|of) shape ?\[([\d, ]*)\] and type (\w+)(?: on (\S+?))?(?: by allocator (\w+))?(?:\s|$|\[)",
+        r"OOM when allocating tensor (?:with|of) shape ?\[([\d, ]*)\](?: and type (\w+))?(?: on (\S+?))?(?: by allocator (\w+))?(?:\s|$|\[)",
     )
 });
 static BFC: Lazy = LazyLock::new(|| {
@@ -70,6 +85,13 @@ static STREAM_EXECUTOR: Lazy =
     LazyLock::new(|| re(r"failed to allocate {SIZE} from device: CUDA_ERROR_OUT_OF_MEMORY"));
 static HOST: Lazy = LazyLock::new(|| {
     re(r"failed to alloc {N} bytes on host|could not allocate pinned host memory of size: ?{N}")
+});
+// TF 2 eager: `ResourceExhaustedError: failed to allocate memory [Op:AddV2]`
+// (keras-ocr#195), the op's output could not be allocated; no size is printed.
+static TF_EAGER: Lazy = LazyLock::new(|| {
+    re(
+        r"(?:ResourceExhaustedError|RESOURCE_EXHAUSTED|Resource exhausted):? failed to allocate memory",
+    )
 });
 static DST_TENSOR: Lazy = LazyLock::new(|| re(r"Dst tensor is not initialized"));
 static TF_CONV_ALGO: Lazy = LazyLock::new(|| {
@@ -86,7 +108,8 @@ static JAX_REQUEST: Lazy = LazyLock::new(|| {
     )
 });
 
-static DEVICE_GPU: Lazy = LazyLock::new(|| re(r"(?:device:GPU:|GPU_)(\d+)"));
+// `device:GPU:1`, `GPU_1_bfc`, and TF 1.x's `/gpu:1` (tensorflow#13591).
+static DEVICE_GPU: Lazy = LazyLock::new(|| re(r"(?:device:GPU:|GPU_|/gpu:)(\d+)"));
 static NODE: Lazy =
     LazyLock::new(|| re(r"\[\[\{\{node ([^}]+)\}\}\]\]|\[\[Node: ([^ =]+)|\[Op:(\w+)\]"));
 static STAT_LIMIT: Lazy = LazyLock::new(|| re(r"\bLimit: {N}"));
@@ -122,18 +145,21 @@ fn tf_version(s: &Span<'_>) -> Option<&'static str> {
 
 fn oom_tensor(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "tf-oom-tensor",
-        "tf",
+        Kind::TfOomTensor,
+        Chain::Tf,
         Framework::Tensorflow,
         "tensorflow-oom-when-allocating",
     );
     sig.backend = Some(Backend::Cuda);
     sig.rank = 3;
     let shape = m.get(1).map_or("", |g| g.as_str());
-    let dtype = m.get(2).map_or("", |g| g.as_str());
-    let (tensor, size) = tensor_bytes(shape, dtype);
-    sig.fields.requested = size;
-    sig.fields.tensor = Some(tensor);
+    // TF 1.x printed some shapes without a type (`shape[]`, tensorflow#13591):
+    // then neither the tensor's type nor its size is known.
+    if let Some(dtype) = m.get(2).map(|g| g.as_str()) {
+        let (tensor, size) = tensor_bytes(shape, dtype);
+        sig.fields.requested = size;
+        sig.fields.tensor = Some(tensor);
+    }
     let dev_text = format!(
         "{} {}",
         m.get(3).map_or("", |g| g.as_str()),
@@ -175,12 +201,23 @@ fn bfc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         Framework::Tensorflow
     };
     // JAX logs the same BFC allocator lines before its own RESOURCE_EXHAUSTED.
-    let chain = if jax { "xla" } else { "tf" };
-    let mut sig = signal("tf-bfc", chain, fw, "tensorflow-bfc-allocator");
+    let chain = if jax { Chain::Xla } else { Chain::Tf };
+    let mut sig = signal(Kind::TfBfc, chain, fw, "tensorflow-bfc-allocator");
     sig.backend = Some(Backend::Cuda);
     sig.rank = 2;
     let allocator = m.get(1).map(|g| g.as_str());
     sig.fields.device = allocator.and_then(device_of);
+    // `cuda_host_bfc`, `gpu_host_bfc`, `cpu`: TF's pinned-host and CPU pools
+    // (tensorflow#11915) are system RAM.
+    if allocator.is_some_and(|a| {
+        let a = a.to_ascii_lowercase();
+        a.contains("host") || a.starts_with("cpu")
+    }) {
+        sig.status = Status::NotOom(
+            "this BFC allocator is TensorFlow's pinned-host (or CPU) pool: it ran out of system RAM that can be locked for transfers, not GPU memory",
+        );
+        sig.backend = None;
+    }
     sig.fields.requested = int_of(m, 3).map(Bytes).or_else(|| size_of(m, 2));
     if let Some(op) = m.get(4).filter(|g| !g.as_str().is_empty()) {
         sig.fields.op = Some(op.as_str().to_string());
@@ -191,7 +228,7 @@ fn bfc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         sig.status = Status::NotOom(
             "TensorFlow says \"the caller indicates that this is not a failure\": it retried with less memory and went on (a performance warning)",
         );
-        sig.kind = "tf-bfc-warning";
+        sig.kind = Kind::TfBfcWarning;
     }
     // The allocator dump's Stats block, when the log has it.
     let limit = s.int(&STAT_LIMIT).map(Bytes);
@@ -200,31 +237,22 @@ fn bfc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         sig.fields.allocated = Some(u);
     }
     if let Some(l) = limit {
-        sig.fields
-            .details
-            .push(("pool_limit".into(), l.to_string()));
+        sig.fields.details.push(Detail::PoolLimit(l));
     }
     if let Some(p) = s.int(&STAT_PEAK) {
-        sig.fields
-            .details
-            .push(("pool_peak_in_use".into(), Bytes(p).to_string()));
+        sig.fields.details.push(Detail::PoolPeakInUse(Bytes(p)));
     }
     if let Some(lf) = s.int(&STAT_LARGEST_FREE).map(Bytes) {
-        sig.fields
-            .details
-            .push(("largest_free_block".into(), lf.to_string()));
+        sig.fields.details.push(Detail::LargestFreeBlock(lf));
         if let (Some(l), Some(u)) = (limit, in_use) {
             let free = l.saturating_sub(u);
             if free.0 > 0 {
                 // TF fragmentation = (free − largest free block) / free (oom-messages.md §1.6).
                 let frag = free.saturating_sub(lf);
-                sig.fields.details.push((
-                    "pool_fragmentation".into(),
-                    format!(
-                        "{frag} of {free} free ({:.0}%)",
-                        frag.0 as f64 * 100.0 / free.0 as f64
-                    ),
-                ));
+                sig.fields.details.push(Detail::PoolFragmentation(format!(
+                    "{frag} of {free} free ({:.0}%)",
+                    frag.0 as f64 * 100.0 / free.0 as f64
+                )));
             }
         }
     }
@@ -248,8 +276,8 @@ fn stream_executor(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         Framework::Tensorflow
     };
     let mut sig = signal(
-        "stream-executor-device",
-        "tf",
+        Kind::StreamExecutorDevice,
+        Chain::Tf,
         fw,
         "stream-executor-failed-to-allocate",
     );
@@ -268,8 +296,8 @@ fn stream_executor(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 
 fn host(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "host-pinned",
-        "host",
+        Kind::HostPinned,
+        Chain::Host,
         Framework::Tensorflow,
         "tensorflow-host-allocation",
     );
@@ -280,26 +308,47 @@ fn host(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     Some(sig)
 }
 
+fn tf_eager(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        Kind::TfEagerAlloc,
+        Chain::Tf,
+        Framework::Tensorflow,
+        "tensorflow-eager-failed-to-allocate",
+    );
+    sig.rank = 3;
+    if region_has(s, &["GPU_0_bfc", "device:GPU", "_bfc"]) {
+        sig.backend = Some(Backend::Cuda);
+    }
+    if let Some(c) = s.cap(&NODE) {
+        sig.fields.op = c
+            .get(1)
+            .or_else(|| c.get(2))
+            .or_else(|| c.get(3))
+            .map(|g| g.as_str().to_string());
+    }
+    sig.version_hint = tf_version(s).or(Some("TensorFlow 2 (eager)"));
+    Some(sig)
+}
+
 fn dst_tensor(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "tf-dst-tensor",
-        "tf",
+        Kind::TfDstTensor,
+        Chain::Tf,
         Framework::Tensorflow,
         "tensorflow-dst-tensor-not-initialized",
     );
     sig.backend = Some(Backend::Cuda);
     sig.version_hint = tf_version(s);
-    sig.fields.details.push((
-        "meaning".into(),
-        "copying an input to the GPU failed because the destination tensor could not be allocated (an OOM in disguise)".into(),
+    sig.fields.details.push(Detail::Meaning(
+        "copying an input to the GPU failed because the destination tensor could not be allocated (an OOM in disguise)",
     ));
     Some(sig)
 }
 
 fn conv_algo(_m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "tf-cudnn-algo",
-        "tf-cudnn",
+        Kind::TfCudnnAlgo,
+        Chain::TfCudnn,
         Framework::Tensorflow,
         "tensorflow-cudnn-handle",
     );
@@ -336,7 +385,7 @@ fn jax_oom(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     } else {
         Framework::Jax
     };
-    let mut sig = signal("xla-oom", "xla", fw, "xla-resource-exhausted");
+    let mut sig = signal(Kind::XlaOom, Chain::Xla, fw, "xla-resource-exhausted");
     sig.backend = Some(Backend::Cuda);
     sig.rank = 3;
     let raw = m.get(2).map_or("", |g| g.as_str());
@@ -353,16 +402,16 @@ fn jax_oom(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     );
     let f = &mut sig.fields;
     if let Some(t) = s.size(&BA_TOTAL) {
-        f.details
-            .push(("program_total_allocation".into(), t.to_string()));
+        f.details.push(Detail::ProgramTotalAllocation(t));
     }
-    for (key, r) in [
-        ("parameters", &BA_PARAMS),
-        ("maybe_live_out", &BA_LIVE),
-        ("preallocated_temp", &BA_TEMP),
-    ] {
+    let sizes: [(SizeDetail, &Lazy); 3] = [
+        (Detail::Parameters, &BA_PARAMS),
+        (Detail::MaybeLiveOut, &BA_LIVE),
+        (Detail::PreallocatedTemp, &BA_TEMP),
+    ];
+    for (detail, r) in sizes {
         if let Some(v) = s.size(r) {
-            f.details.push((key.into(), v.to_string()));
+            f.details.push(detail(v));
         }
     }
     if let Some(c) = s.cap(&BA_FRAG)
@@ -372,18 +421,18 @@ fn jax_oom(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
             .get(2)
             .map_or(String::new(), |p| format!(" ({}%)", p.as_str()));
         f.details
-            .push(("xla_fragmentation".into(), format!("{v}{pct}")));
+            .push(Detail::XlaFragmentation(format!("{v}{pct}")));
     }
     if let Some(c) = s.cap(&BA_PEAK) {
         if let Some(v) = size_of(&c, 1) {
-            f.details.push(("largest_buffer".into(), v.to_string()));
+            f.details.push(Detail::LargestBuffer(v));
         }
         if let Some(op) = c.get(2) {
             f.op = Some(op.as_str().to_string());
         }
         if let Some(shape) = c.get(3) {
             f.details
-                .push(("largest_buffer_shape".into(), shape.as_str().to_string()));
+                .push(Detail::LargestBufferShape(shape.as_str().to_string()));
         }
     }
     jax_preallocation_hint(&mut sig);
@@ -392,8 +441,8 @@ fn jax_oom(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 
 fn jax_request(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
-        "xla-request",
-        "xla",
+        Kind::XlaRequest,
+        Chain::Xla,
         Framework::Jax,
         "xla-failed-to-allocate-request",
     );

@@ -16,6 +16,7 @@ use oomkit_core::{Bytes, GpuReading, gpus};
 
 use super::{Reading, Source};
 use crate::assemble::Finding;
+use crate::detail::{CountDetail, Detail, SizeDetail};
 use crate::detect::Status;
 use crate::diagnose::{Plan, build_fixes};
 use crate::event::{GpuGuess, ProcessUse};
@@ -423,16 +424,13 @@ pub fn combine(f: &mut Finding, readings: &[Reading]) {
             });
         }
         if let (Some(u), Some(t)) = (g.memory_used_bytes, g.memory_total_bytes) {
-            f.sig.fields.details.push((
-                "nvidia_smi".to_string(),
-                format!(
-                    "GPU {}: {} of {} used (line {})",
-                    g.index,
-                    b(u),
-                    b(t),
-                    r.line
-                ),
-            ));
+            f.sig.fields.details.push(Detail::NvidiaSmi(format!(
+                "GPU {}: {} of {} used (line {})",
+                g.index,
+                b(u),
+                b(t),
+                r.line
+            )));
         }
         let x = &mut f.sig.fields;
         let listed: Vec<(u32, u64)> = g
@@ -463,18 +461,19 @@ pub fn combine(f: &mut Finding, readings: &[Reading]) {
                 .collect();
         } else if !listed.is_empty() && x.processes.is_empty() {
             let sum = listed.iter().fold(0u64, |s, (_, u)| s.saturating_add(*u));
-            x.details.push((
-                "nvidia_smi_processes".to_string(),
-                format!("{} processes hold {}", listed.len(), b(sum)),
-            ));
+            x.details.push(Detail::NvidiaSmiProcesses(format!(
+                "{} processes hold {}",
+                listed.len(),
+                b(sum)
+            )));
         }
         if r.process_list
             && let Some(u) = g.unattributed_bytes().filter(|&u| u >= NOTABLE.get())
         {
-            x.details.push((
-                "nvidia_smi_unattributed".to_string(),
-                format!("{} used by no listed process", b(u)),
-            ));
+            x.details.push(Detail::NvidiaSmiUnattributed(format!(
+                "{} used by no listed process",
+                b(u)
+            )));
         }
     }
     let torch = readings
@@ -488,22 +487,25 @@ pub fn combine(f: &mut Finding, readings: &[Reading]) {
         f.reading_lines.push(r.line);
         let t = &r.torch;
         let x = &mut f.sig.fields;
-        let sizes = [
-            ("pytorch_allocated", t.allocated_bytes),
-            ("pytorch_reserved", t.reserved_bytes),
-            ("pytorch_peak_allocated", t.allocated_peak_bytes),
-            ("pytorch_peak_reserved", t.reserved_peak_bytes),
-            ("non_releasable", t.non_releasable_bytes),
-        ]
-        .map(|(k, v)| (k, v.map(|v| b(v).to_string())));
-        let counts = [
-            ("cuda_ooms", t.oom_count),
-            ("cudamalloc_retries", t.alloc_retries),
-        ]
-        .map(|(k, v)| (k, v.map(|v| v.to_string())));
-        for (k, v) in sizes.into_iter().chain(counts) {
+        let sizes: [(SizeDetail, Option<u64>); 5] = [
+            (Detail::PytorchAllocated, t.allocated_bytes),
+            (Detail::PytorchReserved, t.reserved_bytes),
+            (Detail::PytorchPeakAllocated, t.allocated_peak_bytes),
+            (Detail::PytorchPeakReserved, t.reserved_peak_bytes),
+            (Detail::NonReleasable, t.non_releasable_bytes),
+        ];
+        let counts: [(CountDetail, Option<u64>); 2] = [
+            (Detail::CudaOoms, t.oom_count),
+            (Detail::CudamallocRetries, t.alloc_retries),
+        ];
+        for (detail, v) in sizes {
             if let Some(v) = v {
-                x.details.push((k.to_string(), v));
+                x.details.push(detail(b(v)));
+            }
+        }
+        for (detail, v) in counts {
+            if let Some(v) = v {
+                x.details.push(detail(v));
             }
         }
     }
@@ -513,7 +515,7 @@ pub fn combine(f: &mut Finding, readings: &[Reading]) {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Cause, Explainer, Report};
+    use crate::{Cause, Detail, Explainer, Report};
 
     fn explain(text: &str) -> Report {
         Explainer::new().explain_str(text)
@@ -593,7 +595,11 @@ mod tests {
         let r = explain(&format!("{oom}{TABLE}"));
         let e = &r.events[0];
         assert!(e.processes.is_empty());
-        assert!(e.details.iter().any(|(k, _)| k == "nvidia_smi_processes"));
+        assert!(
+            e.details
+                .iter()
+                .any(|d| matches!(d, Detail::NvidiaSmiProcesses(_)))
+        );
         assert_ne!(e.cause, Cause::OtherProcesses);
     }
 }
