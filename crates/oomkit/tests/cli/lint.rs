@@ -699,3 +699,55 @@ fn notebooks_are_linted_cell_by_cell() {
         stderr(&out)
     );
 }
+
+#[test]
+fn default_rules_honour_the_evidence_of_issue_19s_false_classes() {
+    // Reduced from real projects (each fixture cites its source): a checkpoint written
+    // from CPU tensors, per-rank shards, a whole model reloaded on purpose, losses read
+    // from `no_grad` outputs, evaluation under a project decorator or `no_grad` callers,
+    // a DataParallel fallback next to DDP (advice, opt-in).
+    let dir = lint_fixtures();
+    let clean = [
+        "OOM202_cpu_saved_checkpoint.py",
+        "OOM202_per_rank_shards.py",
+        "OOM202_whole_model.py",
+        "OOM101_no_grad_output_in_eval_loop.py",
+        "OOM204_ddp_fallback.py",
+    ];
+    let mut args = vec!["lint"];
+    args.extend_from_slice(&clean);
+    let out = run_in(&dir, &args, None);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(stdout(&out), "All checks passed!\n");
+
+    // only the helper that one caller runs with gradients on is flagged
+    let file = "OOM104_grad_off_decorator_and_callers.py";
+    let doc = json(&run_in(&dir, &["lint", "--format", "json", file], None));
+    let got: Vec<(String, u64)> = doc["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .map(|d| {
+            (
+                d["code"].as_str().expect("code").to_string(),
+                d["line"].as_u64().expect("line"),
+            )
+        })
+        .collect();
+    let source = fs::read_to_string(dir.join(file)).expect("fixture");
+    assert_eq!(got, markers(&source));
+
+    let doc = json(&run_in(
+        &dir,
+        &[
+            "lint",
+            "--select",
+            "advice",
+            "--format",
+            "json",
+            "OOM204_ddp_fallback.py",
+        ],
+        None,
+    ));
+    assert_eq!(doc["diagnostics"].as_array().map(Vec::len), Some(2));
+}

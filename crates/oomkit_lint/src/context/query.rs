@@ -220,3 +220,18 @@ pub(super) fn roots(expr: &Expr, out: &mut HashSet<String>) {
 pub fn last_segment_of_text(text: &str) -> &str {
     text.rsplit('.').next().unwrap_or(text)
 }
+
+/// The name a value is read from through attributes and subscripts (`outputs` for
+/// `outputs.loss` and `outputs["loss"]`), if it is one.
+pub(super) fn root_name(expr: &Expr) -> Option<&str> {
+    let mut e = expr;
+    for _ in 0..MAX_CHAIN_ATTRS {
+        match e {
+            Expr::Name(n) => return Some(n.id.as_str()),
+            Expr::Attribute(a) => e = &a.value,
+            Expr::Subscript(s) => e = &s.value,
+            _ => return None,
+        }
+    }
+    None
+}
