@@ -19,6 +19,20 @@ const TRAINER_CONFIGS: &[&str] = &[
     "SFT", "DPO", "GRPO", "RLOO", "KTO", "ORPO", "PPO", "Reward", "CPO", "GKD", "Online",
 ];
 
+/// Names that show a file shards its model with DeepSpeed ZeRO or FSDP.
+const SHARDING_NAMES: &[&str] = &[
+    "deepspeed_plugin",
+    "zero_stage",
+    "HfDeepSpeedConfig",
+    "is_deepspeed_zero3_enabled",
+    "fsdp_plugin",
+    "fsdp_auto_wrap_policy",
+    "FullyShardedDataParallel",
+    "FSDP",
+    "FullyShardedDataParallelPlugin",
+    "fully_shard",
+];
+
 /// Top-level packages that show a file is PyTorch code.
 const TORCH_PACKAGES: &[&str] = &[
     "torch",
@@ -73,6 +87,11 @@ pub struct FileFacts {
     /// The file runs one process per GPU (`torch.distributed`, `init_process_group`,
     /// `DistributedDataParallel`, `Accelerator`, DeepSpeed, `local_rank`).
     pub distributed: bool,
+    /// The file shards its model with DeepSpeed ZeRO or FSDP (`import deepspeed`,
+    /// `deepspeed_plugin`/`zero_stage`/`HfDeepSpeedConfig`, `fsdp_plugin`,
+    /// `fsdp_auto_wrap_policy`, `FSDP(...)`/`FullyShardedDataParallel(...)`): the engine
+    /// owns the parameters' dtype and placement on the GPU.
+    pub sharded: bool,
     /// Names (texts) whose parameters are frozen: `m.requires_grad_(False)`,
     /// `for p in m.parameters(): p.requires_grad = False`, `m.eval()` chained on the
     /// load itself.
@@ -143,6 +162,7 @@ impl FileFacts {
             .map(|q| q.split('.').next().unwrap_or(""))
             .collect();
         scan.facts.peft = tops.contains("peft");
+        scan.facts.sharded = tops.contains("deepspeed");
         scan.facts.distributed = tops.contains("deepspeed")
             || tops.contains("accelerate")
             || imports.values().any(|q| q.starts_with("torch.distributed"));
@@ -631,6 +651,12 @@ impl<'a> Visitor<'a> for Scan {
                 Expr::Call(c) => self.note_call(c),
                 Expr::Name(n) if n.id.as_str() == "local_rank" => self.facts.distributed = true,
                 Expr::Attribute(a) if a.attr.as_str() == "local_rank" => {
+                    self.facts.distributed = true;
+                }
+                Expr::Name(_) | Expr::Attribute(_)
+                    if last_segment(expr).is_some_and(|l| SHARDING_NAMES.contains(&l)) =>
+                {
+                    self.facts.sharded = true;
                     self.facts.distributed = true;
                 }
                 Expr::StringLiteral(s) if s.value.to_str() == "CUDA_VISIBLE_DEVICES" => {
