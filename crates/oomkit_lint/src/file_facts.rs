@@ -127,6 +127,11 @@ pub struct FileFacts {
     /// `torch.load(...)` calls whose path names a rank: each process reads back the
     /// file it saved from its own GPU.
     pub per_rank_loads: HashSet<TextRange>,
+    /// Names bound to an in-memory buffer (`buffer = io.BytesIO(...)`).
+    buffer_names: HashSet<String>,
+    /// `torch.load(...)` calls that read an in-memory buffer (an object sent between
+    /// processes, deserialised where it was serialised: Lightning's XLA broadcast).
+    pub buffer_loads: HashSet<TextRange>,
     /// Names bound to a value moved to the CPU (`{k: v.cpu() for …}`, `x.to("cpu")`).
     cpu_names: HashSet<String>,
     /// `torch.save(...)` calls, and how many of them save a CPU value.
@@ -440,6 +445,12 @@ impl Scan {
         {
             self.facts.per_rank_loads.insert(c.range());
         }
+        if is_torch_fn(&c.func, "load")
+            && let Some(Expr::Name(n)) = c.arguments.args.first()
+            && self.facts.buffer_names.contains(n.id.as_str())
+        {
+            self.facts.buffer_loads.insert(c.range());
+        }
         if is_torch_fn(&c.func, "save")
             && let Some(saved) = c.arguments.args.first()
         {
@@ -575,6 +586,11 @@ impl<'a> Visitor<'a> for Scan {
                     // in the For arm; here only the binding.
                     for c in chained_calls(&a.value) {
                         self.facts.bound_to.insert(c.range(), targets.clone());
+                    }
+                    if let Expr::Call(c) = &*a.value
+                        && last_segment(&c.func) == Some("BytesIO")
+                    {
+                        self.facts.buffer_names.extend(targets.iter().cloned());
                     }
                     let per_rank = mentions_rank_or(&a.value, &self.facts.per_rank_names);
                     let cpu = moved_to_cpu_or(&a.value, &self.facts.cpu_names);

@@ -139,14 +139,19 @@ pub(super) fn chain_texts(expr: &Expr) -> Vec<String> {
 }
 
 /// Whether a qualified or plain name is a transformers model class
-/// (`AutoModelForCausalLM`, `LlamaForCausalLM`), not a tokenizer/processor/config.
+/// (`AutoModelForCausalLM`, `LlamaForCausalLM`), not a tokenizer/processor/config nor
+/// a TensorFlow/Flax class.
 pub fn is_model_class(q: &str) -> bool {
     let class = q
         .trim_end_matches(".from_pretrained")
         .rsplit('.')
         .next()
         .unwrap_or("");
+    // transformers' TensorFlow (`TFAutoModel…`) and Flax (`FlaxAutoModel…`) classes are
+    // not PyTorch models, even in a file that also imports torch
     (class.starts_with("AutoModel") || class.ends_with("ForCausalLM"))
+        && !class.starts_with("TF")
+        && !class.starts_with("Flax")
         && !class.contains("Tokenizer")
         && !class.contains("Processor")
         && !class.contains("Config")

@@ -24,7 +24,7 @@ rule_doc! {
     /// once, is not flagged, nor is state that holds no CUDA tensors: a file or target
     /// named like an LR scheduler, AMP scaler, RNG state, sampler, arguments, config,
     /// vocabulary, tokenizer, metadata or metrics, or an in-memory `io.BytesIO` round
-    /// trip (transformers' `Trainer` and Lightning's strategies load these without
+    /// trip (also through a name: `buffer = io.BytesIO(...)` … `torch.load(buffer)`) (transformers' `Trainer` and Lightning's strategies load these without
     /// `map_location`, correctly). Nor is a checkpoint that the file itself writes from
     /// CPU tensors (every `torch.save` saves a value moved to the CPU, or the state dicts
     /// are gathered with `offload_to_cpu`, as accelerate's FSDP utilities do), a per-rank
@@ -112,7 +112,10 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     // `torch.save` of this file saves CPU tensors (`{k: v.cpu() …}`, `offload_to_cpu`),
     // or the path names the rank (each process reads back the shard it saved from its
     // own GPU).
-    if file.saves_cpu_state() || file.per_rank_loads.contains(&call.range()) {
+    if file.saves_cpu_state()
+        || file.per_rank_loads.contains(&call.range())
+        || file.buffer_loads.contains(&call.range())
+    {
         return;
     }
     let why = if file.distributed && !file.rank_guarded(call.range()) {
