@@ -496,7 +496,19 @@ impl Scan {
                         .insert(inner.range(), text_of(&a.value));
                 }
             }
-            "set_device" => self.facts.sets_device = true,
+            // `torch.cuda.set_device`, `torch.accelerator.set_device_index`, and project
+            // helpers named after them (transformers' tests: `_set_rank_device(rank)`)
+            l if {
+                let l = l.to_ascii_lowercase();
+                // not `set_default_device("cuda")`: that is GPU 0 for every rank
+                l.contains("set")
+                    && l.contains("device")
+                    && !l.contains("reset")
+                    && !l.contains("default")
+            } =>
+            {
+                self.facts.sets_device = true;
+            }
             "device" if is_cuda_device(&c.func) => self.facts.sets_device = true,
             "register_forward_hook" => {
                 let hook = match c.arguments.args.first() {

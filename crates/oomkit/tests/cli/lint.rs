@@ -705,7 +705,9 @@ fn default_rules_honour_the_evidence_of_issue_19s_false_classes() {
     // Reduced from real projects (each fixture cites its source): a checkpoint written
     // from CPU tensors, per-rank shards, a whole model reloaded on purpose, losses read
     // from `no_grad` outputs, evaluation under a project decorator or `no_grad` callers,
-    // a DataParallel fallback next to DDP (advice, opt-in).
+    // a DataParallel fallback next to DDP (advice, opt-in), LoRA bases under ZeRO/FSDP,
+    // an FSDP config used only to load, an in-memory broadcast, a DDP setup whose device
+    // is set by a helper (preview rules run too).
     let dir = lint_fixtures();
     let clean = [
         "OOM202_cpu_saved_checkpoint.py",
@@ -716,8 +718,9 @@ fn default_rules_honour_the_evidence_of_issue_19s_false_classes() {
         "OOM201_peft_sharded.py",
         "OOM206_load_only.py",
         "OOM202_in_memory_broadcast.py",
+        "OOM207_set_device_helper.py",
     ];
-    let mut args = vec!["lint"];
+    let mut args = vec!["lint", "--preview"];
     args.extend_from_slice(&clean);
     let out = run_in(&dir, &args, None);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
