@@ -161,6 +161,7 @@ impl FileFacts {
         let mut scan = Scan {
             facts: FileFacts::default(),
             depth: 0,
+            functions: Vec::new(),
         };
         let tops: HashSet<&str> = imports
             .values()
@@ -215,6 +216,9 @@ impl FileFacts {
 struct Scan {
     facts: FileFacts,
     depth: usize,
+    /// The functions being walked, innermost last, and whether their body turns
+    /// gradients off somewhere (a `with` block or a decorator of an inner function).
+    functions: Vec<(String, bool)>,
 }
 
 fn is_rank_test(test: &Expr) -> bool {
@@ -345,40 +349,6 @@ pub fn is_grad_off_syntax(expr: &Expr) -> bool {
     (l.contains("no_grad") || l.contains("inference_mode"))
         && !l.starts_with("is_")
         && !l.contains("enable")
-}
-
-/// Whether a function body turns gradients off somewhere (a `with` block or a
-/// decorator of an inner function).
-fn body_turns_grad_off(body: &[Stmt]) -> bool {
-    struct F {
-        found: bool,
-    }
-    impl<'a> Visitor<'a> for F {
-        fn visit_stmt(&mut self, stmt: &'a Stmt) {
-            if self.found {
-                return;
-            }
-            match stmt {
-                Stmt::With(w) if w.items.iter().any(|i| is_grad_off_syntax(&i.context_expr)) => {
-                    self.found = true;
-                    return;
-                }
-                Stmt::FunctionDef(f)
-                    if f.decorator_list
-                        .iter()
-                        .any(|d| is_grad_off_syntax(&d.expression)) =>
-                {
-                    self.found = true;
-                    return;
-                }
-                _ => {}
-            }
-            visitor::walk_stmt(self, stmt);
-        }
-    }
-    let mut f = F { found: false };
-    f.visit_body(body);
-    f.found
 }
 
 /// `torch.cuda.device` / `cuda.device` (a device context).
@@ -627,12 +597,7 @@ impl<'a> Visitor<'a> for Scan {
                         .released
                         .extend(d.targets.iter().map(|t| (text_of(t), at)));
                 }
-                Stmt::FunctionDef(f) => {
-                    self.facts.functions.push(f.range());
-                    if body_turns_grad_off(&f.body) {
-                        self.facts.grad_off_functions.insert(f.name.to_string());
-                    }
-                }
+                Stmt::FunctionDef(f) => self.facts.functions.push(f.range()),
                 Stmt::For(f) => {
                     let freezes = f.body.iter().any(|s| {
                         matches!(s, Stmt::Assign(a)
@@ -664,10 +629,33 @@ impl<'a> Visitor<'a> for Scan {
                 }),
                 _ => false,
             };
+            // every enclosing function's body turns gradients off (a grad-off `with`, or
+            // an inner function decorated so)
+            let syntax_off = match stmt {
+                Stmt::With(w) => w.items.iter().any(|i| is_grad_off_syntax(&i.context_expr)),
+                Stmt::FunctionDef(f) => f
+                    .decorator_list
+                    .iter()
+                    .any(|d| is_grad_off_syntax(&d.expression)),
+                _ => false,
+            };
+            if syntax_off {
+                for frame in &mut self.functions {
+                    frame.1 = true;
+                }
+            }
+            if let Stmt::FunctionDef(f) = stmt {
+                self.functions.push((f.name.to_string(), false));
+            }
             let add = u32::from(grad_off);
             self.facts.no_grad = self.facts.no_grad.saturating_add(add);
             visitor::walk_stmt(self, stmt);
             self.facts.no_grad = self.facts.no_grad.saturating_sub(add);
+            if matches!(stmt, Stmt::FunctionDef(_))
+                && let Some((name, true)) = self.functions.pop()
+            {
+                self.facts.grad_off_functions.insert(name);
+            }
         }
         self.depth = self.depth.saturating_sub(1);
     }
@@ -708,6 +696,21 @@ mod tests {
         let mut imports = HashMap::new();
         crate::context::collect_imports(&module.body, &mut imports);
         FileFacts::of(&module, &imports)
+    }
+
+    #[test]
+    fn grad_off_decorators_callers_cpu_saves_and_per_rank_loads() {
+        let f = facts(
+            "import torch\ndef deco(fn):\n    def inner(*a):\n        with torch.no_grad():\n            return fn(*a)\n    return inner\ndef plain(fn):\n    return fn\ndef ev(m, xs):\n    return [m(x) for x in xs]\nwith torch.no_grad():\n    ev(m, xs)\n@torch.inference_mode()\ndef run():\n    ev(m, ys)\n    both(m)\nboth(m)\nstate = {k: v.cpu() for k, v in sd.items()}\ntorch.save(state, 'a.pt')\nname = f'shard_rank{rank}.pt'\ns = torch.load(name)\n",
+        );
+        assert!(f.grad_off_functions.contains("deco") && f.grad_off_functions.contains("inner"));
+        assert!(!f.grad_off_functions.contains("plain"));
+        assert!(f.called_only_without_grad("ev"));
+        assert!(!f.called_only_without_grad("both") && !f.called_only_without_grad("missing"));
+        assert!(f.saves_cpu_state());
+        assert_eq!(f.per_rank_loads.len(), 1);
+        let f = facts("import torch\ntorch.save(model.state_dict(), 'a.pt')\nx = torch.load(p)\n");
+        assert!(!f.saves_cpu_state() && f.per_rank_loads.is_empty());
     }
 
     #[test]
