@@ -22,7 +22,7 @@ pub use query::{
     MAX_CHAIN_ATTRS, backward_loss, is_model_class, is_scaled, last_segment, last_segment_of_text,
     mentions, text_of, zero_grad_receiver,
 };
-use query::{chain, chain_texts, join_chain, roots};
+use query::{chain, chain_texts, join_chain, root_name, roots};
 
 use crate::diagnostic::{Edit, Violation};
 use crate::file_facts::{self, FileFacts};
@@ -77,6 +77,9 @@ pub struct Scope<'a> {
     pub no_grad: u32,
     /// Receivers of `.eval()` (text), until `.train()`.
     pub eval_models: Vec<String>,
+    /// Decorators of the function (last segment of each callee: `evaluate` for
+    /// `@evaluate(model)`).
+    pub decorators: Vec<String>,
     /// Whether OOM104 was reported here already.
     pub reported_inference: bool,
     /// Names bound to a model loaded with `device_map=`.
@@ -98,6 +101,12 @@ pub struct Scope<'a> {
     /// from an unknown call): rules that must know where a loss came from (OOM106: was
     /// it scaled inside?) skip them.
     pub graph_by_backward: HashSet<String>,
+    /// Names bound while gradients were off (`with torch.no_grad(): outputs = model(x)`),
+    /// or from such a name (`loss = outputs.loss` after the block): whatever they hold
+    /// has no graph, so a later `loss.backward()` elsewhere in the body (the training
+    /// loop) is no evidence that they carry one (accelerate's
+    /// `megatron_lm_gpt_pretraining.py` evaluation loop).
+    pub bound_without_grad: HashSet<String>,
     /// [`Checker::consumed_as_loss`] answers so far.
     loss_memo: RefCell<HashMap<String, bool>>,
     /// Built on the first [`Checker::consumed_as_loss`] question.
@@ -222,11 +231,13 @@ impl<'a> Scope<'a> {
             env: HashMap::new(),
             no_grad: 0,
             eval_models: Vec::new(),
+            decorators: Vec::new(),
             reported_inference: false,
             device_map_models: HashSet::new(),
             trains: false,
             backpropagated: HashSet::new(),
             graph_by_backward: HashSet::new(),
+            bound_without_grad: HashSet::new(),
             facts: Facts::whole(Rc::clone(&root)),
             roots: vec![root],
             loops: Vec::new(),
@@ -287,6 +298,9 @@ pub struct Checker<'a> {
     depth: usize,
     /// Set when the tree is deeper than [`MAX_WALK_DEPTH`]: the walk stops descending.
     too_deep: bool,
+    /// While an assignment binds its targets: its value was computed with gradients off
+    /// or from a name bound so ([`Scope::bound_without_grad`]).
+    value_without_grad: bool,
 }
 
 /// The walk's own guard: the nesting pre-check (`parse::depth`) already refuses
@@ -323,6 +337,7 @@ impl<'a> Checker<'a> {
             violations: Vec::new(),
             depth: 0,
             too_deep: false,
+            value_without_grad: false,
         };
         ch.visit_body(&module.body);
         if ch.too_deep {
@@ -778,10 +793,17 @@ impl<'a> Checker<'a> {
         let kind = match target {
             Expr::Name(n) => {
                 let name = n.id.as_str();
+                let without_grad = self.value_without_grad || !self.grad_enabled();
                 let by_backward = kind == Kind::Unknown
+                    && !without_grad
                     && self.grad_enabled()
                     && self.scope().backpropagated.contains(name);
                 let s = self.scope_mut();
+                if without_grad {
+                    s.bound_without_grad.insert(name.to_string());
+                } else {
+                    s.bound_without_grad.remove(name);
+                }
                 if by_backward {
                     s.graph_by_backward.insert(name.to_string());
                     Kind::Tensor { graph: true }
@@ -857,12 +879,7 @@ impl<'a> Checker<'a> {
             }
             // `no_grad()`, `inference_mode()` and project wrappers named after them
             // (YOLOv5's `@smart_inference_mode()`, `@torch_no_grad`)
-            _ => last_segment(call_target).is_some_and(|l| {
-                let l = l.to_ascii_lowercase();
-                (l.contains("no_grad") || l.contains("inference_mode"))
-                    && !l.starts_with("is_")
-                    && !l.contains("enable")
-            }),
+            _ => file_facts::is_grad_off_syntax(expr),
         }
     }
 
@@ -877,6 +894,17 @@ impl<'a> Checker<'a> {
                 .iter()
                 .any(|d| self.is_grad_off(&d.expression)),
         ));
+        scope.decorators = f
+            .decorator_list
+            .iter()
+            .filter_map(|d| {
+                last_segment(match &d.expression {
+                    Expr::Call(c) => &c.func,
+                    e => e,
+                })
+                .map(str::to_string)
+            })
+            .collect();
         let in_class = self.classes.last().map(|c| c.0);
         let first_param = f
             .parameters
@@ -1233,6 +1261,9 @@ impl<'a> Checker<'a> {
             Stmt::Assign(a) => {
                 self.visit_expr(&a.value);
                 let kind = self.kind(&a.value);
+                self.value_without_grad = !self.grad_enabled()
+                    || root_name(&a.value)
+                        .is_some_and(|r| self.scope().bound_without_grad.contains(r));
                 if let Expr::Call(c) = &*a.value
                     && text_of(&c.func).ends_with(".from_pretrained")
                     && c.arguments.find_keyword("device_map").is_some()
@@ -1271,6 +1302,7 @@ impl<'a> Checker<'a> {
                         _ => self.bind(t, kind),
                     }
                 }
+                self.value_without_grad = false;
             }
             Stmt::AugAssign(a) => {
                 self.visit_expr(&a.value);

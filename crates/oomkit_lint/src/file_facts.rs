@@ -19,6 +19,20 @@ const TRAINER_CONFIGS: &[&str] = &[
     "SFT", "DPO", "GRPO", "RLOO", "KTO", "ORPO", "PPO", "Reward", "CPO", "GKD", "Online",
 ];
 
+/// Names that show a file shards its model with DeepSpeed ZeRO or FSDP.
+const SHARDING_NAMES: &[&str] = &[
+    "deepspeed_plugin",
+    "zero_stage",
+    "HfDeepSpeedConfig",
+    "is_deepspeed_zero3_enabled",
+    "fsdp_plugin",
+    "fsdp_auto_wrap_policy",
+    "FullyShardedDataParallel",
+    "FSDP",
+    "FullyShardedDataParallelPlugin",
+    "fully_shard",
+];
+
 /// Top-level packages that show a file is PyTorch code.
 const TORCH_PACKAGES: &[&str] = &[
     "torch",
@@ -73,6 +87,11 @@ pub struct FileFacts {
     /// The file runs one process per GPU (`torch.distributed`, `init_process_group`,
     /// `DistributedDataParallel`, `Accelerator`, DeepSpeed, `local_rank`).
     pub distributed: bool,
+    /// The file shards its model with DeepSpeed ZeRO or FSDP (`import deepspeed`,
+    /// `deepspeed_plugin`/`zero_stage`/`HfDeepSpeedConfig`, `fsdp_plugin`,
+    /// `fsdp_auto_wrap_policy`, `FSDP(...)`/`FullyShardedDataParallel(...)`): the engine
+    /// owns the parameters' dtype and placement on the GPU.
+    pub sharded: bool,
     /// Names (texts) whose parameters are frozen: `m.requires_grad_(False)`,
     /// `for p in m.parameters(): p.requires_grad = False`, `m.eval()` chained on the
     /// load itself.
@@ -102,6 +121,38 @@ pub struct FileFacts {
     /// Bodies of `if`s whose test names a rank (`if rank == 0:`,
     /// `if accelerator.is_main_process:`): only one process runs them.
     pub rank_guarded: Vec<TextRange>,
+    /// Names whose value names a rank (`f"model_rank{accelerator.process_index}.bin"`),
+    /// directly or through another such name, in source order.
+    per_rank_names: HashSet<String>,
+    /// `torch.load(...)` calls whose path names a rank: each process reads back the
+    /// file it saved from its own GPU.
+    pub per_rank_loads: HashSet<TextRange>,
+    /// Names bound to an in-memory buffer (`buffer = io.BytesIO(...)`).
+    buffer_names: HashSet<String>,
+    /// `torch.load(...)` calls that read an in-memory buffer (an object sent between
+    /// processes, deserialised where it was serialised: Lightning's XLA broadcast).
+    pub buffer_loads: HashSet<TextRange>,
+    /// Names bound to a value moved to the CPU (`{k: v.cpu() for …}`, `x.to("cpu")`).
+    cpu_names: HashSet<String>,
+    /// `torch.save(...)` calls, and how many of them save a CPU value.
+    saves: u32,
+    cpu_saves: u32,
+    /// State dicts are gathered to the CPU before saving (`offload_to_cpu=True`, or
+    /// `….offload_to_cpu = flag`).
+    offloads_to_cpu: bool,
+    /// Names saved whole (`torch.save(model, f)`) or used as a model (`model.eval()`,
+    /// `model.parameters()`, `model(x)`): a `torch.load` bound to one reloads the model
+    /// itself, kept on the device on purpose.
+    pub used_as_model: HashSet<String>,
+    /// Functions whose body turns gradients off (`with torch.no_grad():`,
+    /// `@torch.no_grad()` on an inner wrapper): used as a decorator, they wrap the
+    /// decorated function in `no_grad`.
+    pub grad_off_functions: HashSet<String>,
+    /// Function name → (calls with gradients off, calls with gradients on), for calls
+    /// by name (`evaluate(...)`, `self.evaluate(...)`).
+    calls: HashMap<String, (u32, u32)>,
+    /// Depth of `with torch.no_grad()` blocks and grad-off-decorated functions.
+    no_grad: u32,
 }
 
 impl FileFacts {
@@ -110,12 +161,14 @@ impl FileFacts {
         let mut scan = Scan {
             facts: FileFacts::default(),
             depth: 0,
+            functions: Vec::new(),
         };
         let tops: HashSet<&str> = imports
             .values()
             .map(|q| q.split('.').next().unwrap_or(""))
             .collect();
         scan.facts.peft = tops.contains("peft");
+        scan.facts.sharded = tops.contains("deepspeed");
         scan.facts.distributed = tops.contains("deepspeed")
             || tops.contains("accelerate")
             || imports.values().any(|q| q.starts_with("torch.distributed"));
@@ -139,6 +192,21 @@ impl FileFacts {
             .any(|(n, where_)| n == name && innermost(*where_) == home)
     }
 
+    /// Whether every checkpoint this file writes holds CPU tensors: it saves at least
+    /// once, and each `torch.save` saves a value moved to the CPU, or the file gathers
+    /// its state dicts to the CPU (`offload_to_cpu`).
+    pub fn saves_cpu_state(&self) -> bool {
+        self.saves > 0 && (self.cpu_saves == self.saves || self.offloads_to_cpu)
+    }
+
+    /// Whether the file calls `name` and only ever with gradients off (inside
+    /// `with torch.no_grad():` or a function decorated so).
+    pub fn called_only_without_grad(&self, name: &str) -> bool {
+        self.calls
+            .get(name)
+            .is_some_and(|&(off, on)| off > 0 && on == 0)
+    }
+
     /// Whether `range` lies in a block only rank 0 runs.
     pub fn rank_guarded(&self, range: TextRange) -> bool {
         self.rank_guarded.iter().any(|g| g.contains_range(range))
@@ -148,6 +216,9 @@ impl FileFacts {
 struct Scan {
     facts: FileFacts,
     depth: usize,
+    /// The functions being walked, innermost last, and whether their body turns
+    /// gradients off somewhere (a `with` block or a decorator of an inner function).
+    functions: Vec<(String, bool)>,
 }
 
 fn is_rank_test(test: &Expr) -> bool {
@@ -182,6 +253,104 @@ impl<'a> Visitor<'a> for RankFinder<'_> {
     }
 }
 
+/// Whether `expr` names a rank (`process_index`, `local_rank`, `rank`) or one of
+/// `names`.
+fn mentions_rank_or(expr: &Expr, names: &HashSet<String>) -> bool {
+    struct F<'n> {
+        names: &'n HashSet<String>,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for F<'_> {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if self.found {
+                return;
+            }
+            if let Some(last) = last_segment(expr) {
+                let l = last.to_ascii_lowercase();
+                if l.contains("rank") || l == "process_index" || self.names.contains(last) {
+                    self.found = true;
+                    return;
+                }
+            }
+            visitor::walk_expr(self, expr);
+        }
+    }
+    let mut f = F {
+        names,
+        found: false,
+    };
+    f.visit_expr(expr);
+    f.found
+}
+
+/// Whether `expr` moves a value to the CPU (`.cpu()`, `.to("cpu")`) or reads one of
+/// `names` (bound to such a value).
+fn moved_to_cpu_or(expr: &Expr, names: &HashSet<String>) -> bool {
+    struct F<'n> {
+        names: &'n HashSet<String>,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for F<'_> {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if self.found {
+                return;
+            }
+            match expr {
+                Expr::Call(c) if last_segment(&c.func) == Some("cpu") => {
+                    self.found = true;
+                    return;
+                }
+                Expr::Call(c)
+                    if last_segment(&c.func) == Some("to")
+                        && matches!(c.arguments.args.first(), Some(Expr::StringLiteral(s)) if s.value.to_str() == "cpu") =>
+                {
+                    self.found = true;
+                    return;
+                }
+                Expr::Name(n) if self.names.contains(n.id.as_str()) => {
+                    self.found = true;
+                    return;
+                }
+                _ => {}
+            }
+            visitor::walk_expr(self, expr);
+        }
+    }
+    let mut f = F {
+        names,
+        found: false,
+    };
+    f.visit_expr(expr);
+    f.found
+}
+
+/// Whether `expr` is `torch.<name>` (`torch.load`, `torch.save`; the module's own
+/// name, not an alias: enough for evidence, which only ever skips a report).
+fn is_torch_fn(func: &Expr, name: &str) -> bool {
+    matches!(func, Expr::Attribute(a) if a.attr.as_str() == name && matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "torch"))
+}
+
+/// `torch.no_grad()`, `torch.inference_mode()`, project wrappers named after them,
+/// `torch.set_grad_enabled(False)`: read from the syntax alone.
+pub fn is_grad_off_syntax(expr: &Expr) -> bool {
+    let (func, call) = match expr {
+        Expr::Call(c) => (&*c.func, Some(c)),
+        e => (e, None),
+    };
+    let Some(last) = last_segment(func) else {
+        return false;
+    };
+    let l = last.to_ascii_lowercase();
+    if l == "set_grad_enabled" {
+        return call.is_some_and(
+            |c| matches!(c.arguments.args.first(), Some(Expr::BooleanLiteral(b)) if !b.value),
+        );
+    }
+    (l.contains("no_grad") || l.contains("inference_mode"))
+        && !l.starts_with("is_")
+        && !l.contains("enable")
+}
+
 /// `torch.cuda.device` / `cuda.device` (a device context).
 fn is_cuda_device(func: &Expr) -> bool {
     matches!(func, Expr::Attribute(a) if a.attr.as_str() == "device" && last_segment(&a.value) == Some("cuda"))
@@ -206,6 +375,64 @@ fn chained_calls(expr: &Expr) -> Vec<&ast::ExprCall> {
 
 impl Scan {
     fn note_call(&mut self, c: &ast::ExprCall) {
+        let callee = match &*c.func {
+            Expr::Name(n) => Some(n.id.as_str()),
+            Expr::Attribute(a) if matches!(&*a.value, Expr::Name(_)) => Some(a.attr.as_str()),
+            _ => None,
+        };
+        if let Some(callee) = callee {
+            let entry = self.facts.calls.entry(callee.to_string()).or_default();
+            if self.facts.no_grad > 0 {
+                entry.0 = entry.0.saturating_add(1);
+            } else {
+                entry.1 = entry.1.saturating_add(1);
+            }
+        }
+        if let Expr::Name(n) = &*c.func {
+            // `model(x)`: only models (and functions) are called
+            self.facts.used_as_model.insert(n.id.to_string());
+        }
+        if let Expr::Attribute(a) = &*c.func
+            && let Expr::Name(n) = &*a.value
+            && matches!(
+                a.attr.as_str(),
+                "eval" | "train" | "parameters" | "named_parameters" | "forward"
+            )
+        {
+            self.facts.used_as_model.insert(n.id.to_string());
+        }
+        if c.arguments
+            .find_keyword("offload_to_cpu")
+            .is_some_and(|k| !matches!(&k.value, Expr::BooleanLiteral(b) if !b.value))
+        {
+            self.facts.offloads_to_cpu = true;
+        }
+        if is_torch_fn(&c.func, "load")
+            && c.arguments
+                .args
+                .first()
+                .is_some_and(|a| mentions_rank_or(a, &self.facts.per_rank_names))
+        {
+            self.facts.per_rank_loads.insert(c.range());
+        }
+        if is_torch_fn(&c.func, "load")
+            && let Some(Expr::Name(n)) = c.arguments.args.first()
+            && self.facts.buffer_names.contains(n.id.as_str())
+        {
+            self.facts.buffer_loads.insert(c.range());
+        }
+        if is_torch_fn(&c.func, "save")
+            && let Some(saved) = c.arguments.args.first()
+        {
+            self.facts.saves = self.facts.saves.saturating_add(1);
+            if moved_to_cpu_or(saved, &self.facts.cpu_names) {
+                self.facts.cpu_saves = self.facts.cpu_saves.saturating_add(1);
+            }
+            if let Expr::Name(n) = saved {
+                // `torch.save(model, f)`: the whole model object is saved
+                self.facts.used_as_model.insert(n.id.to_string());
+            }
+        }
         let Some(last) = last_segment(&c.func) else {
             return;
         };
@@ -239,7 +466,19 @@ impl Scan {
                         .insert(inner.range(), text_of(&a.value));
                 }
             }
-            "set_device" => self.facts.sets_device = true,
+            // `torch.cuda.set_device`, `torch.accelerator.set_device_index`, and project
+            // helpers named after them (transformers' tests: `_set_rank_device(rank)`)
+            l if {
+                let l = l.to_ascii_lowercase();
+                // not `set_default_device("cuda")`: that is GPU 0 for every rank
+                l.contains("set")
+                    && l.contains("device")
+                    && !l.contains("reset")
+                    && !l.contains("default")
+            } =>
+            {
+                self.facts.sets_device = true;
+            }
             "device" if is_cuda_device(&c.func) => self.facts.sets_device = true,
             "register_forward_hook" => {
                 let hook = match c.arguments.args.first() {
@@ -330,6 +569,27 @@ impl<'a> Visitor<'a> for Scan {
                     for c in chained_calls(&a.value) {
                         self.facts.bound_to.insert(c.range(), targets.clone());
                     }
+                    if let Expr::Call(c) = &*a.value
+                        && last_segment(&c.func) == Some("BytesIO")
+                    {
+                        self.facts.buffer_names.extend(targets.iter().cloned());
+                    }
+                    let per_rank = mentions_rank_or(&a.value, &self.facts.per_rank_names);
+                    let cpu = moved_to_cpu_or(&a.value, &self.facts.cpu_names);
+                    for t in &targets {
+                        if per_rank {
+                            self.facts.per_rank_names.insert(t.clone());
+                        }
+                        if cpu {
+                            self.facts.cpu_names.insert(t.clone());
+                        }
+                    }
+                    if a.targets.iter().any(|t| {
+                        matches!(t, Expr::Attribute(at) if at.attr.as_str() == "offload_to_cpu")
+                    }) && !matches!(&*a.value, Expr::BooleanLiteral(b) if !b.value)
+                    {
+                        self.facts.offloads_to_cpu = true;
+                    }
                 }
                 Stmt::Delete(d) => {
                     let at = stmt.range();
@@ -357,7 +617,45 @@ impl<'a> Visitor<'a> for Scan {
                 }
                 _ => {}
             }
+            let grad_off = match stmt {
+                Stmt::With(w) => w.items.iter().any(|i| is_grad_off_syntax(&i.context_expr)),
+                Stmt::FunctionDef(f) => f.decorator_list.iter().any(|d| {
+                    is_grad_off_syntax(&d.expression)
+                        || last_segment(match &d.expression {
+                            Expr::Call(c) => &c.func,
+                            e => e,
+                        })
+                        .is_some_and(|n| self.facts.grad_off_functions.contains(n))
+                }),
+                _ => false,
+            };
+            // every enclosing function's body turns gradients off (a grad-off `with`, or
+            // an inner function decorated so)
+            let syntax_off = match stmt {
+                Stmt::With(w) => w.items.iter().any(|i| is_grad_off_syntax(&i.context_expr)),
+                Stmt::FunctionDef(f) => f
+                    .decorator_list
+                    .iter()
+                    .any(|d| is_grad_off_syntax(&d.expression)),
+                _ => false,
+            };
+            if syntax_off {
+                for frame in &mut self.functions {
+                    frame.1 = true;
+                }
+            }
+            if let Stmt::FunctionDef(f) = stmt {
+                self.functions.push((f.name.to_string(), false));
+            }
+            let add = u32::from(grad_off);
+            self.facts.no_grad = self.facts.no_grad.saturating_add(add);
             visitor::walk_stmt(self, stmt);
+            self.facts.no_grad = self.facts.no_grad.saturating_sub(add);
+            if matches!(stmt, Stmt::FunctionDef(_))
+                && let Some((name, true)) = self.functions.pop()
+            {
+                self.facts.grad_off_functions.insert(name);
+            }
         }
         self.depth = self.depth.saturating_sub(1);
     }
@@ -367,12 +665,18 @@ impl<'a> Visitor<'a> for Scan {
         if self.depth <= crate::context::MAX_WALK_DEPTH {
             match expr {
                 Expr::Call(c) => self.note_call(c),
-                Expr::StringLiteral(s) if s.value.to_str() == "CUDA_VISIBLE_DEVICES" => {
-                    self.facts.sets_device = true;
-                }
                 Expr::Name(n) if n.id.as_str() == "local_rank" => self.facts.distributed = true,
                 Expr::Attribute(a) if a.attr.as_str() == "local_rank" => {
                     self.facts.distributed = true;
+                }
+                Expr::Name(_) | Expr::Attribute(_)
+                    if last_segment(expr).is_some_and(|l| SHARDING_NAMES.contains(&l)) =>
+                {
+                    self.facts.sharded = true;
+                    self.facts.distributed = true;
+                }
+                Expr::StringLiteral(s) if s.value.to_str() == "CUDA_VISIBLE_DEVICES" => {
+                    self.facts.sets_device = true;
                 }
                 _ => {}
             }
@@ -392,6 +696,21 @@ mod tests {
         let mut imports = HashMap::new();
         crate::context::collect_imports(&module.body, &mut imports);
         FileFacts::of(&module, &imports)
+    }
+
+    #[test]
+    fn grad_off_decorators_callers_cpu_saves_and_per_rank_loads() {
+        let f = facts(
+            "import torch\ndef deco(fn):\n    def inner(*a):\n        with torch.no_grad():\n            return fn(*a)\n    return inner\ndef plain(fn):\n    return fn\ndef ev(m, xs):\n    return [m(x) for x in xs]\nwith torch.no_grad():\n    ev(m, xs)\n@torch.inference_mode()\ndef run():\n    ev(m, ys)\n    both(m)\nboth(m)\nstate = {k: v.cpu() for k, v in sd.items()}\ntorch.save(state, 'a.pt')\nname = f'shard_rank{rank}.pt'\ns = torch.load(name)\n",
+        );
+        assert!(f.grad_off_functions.contains("deco") && f.grad_off_functions.contains("inner"));
+        assert!(!f.grad_off_functions.contains("plain"));
+        assert!(f.called_only_without_grad("ev"));
+        assert!(!f.called_only_without_grad("both") && !f.called_only_without_grad("missing"));
+        assert!(f.saves_cpu_state());
+        assert_eq!(f.per_rank_loads.len(), 1);
+        let f = facts("import torch\ntorch.save(model.state_dict(), 'a.pt')\nx = torch.load(p)\n");
+        assert!(!f.saves_cpu_state() && f.per_rank_loads.is_empty());
     }
 
     #[test]

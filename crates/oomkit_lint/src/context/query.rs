@@ -139,14 +139,19 @@ pub(super) fn chain_texts(expr: &Expr) -> Vec<String> {
 }
 
 /// Whether a qualified or plain name is a transformers model class
-/// (`AutoModelForCausalLM`, `LlamaForCausalLM`), not a tokenizer/processor/config.
+/// (`AutoModelForCausalLM`, `LlamaForCausalLM`), not a tokenizer/processor/config nor
+/// a TensorFlow/Flax class.
 pub fn is_model_class(q: &str) -> bool {
     let class = q
         .trim_end_matches(".from_pretrained")
         .rsplit('.')
         .next()
         .unwrap_or("");
+    // transformers' TensorFlow (`TFAutoModel…`) and Flax (`FlaxAutoModel…`) classes are
+    // not PyTorch models, even in a file that also imports torch
     (class.starts_with("AutoModel") || class.ends_with("ForCausalLM"))
+        && !class.starts_with("TF")
+        && !class.starts_with("Flax")
         && !class.contains("Tokenizer")
         && !class.contains("Processor")
         && !class.contains("Config")
@@ -219,4 +224,19 @@ pub(super) fn roots(expr: &Expr, out: &mut HashSet<String>) {
 /// The last dotted segment of a text (`model` for `self.model`).
 pub fn last_segment_of_text(text: &str) -> &str {
     text.rsplit('.').next().unwrap_or(text)
+}
+
+/// The name a value is read from through attributes and subscripts (`outputs` for
+/// `outputs.loss` and `outputs["loss"]`), if it is one.
+pub(super) fn root_name(expr: &Expr) -> Option<&str> {
+    let mut e = expr;
+    for _ in 0..MAX_CHAIN_ATTRS {
+        match e {
+            Expr::Name(n) => return Some(n.id.as_str()),
+            Expr::Attribute(a) => e = &a.value,
+            Expr::Subscript(s) => e = &s.value,
+            _ => return None,
+        }
+    }
+    None
 }

@@ -13,7 +13,9 @@ rule_doc! {
     ///
     /// ## Evidence it needs
     /// In the same file: an `init_process_group(...)` call (not with the `gloo` backend
-    /// alone), a DDP wrapper, and no `torch.cuda.set_device(...)`, no
+    /// alone), a DDP wrapper, and no `torch.cuda.set_device(...)` (nor
+    /// `torch.accelerator.set_device_index(...)` or a helper named like them, such as
+    /// transformers' `_set_rank_device(rank)`), no
     /// `with torch.cuda.device(...)` and no `CUDA_VISIBLE_DEVICES` (each of which gives
     /// every process its own GPU). Launchers that set the device themselves (accelerate,
     /// Lightning) do not construct DDP in user code and are not flagged.

@@ -14,7 +14,10 @@ rule_doc! {
     ///
     /// ## Evidence it needs
     /// The loaded weights must be frozen, so float32 buys nothing:
-    /// - the file uses PEFT (`get_peft_model`, `LoraConfig`, `import peft`): a LoRA base;
+    /// - the file uses PEFT (`get_peft_model`, `LoraConfig`, `import peft`): a LoRA base,
+    ///   unless the file shards the model with DeepSpeed ZeRO or FSDP (`deepspeed_plugin`,
+    ///   `fsdp_plugin`, `FSDP(...)`, `import deepspeed`…), which cast it to their own
+    ///   dtype (ZeRO) or want one dtype per flat parameter (FSDP);
     /// - the model is a reference or teacher (`ref_model`, `teacher`, `frozen_*`), is
     ///   frozen (`m.requires_grad_(False)`, `for p in m.parameters(): p.requires_grad =
     ///   False`, `...from_pretrained(...).eval()`), or is loaded under `no_grad`;
@@ -113,7 +116,9 @@ fn frozen_evidence(ch: &Checker<'_>, call: &ast::ExprCall) -> Option<&'static st
     {
         return Some("they are frozen");
     }
-    if file.peft {
+    // a PEFT base that DeepSpeed ZeRO or FSDP shards: the engine casts (ZeRO) or keeps
+    // one dtype per flat parameter (FSDP), so the float32 load is not what the GPU holds
+    if file.peft && !file.sharded {
         return Some("they are the frozen base of a PEFT/LoRA model");
     }
     if !file.trains {

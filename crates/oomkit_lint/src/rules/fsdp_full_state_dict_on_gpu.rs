@@ -1,4 +1,5 @@
-//! OOM206 `fsdp-full-state-dict-on-gpu` (preview).
+//! OOM206 `fsdp-full-state-dict-on-gpu` (out of preview since the precision benchmark
+//! of issue 19: 1 finding, real).
 
 use crate::context::{Checker, last_segment};
 use crate::parse::Ranged;
@@ -11,9 +12,13 @@ rule_doc! {
     /// `rank0_only=True`: both default to `False`.
     ///
     /// ## Evidence it needs
-    /// The call itself, with `offload_to_cpu` or `rank0_only` missing or a literal
-    /// `False`. A value that is not a literal (`rank0_only=args.rank0_only`) is not
-    /// flagged.
+    /// The call, with `offload_to_cpu` or `rank0_only` missing or a literal `False` (a
+    /// value that is not a literal, `rank0_only=args.rank0_only`, is not flagged), in a
+    /// function (or script) that saves or gathers a state dict: `.state_dict()`,
+    /// `optim_state_dict(...)`, `get_state_dict`, `*.save*(...)` (`accelerator.save_state`,
+    /// `torch.save`, `save_pretrained`). A config used only to *load* (LeRobot's
+    /// `train_utils.py` reads an optimizer state back with `rank0_only=False` on purpose,
+    /// through `optim_state_dict_to_load`) gathers nothing and is not flagged.
     ///
     /// ## Why it costs memory
     /// A full state dict gathers every sharded parameter into one unsharded copy. Without
@@ -57,6 +62,24 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     let (Some(gpu), Some(every_rank)) = (off("offload_to_cpu"), off("rank0_only")) else {
         return;
     };
+    // the config must serve a save: a state dict is gathered or saved in this function
+    let saves = ch.scope().facts.calls().any(|c| {
+        last_segment(&c.call.func).is_some_and(|l| {
+            l.starts_with("save")
+                || matches!(
+                    l,
+                    "state_dict"
+                        | "optim_state_dict"
+                        | "full_optim_state_dict"
+                        | "get_state_dict"
+                        | "get_model_state_dict"
+                        | "get_optimizer_state_dict"
+                )
+        })
+    });
+    if !saves {
+        return;
+    }
     let why = match (gpu, every_rank) {
         (true, true) => "on the GPU of every rank",
         (true, false) => "on the GPU",

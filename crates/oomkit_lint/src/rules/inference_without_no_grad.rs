@@ -24,6 +24,14 @@ rule_doc! {
     ///   `enable_grad`), after `model.eval()` or in a function named like an inference
     ///   routine.
     ///
+    ///
+    /// Not flagged where gradients are off around the function after all: a decorator
+    /// defined in the same file whose body turns them off (a wrapper with
+    /// `with torch.no_grad():` or an inner `@torch.no_grad()`), or a function that the
+    /// file calls only from `no_grad` regions (`with torch.no_grad(): evaluate(...)`).
+    /// Lightning's `*_step` hooks are not flagged; JAX/TensorFlow-only files are not
+    /// checked at all.
+    ///
     /// ## Why it costs memory
     /// `model.eval()` only switches dropout and batch-norm behaviour; autograd still
     /// records the graph and keeps every activation of the forward pass alive until the
@@ -123,6 +131,21 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         });
     if scope.trains && !in_eval_loop {
         return;
+    }
+    // Gradients are off around this function after all: a decorator of this file
+    // that wraps it in `no_grad`, or every call of it in the file runs under `no_grad`.
+    let scope = ch.scope();
+    if !scope.name.is_empty() {
+        let name = scope.name.clone();
+        let decorators = scope.decorators.clone();
+        let file = ch.file();
+        if decorators
+            .iter()
+            .any(|d| file.grad_off_functions.contains(d))
+            || file.called_only_without_grad(&name)
+        {
+            return;
+        }
     }
     let why = if after_eval {
         format!("after `{callee}.eval()`")

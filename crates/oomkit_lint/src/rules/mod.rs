@@ -296,7 +296,7 @@ pub static RULES: &[RuleInfo] = &[
         name: "fsdp-full-state-dict-on-gpu",
         remedy: Some("cpu-offload"),
         category: Category::Memory,
-        preview: true,
+        preview: false,
         fixable: false,
         doc: fsdp_full_state_dict_on_gpu::DOC,
     },

@@ -24,8 +24,14 @@ rule_doc! {
     /// once, is not flagged, nor is state that holds no CUDA tensors: a file or target
     /// named like an LR scheduler, AMP scaler, RNG state, sampler, arguments, config,
     /// vocabulary, tokenizer, metadata or metrics, or an in-memory `io.BytesIO` round
-    /// trip (transformers' `Trainer` and Lightning's strategies load these without
-    /// `map_location`, correctly).
+    /// trip (also through a name: `buffer = io.BytesIO(...)` … `torch.load(buffer)`) (transformers' `Trainer` and Lightning's strategies load these without
+    /// `map_location`, correctly). Nor is a checkpoint that the file itself writes from
+    /// CPU tensors (every `torch.save` saves a value moved to the CPU, or the state dicts
+    /// are gathered with `offload_to_cpu`, as accelerate's FSDP utilities do), a per-rank
+    /// shard whose path names the rank (each process reads back what it saved from its
+    /// own GPU), or a whole model reloaded into a name the file saves whole or uses as a
+    /// model (`torch.save(model, f)` … `model = torch.load(f)`: the loaded object is the
+    /// model, not a second copy).
     ///
     /// ## Why it costs memory
     /// Without `map_location`, every tensor goes back to the device it was saved from,
@@ -102,13 +108,25 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     }) {
         return;
     }
+    // The checkpoint holds no CUDA tensors, or lands where it should: every
+    // `torch.save` of this file saves CPU tensors (`{k: v.cpu() …}`, `offload_to_cpu`),
+    // or the path names the rank (each process reads back the shard it saved from its
+    // own GPU).
+    if file.saves_cpu_state()
+        || file.per_rank_loads.contains(&call.range())
+        || file.buffer_loads.contains(&call.range())
+    {
+        return;
+    }
     let why = if file.distributed && !file.rank_guarded(call.range()) {
         "every rank loads its tensors onto the device they were saved from (often GPU 0)"
             .to_string()
     } else if let Some(name) = file.bound_to.get(&call.range()).and_then(|targets| {
-        targets
-            .iter()
-            .find(|t| !t.contains('.') && !file.released_near(t, call.range()))
+        targets.iter().find(|t| {
+            !t.contains('.')
+                && !file.released_near(t, call.range())
+                && !file.used_as_model.contains(t.as_str())
+        })
     }) && trains
     {
         format!(
