@@ -1,6 +1,7 @@
-//! Stamps the git commit into `oomkit --version` when building from a checkout.
-//! Builds from a source archive or a wheel's sdist (no `.git`) get the plain
-//! crate version; nothing here can fail the build.
+//! Sets `OOMKIT_VERSION` for `oomkit --version`: the crate version, plus the
+//! git commit when building from a checkout. Builds from a source archive or a
+//! wheel's sdist (no `.git`) get the plain crate version; the variable is set
+//! either way, so nothing here can fail the build.
 
 use std::process::Command;
 
@@ -13,8 +14,10 @@ fn main() {
         .and_then(|o| String::from_utf8(o.stdout).ok())
         .map(|s| s.trim().to_owned())
         .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_hexdigit()));
-    if let Some(c) = commit {
-        println!("cargo:rustc-env=OOMKIT_GIT_COMMIT={c}");
+    let version = std::env::var("CARGO_PKG_VERSION").unwrap_or_default();
+    match commit {
+        Some(c) => println!("cargo:rustc-env=OOMKIT_VERSION={version} ({c})"),
+        None => println!("cargo:rustc-env=OOMKIT_VERSION={version}"),
     }
     // Rebuild when HEAD moves (a commit or a checkout), not on every build.
     if let Ok(out) = Command::new("git")

@@ -8,15 +8,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 /// The version `--version` prints: the crate's, plus the git commit it was
 /// built from when built from a checkout (`build.rs`), e.g. `0.1.0 (a91f5a7)`.
-pub const VERSION: &str = match option_env!("OOMKIT_GIT_COMMIT") {
-    Some(_) => concat!(
-        env!("CARGO_PKG_VERSION"),
-        " (",
-        env!("OOMKIT_GIT_COMMIT"),
-        ")"
-    ),
-    None => env!("CARGO_PKG_VERSION"),
-};
+/// (`env!` is checked in every branch at compile time, so build.rs always sets
+/// the whole string rather than an optional commit.)
+pub const VERSION: &str = env!("OOMKIT_VERSION");
 
 /// The GPU out-of-memory toolkit.
 #[derive(Debug, Parser)]
