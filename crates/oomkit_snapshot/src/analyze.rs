@@ -736,13 +736,23 @@ fn timeline(sites: &Sites, events: &[Event], rp: &Replay, top: &[Site]) -> Timel
         .chain(["other".to_string()])
         .collect();
     let other = top.len();
-    let by_id: HashMap<usize, usize> = top
-        .iter()
-        .enumerate()
-        .filter_map(|(i, s)| sites.index.get(&s.frame).map(|&id| (id, i)))
-        .collect();
+    // Series per site id, and per allocation event the series it was added
+    // to (read back when it is freed: a small vector instead of a random
+    // access into the whole trace).
+    let mut by_site = vec![other; sites.labels.len()];
+    for (i, s) in top.iter().enumerate() {
+        if let Some(slot) = sites
+            .index
+            .get(&s.frame)
+            .and_then(|&id| by_site.get_mut(id))
+        {
+            *slot = i;
+        }
+    }
     let series_of =
-        |sites: &Sites, stack: Option<u32>| by_id.get(&sites.id(stack)).copied().unwrap_or(other);
+        |sites: &Sites, stack: Option<u32>| by_site.get(sites.id(stack)).copied().unwrap_or(other);
+    let narrow = |k: usize| u16::try_from(k).unwrap_or(u16::MAX);
+    let mut series_at: Vec<u16> = vec![u16::MAX; events.len()];
     let mut cur = vec![0u64; series.len()];
     let mut freed_initial: HashMap<usize, usize> = HashMap::new();
     for x in &rp.initial {
@@ -760,13 +770,20 @@ fn timeline(sites: &Sites, events: &[Event], rp: &Replay, top: &[Site]) -> Timel
         match e.action {
             Action::Alloc => {
                 let k = series_of(sites, e.stack());
+                if let Some(slot) = series_at.get_mut(i) {
+                    *slot = narrow(k);
+                }
                 if let Some(c) = cur.get_mut(k) {
                     *c = c.saturating_add(e.size);
                 }
             }
             Action::FreeCompleted => {
-                let k = match rp.partner(i).and_then(|a| events.get(a)) {
-                    Some(a) => Some(series_of(sites, a.stack())),
+                let k = match rp.partner(i) {
+                    Some(a) => match series_at.get(a) {
+                        Some(&k) if k != u16::MAX => Some(usize::from(k)),
+                        // More series than u16 holds (never with --top ≤ 65534).
+                        _ => events.get(a).map(|a| series_of(sites, a.stack())),
+                    },
                     None => freed_initial.get(&i).copied(),
                 };
                 if let Some(c) = k.and_then(|k| cur.get_mut(k)) {

@@ -384,9 +384,8 @@ impl Hook for Collect {
         } else {
             self.out.1.extend(self.pending.drain(..n));
         }
-        if self.out.1.len() >= BATCH {
-            self.flush();
-        }
+        // One message per APPENDS batch: the next batch is swapped in, not copied.
+        self.flush();
     }
 
     fn take(&mut self, list: usize, item: &Value) -> bool {
