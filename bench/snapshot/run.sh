@@ -40,6 +40,7 @@ fi
 mkdir -p "$DATA"
 [ -f "$FILE" ] || "$PYTHON" bench/snapshot/make_big.py "$SRC" "$FILE" "$SIZE"
 cat "$FILE" > /dev/null
+LOAD0=$(cut -d" " -f1-3 /proc/loadavg)
 
 if "$PYTHON" -c "import torch" 2>/dev/null; then
     TORCH=$("$PYTHON" -c "import torch; print(torch.__version__)")
@@ -53,21 +54,21 @@ fi
 PY_B=("$PYTHON" -c "import pickle,sys; pickle.load(open(sys.argv[1],'rb'))" "$FILE")
 OK=("$OOMKIT" snapshot --format json "$FILE")
 
-# best_of CMD...: prints "wall cpu rss_kb" of the run with the best wall time.
-best_of() {
-    local best="" line
-    for _ in $(seq "$RUNS"); do
-        line=$( /usr/bin/time -f "%e %U %S %M" "$@" 2>&1 > /dev/null | tail -1 )
-        if [ -z "$best" ] || awk -v a="$line" -v b="$best" 'BEGIN{split(a,x," ");split(b,y," ");exit !(x[1]<y[1])}'; then
-            best=$line
-        fi
+# Runs are interleaved round by round (A B C C C, A B C C C, …) so that a busy
+# spell on this shared machine hits every command alike; each command keeps its
+# best wall time (and that run's CPU and RSS). oomkit, the cheap one, runs 3× as
+# often: its best of many is as close to uncontended as Python's best of few.
+# time_one CMD...: prints "wall user sys rss_kb".
+time_one() { /usr/bin/time -f "%e %U %S %M" "$@" 2>&1 > /dev/null | tail -1; }
+better() { awk -v a="$1" -v b="$2" 'BEGIN{split(a,x," ");split(b,y," ");exit !(b=="" || x[1]<y[1])}'; }
+A="" B="" C=""
+for _ in $(seq "$RUNS"); do
+    l=$(time_one "${PY_A[@]}"); better "$l" "$A" && A=$l
+    l=$(time_one "${PY_B[@]}"); better "$l" "$B" && B=$l
+    for _ in 1 2 3; do
+        l=$(time_one "${OK[@]}"); better "$l" "$C" && C=$l
     done
-    echo "$best"
-}
-
-A=$(best_of "${PY_A[@]}")
-B=$(best_of "${PY_B[@]}")
-C=$(best_of "${OK[@]}")
+done
 BYTES=$(stat -c %s "$FILE")
 EVENTS=$("$OOMKIT" snapshot --format json "$FILE" | "$PYTHON" -c "import json,sys; print(json.load(sys.stdin)['devices'][0]['events'])")
 
@@ -75,7 +76,7 @@ row() { # label "wall user sys rss"
     awk -v l="$1" -v r="$2" -v c="$C" 'BEGIN{split(r,x," ");split(c,o," ");
         printf "| %s | %.2f s | %.2f s | %.0f MiB | %.1f× | %.1f× |\n", l, x[1], x[2]+x[3], x[4]/1024, x[1]/o[1], (x[2]+x[3])/(o[2]+o[3])}'
 }
-echo "File: $FILE ($((BYTES / 1048576)) MiB, $EVENTS trace events); best of $RUNS runs; $(nproc) cores"
+echo "File: $FILE ($((BYTES / 1048576)) MiB, $EVENTS trace events); best of $RUNS interleaved rounds (oomkit: of $((RUNS * 3)) runs); $(nproc) cores; load before: $LOAD0"
 echo
 echo "| command | wall | CPU (user+sys) | peak RSS | oomkit faster (wall) | oomkit faster (CPU) |"
 echo "|---|---|---|---|---|---|"
