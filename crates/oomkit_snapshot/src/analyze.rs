@@ -988,13 +988,7 @@ mod tests {
     }
 
     fn ev(action: Action, addr: u64, size: u64) -> Event {
-        Event {
-            addr,
-            size,
-            time_us: i64::MIN,
-            stack: u32::MAX,
-            action,
-        }
+        Event::bare(action, addr, size)
     }
 
     /// Five steps without annotations: each makes a 100 MiB temporary and

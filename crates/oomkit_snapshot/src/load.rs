@@ -148,6 +148,20 @@ impl Event {
     }
 }
 
+#[cfg(test)]
+impl Event {
+    /// An event without time or stack (for tests).
+    pub(crate) fn bare(action: Action, addr: u64, size: u64) -> Event {
+        Event {
+            addr,
+            size,
+            time_us: i64::MIN,
+            stack: u32::MAX,
+            action,
+        }
+    }
+}
+
 /// A `record_function` range boundary from `external_annotations`.
 #[derive(Debug, Clone)]
 pub struct Annotation {

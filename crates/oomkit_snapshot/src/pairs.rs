@@ -98,13 +98,7 @@ mod tests {
     use super::*;
 
     fn ev(action: Action, addr: u64, size: u64) -> Event {
-        Event {
-            addr,
-            size,
-            time_us: i64::MIN,
-            stack: u32::MAX,
-            action,
-        }
+        Event::bare(action, addr, size)
     }
 
     #[test]
