@@ -17,7 +17,7 @@ pub struct Input {
     /// How to name it in messages (`-` is "standard input").
     pub name: String,
     /// The text, decoded to UTF-8 where it was UTF-16.
-    pub reader: Box<dyn Read>,
+    pub reader: Box<dyn Read + Send>,
 }
 
 /// Opens a path, or stdin for `-`.
@@ -74,7 +74,7 @@ pub fn read_file_limited(path: &Path, limit: u64) -> anyhow::Result<Vec<u8>> {
     read_limited(&name, file, limit)
 }
 
-fn sniffed(name: String, mut r: Box<dyn Read>) -> anyhow::Result<Input> {
+fn sniffed(name: String, mut r: Box<dyn Read + Send>) -> anyhow::Result<Input> {
     let mut head = Vec::with_capacity(SNIFF);
     (&mut r)
         .take(SNIFF as u64)

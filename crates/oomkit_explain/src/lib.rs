@@ -99,7 +99,7 @@ impl Explainer {
     }
 
     /// Explains a whole stream, reading it once in fixed-size chunks.
-    pub fn explain_reader<R: Read>(&self, reader: R) -> Result<Report, Error> {
+    pub fn explain_reader<R: Read + Send>(&self, reader: R) -> Result<Report, Error> {
         let mut findings = Vec::new();
         let mut found: Vec<Reading> = Vec::new();
         let mut more_readings = 0usize;

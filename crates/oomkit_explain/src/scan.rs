@@ -22,6 +22,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, Read};
+use std::sync::mpsc;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 
@@ -170,10 +171,52 @@ impl Scanner {
 
     /// Reads `reader` to the end, calling `on_region` for every region.
     /// Returns the number of bytes read.
-    pub fn scan<R: Read>(
+    ///
+    /// A second thread reads ahead into recycled chunk buffers while this one
+    /// scans: on a large log, copying the file out of the page cache took as
+    /// long as the search itself, and the two now overlap. Nothing is copied
+    /// twice: a filled buffer is handed over and handed back empty.
+    pub fn scan<R: Read + Send>(
         &self,
-        mut reader: R,
+        reader: R,
         mut on_region: impl FnMut(Region),
+    ) -> io::Result<u64> {
+        std::thread::scope(|scope| {
+            let (full_tx, full_rx) = mpsc::sync_channel::<io::Result<(Vec<u8>, usize)>>(2);
+            let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(3);
+            for _ in 0..3 {
+                // The receiver is alive: this cannot fail.
+                let _ = empty_tx.send(vec![0u8; CHUNK]);
+            }
+            scope.spawn(move || {
+                let mut reader = reader;
+                // Ends when the input does, or when the scanner is gone.
+                for mut buf in empty_rx {
+                    let msg = loop {
+                        match reader.read(&mut buf) {
+                            Ok(0) => return,
+                            Ok(n) => break Ok((buf, n)),
+                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                            Err(e) => break Err(e),
+                        }
+                    };
+                    let failed = msg.is_err();
+                    if full_tx.send(msg).is_err() || failed {
+                        return;
+                    }
+                }
+            });
+            self.scan_chunks(full_rx, &empty_tx, &mut on_region)
+        })
+    }
+
+    /// The scanning half of [`Scanner::scan`]: takes filled chunks in order,
+    /// returns each buffer for refilling.
+    fn scan_chunks(
+        &self,
+        full: mpsc::Receiver<io::Result<(Vec<u8>, usize)>>,
+        empty: &mpsc::SyncSender<Vec<u8>>,
+        on_region: &mut impl FnMut(Region),
     ) -> io::Result<u64> {
         let mut st = State {
             next_line: 1,
@@ -182,45 +225,40 @@ impl Scanner {
             region_bytes: 0,
             after_left: 0,
         };
-        let mut buf = vec![0u8; CHUNK];
         // The unfinished last line of the previous chunk (at most MAX_LINE bytes).
         let mut carry: Vec<u8> = Vec::new();
         let mut total = 0u64;
-        loop {
-            let n = match reader.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e),
-            };
+        for msg in full {
+            let (buf, n) = msg?;
             total = total.saturating_add(n as u64);
             let data = buf.get(..n).unwrap_or_default();
             // Complete lines end at the last newline; the rest waits for more data.
-            let Some(last_nl) = memchr::memrchr(b'\n', data) else {
+            if let Some(last_nl) = memchr::memrchr(b'\n', data) {
+                let (lines, tail) = data.split_at(last_nl + 1);
+                let mut rest = lines;
+                if !carry.is_empty() {
+                    // Finish the line that straddled the previous chunk, then go on in place.
+                    let first_nl = memchr::memchr(b'\n', rest).unwrap_or(last_nl);
+                    let (head, after) = rest.split_at(first_nl + 1);
+                    carry.extend_from_slice(head);
+                    let joined = std::mem::take(&mut carry);
+                    self.process(&joined, &mut st, on_region);
+                    rest = after;
+                }
+                self.process(rest, &mut st, on_region);
+                carry.clear();
+                carry.extend_from_slice(tail);
+            } else {
                 carry.extend_from_slice(data);
-                self.cut_carry(&mut carry, &mut st, &mut on_region);
-                continue;
-            };
-            let (lines, tail) = data.split_at(last_nl + 1);
-            let mut rest = lines;
-            if !carry.is_empty() {
-                // Finish the line that straddled the previous chunk, then go on in place.
-                let first_nl = memchr::memchr(b'\n', rest).unwrap_or(last_nl);
-                let (head, after) = rest.split_at(first_nl + 1);
-                carry.extend_from_slice(head);
-                let joined = std::mem::take(&mut carry);
-                self.process(&joined, &mut st, &mut on_region);
-                rest = after;
             }
-            self.process(rest, &mut st, &mut on_region);
-            carry.clear();
-            carry.extend_from_slice(tail);
-            self.cut_carry(&mut carry, &mut st, &mut on_region);
+            self.cut_carry(&mut carry, &mut st, on_region);
+            // The reader may have stopped (end of input): then the buffer is dropped.
+            let _ = empty.send(buf);
         }
         if !carry.is_empty() {
             carry.push(b'\n');
             let last = std::mem::take(&mut carry);
-            self.process(&last, &mut st, &mut on_region);
+            self.process(&last, &mut st, on_region);
         }
         if let Some(r) = st.region.take() {
             on_region(r);
