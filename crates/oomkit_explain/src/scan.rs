@@ -16,7 +16,7 @@
 //! keeps its input line number: the normalizer joins pieces the way it joins
 //! hard-wrapped lines, so a message anywhere in a line of any length is found.
 //!
-//! Memory: one chunk, the last `BEFORE` pieces, and one region capped at
+//! Memory: three chunks (one scanned, two read ahead), the last `BEFORE` pieces, and one region capped at
 //! [`MAX_REGION_BYTES`], whatever the input size. Time: one Aho-Corasick pass
 //! over the input plus a per-line pass over the lines of a region.
 
