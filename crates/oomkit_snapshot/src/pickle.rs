@@ -907,8 +907,11 @@ fn fast_record<R: Read>(
     limit: usize,
     hook: &mut impl Hook,
 ) -> Result<bool, PickleError> {
-    let left = usize::try_from(r.total.saturating_sub(r.pos)).unwrap_or(usize::MAX);
-    r.fill(left.min(4096))?;
+    // Usually 4 KiB are buffered already: no call.
+    if r.hi.saturating_sub(r.lo) < 4096 {
+        let left = usize::try_from(r.total.saturating_sub(r.pos)).unwrap_or(usize::MAX);
+        r.fill(left.min(4096))?;
+    }
     let Some(b) = r.buf.get(r.lo..r.hi) else {
         return Ok(false);
     };
@@ -966,11 +969,24 @@ fn fast_record<R: Read>(
                 tail
             }
             [0x8a, n, tail @ ..] => {
-                let Some((digits, tail)) = tail.split_at_checked(usize::from(*n)) else {
+                let Some((digits, rest)) = tail.split_at_checked(usize::from(*n)) else {
                     return Ok(false);
                 };
-                *dst = long_raw(digits);
-                tail
+                *dst = match (digits, tail.first_chunk::<8>()) {
+                    // An address or size: one 8-byte load from the buffer, the
+                    // bytes past the integer masked off, sign-extended.
+                    ([.., last], Some(word)) if digits.len() <= 8 => {
+                        let bits = u32::try_from(digits.len()).unwrap_or(8).saturating_mul(8);
+                        let keep = u64::MAX
+                            .checked_shr(64u32.saturating_sub(bits))
+                            .unwrap_or(0);
+                        let v = u64::from_le_bytes(*word) & keep;
+                        let sign = if last & 0x80 != 0 { !keep } else { 0 };
+                        Raw::Int(i64::from_le_bytes((v | sign).to_le_bytes()))
+                    }
+                    _ => long_raw(digits),
+                };
+                rest
             }
             [b'N', tail @ ..] => {
                 *dst = Raw::None;
