@@ -1447,6 +1447,30 @@ mod tests {
     }
 
     #[test]
+    fn fast_path_long1_values_match_the_generic_decoder() {
+        let mut p =
+            b"\x80\x02]q\x00(}q\x01(X\x01\x00\x00\x00aq\x02K\x01X\x01\x00\x00\x00bq\x03K\x02u"
+                .to_vec();
+        // {"a": -1, "b": 0x7f8a400000}, {"a": -2 (8 bytes), "b": -32768 (2 bytes)}
+        p.extend_from_slice(b"}q\x04(h\x02\x8a\x01\xffh\x03\x8a\x06\x00\x00\x40\x8a\x7f\x00u");
+        p.extend_from_slice(
+            b"}q\x05(h\x02\x8a\x08\xfe\xff\xff\xff\xff\xff\xff\xffh\x03\x8a\x02\x00\x80u",
+        );
+        // The last one near the end of the input (fewer than 8 bytes follow).
+        p.extend_from_slice(b"}q\x06(h\x02\x8a\x01\x05ue.");
+        let mut hook = Fields::default();
+        decode(|| Ok(&p[..]), p.len() as u64, &mut hook).unwrap();
+        assert_eq!(
+            hook.0,
+            vec![
+                [Some(-1), Some(0x7f8a_4000_00)],
+                [Some(-2), Some(-32768)],
+                [Some(5), None]
+            ]
+        );
+    }
+
+    #[test]
     fn long_raw_agrees_with_long_value() {
         let samples: [&[u8]; 9] = [
             &[0x01],
