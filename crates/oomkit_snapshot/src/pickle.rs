@@ -1463,7 +1463,7 @@ mod tests {
         assert_eq!(
             hook.0,
             vec![
-                [Some(-1), Some(0x7f8a_4000_00)],
+                [Some(-1), Some(0x007f_8a40_0000)],
                 [Some(-2), Some(-32768)],
                 [Some(5), None]
             ]
