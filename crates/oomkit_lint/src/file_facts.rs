@@ -9,7 +9,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::context::{last_segment, text_of};
+use crate::context::{any_expr, last_segment, text_of};
 use crate::parse::ast::{self, Expr, Stmt};
 use crate::parse::visitor::{self, Visitor};
 use crate::parse::{Module, Ranged, TextRange};
@@ -256,72 +256,26 @@ impl<'a> Visitor<'a> for RankFinder<'_> {
 /// Whether `expr` names a rank (`process_index`, `local_rank`, `rank`) or one of
 /// `names`.
 fn mentions_rank_or(expr: &Expr, names: &HashSet<String>) -> bool {
-    struct F<'n> {
-        names: &'n HashSet<String>,
-        found: bool,
-    }
-    impl<'a> Visitor<'a> for F<'_> {
-        fn visit_expr(&mut self, expr: &'a Expr) {
-            if self.found {
-                return;
-            }
-            if let Some(last) = last_segment(expr) {
-                let l = last.to_ascii_lowercase();
-                if l.contains("rank") || l == "process_index" || self.names.contains(last) {
-                    self.found = true;
-                    return;
-                }
-            }
-            visitor::walk_expr(self, expr);
-        }
-    }
-    let mut f = F {
-        names,
-        found: false,
-    };
-    f.visit_expr(expr);
-    f.found
+    any_expr(expr, &mut |e| {
+        last_segment(e).is_some_and(|last| {
+            let l = last.to_ascii_lowercase();
+            l.contains("rank") || l == "process_index" || names.contains(last)
+        })
+    })
 }
 
 /// Whether `expr` moves a value to the CPU (`.cpu()`, `.to("cpu")`) or reads one of
 /// `names` (bound to such a value).
 fn moved_to_cpu_or(expr: &Expr, names: &HashSet<String>) -> bool {
-    struct F<'n> {
-        names: &'n HashSet<String>,
-        found: bool,
-    }
-    impl<'a> Visitor<'a> for F<'_> {
-        fn visit_expr(&mut self, expr: &'a Expr) {
-            if self.found {
-                return;
-            }
-            match expr {
-                Expr::Call(c) if last_segment(&c.func) == Some("cpu") => {
-                    self.found = true;
-                    return;
-                }
-                Expr::Call(c)
-                    if last_segment(&c.func) == Some("to")
-                        && matches!(c.arguments.args.first(), Some(Expr::StringLiteral(s)) if s.value.to_str() == "cpu") =>
-                {
-                    self.found = true;
-                    return;
-                }
-                Expr::Name(n) if self.names.contains(n.id.as_str()) => {
-                    self.found = true;
-                    return;
-                }
-                _ => {}
-            }
-            visitor::walk_expr(self, expr);
+    any_expr(expr, &mut |e| match e {
+        Expr::Call(c) if last_segment(&c.func) == Some("cpu") => true,
+        Expr::Call(c) => {
+            last_segment(&c.func) == Some("to")
+                && matches!(c.arguments.args.first(), Some(Expr::StringLiteral(s)) if s.value.to_str() == "cpu")
         }
-    }
-    let mut f = F {
-        names,
-        found: false,
-    };
-    f.visit_expr(expr);
-    f.found
+        Expr::Name(n) => names.contains(n.id.as_str()),
+        _ => false,
+    })
 }
 
 /// Whether `expr` is `torch.<name>` (`torch.load`, `torch.save`; the module's own

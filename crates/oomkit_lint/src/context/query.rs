@@ -81,8 +81,17 @@ pub fn mentions(expr: &Expr, name: &str) -> bool {
 /// Whether `hit` holds for the text of a name/attribute chain in `expr` (each node
 /// asks once, O([`MAX_CHAIN_ATTRS`]) each).
 fn find_chain(expr: &Expr, hit: &mut dyn FnMut(&str) -> bool) -> bool {
+    any_expr(expr, &mut |e| {
+        matches!(e, Expr::Name(_) | Expr::Attribute(_))
+            && chain(e).is_some_and(|(base, attrs)| hit(&join_chain(base, &attrs)))
+    })
+}
+
+/// Whether `hit` holds for `expr` or any expression inside it (outermost first;
+/// the walk stops at the first hit and does not enter an expression that hit).
+pub fn any_expr(expr: &Expr, hit: &mut dyn FnMut(&Expr) -> bool) -> bool {
     struct Finder<'h> {
-        hit: &'h mut dyn FnMut(&str) -> bool,
+        hit: &'h mut dyn FnMut(&Expr) -> bool,
         found: bool,
     }
     impl<'a> Visitor<'a> for Finder<'_> {
@@ -90,10 +99,7 @@ fn find_chain(expr: &Expr, hit: &mut dyn FnMut(&str) -> bool) -> bool {
             if self.found {
                 return;
             }
-            if matches!(expr, Expr::Name(_) | Expr::Attribute(_))
-                && let Some((base, attrs)) = chain(expr)
-                && (self.hit)(&join_chain(base, &attrs))
-            {
+            if (self.hit)(expr) {
                 self.found = true;
                 return;
             }
