@@ -29,6 +29,27 @@ pub struct Finding {
     pub reading_lines: Vec<u64>,
 }
 
+impl Finding {
+    /// A finding of one signal, first seen at input line `line` (index `idx`
+    /// in the document), before anything is folded into it.
+    pub fn new(sig: Signal, line: u64, idx: usize) -> Finding {
+        Finding {
+            kinds: vec![sig.kind],
+            line,
+            last_line: line,
+            last_idx: idx,
+            ranks: Vec::new(),
+            repeats: 1,
+            app: None,
+            phase: None,
+            gpu: None,
+            follows_line: None,
+            reading_lines: Vec::new(),
+            sig,
+        }
+    }
+}
+
 /// How many lines may separate two signals of one chain. TensorFlow prints
 /// the BFC log, a dump of thousands of lines, then the Python exception.
 fn chain_gap(chain: Chain) -> usize {
@@ -170,20 +191,10 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
         }
         let line = doc.lines.get(s.line_idx).map_or(0, |l| l.line);
         let rank = doc.lines.get(s.line_idx).and_then(|l| l.rank);
-        out.push(Finding {
-            kinds: vec![s.kind],
-            line,
-            last_line: line,
-            last_idx: s.line_idx,
-            ranks: rank.into_iter().collect(),
-            repeats: 1,
-            app: None,
-            phase: None,
-            gpu: None,
-            follows_line: None,
-            reading_lines: Vec::new(),
-            sig: s,
-        });
+        let idx = s.line_idx;
+        let mut f = Finding::new(s, line, idx);
+        f.ranks = rank.into_iter().collect();
+        out.push(f);
     }
     // Context (ComfyUI's tip, A1111's memory line) joins the nearest OOM.
     for c in context {
@@ -482,20 +493,7 @@ mod tests {
             "pytorch-caching-allocator-2.1",
         );
         sig.fields = fields;
-        Finding {
-            sig,
-            kinds: vec![Kind::PytorchAllocator],
-            line,
-            last_line: line,
-            last_idx: 0,
-            ranks: Vec::new(),
-            repeats: 1,
-            app: None,
-            phase: None,
-            gpu: None,
-            follows_line: None,
-            reading_lines: Vec::new(),
-        }
+        Finding::new(sig, line, 0)
     }
 
     /// A truncated first copy and a full second copy fold into one event

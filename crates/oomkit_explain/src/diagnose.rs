@@ -1020,20 +1020,7 @@ mod tests {
         let mut sig = signal(Kind::PytorchAllocator, Chain::Pytorch, fw, "test");
         sig.backend = backend;
         sig.fields = fields;
-        Finding {
-            sig,
-            kinds: vec![Kind::PytorchAllocator],
-            line: 1,
-            last_line: 1,
-            last_idx: 0,
-            ranks: Vec::new(),
-            repeats: 1,
-            app: None,
-            phase: None,
-            gpu: None,
-            follows_line: None,
-            reading_lines: Vec::new(),
-        }
+        Finding::new(sig, 1, 0)
     }
 
     fn cuda(fields: Fields) -> Finding {
