@@ -1,4 +1,4 @@
-//! Shared facts for every oomkit capability: no I/O, no printing, no CLI types.
+//! Shared facts for every oomkit capability: no files opened, no printing, no CLI types.
 //!
 //! - [`bytes`]: [`Bytes`], the only parser and formatter of sizes.
 //! - [`dtype`]: element types and their sizes.
@@ -6,6 +6,8 @@
 //! - [`gpus`]: the GPU catalogue ([`gpus::find`] resolves `4090`, `a100-40gb`, …).
 //! - [`remedies`]: the fix ladder, one id per remedy ([`remedies::get`]).
 //! - [`reading`]: one model of a GPU memory reading (NVML samples, pasted nvidia-smi tables).
+//! - [`read_ahead`]: reads a large input on a second thread into recycled chunks
+//!   (the reader is handed in; explain's log scan and snapshot's pickle decoder).
 //!
 //! ```
 //! use oomkit_core::Bytes;
@@ -20,6 +22,7 @@ pub mod bytes;
 pub mod dtype;
 pub mod duration;
 pub mod gpus;
+pub mod read_ahead;
 pub mod reading;
 pub mod remedies;
 

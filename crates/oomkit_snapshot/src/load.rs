@@ -119,6 +119,30 @@ impl Action {
             _ => Action::Other,
         }
     }
+
+    /// Every action, in code order ([`Action::code`]).
+    const ALL: [Action; 10] = [
+        Action::Alloc,
+        Action::FreeRequested,
+        Action::FreeCompleted,
+        Action::SegmentAlloc,
+        Action::SegmentFree,
+        Action::SegmentMap,
+        Action::SegmentUnmap,
+        Action::Oom,
+        Action::Snapshot,
+        Action::Other,
+    ];
+
+    /// A small number for the decoder's value cache ([`pickle::Hook::code`]).
+    fn code(self) -> u32 {
+        // Fieldless enum: its discriminant.
+        self as u32
+    }
+
+    fn from_code(c: u32) -> Option<Action> {
+        Action::ALL.get(usize::try_from(c).ok()?).copied()
+    }
 }
 
 /// One trace entry, compact (32 bytes).
@@ -373,6 +397,15 @@ impl Hook for Collect {
         field_of(key)
     }
 
+    fn code(&mut self, field: usize, value: &Value) -> Option<u32> {
+        match (field, value) {
+            (F_ACTION, Value::Str(a)) => Some(Action::parse(a).code()),
+            // A stack id is never u32::MAX (the "no stack" marker).
+            (F_FRAMES, _) => self.interner.stack(value),
+            _ => None,
+        }
+    }
+
     fn record(&mut self, fields: &[Raw<'_>; FIELDS]) -> bool {
         match event_from(fields, &mut self.interner) {
             Some(e) => {
@@ -437,10 +470,11 @@ fn event(items: &[(Value, Value)], interner: &mut Interner) -> Option<Event> {
 /// A trace entry from its fields (dict items or the decoder's fast path).
 fn event_from(fields: &[Raw<'_>; FIELDS], interner: &mut Interner) -> Option<Event> {
     let at = |i: usize| fields.get(i).copied().unwrap_or(Raw::Absent);
-    let Raw::Val(Value::Str(action)) = at(F_ACTION) else {
-        return None;
+    let action = match at(F_ACTION) {
+        Raw::Code(c) => Action::from_code(c)?,
+        Raw::Val(Value::Str(action)) => Action::parse(action),
+        _ => return None,
     };
-    let action = Action::parse(action);
     let num = |i: usize| match at(i) {
         Raw::Absent => Some(0),
         r => r.as_u64(),
@@ -456,6 +490,7 @@ fn event_from(fields: &[Raw<'_>; FIELDS], interner: &mut Interner) -> Option<Eve
         _ => i64::MIN,
     };
     let stack = match at(F_FRAMES) {
+        Raw::Code(id) => Some(id),
         Raw::Val(f) => interner.stack(f),
         _ => None,
     }
@@ -520,7 +555,10 @@ fn dict_items(v: &Value, at: &str) -> Result<Vec<(Value, Value)>, Error> {
 
 /// Decodes and converts a snapshot of `len` bytes; `open` gives the bytes
 /// (read once, streamed).
-pub fn load<R: Read>(open: impl FnMut() -> io::Result<R>, len: u64) -> Result<Snapshot, Error> {
+pub fn load<R: Read + Send>(
+    open: impl FnMut() -> io::Result<R>,
+    len: u64,
+) -> Result<Snapshot, Error> {
     // A trace entry takes at least 48 bytes of pickle (an empty memoized dict,
     // MARK, SETITEMS, and `action`, `addr`, `size` with their values).
     let mut hook = Collect::new(usize::try_from(len / 48).unwrap_or(0));
@@ -689,6 +727,29 @@ mod tests {
 
     fn load_bytes(b: &[u8]) -> Result<Snapshot, Error> {
         load(|| Ok(b), b.len() as u64)
+    }
+
+    #[test]
+    fn action_codes_round_trip() {
+        for a in Action::ALL {
+            assert_eq!(Action::from_code(a.code()), Some(a));
+        }
+        let n = u32::try_from(Action::ALL.len()).unwrap();
+        assert_eq!(Action::from_code(n), None);
+    }
+
+    #[test]
+    fn a_cached_action_is_forgotten_when_its_memo_slot_is_stored_again() {
+        // Entries 2 and 3 take the fast path and fetch the action from memo
+        // slot 8; between them slot 8 is stored again ("alloc" → "free_requested").
+        let b = b"\x80\x02}q\x00(X\x08\x00\x00\x00segmentsq\x01]q\x02X\r\x00\x00\x00device_tracesq\x03]q\x04]q\x05(}q\x06(X\x06\x00\x00\x00actionq\x07X\x05\x00\x00\x00allocq\x08X\x04\x00\x00\x00addrq\tK\x01X\x04\x00\x00\x00sizeq\nK\x02u}q\x0b(h\x07h\x08h\tK\x03h\nK\x04uX\x0e\x00\x00\x00free_requestedq\x080}q\x0c(h\x07h\x08h\tK\x03h\nK\x04ueau.";
+        let s = load_bytes(b).unwrap();
+        let actions: Vec<Action> = s.traces[0].iter().map(|e| e.action).collect();
+        assert_eq!(
+            actions,
+            [Action::Alloc, Action::Alloc, Action::FreeRequested]
+        );
+        assert_eq!(s.traces[0][2].addr, 3);
     }
 
     #[test]

@@ -31,6 +31,7 @@
 //! memo as each batch is appended, so millions of trace entries leave no memo
 //! behind; fetching a taken object again is an error (no real snapshot does).
 
+use oomkit_core::read_ahead::ReadAhead;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::io::{self, Read};
@@ -257,6 +258,14 @@ pub trait Hook {
         false
     }
 
+    /// Fast path, between the steps: a code of the hook's own for a value
+    /// fetched from the memo as record field `field` (an action string, a
+    /// stack). Asked once per memo index and field, not once per record: the
+    /// record then holds [`Raw::Code`] and nothing is read from the value.
+    fn code(&mut self, _field: usize, _value: &Value) -> Option<u32> {
+        None
+    }
+
     /// The next `n` records taken by [`Hook::record`] were appended to `list`.
     fn place(&mut self, _list: usize, _n: usize) {}
 }
@@ -290,6 +299,8 @@ pub enum Raw<'a> {
     Big,
     /// Anything else: a decoded value (a memo fetch on the fast path).
     Val(&'a Value),
+    /// A memo fetch that [`Hook::code`] gave this code.
+    Code(u32),
 }
 
 impl<'a> Raw<'a> {
@@ -377,10 +388,12 @@ fn refused_name(op: u8) -> Option<&'static str> {
     })
 }
 
-/// Reads opcodes one at a time from a stream, through a buffer that holds at
-/// most the longest single argument (never more than what is left of the input).
-struct Reader<R> {
-    r: R,
+/// Reads opcodes one at a time from a stream. The bytes come in chunks read
+/// ahead on another thread ([`ReadAhead`]); the buffer is the current chunk,
+/// swapped in whole, and holds more than one chunk only while a single
+/// argument is longer (never more than what is left of the input).
+struct Reader {
+    src: ReadAhead,
     buf: Vec<u8>,
     lo: usize,
     hi: usize,
@@ -390,12 +403,17 @@ struct Reader<R> {
     total: u64,
 }
 
+/// Bytes per chunk read ahead.
 const CHUNK: usize = 1 << 20;
+/// Spare room in front of each chunk: an opcode cut by the chunk's end (at
+/// most this long) is copied in front of the next chunk instead of the
+/// chunk being copied after it.
+const HEAD: usize = 64 << 10;
 
-impl<R: Read> Reader<R> {
-    fn new(r: R, total: u64) -> Self {
+impl Reader {
+    fn new(src: ReadAhead, total: u64) -> Self {
         Reader {
-            r,
+            src,
             buf: Vec::new(),
             lo: 0,
             hi: 0,
@@ -410,32 +428,43 @@ impl<R: Read> Reader<R> {
 
     /// Makes `n` bytes available at `buf[lo..]`; `n` is at most what is left.
     fn fill(&mut self, n: usize) -> Result<(), PickleError> {
-        if self.hi.saturating_sub(self.lo) >= n {
-            return Ok(());
-        }
-        self.buf.copy_within(self.lo..self.hi, 0);
-        self.hi = self.hi.saturating_sub(self.lo);
-        self.lo = 0;
-        let want = n.max(CHUNK);
-        let left = usize::try_from(self.total.saturating_sub(self.pos)).unwrap_or(usize::MAX);
-        let cap = want.min(left.max(n));
-        if self.buf.len() < cap {
-            self.buf.resize(cap, 0);
-        }
-        while self.hi < n {
-            let Some(dst) = self.buf.get_mut(self.hi..) else {
-                break;
+        while self.hi.saturating_sub(self.lo) < n {
+            let chunk = match self.src.next_chunk() {
+                Some(Ok(c)) => c,
+                Some(Err(e)) => return Err(PickleError::Io(e.to_string())),
+                // The stream is shorter than the length we were told.
+                None => {
+                    return Err(PickleError::NoStop(
+                        self.at().saturating_add(self.hi.saturating_sub(self.lo)),
+                    ));
+                }
             };
-            match self.r.read(dst) {
-                Ok(0) => break,
-                Ok(k) => self.hi = self.hi.saturating_add(k),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(PickleError::Io(e.to_string())),
+            let left = self.hi.saturating_sub(self.lo);
+            let data = chunk.head..chunk.head.saturating_add(chunk.len);
+            if left <= chunk.head {
+                // The usual case: the few bytes left go in front of the new chunk.
+                let mut buf = chunk.buf;
+                let start = chunk.head.saturating_sub(left);
+                if let (Some(dst), Some(src)) = (
+                    buf.get_mut(start..chunk.head),
+                    self.buf.get(self.lo..self.hi),
+                ) {
+                    dst.copy_from_slice(src);
+                }
+                let old = std::mem::replace(&mut self.buf, buf);
+                self.src.recycle(old);
+                self.lo = start;
+                self.hi = data.end;
+            } else {
+                // A long argument: the new bytes go after the old ones.
+                self.buf.copy_within(self.lo..self.hi, 0);
+                self.buf.truncate(left);
+                self.buf
+                    .extend_from_slice(chunk.buf.get(data).unwrap_or_default());
+                self.src.recycle(chunk.buf);
+                self.lo = 0;
+                self.hi = self.buf.len();
             }
-        }
-        if self.hi < n {
-            // The stream is shorter than the length we were told.
-            return Err(PickleError::NoStop(self.at().saturating_add(self.hi)));
         }
         Ok(())
     }
@@ -825,17 +854,63 @@ pub fn check_header(head: &[u8]) -> Result<(), PickleError> {
 /// Memo indices below this have their key classification cached.
 const KEY_CACHE: usize = 1 << 16;
 
+/// Memo indices below this have the hook's code of their value cached.
+const VALUE_CACHE: usize = 1 << 20;
+
 /// What [`Hook::field`] said about the string at each memo index, so the fast
 /// path compares no strings per record: 0 unknown, 1 ignored, 2 + k field k.
-/// Forgotten whenever the memo index is stored again.
+/// And what [`Hook::code`] said about the value at each memo index: 0 unknown,
+/// else `(field + 1) << 32 | code`, so a record's memo-fetched values (the
+/// action string, the shared `frames` list) are not read at all: on a 1 GiB
+/// file, reading each entry's `frames` list node was a cache miss per entry.
+/// Both are forgotten whenever the memo index is stored again.
 #[derive(Default)]
-struct KeyCache(Vec<u8>);
+struct KeyCache(Vec<u8>, Vec<u64>);
 
 impl KeyCache {
     fn forget(&mut self, i: u64) {
-        if let Some(c) = usize::try_from(i).ok().and_then(|k| self.0.get_mut(k)) {
+        let Ok(k) = usize::try_from(i) else { return };
+        if let Some(c) = self.0.get_mut(k) {
             *c = 0;
         }
+        if let Some(c) = self.1.get_mut(k) {
+            *c = 0;
+        }
+    }
+
+    /// The value at memo index `i` as record field `field`: its cached code,
+    /// or the hook's code for it (then cached), or the value itself; `None`
+    /// when the memo has no such index.
+    #[inline]
+    fn value<'m>(
+        &mut self,
+        i: u64,
+        field: usize,
+        memo: &'m Memo,
+        hook: &mut impl Hook,
+    ) -> Option<Raw<'m>> {
+        let idx = usize::try_from(i).ok();
+        let tag = u64::try_from(field).unwrap_or(u64::MAX).saturating_add(1);
+        if let Some(&c) = idx.and_then(|k| self.1.get(k))
+            && c >> 32 == tag
+        {
+            return Some(Raw::Code(
+                u32::try_from(c & 0xFFFF_FFFF).unwrap_or(u32::MAX),
+            ));
+        }
+        let v = memo.get_ref(i)?;
+        let Some(code) = hook.code(field, v) else {
+            return Some(Raw::Val(v));
+        };
+        if let Some(k) = idx.filter(|&k| k < VALUE_CACHE) {
+            if self.1.len() <= k {
+                self.1.resize(k.saturating_add(1), 0);
+            }
+            if let Some(c) = self.1.get_mut(k) {
+                *c = (tag << 32) | u64::from(code);
+            }
+        }
+        Some(Raw::Code(code))
     }
 
     /// The field of the key at memo index `i`: `None` when it is not a
@@ -900,8 +975,8 @@ fn long_raw(b: &[u8]) -> Raw<'static> {
 /// [`Hook::record`]. Nothing is allocated or cloned per record. Anything else,
 /// or a record that is not fully buffered, returns false having consumed
 /// nothing, and the generic path decodes it.
-fn fast_record<R: Read>(
-    r: &mut Reader<R>,
+fn fast_record(
+    r: &mut Reader,
     memo: &mut Memo,
     keys: &mut KeyCache,
     limit: usize,
@@ -925,6 +1000,12 @@ fn fast_record<R: Read>(
         _ => return Ok(false),
     };
     let m: &Memo = memo;
+    // A memo fetch as a value: coded for a field the hook reads, else only
+    // checked to exist.
+    let fetch = |keys: &mut KeyCache, i: u64, slot: Option<usize>, hook: &mut _| match slot {
+        Some(k) => keys.value(i, k, m, hook),
+        None => m.get_ref(i).map(Raw::Val),
+    };
     let mut fields = [Raw::Absent; FIELDS];
     // Strings inlined as values of keys the hook ignores (`compile_context`'s
     // "N/A" in real files, a new string per entry): memoized after the record
@@ -1036,17 +1117,17 @@ fn fast_record<R: Read>(
                 tail
             }
             [b'h', i, tail @ ..] => {
-                let Some(v) = m.get_ref(u64::from(*i)) else {
+                let Some(v) = fetch(keys, u64::from(*i), slot, hook) else {
                     return Ok(false);
                 };
-                *dst = Raw::Val(v);
+                *dst = v;
                 tail
             }
             [b'j', w, x, y, z, tail @ ..] => {
-                let Some(v) = m.get_ref(u64::from(u32le(w, x, y, z))) else {
+                let Some(v) = fetch(keys, u64::from(u32le(w, x, y, z)), slot, hook) else {
                     return Ok(false);
                 };
-                *dst = Raw::Val(v);
+                *dst = v;
                 tail
             }
             _ => return Ok(false),
@@ -1074,12 +1155,22 @@ fn fast_record<R: Read>(
 
 /// Decodes a whole pickle of `len` bytes, read once from `open()`. `hook` sees
 /// every item appended to a list.
-pub fn decode<R: Read>(
+pub fn decode<R: Read + Send>(
     mut open: impl FnMut() -> io::Result<R>,
     len: u64,
     hook: &mut impl Hook,
 ) -> Result<Value, PickleError> {
-    let mut r = Reader::new(open().map_err(|e| PickleError::Io(e.to_string()))?, len);
+    let input = open().map_err(|e| PickleError::Io(e.to_string()))?;
+    std::thread::scope(|scope| {
+        // Small inputs (every test) get small buffers.
+        let small = usize::try_from(len).unwrap_or(usize::MAX).max(1);
+        let src = ReadAhead::spawn(scope, input, len, HEAD.min(small), CHUNK.min(small));
+        decode_from(&mut Reader::new(src, len), len, hook)
+    })
+}
+
+/// [`decode`] once the input is being read ahead.
+fn decode_from(r: &mut Reader, len: u64, hook: &mut impl Hook) -> Result<Value, PickleError> {
     let head_len = len.min(2);
     check_header(r.take(head_len, "header", 0)?)?;
     r.rewind_header(head_len);
@@ -1333,7 +1424,7 @@ pub fn decode<R: Read>(
             // Each pass stands for one `EMPTY_DICT` already read.
             let mut taken = 0usize;
             let generic = loop {
-                if !fast_record(&mut r, &mut memo, &mut keys, memo_limit, hook)? {
+                if !fast_record(r, &mut memo, &mut keys, memo_limit, hook)? {
                     break true;
                 }
                 taken = taken.saturating_add(1);
