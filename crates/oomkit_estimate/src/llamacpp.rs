@@ -277,18 +277,24 @@ pub fn ubatch(a: &Args, n_ctx: u64) -> u64 {
 }
 
 /// The peak of the compute buffer (f32 intermediates, ggml-alloc reusing
-/// freed tensors; T = n_ubatch tokens, E = n_embd, V = n_vocab, H = heads):
+/// freed tensors; T = n_ubatch tokens, E = n_embd, V = n_vocab, H = heads,
+/// n_kv = the context's cells):
 /// - the output layer: the logits T·V plus the final normed hidden state
-///   T·E (`llm_graph_context::build_inp_out_ids` keeps every row in the
-///   worst-case graph). Checked against real logs: Qwen2.5-3B (V = 151,936,
-///   E = 2048) prints 300.75 MiB = 512·(151,936 + 2048)·4 B, TriLM
-///   (V = 50,688, E = 3072) 105.00 MiB (`tests/fixtures/llamacpp_logs.json`);
-/// - attention without flash attention: the scores KQ = n_kv·T·H·4 B
-///   (softmax runs in place), beside the layer input and the KQV output
-///   (2·T·E·4 B) — "There is the `K*Q` tensor that needs to materialize. It
-///   is of size n_ctx × n_head × n_ubatch × sizeof(float)" (ikawrakow,
-///   ik_llama.cpp PR #235); with flash attention no scores are
-///   materialized: Q, the output and the layer input (3·T·E·4 B);
+///   T·E (every row is an output in the worst-case graph). Real logs:
+///   Qwen2.5-3B (V = 151,936, E = 2048) prints 300.75 MiB = 512·(151,936 +
+///   2048)·4 B, TriLM (V = 50,688, E = 3072) 105.00 MiB, Llama 3 8B 258.50
+///   MiB (`tests/llamacpp_logs.json`);
+/// - attention without flash attention: the scores KQ = n_kv·T·H·4 B — "the
+///   `K*Q` tensor … of size n_ctx x n_ubatch x n_head x sizeof(float). One
+///   also needs softmax(K*Q) (of the same size), but the back-end is
+///   fortunately clever enough to reuse the same buffer" (ikawrakow,
+///   ik_llama.cpp PR #237) — plus the mask copied to the GPU (n_kv·T·4 B)
+///   and four T·E rows beside them (the layer input, Q, the attention
+///   output and its projection). Mistral-7B without flash attention prints
+///   164.00 MiB at `-c 2048` and 2144.00 MiB at `-c 32768`: 128 + 4 + 32 and
+///   2048 + 64 + 32 (fedora-copr/logdetective PR #106);
+/// - attention with flash attention: no scores; the f16 mask (n_kv·T·2 B)
+///   and the same four T·E rows;
 /// - the feed-forward: gate and up (2·T·n_ff) beside the input and output
 ///   (2·T·E).
 ///
@@ -300,12 +306,16 @@ pub fn compute_bytes(m: &Model, a: &Args, n_ctx: u64, output_on_gpu: bool) -> u6
     let f32b = 4u64;
     let row = t.saturating_mul(f32b);
     let out = row.saturating_mul(m.cfg.vocab.saturating_add(e));
+    let rows = row.saturating_mul(4 * e);
     let attn = if a.flash_attn {
-        row.saturating_mul(3 * e)
+        n_ctx
+            .saturating_mul(t)
+            .saturating_mul(2)
+            .saturating_add(rows)
     } else {
         row.saturating_mul(n_ctx)
-            .saturating_mul(m.cfg.heads)
-            .saturating_add(row.saturating_mul(2 * e))
+            .saturating_mul(m.cfg.heads.saturating_add(1))
+            .saturating_add(rows)
     };
     let ff_width = match &m.cfg.moe {
         Some(moe) => moe.intermediate.saturating_mul(moe.active.max(1)),
@@ -544,7 +554,11 @@ fn largest(lo: u64, hi: u64, ok: impl Fn(u64) -> bool) -> Option<u64> {
 /// - Q4_K_M and Q5_K_M give `attn_v` and `ffn_down` Q6_K in the layers
 ///   `use_more_bits` picks (the first and last eighth of the layers and
 ///   every third in between), Q4_K/Q5_K elsewhere; `token_embd` takes the
-///   base type.
+///   base type, or the head's when the head is tied.
+///
+/// Checked against a real file's type counts: Qwen2.5-14B Q4_K_M prints
+/// `type f32: 241`, `type q4_K: 289`, `type q6_K: 49` and 8.37 GiB
+/// (gpustack/gpustack#1681); this gives the same counts (unit test).
 ///
 /// Dense llama-style blocks only (q, k, v, o, gate, up, down); a MoE's
 /// experts get the base type.
@@ -579,7 +593,13 @@ pub fn synthetic_tensors(cfg: &ModelConfig, ft: FileType) -> Vec<GgufTensor> {
     };
     let e = cfg.hidden;
     let v = cfg.vocab;
-    push("token_embd.weight".into(), e.saturating_mul(v), base);
+    // A tied head: llama-quantize treats `token_embd` as the output tensor
+    // (`!qs.has_output && name == token_embd`), so it gets the head's type.
+    push(
+        "token_embd.weight".into(),
+        e.saturating_mul(v),
+        if cfg.tied_embeddings { head } else { base },
+    );
     push("output_norm.weight".into(), e, f32t);
     if !cfg.tied_embeddings {
         push("output.weight".into(), e.saturating_mul(v), head);
@@ -606,6 +626,13 @@ pub fn synthetic_tensors(cfg: &ModelConfig, ft: FileType) -> Vec<GgufTensor> {
                 elems,
                 if hot { q6k } else { base },
             );
+            // Biases stay F32: every linear's where the architecture has
+            // them, q/k/v only for Qwen2 (`LLM_ARCH_QWEN2`'s `attn_q.bias` …).
+            let qkv = matches!(name, "attn_q" | "attn_k" | "attn_v");
+            let qwen2 = cfg.model_type == "qwen2";
+            if (qwen2 && qkv) || (cfg.bias && !qwen2) {
+                push(format!("blk.{i}.{name}.bias"), fan_out, f32t);
+            }
         }
         for norm in ["attn_norm", "ffn_norm"] {
             push(format!("blk.{i}.{norm}.weight"), e, f32t);
@@ -730,8 +757,9 @@ mod tests {
     }
 
     /// Without flash attention the scores grow with the context: 32 heads ×
-    /// 512 tokens × 8192 cells × 4 B = 512 MiB for Llama-3.1-8B; with it the
-    /// logits (128,256 + 4096) × 512 × 4 B = 258.5 MiB dominate.
+    /// 512 tokens × 8192 cells × 4 B = 512 MiB for Llama-3.1-8B, plus the
+    /// mask and four rows; with it the logits (128,256 + 4096) × 512 × 4 B =
+    /// 258.5 MiB dominate.
     #[test]
     fn compute_buffer_with_and_without_flash_attention() {
         let m = model("meta-llama/Llama-3.1-8B", FileType::Q4KM);
@@ -749,7 +777,7 @@ mod tests {
             },
         )
         .compute_gpu_bytes;
-        assert_eq!(no, (512u64 << 20) + 2 * 512 * 4096 * 4);
+        assert_eq!(no, (512u64 << 20) + 8192 * 512 * 4 + 4 * 512 * 4096 * 4);
     }
 
     /// Q4_K_M from the mix: Mistral-7B-Instruct-v0.2's Q4_K_M file is
@@ -764,6 +792,19 @@ mod tests {
             let got = total as f64 / 1e9;
             assert!((got - gb).abs() / gb < 0.01, "{ft:?}: {got} GB vs {gb}");
         }
+    }
+
+    /// Type counts and size of a real Q4_K_M file: Qwen2.5-14B in
+    /// https://github.com/gpustack/gpustack/issues/1681 prints
+    /// `type  f32:  241 tensors`, `type q4_K:  289 tensors`,
+    /// `type q6_K:   49 tensors`, `file size   = 8.37 GiB (4.87 BPW)`.
+    #[test]
+    fn q4_k_m_mix_matches_a_real_files_type_counts() {
+        let m = model("Qwen/Qwen2.5-14B", FileType::Q4KM);
+        let count = |ty: &str| m.tensors.iter().filter(|t| t.ggml_type == ty).count();
+        assert_eq!((count("F32"), count("Q4_K"), count("Q6_K")), (241, 289, 49));
+        let gib = m.tensors.iter().map(|t| t.bytes).sum::<u64>() as f64 / (1u64 << 30) as f64;
+        assert!((gib - 8.37).abs() / 8.37 < 0.01, "{gib} GiB");
     }
 
     #[test]
