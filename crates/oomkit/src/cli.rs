@@ -354,6 +354,10 @@ pub struct EstimateArgs {
     /// llama.cpp: physical batch, llama-server's `-ub` (default 512).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub ubatch_size: Option<u64>,
+    /// llama.cpp: server slots, llama-server's `-np` (default auto: 4 slots sharing one
+    /// cache of --ctx-size cells; N splits it into N slots of --ctx-size / N).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub parallel: Option<u64>,
     /// vLLM: fraction of the GPU's memory the engine may use (default 0.9).
     #[arg(long)]
     pub gpu_memory_utilization: Option<f64>,

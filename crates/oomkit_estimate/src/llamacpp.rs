@@ -18,8 +18,12 @@
 //!   `llama_context::llama_context`: `cparams.n_ctx = GGML_PAD(cparams.n_ctx,
 //!   256)`); sliding-window layers keep `min(n_ctx, pad(n_swa + n_ubatch,
 //!   256))` cells (`src/llama-kv-cache-iswa.cpp`) unless `--swa-full`.
-//!   The KV cache is one unified buffer shared by all `--parallel` slots, so
-//!   the slots do not change its size.
+//!   llama-server's default `-np auto` runs 4 slots sharing one unified
+//!   cache of `n_ctx` cells (`tools/server/server.cpp`: "n_parallel is set
+//!   to auto, using n_parallel = 4 and kv_unified = true"), and the
+//!   sliding-window cache then holds `n_swa · 4 + n_ubatch` cells; an
+//!   explicit `-np N` without `-kvu` splits the cache into N streams of
+//!   `pad(n_ctx / N, 256)` cells (`llama_context`: `n_ctx_seq`).
 //! - compute buffer: the ggml graph allocator's peak over the worst-case
 //!   graph of `n_ubatch` tokens against the full cache (all intermediate
 //!   tensors are f32): see [`compute_bytes`].
@@ -33,6 +37,9 @@ use crate::model::ModelConfig;
 
 /// llama.cpp pads the context to this many cells (`llama-context.cpp`).
 pub const CTX_PAD: u64 = 256;
+
+/// Slots of llama-server's `-np auto` (sharing one unified cache).
+pub const AUTO_SLOTS: u64 = 4;
 
 /// `-ub` / `--ubatch-size` default (`common/common.h`: `n_ubatch = 512`).
 pub const DEFAULT_UBATCH: u64 = 512;
@@ -149,6 +156,9 @@ pub struct Args {
     pub n_batch: u64,
     /// `-ub`.
     pub n_ubatch: u64,
+    /// `-np`: `None` is llama-server's auto ([`AUTO_SLOTS`] slots, one
+    /// unified cache); `Some(n)` splits the cache into n streams.
+    pub n_parallel: Option<u64>,
 }
 
 /// A model as llama.cpp loads it: its shape and its tensors.
@@ -228,8 +238,12 @@ pub struct Report {
     pub overhead_bytes: u64,
     /// Everything on the GPU.
     pub gpu_total_bytes: u64,
-    /// Context cells after padding.
+    /// Context cells after padding (all slots).
     pub n_ctx: u64,
+    /// Cells one slot can reach (`n_ctx_seq`).
+    pub n_ctx_seq: u64,
+    /// Server slots.
+    pub n_parallel: u64,
     /// `-ngl` as given (n_layer + 1 = all).
     pub n_gpu_layers: u64,
     /// Blocks on the GPU.
@@ -244,10 +258,28 @@ pub struct Report {
     pub command: String,
 }
 
-/// Cells of a sliding-window layer's cache (`llama-kv-cache-iswa.cpp`:
-/// `min(size_base, GGML_PAD(n_swa + n_ubatch, n_pad))`).
-fn swa_cells(n_ctx: u64, window: u64, ubatch: u64) -> u64 {
-    n_ctx.min(window.saturating_add(ubatch).next_multiple_of(CTX_PAD))
+/// Cells of a sliding-window layer's cache per stream
+/// (`llama-kv-cache-iswa.cpp`: `GGML_PAD(std::min(size_base,
+/// hparams.n_swa*(unified ? n_seq_max : 1) + n_ubatch), 256)`).
+fn swa_cells(seq_cells: u64, window: u64, seqs: u64, ubatch: u64) -> u64 {
+    seq_cells.min(
+        window
+            .saturating_mul(seqs)
+            .saturating_add(ubatch)
+            .next_multiple_of(CTX_PAD),
+    )
+}
+
+/// The cache layout for `n_ctx` padded cells: (streams, cells per stream,
+/// sequences sharing a stream's sliding window).
+fn layout(n_ctx: u64, a: &Args) -> (u64, u64, u64) {
+    match a.n_parallel {
+        None => (1, n_ctx, AUTO_SLOTS),
+        Some(n) => {
+            let n = n.max(1);
+            (n, (n_ctx / n).max(1).next_multiple_of(CTX_PAD), 1)
+        }
+    }
 }
 
 /// K and V elements per token per layer: `n_embd_k_gqa = n_head_kv ·
@@ -368,8 +400,10 @@ pub fn buffers(m: &Model, a: &Args) -> Report {
             gpu = gpu.saturating_add(t.bytes);
         }
     }
-    let n_ctx = effective_ctx(m, a);
-    let t = ubatch(a, n_ctx);
+    let (streams, seq, swa_seqs) = layout(effective_ctx(m, a), a);
+    // llama.cpp resets n_ctx to n_ctx_seq × n_seq_max when they differ.
+    let n_ctx = seq.saturating_mul(streams);
+    let t = ubatch(a, seq);
     let (wk, wv) = kv_widths(m);
     let swa_layers = match m.cfg.sliding_window {
         Some(_) => m.cfg.sliding_layers.min(n_layer),
@@ -378,7 +412,7 @@ pub fn buffers(m: &Model, a: &Args) -> Report {
     let cells_swa = m
         .cfg
         .sliding_window
-        .map_or(n_ctx, |w| swa_cells(n_ctx, w, t));
+        .map_or(seq, |w| swa_cells(seq, w, swa_seqs, t));
     // Sliding-window layers are spread through the stack (Gemma-2: every
     // other layer, Gemma-3: five of six); the GPU's share of them follows
     // its share of the blocks.
@@ -388,11 +422,15 @@ pub fn buffers(m: &Model, a: &Args) -> Report {
         .unwrap_or(0);
     let per_layer = |cells: u64| {
         (
-            a.cache_type_k.bytes(cells.saturating_mul(wk)),
-            a.cache_type_v.bytes(cells.saturating_mul(wv)),
+            a.cache_type_k
+                .bytes(cells.saturating_mul(wk))
+                .saturating_mul(streams),
+            a.cache_type_v
+                .bytes(cells.saturating_mul(wv))
+                .saturating_mul(streams),
         )
     };
-    let (kf, vf) = per_layer(n_ctx);
+    let (kf, vf) = per_layer(seq);
     let (ks, vs) = per_layer(cells_swa);
     let kv = |full: u64, swa: u64| {
         (kf.saturating_add(vf))
@@ -409,11 +447,13 @@ pub fn buffers(m: &Model, a: &Args) -> Report {
     let v_bytes = vf
         .saturating_mul(full_layers)
         .saturating_add(vs.saturating_mul(swa_layers));
-    let compute = compute_bytes(m, a, n_ctx, output_on_gpu);
+    let compute = compute_bytes(m, a, seq, output_on_gpu);
+    // CUDA's flash attention converts a quantized K or V view (one layer,
+    // n_ctx cells) to f16 in the CUDA pool before its prompt kernels
+    // (`ggml/src/ggml-cuda/fattn-common.cuh` `launch_fattn`:
+    // `K_f16.alloc(ggml_nelements(K))`); the pool keeps its peak.
     let dequant = if a.flash_attn && (a.cache_type_k.quantized() || a.cache_type_v.quantized()) {
-        n_ctx
-            .saturating_mul(wk.saturating_add(wv))
-            .saturating_mul(2)
+        seq.saturating_mul(wk.saturating_add(wv)).saturating_mul(2)
     } else {
         0
     };
@@ -430,10 +470,12 @@ pub fn buffers(m: &Model, a: &Args) -> Report {
         k_bytes,
         v_bytes,
         compute_gpu_bytes: compute,
-        compute_host_bytes: compute_host_bytes(m, a, n_ctx),
+        compute_host_bytes: compute_host_bytes(m, a, seq),
         overhead_bytes: overhead,
         gpu_total_bytes: total,
         n_ctx,
+        n_ctx_seq: seq,
+        n_parallel: a.n_parallel.unwrap_or(AUTO_SLOTS),
         n_gpu_layers: ngl,
         blocks_on_gpu,
         output_on_gpu,
@@ -444,7 +486,8 @@ pub fn buffers(m: &Model, a: &Args) -> Report {
 }
 
 /// `llama-server` with the flags that decide the buffers (spellings from
-/// `common/arg.cpp`: `-c`, `-ngl`, `-fa on|off`, `--cache-type-k/-v`, `-ub`, `-b`).
+/// `common/arg.cpp`: `-c`, `-ngl`, `-fa on|off`, `--cache-type-k/-v`, `-ub`,
+/// `-b`, `-np`).
 pub fn command(m: &Model, a: &Args, n_ctx: u64, ngl: u64) -> String {
     let mut c = format!(
         "llama-server -m {} -c {n_ctx} -ngl {ngl} -fa {}",
@@ -462,6 +505,9 @@ pub fn command(m: &Model, a: &Args, n_ctx: u64, ngl: u64) -> String {
     }
     if a.n_ubatch != DEFAULT_UBATCH {
         c += &format!(" -ub {}", a.n_ubatch);
+    }
+    if let Some(n) = a.n_parallel {
+        c += &format!(" -np {n}");
     }
     c
 }
@@ -655,6 +701,7 @@ mod tests {
             cache_type_v: CacheType::F16,
             n_batch: DEFAULT_BATCH,
             n_ubatch: DEFAULT_UBATCH,
+            n_parallel: None,
         }
     }
 
@@ -805,6 +852,43 @@ mod tests {
         assert_eq!((count("F32"), count("Q4_K"), count("Q6_K")), (241, 289, 49));
         let gib = m.tensors.iter().map(|t| t.bytes).sum::<u64>() as f64 / (1u64 << 30) as f64;
         assert!((gib - 8.37).abs() / 8.37 < 0.01, "{gib} GiB");
+    }
+
+    /// `-np`: auto shares one cache; `-np 3` splits `-c 10000` into 3
+    /// streams of pad(3333, 256) = 3584 cells. Gemma-2's sliding layers keep
+    /// min(cells, pad(4096 · seqs + 512, 256)).
+    #[test]
+    fn parallel_slots_and_sliding_window() {
+        let m = model("meta-llama/Llama-3.1-8B", FileType::Q4KM);
+        let three = buffers(
+            &m,
+            &Args {
+                n_ctx: 10_000,
+                n_parallel: Some(3),
+                ..args()
+            },
+        );
+        assert_eq!((three.n_ctx_seq, three.n_ctx), (3584, 3 * 3584));
+        assert_eq!(three.kv_gpu_bytes, 3 * 3584 * (128 << 10));
+        assert!(three.command.ends_with("-np 3"));
+        let g = model("google/gemma-2-9b", FileType::Q4KM);
+        assert_eq!((g.cfg.layers, g.cfg.sliding_layers), (42, 21));
+        let per_cell = 2 * 8 * 256 * 2; // K and V, 8 KV heads of 256, f16
+        let at = |n_parallel| {
+            buffers(
+                &g,
+                &Args {
+                    n_ctx: 32_768,
+                    n_parallel,
+                    ..args()
+                },
+            )
+            .kv_gpu_bytes
+        };
+        // auto: 4 slots share the window: pad(4 · 4096 + 512) = 16,896 cells.
+        assert_eq!(at(None), 21 * per_cell * (32_768 + 16_896));
+        // -np 1: one sequence, pad(4096 + 512) = 4608 cells.
+        assert_eq!(at(Some(1)), 21 * per_cell * (32_768 + 4608));
     }
 
     #[test]

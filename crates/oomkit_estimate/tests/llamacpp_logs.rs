@@ -151,6 +151,9 @@ fn checks() -> Vec<Check> {
             cache_type_v: cache,
             n_batch: row.n_batch,
             n_ubatch: row.n_ubatch,
+            // One sequence (llama-cli and the bindings); for these models
+            // (no sliding window) auto and one slot give the same cache.
+            n_parallel: Some(1),
         };
         let r = llamacpp::buffers(&m, &a);
         let mib = |b: u64| b as f64 / f64::from(1u32 << 20);

@@ -225,7 +225,7 @@ pub fn max_batch(args: &EstimateArgs) -> anyhow::Result<(u64, &'static str)> {
     }
     if args.task == EstTask::Serve || engine(args) != EstEngine::Hf {
         bail!(
-            "--estimate sizes training and inference batches; a vLLM server has no batch size to probe"
+            "--estimate sizes training and inference batches; a vLLM or llama.cpp server has no batch size to probe"
         );
     }
     let cfg = resolve_model(args)?;

@@ -21,6 +21,8 @@ use crate::cli::{EstCacheType, EstEngine, EstOnOff, EstQuant, EstTask, EstimateA
 const MAX_CTX: u64 = 1 << 24;
 /// The most tokens per batch taken.
 const MAX_BATCH: u64 = 1 << 20;
+/// The most server slots taken.
+const MAX_SLOTS: u64 = 256;
 
 fn gguf_type(q: EstQuant) -> Option<FileType> {
     Some(match q {
@@ -64,6 +66,7 @@ pub fn check_flags(a: &EstimateArgs) -> anyhow::Result<()> {
         (a.cache_type_v.is_some(), "--cache-type-v"),
         (a.batch_size.is_some(), "--batch-size"),
         (a.ubatch_size.is_some(), "--ubatch-size"),
+        (a.parallel.is_some(), "--parallel"),
     ];
     let gguf_quant = a.quant.and_then(gguf_type);
     if engine(a) != EstEngine::LlamaCpp {
@@ -173,12 +176,18 @@ fn engine_args(a: &EstimateArgs, m: &Model) -> anyhow::Result<Args> {
         cache_type_v: a.cache_type_v.map_or(CacheType::F16, cache_type),
         n_batch: a.batch_size.unwrap_or(DEFAULT_BATCH),
         n_ubatch: a.ubatch_size.unwrap_or(DEFAULT_UBATCH),
+        n_parallel: a.parallel,
     };
     if args.n_ctx > MAX_CTX {
         bail!(
             "--ctx-size {} is above the limit of {MAX_CTX} cells",
             args.n_ctx
         );
+    }
+    // At most 256 slots: with at least 256 cells no slot is left empty
+    // (llama.cpp refuses `n_ctx_seq == 0`).
+    if let Some(n) = args.n_parallel.filter(|n| *n > MAX_SLOTS) {
+        bail!("--parallel {n} is above the limit of {MAX_SLOTS} slots");
     }
     if args.n_batch.max(args.n_ubatch) > MAX_BATCH {
         bail!("--batch-size/--ubatch-size above the limit of {MAX_BATCH} tokens");
@@ -346,8 +355,13 @@ fn human(
     )?;
     writeln!(
         out,
-        "  -c {} · -ngl {}/{} ({} blocks{}) · flash attention {} · cache {}/{} · -ub {}",
+        "  -c {}{} · -ngl {}/{} ({} blocks{}) · flash attention {} · cache {}/{} · -ub {}",
         r.n_ctx,
+        if a.n_parallel.is_some() {
+            format!(" ({} slots of {})", r.n_parallel, r.n_ctx_seq)
+        } else {
+            String::new()
+        },
         r.n_gpu_layers,
         m.all_layers(),
         r.blocks_on_gpu,

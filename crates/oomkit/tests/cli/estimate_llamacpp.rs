@@ -165,6 +165,14 @@ fn flags_change_the_buffers_as_llama_cpp_does() {
         .as_u64()
         .expect("compute");
     assert!(off > on + 4096 * 512 * 8 * 4 - 1, "{off} {on}");
+    // -np 3 splits -c 2000 (2048 cells) into 3 slots of pad(682, 256) = 768.
+    let np = get(&["--ctx-size", "2000", "--parallel", "3"]);
+    assert_eq!(
+        (np["n_ctx_seq"].as_u64(), np["n_ctx"].as_u64()),
+        (Some(768), Some(2304))
+    );
+    assert!(np["command"].as_str().expect("cmd").ends_with("-np 3"));
+    assert_eq!(get(&[])["n_parallel"], 4, "llama-server's auto: 4 slots");
     // A smaller -ub shrinks the compute buffer.
     let ub = get(&["--ctx-size", "4096", "--ubatch-size", "128"]);
     assert!(ub["compute_gpu_bytes"].as_u64().expect("c") < on);
@@ -322,6 +330,14 @@ fn bad_flags_exit_2_with_one_line() {
         (
             vec![f.as_str(), "--ctx-size", "99999999999"],
             "above the limit",
+        ),
+        (
+            vec![f.as_str(), "--ctx-size", "256", "--parallel", "257"],
+            "--parallel 257 is above the limit of 256 slots",
+        ),
+        (
+            vec!["gpt2", "--parallel", "2"],
+            "--parallel applies to --engine llama.cpp",
         ),
         (vec![f.as_str(), "--cache-type-k", "q3_k"], "invalid value"),
     ] {
