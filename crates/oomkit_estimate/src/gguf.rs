@@ -381,6 +381,20 @@ pub(crate) mod tests {
         let ck = m.checkpoint.expect("sizes");
         assert_eq!(ck.bytes, 6400 / 32 * 34 + 32 * 144);
         assert!(ck.prequantized());
+        let f = parse_file(&sample(), "x.gguf").expect("parse");
+        let names: Vec<(&str, &str, u64)> = f
+            .tensors
+            .iter()
+            .map(|t| (t.name.as_str(), t.ggml_type, t.bytes))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("token_embd.weight", "Q8_0", 6400 / 32 * 34),
+                ("blk.0.ffn_up.weight", "Q4_K", 32 * 144)
+            ]
+        );
+        assert_eq!((f.context_length, f.value_length), (None, None));
     }
 
     #[test]

@@ -262,12 +262,7 @@ pub struct Report {
 /// (`llama-kv-cache-iswa.cpp`: `GGML_PAD(std::min(size_base,
 /// hparams.n_swa*(unified ? n_seq_max : 1) + n_ubatch), 256)`).
 fn swa_cells(seq_cells: u64, window: u64, seqs: u64, ubatch: u64) -> u64 {
-    seq_cells.min(
-        window
-            .saturating_mul(seqs)
-            .saturating_add(ubatch)
-            .next_multiple_of(CTX_PAD),
-    )
+    seq_cells.min(pad(window.saturating_mul(seqs).saturating_add(ubatch)))
 }
 
 /// The cache layout for `n_ctx` padded cells: (streams, cells per stream,
@@ -277,7 +272,7 @@ fn layout(n_ctx: u64, a: &Args) -> (u64, u64, u64) {
         None => (1, n_ctx, AUTO_SLOTS),
         Some(n) => {
             let n = n.max(1);
-            (n, (n_ctx / n).max(1).next_multiple_of(CTX_PAD), 1)
+            (n, pad(n_ctx / n), 1)
         }
     }
 }
@@ -299,7 +294,13 @@ fn kv_widths(m: &Model) -> (u64, u64) {
 /// The context after `-c 0` and the 256-cell padding.
 pub fn effective_ctx(m: &Model, a: &Args) -> u64 {
     let c = if a.n_ctx == 0 { m.n_ctx_train } else { a.n_ctx };
-    c.max(1).next_multiple_of(CTX_PAD)
+    pad(c)
+}
+
+/// `GGML_PAD(x, 256)` for x ≥ 1, saturating (a hostile header's context
+/// length never wraps).
+fn pad(x: u64) -> u64 {
+    x.max(1).div_ceil(CTX_PAD).saturating_mul(CTX_PAD)
 }
 
 /// The physical batch of the worst-case graph: `n_ubatch = min(n_batch,
@@ -548,8 +549,10 @@ pub fn plan(m: &Model, a: &Args, usable: u64) -> Plan {
         )
     };
     let top = m.n_ctx_train.max(CTX_PAD).div_ceil(CTX_PAD);
-    let max_ctx = largest(1, top, |k| with_ctx(k * CTX_PAD).gpu_total_bytes <= usable)
-        .map(|k| with_ctx(k * CTX_PAD));
+    let max_ctx = largest(1, top, |k| {
+        with_ctx(k.saturating_mul(CTX_PAD)).gpu_total_bytes <= usable
+    })
+    .map(|k| with_ctx(k.saturating_mul(CTX_PAD)));
     let with_ngl = |n: u64| {
         buffers(
             m,
@@ -889,6 +892,26 @@ mod tests {
         assert_eq!(at(None), 21 * per_cell * (32_768 + 16_896));
         // -np 1: one sequence, pad(4096 + 512) = 4608 cells.
         assert_eq!(at(Some(1)), 21 * per_cell * (32_768 + 4608));
+    }
+
+    /// Numbers from a hostile header never wrap or panic.
+    #[test]
+    fn extreme_values_saturate() {
+        let mut m = model("google/gemma-2-9b", FileType::Q4KM);
+        m.n_ctx_train = u64::MAX;
+        m.cfg.sliding_window = Some(u64::MAX);
+        for n_parallel in [None, Some(1), Some(u64::MAX)] {
+            let a = Args {
+                n_parallel,
+                n_ubatch: u64::MAX,
+                n_batch: u64::MAX,
+                ..args()
+            };
+            let r = buffers(&m, &a);
+            assert!(r.gpu_total_bytes >= r.kv_gpu_bytes);
+            let p = plan(&m, &a, 24 << 30);
+            assert!(!p.fits);
+        }
     }
 
     #[test]

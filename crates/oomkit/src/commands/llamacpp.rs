@@ -134,6 +134,11 @@ fn load_model(a: &EstimateArgs) -> anyhow::Result<Model> {
             bail!("--quant: a .gguf file has its own tensor types (drop --quant)");
         }
         let f = read_gguf_file(Path::new(name))?;
+        if let Some(n) = f.context_length.filter(|n| *n > MAX_CTX) {
+            bail!(
+                "{name}: context_length {n} is above the limit of {MAX_CTX} cells (a corrupt header?)"
+            );
+        }
         return Ok(Model {
             head_dim_v: f.value_length.unwrap_or(f.model.head_dim),
             n_ctx_train: f.context_length.unwrap_or(FALLBACK_CTX_TRAIN),

@@ -13,6 +13,11 @@ use super::{json, stderr, stdout};
 /// (8 heads, 4 KV heads of 32), FFN 512, vocabulary 1024, Q8_0 weights,
 /// F32 norms, a separate output head, training context 4096.
 fn gguf(layers: u32) -> Vec<u8> {
+    gguf_ctx(layers, 4096)
+}
+
+/// [`gguf`] with another `context_length`.
+fn gguf_ctx(layers: u32, ctx: u32) -> Vec<u8> {
     let s = |b: &mut Vec<u8>, x: &str| {
         b.extend((x.len() as u64).to_le_bytes());
         b.extend(x.as_bytes());
@@ -45,7 +50,7 @@ fn gguf(layers: u32) -> Vec<u8> {
         ("llama.attention.head_count_kv", 4),
         ("llama.feed_forward_length", 512),
         ("llama.vocab_size", 1024),
-        ("llama.context_length", 4096),
+        ("llama.context_length", ctx),
     ];
     let mut b = b"GGUF".to_vec();
     b.extend(3u32.to_le_bytes());
@@ -286,6 +291,9 @@ fn fits_with_a_short_context() {
 fn bad_flags_exit_2_with_one_line() {
     let dir = tempfile::tempdir().expect("tmp");
     let f = write(dir.path(), 2);
+    let huge = dir.path().join("huge.gguf");
+    fs::write(&huge, gguf_ctx(2, u32::MAX)).expect("write");
+    let huge = huge.to_str().expect("utf8").to_string();
     for (args, want) in [
         (
             vec!["llama-3.1-8b", "--ctx-size", "4096"],
@@ -338,6 +346,10 @@ fn bad_flags_exit_2_with_one_line() {
         (
             vec!["gpt2", "--parallel", "2"],
             "--parallel applies to --engine llama.cpp",
+        ),
+        (
+            vec![huge.as_str()],
+            "context_length 4294967295 is above the limit",
         ),
         (vec![f.as_str(), "--cache-type-k", "q3_k"], "invalid value"),
     ] {
