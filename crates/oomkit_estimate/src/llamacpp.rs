@@ -605,9 +605,11 @@ fn largest(lo: u64, hi: u64, ok: impl Fn(u64) -> bool) -> Option<u64> {
 ///   every third in between), Q4_K/Q5_K elsewhere; `token_embd` takes the
 ///   base type, or the head's when the head is tied.
 ///
-/// Checked against a real file's type counts: Qwen2.5-14B Q4_K_M prints
+/// Checked against real files (unit tests): Qwen2.5-14B Q4_K_M prints
 /// `type f32: 241`, `type q4_K: 289`, `type q6_K: 49` and 8.37 GiB
-/// (gpustack/gpustack#1681); this gives the same counts (unit test).
+/// (gpustack/gpustack#1681) — the same counts; Llama 3.1 70B Q4_0 37.22 GiB
+/// (ollama/ollama#6279); Mistral-7B-Instruct-v0.2 Q4_K_M 4.37 GB and Q8_0
+/// 7.70 GB (TheBloke's model card) — each within 1 %.
 ///
 /// Dense llama-style blocks only (q, k, v, o, gate, up, down); a MoE's
 /// experts get the base type.
@@ -912,6 +914,15 @@ mod tests {
             let p = plan(&m, &a, 24 << 30);
             assert!(!p.fits);
         }
+    }
+
+    /// Q4_0: Llama 3.1 70B Instruct prints `model size = 37.22 GiB (4.53
+    /// BPW)` (https://github.com/ollama/ollama/pull/6279).
+    #[test]
+    fn q4_0_mix_matches_a_real_files_size() {
+        let m = model("meta-llama/Llama-3.1-70B", FileType::Q4_0);
+        let gib = m.tensors.iter().map(|t| t.bytes).sum::<u64>() as f64 / (1u64 << 30) as f64;
+        assert!((gib - 37.22).abs() / 37.22 < 0.005, "{gib} GiB");
     }
 
     #[test]
