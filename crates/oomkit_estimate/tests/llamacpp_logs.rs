@@ -195,14 +195,14 @@ fn buffers_match_what_llama_cpp_printed() {
     let checks = checks();
     assert!(checks.len() >= 10, "the table shrank: {}", checks.len());
     println!(
-        "| {:<26} | {:<12} | {:>10} | {:>10} | {:>7} |",
+        "| {:<28} | {:<12} | {:>10} | {:>10} | {:>7} |",
         "row", "buffer", "llama.cpp", "oomkit", "error"
     );
     let mut bad = Vec::new();
     for c in &checks {
         let err = (c.ours - c.printed) / c.printed;
         println!(
-            "| {:<26} | {:<12} | {:>10.2} | {:>10.2} | {:>+6.2}% |",
+            "| {:<28} | {:<12} | {:>10.2} | {:>10.2} | {:>+6.2}% |",
             c.id,
             c.buffer,
             c.printed,
