@@ -264,7 +264,8 @@ pub struct EstimateArgs {
     pub precision: Option<EstPrecision>,
     /// Weight quantization (qlora implies nf4; default: the checkpoint's own, e.g. FP8
     /// for DeepSeek-V3, MXFP4 for gpt-oss, else none). Image models: the UNet/transformer
-    /// and the T5 encoder (int8, nf4, nf4-dq: bitsandbytes; fp8: torchao).
+    /// and the T5 encoder (int8, nf4, nf4-dq: bitsandbytes; fp8: torchao). --engine
+    /// llama.cpp without a .gguf file: the GGUF type (f16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0).
     #[arg(long, value_enum)]
     pub quant: Option<EstQuant>,
     /// Optimizer (--task train; default adamw).
@@ -326,9 +327,37 @@ pub struct EstimateArgs {
     /// CPU offload (--task train; default none).
     #[arg(long, value_enum)]
     pub offload: Option<EstOffload>,
-    /// Inference engine.
-    #[arg(long, value_enum, default_value_t = EstEngine::Hf)]
-    pub engine: EstEngine,
+    /// Inference engine (default: llama.cpp for a `.gguf` MODEL with --task infer/serve,
+    /// else hf).
+    #[arg(long, value_enum)]
+    pub engine: Option<EstEngine>,
+    /// llama.cpp: context size, llama-server's `-c` (default: the model's training
+    /// context, as `-c 0`).
+    #[arg(long, visible_alias = "n-ctx", value_parser = clap::value_parser!(u64).range(1..))]
+    pub ctx_size: Option<u64>,
+    /// llama.cpp: layers on the GPU, llama-server's `-ngl`: a number (the output layer
+    /// counts as one) or `all` (default).
+    #[arg(long, visible_alias = "ngl", alias = "gpu-layers")]
+    pub n_gpu_layers: Option<String>,
+    /// llama.cpp: flash attention, llama-server's `-fa` (default auto: on with CUDA).
+    #[arg(long, value_enum)]
+    pub flash_attn: Option<EstOnOff>,
+    /// llama.cpp: KV cache type for K (default f16).
+    #[arg(long, value_enum)]
+    pub cache_type_k: Option<EstCacheType>,
+    /// llama.cpp: KV cache type for V (default f16; quantized types need flash attention).
+    #[arg(long, value_enum)]
+    pub cache_type_v: Option<EstCacheType>,
+    /// llama.cpp: logical batch, llama-server's `-b` (default 2048).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: Option<u64>,
+    /// llama.cpp: physical batch, llama-server's `-ub` (default 512).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ubatch_size: Option<u64>,
+    /// llama.cpp: server slots, llama-server's `-np` (default auto: 4 slots sharing one
+    /// cache of --ctx-size cells; N splits it into N slots of --ctx-size / N).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub parallel: Option<u64>,
     /// vLLM: fraction of the GPU's memory the engine may use (default 0.9).
     #[arg(long)]
     pub gpu_memory_utilization: Option<f64>,
@@ -408,6 +437,36 @@ pub enum EstEngine {
     Hf,
     /// vLLM (only with --task serve).
     Vllm,
+    /// llama.cpp / llama-server (GGUF files, or a catalogue model with a GGUF --quant).
+    #[value(name = "llama.cpp", alias = "llamacpp")]
+    LlamaCpp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstOnOff {
+    On,
+    Off,
+    Auto,
+}
+
+/// llama.cpp's `--cache-type-k/-v` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EstCacheType {
+    F32,
+    F16,
+    Bf16,
+    #[value(name = "q8_0")]
+    Q8_0,
+    #[value(name = "q4_0")]
+    Q4_0,
+    #[value(name = "q4_1")]
+    Q4_1,
+    #[value(name = "iq4_nl")]
+    Iq4Nl,
+    #[value(name = "q5_0")]
+    Q5_0,
+    #[value(name = "q5_1")]
+    Q5_1,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -434,6 +493,19 @@ pub enum EstQuant {
     Nf4Dq,
     Int4,
     Fp8,
+    /// GGUF file types (--engine llama.cpp without a .gguf file).
+    #[value(name = "f16", alias = "F16")]
+    GgufF16,
+    #[value(name = "q8_0", alias = "Q8_0")]
+    GgufQ8_0,
+    #[value(name = "q6_k", alias = "Q6_K")]
+    GgufQ6K,
+    #[value(name = "q5_k_m", alias = "Q5_K_M")]
+    GgufQ5KM,
+    #[value(name = "q4_k_m", alias = "Q4_K_M")]
+    GgufQ4KM,
+    #[value(name = "q4_0", alias = "Q4_0")]
+    GgufQ4_0,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -177,9 +177,42 @@ pub fn ggml_type_size(t: u32) -> Option<(u64, u64, &'static str)> {
     })
 }
 
+/// One tensor of a GGUF file: its name, ggml type and stored size.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct GgufTensor {
+    /// The tensor's name (`blk.3.attn_v.weight`, `token_embd.weight`, …).
+    pub name: String,
+    /// The ggml type's name (`Q4_K`, `F32`, …).
+    pub ggml_type: &'static str,
+    /// Elements.
+    pub elements: u64,
+    /// Bytes in the file (whole quantization blocks).
+    pub bytes: u64,
+}
+
+/// A parsed GGUF header: the architecture, every tensor, and the metadata
+/// llama.cpp sizes its context from.
+#[derive(Clone, Debug)]
+pub struct GgufFile {
+    /// The architecture with the exact sizes attached.
+    pub model: ModelConfig,
+    /// Every tensor, in file order.
+    pub tensors: Vec<GgufTensor>,
+    /// `{arch}.context_length`: llama.cpp's `n_ctx_train`.
+    pub context_length: Option<u64>,
+    /// `{arch}.attention.value_length` (the V head size when it differs from K).
+    pub value_length: Option<u64>,
+}
+
 /// Parses a GGUF prefix into an architecture (from the metadata) with the
 /// exact tensor sizes attached.
 pub fn parse(bytes: &[u8], id: &str) -> Result<ModelConfig, GgufError> {
+    parse_file(bytes, id).map(|f| f.model)
+}
+
+/// Parses a GGUF prefix into the architecture, the tensor list and the
+/// context metadata.
+pub fn parse_file(bytes: &[u8], id: &str) -> Result<GgufFile, GgufError> {
     let mut c = Cursor { b: bytes, at: 0 };
     if c.take(4)
         .map_err(|_| GgufError::Malformed("shorter than 4 bytes".into()))?
@@ -212,6 +245,7 @@ pub fn parse(bytes: &[u8], id: &str) -> Result<ModelConfig, GgufError> {
         meta.insert(k, v);
     }
     let mut ck = Checkpoint::default();
+    let mut tensors = Vec::new();
     let mut has_output = false;
     for _ in 0..n_tensors {
         let name = c.string()?;
@@ -238,6 +272,12 @@ pub fn parse(bytes: &[u8], id: &str) -> Result<ModelConfig, GgufError> {
         ck.bytes = ck.bytes.checked_add(bytes).ok_or_else(overflow)?;
         let by = ck.bytes_by_dtype.entry(tname.to_string()).or_default();
         *by = by.checked_add(bytes).ok_or_else(overflow)?;
+        tensors.push(GgufTensor {
+            name,
+            ggml_type: tname,
+            elements: elems,
+            bytes,
+        });
     }
     let arch = match meta.get("general.architecture") {
         Some(Val::Str(s)) => s.clone(),
@@ -280,7 +320,12 @@ pub fn parse(bytes: &[u8], id: &str) -> Result<ModelConfig, GgufError> {
     set("sliding_window", int("attention.sliding_window"));
     let mut model = ModelConfig::from_hf_json(id, &cfg.to_string())?;
     model.checkpoint = Some(ck);
-    Ok(model)
+    Ok(GgufFile {
+        model,
+        tensors,
+        context_length: int("context_length"),
+        value_length: int("attention.value_length"),
+    })
 }
 
 #[cfg(test)]
@@ -336,6 +381,20 @@ pub(crate) mod tests {
         let ck = m.checkpoint.expect("sizes");
         assert_eq!(ck.bytes, 6400 / 32 * 34 + 32 * 144);
         assert!(ck.prequantized());
+        let f = parse_file(&sample(), "x.gguf").expect("parse");
+        let names: Vec<(&str, &str, u64)> = f
+            .tensors
+            .iter()
+            .map(|t| (t.name.as_str(), t.ggml_type, t.bytes))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("token_embd.weight", "Q8_0", 6400 / 32 * 34),
+                ("blk.0.ffn_up.weight", "Q4_K", 32 * 144)
+            ]
+        );
+        assert_eq!((f.context_length, f.value_length), (None, None));
     }
 
     #[test]

@@ -158,6 +158,10 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
         out.flush()?;
         return Ok(0);
     }
+    super::llamacpp::check_flags(&args)?;
+    if engine(&args) == EstEngine::LlamaCpp {
+        return super::llamacpp::run(&args, &mut out);
+    }
     if let Some((_, pipeline)) = args.model.as_deref().and_then(image::find) {
         return image_run(&args, pipeline, &mut out);
     }
@@ -188,6 +192,22 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
 }
 
+/// The engine: `--engine`, else llama.cpp for a `.gguf` MODEL when
+/// inferring or serving (what runs GGUF files), else Hugging Face.
+pub fn engine(args: &EstimateArgs) -> EstEngine {
+    args.engine.unwrap_or_else(|| {
+        let gguf = args
+            .model
+            .as_deref()
+            .is_some_and(|m| m.to_ascii_lowercase().ends_with(".gguf"));
+        if gguf && args.task != EstTask::Train {
+            EstEngine::LlamaCpp
+        } else {
+            EstEngine::Hf
+        }
+    })
+}
+
 /// The largest batch the estimate fits on `--gpu`, and the GPU's id: where
 /// `oomkit probe --estimate` starts (text models: `--batch`; image models:
 /// `--images`).
@@ -203,9 +223,9 @@ pub fn max_batch(args: &EstimateArgs) -> anyhow::Result<(u64, &'static str)> {
         let s = image_setup(args, &m)?;
         return Ok((image::fit(&m, &s, gpu).max_batch, gpu.id));
     }
-    if args.task == EstTask::Serve || args.engine == EstEngine::Vllm {
+    if args.task == EstTask::Serve || engine(args) != EstEngine::Hf {
         bail!(
-            "--estimate sizes training and inference batches; a vLLM server has no batch size to probe"
+            "--estimate sizes training and inference batches; a vLLM or llama.cpp server has no batch size to probe"
         );
     }
     let cfg = resolve_model(args)?;
@@ -534,6 +554,14 @@ fn quant(q: EstQuant) -> Quant {
         EstQuant::Nf4Dq => Quant::Nf4Dq,
         EstQuant::Int4 => Quant::Int4,
         EstQuant::Fp8 => Quant::Fp8,
+        // GGUF types never reach the PyTorch paths: `llamacpp::check_flags`
+        // refuses them without --engine llama.cpp.
+        EstQuant::GgufF16
+        | EstQuant::GgufQ8_0
+        | EstQuant::GgufQ6K
+        | EstQuant::GgufQ5KM
+        | EstQuant::GgufQ4KM
+        | EstQuant::GgufQ4_0 => Quant::None,
     }
 }
 
@@ -545,7 +573,7 @@ fn attention(a: EstAttention) -> Attention {
     }
 }
 
-fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
+pub(super) fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
     if let Some(p) = &args.params {
         let n = parse_count(p).with_context(|| {
             format!("--params {p:?}: expected a positive count like 7B or 350M")
@@ -643,6 +671,11 @@ const CONFIG_LIMIT: u64 = 4 << 20;
 /// FIFO works too) until the header parses, never more than
 /// [`gguf::MAX_HEADER`].
 fn read_gguf(path: &Path) -> anyhow::Result<ModelConfig> {
+    read_gguf_file(path).map(|f| f.model)
+}
+
+/// Reads a GGUF header with its tensor list (see [`read_gguf`]).
+pub(super) fn read_gguf_file(path: &Path) -> anyhow::Result<gguf::GgufFile> {
     use std::io::Read;
     let name = path.display().to_string();
     let mut fh = std::fs::File::open(path).with_context(|| format!("cannot read {name}"))?;
@@ -654,8 +687,8 @@ fn read_gguf(path: &Path) -> anyhow::Result<ModelConfig> {
             .take(want.saturating_sub(have))
             .read_to_end(&mut buf)
             .with_context(|| format!("cannot read {name}"))?;
-        match gguf::parse(&buf, &name) {
-            Ok(cfg) => return Ok(cfg),
+        match gguf::parse_file(&buf, &name) {
+            Ok(f) => return Ok(f),
             Err(gguf::GgufError::NeedMore) if (got as u64) < want.saturating_sub(have) => {
                 bail!("{name}: malformed GGUF header: the file ends inside it")
             }
@@ -748,7 +781,7 @@ fn read_headers(mut files: Vec<PathBuf>) -> anyhow::Result<Option<Checkpoint>> {
 
 /// Which setup flags were given on the command line (the library's
 /// combination checks concern only these).
-fn given(a: &EstimateArgs) -> Given {
+pub(super) fn given(a: &EstimateArgs) -> Given {
     Given {
         method: a.method.is_some(),
         quant: a.quant.is_some(),
@@ -765,7 +798,7 @@ fn given(a: &EstimateArgs) -> Given {
         new_tokens: a.new_tokens.is_some(),
         train: a.task == EstTask::Train,
         serve: a.task == EstTask::Serve,
-        vllm: a.engine == EstEngine::Vllm,
+        vllm: engine(a) == EstEngine::Vllm,
         gpu: a.gpu.is_some(),
         batch: a.batch != 1,
         parallel: a.tp != 1 || a.pp != 1,

@@ -6,6 +6,7 @@ mod estimate;
 mod explain;
 mod hf_cache;
 mod lint;
+mod llamacpp;
 mod monitor;
 mod probe;
 mod run;

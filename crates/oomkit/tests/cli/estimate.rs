@@ -509,7 +509,13 @@ fn gguf_header_gives_architecture_and_sizes() {
     let dir = tempfile::tempdir().expect("tmp");
     let f = dir.path().join("tiny.gguf");
     fs::write(&f, gguf_bytes()).expect("write");
-    let out = est(&[f.to_str().expect("utf8"), "--format", "json"]);
+    let out = est(&[
+        f.to_str().expect("utf8"),
+        "--engine",
+        "hf",
+        "--format",
+        "json",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
     assert_eq!(v["model"]["layers"], 2);

@@ -4,6 +4,7 @@
 
 mod docs;
 mod estimate;
+mod estimate_llamacpp;
 mod explain;
 mod explain_readings;
 mod install;
