@@ -233,6 +233,11 @@ pub struct EstimateArgs {
     /// A bare decoder of this many parameters (`7B`, `350M`) instead of MODEL.
     #[arg(long, conflicts_with = "model")]
     pub params: Option<String>,
+    /// Fetch MODEL's config.json and safetensors headers (never the weights) from the
+    /// Hugging Face Hub when it is not in the local cache; honours HF_ENDPOINT, HF_TOKEN
+    /// and HF_HUB_OFFLINE.
+    #[arg(long, conflicts_with = "params")]
+    pub hub: bool,
     /// With --params: number of layers.
     #[arg(long)]
     pub layers: Option<u64>,

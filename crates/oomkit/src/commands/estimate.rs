@@ -615,7 +615,17 @@ pub(super) fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> 
         cfg.config_file = Some(snapshot.join("config.json").display().to_string());
         return Ok(cfg);
     }
-    Ok(catalogue::find(name)?)
+    // Asked for: the Hub's own config, before the catalogue's.
+    if args.hub {
+        return super::hf_hub::Hub::from_env()?.model(name);
+    }
+    catalogue::find(name).map_err(|e| match e {
+        // A Hub-style id: say how to get its own config.
+        catalogue::UnknownModel::NotFound { .. } if name.contains('/') => {
+            anyhow::anyhow!("{e}; or add --hub to fetch its config.json from the Hugging Face Hub")
+        }
+        e => e.into(),
+    })
 }
 
 /// Reads a `config.json` given as a file, its folder, or the safetensors

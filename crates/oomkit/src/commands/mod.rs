@@ -5,6 +5,7 @@ mod completions;
 mod estimate;
 mod explain;
 mod hf_cache;
+mod hf_hub;
 mod lint;
 mod llamacpp;
 mod monitor;

@@ -4,6 +4,7 @@
 
 mod docs;
 mod estimate;
+mod estimate_hub;
 mod estimate_llamacpp;
 mod explain;
 mod explain_readings;
@@ -30,6 +31,19 @@ pub fn oomkit() -> Command {
     c.env(
         "HF_HUB_CACHE",
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-hf-cache"),
+    );
+    // Nor does the machine's Hub setup (`estimate --hub`).
+    for k in [
+        "HF_TOKEN",
+        "HF_ENDPOINT",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+    ] {
+        c.env_remove(k);
+    }
+    c.env(
+        "HF_TOKEN_PATH",
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-hf-token"),
     );
     c
 }
