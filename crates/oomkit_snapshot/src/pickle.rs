@@ -403,8 +403,9 @@ struct Reader {
     total: u64,
 }
 
-/// Bytes per chunk read ahead.
-const CHUNK: usize = 1 << 20;
+/// Bytes per chunk read ahead (256 KiB measured no slower than 1 MiB, and
+/// three buffers stay within a core's L2).
+const CHUNK: usize = 256 << 10;
 /// Spare room in front of each chunk: an opcode cut by the chunk's end (at
 /// most this long) is copied in front of the next chunk instead of the
 /// chunk being copied after it.
