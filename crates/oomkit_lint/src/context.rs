@@ -317,11 +317,11 @@ impl<'a> Checker<'a> {
         module: &'a Module,
         source: &'a str,
         settings: &crate::Settings,
-    ) -> Result<Vec<Violation>, ()> {
+    ) -> Result<(Vec<Violation>, crate::tree::Summary), ()> {
         let mut imports = HashMap::new();
         collect_imports(&module.body, &mut imports);
         if file_facts::is_other_framework_only(&imports) {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), crate::tree::Summary::default()));
         }
         let mut ch = Checker {
             source,
@@ -342,10 +342,19 @@ impl<'a> Checker<'a> {
         };
         ch.visit_body(&module.body);
         if ch.too_deep {
-            Err(())
-        } else {
-            Ok(ch.violations)
+            return Err(());
         }
+        // what the other files need to know: only a file that saves can say it (the
+        // text test spares the facts' walk to most files)
+        let summary = if ch.file.get().is_some()
+            || source.contains("torch.save")
+            || source.contains("offload_to_cpu")
+        {
+            ch.file().summary()
+        } else {
+            crate::tree::Summary::default()
+        };
+        Ok((ch.violations, summary))
     }
 
     /// Enters a node: `false` (and the walk stops descending) past [`MAX_WALK_DEPTH`].
@@ -388,6 +397,28 @@ impl<'a> Checker<'a> {
                 fix_title,
                 range,
                 edits,
+                pending: crate::tree::Pending::default(),
+            });
+        }
+    }
+
+    /// Reports a finding that still needs evidence from the other files of the tree.
+    pub fn report_pending(
+        &mut self,
+        rule: Rule,
+        range: TextRange,
+        message: String,
+        fix_title: String,
+        pending: crate::tree::Pending,
+    ) {
+        if self.enabled(rule) {
+            self.violations.push(Violation {
+                rule,
+                message,
+                fix_title,
+                range,
+                edits: Vec::new(),
+                pending,
             });
         }
     }
@@ -1460,7 +1491,7 @@ mod tests {
             let deep = format!("x = a{}\n", ".b".repeat(super::MAX_WALK_DEPTH + 10));
             let lines = crate::parse::Lines::new(&deep);
             let module = crate::parse::parse_module(&deep, &lines).expect("parses");
-            let result = super::Checker::check(&module, &deep, &all_rules()).map(|v| v.len());
+            let result = super::Checker::check(&module, &deep, &all_rules()).map(|v| v.0.len());
             // the tree is dropped on this big stack too
             drop(module);
             result
@@ -1476,7 +1507,7 @@ mod tests {
         let lines = crate::parse::Lines::new(shallow);
         let module = crate::parse::parse_module(shallow, &lines).expect("parses");
         assert_eq!(
-            super::Checker::check(&module, shallow, &all_rules()).map(|v| v.len()),
+            super::Checker::check(&module, shallow, &all_rules()).map(|v| v.0.len()),
             Ok(0)
         );
     }

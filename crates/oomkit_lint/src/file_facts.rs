@@ -148,6 +148,14 @@ pub struct FileFacts {
     /// `@torch.no_grad()` on an inner wrapper): used as a decorator, they wrap the
     /// decorated function in `no_grad`.
     pub grad_off_functions: HashSet<String>,
+    /// Module-level functions without decorators: name and range. A `test_*` function
+    /// is left out (pytest calls it).
+    top_functions: Vec<(String, TextRange)>,
+    /// Every name the file reads (`x`), every attribute (`obj.x`) and every string
+    /// that is an identifier (`getattr(m, "x")`): what might call a function.
+    mentions: HashSet<String>,
+    /// The file is a script: `if __name__ == "__main__":` at module level.
+    pub script: bool,
     /// Function name → (calls with gradients off, calls with gradients on), for calls
     /// by name (`evaluate(...)`, `self.evaluate(...)`).
     calls: HashMap<String, (u32, u32)>,
@@ -172,8 +180,47 @@ impl FileFacts {
         scan.facts.distributed = tops.contains("deepspeed")
             || tops.contains("accelerate")
             || imports.values().any(|q| q.starts_with("torch.distributed"));
+        for stmt in &module.body {
+            match stmt {
+                Stmt::FunctionDef(f)
+                    if f.decorator_list.is_empty() && !f.name.starts_with("test") =>
+                {
+                    scan.facts
+                        .top_functions
+                        .push((f.name.to_string(), f.range()));
+                }
+                Stmt::If(i) if is_main_test(&i.test) => scan.facts.script = true,
+                _ => {}
+            }
+        }
         scan.visit_body(&module.body);
         scan.facts
+    }
+
+    /// What this file tells the others ([`crate::tree`]).
+    pub fn summary(&self) -> crate::tree::Summary {
+        crate::tree::Summary {
+            saves: self.saves,
+            cpu_saves: self.cpu_saves,
+            offloads_to_cpu: self.offloads_to_cpu,
+        }
+    }
+
+    /// Whether the file writes no checkpoint itself.
+    pub fn saves_nothing(&self) -> bool {
+        self.saves == 0 && !self.offloads_to_cpu
+    }
+
+    /// The module-level helper that holds `at` when nothing in this file names it and
+    /// the file is a script (or the helper is private: `_load`): code that may be
+    /// dead. Whether another file names it is the tree's question.
+    pub fn unused_helper(&self, at: TextRange) -> Option<&str> {
+        let (name, _) = self
+            .top_functions
+            .iter()
+            .find(|(_, r)| r.contains_range(at))?;
+        (!self.mentions.contains(name) && (self.script || name.starts_with('_')))
+            .then_some(name.as_str())
     }
 
     /// Whether `name` is released (`del name`, `name = None`) in the function that holds
@@ -219,6 +266,24 @@ struct Scan {
     /// The functions being walked, innermost last, and whether their body turns
     /// gradients off somewhere (a `with` block or a decorator of an inner function).
     functions: Vec<(String, bool)>,
+}
+
+/// `__name__ == "__main__"` (either way round).
+fn is_main_test(test: &Expr) -> bool {
+    let Expr::Compare(c) = test else {
+        return false;
+    };
+    let sides = std::iter::once(&*c.left).chain(c.comparators.iter());
+    let mut name = false;
+    let mut main = false;
+    for e in sides {
+        match e {
+            Expr::Name(n) if n.id.as_str() == "__name__" => name = true,
+            Expr::StringLiteral(s) if s.value.to_str() == "__main__" => main = true,
+            _ => {}
+        }
+    }
+    name && main
 }
 
 fn is_rank_test(test: &Expr) -> bool {
@@ -618,6 +683,24 @@ impl<'a> Visitor<'a> for Scan {
         self.depth = self.depth.saturating_add(1);
         if self.depth <= crate::context::MAX_WALK_DEPTH {
             match expr {
+                Expr::Name(n) => {
+                    self.facts.mentions.insert(n.id.to_string());
+                }
+                Expr::Attribute(a) => {
+                    self.facts.mentions.insert(a.attr.to_string());
+                }
+                Expr::StringLiteral(s) => {
+                    let v = s.value.to_str();
+                    if !v.is_empty()
+                        && v.len() <= 64
+                        && v.chars().all(|c| c.is_alphanumeric() || c == '_')
+                    {
+                        self.facts.mentions.insert(v.to_string());
+                    }
+                }
+                _ => {}
+            }
+            match expr {
                 Expr::Call(c) => self.note_call(c),
                 Expr::Name(n) if n.id.as_str() == "local_rank" => self.facts.distributed = true,
                 Expr::Attribute(a) if a.attr.as_str() == "local_rank" => {
@@ -691,6 +774,15 @@ mod tests {
             ("x = 1\n", false),
         ] {
             assert_eq!(is_other_framework_only(&imports(src)), other_only, "{src}");
+        }
+        // real files (tests/fixtures/frameworks/SOURCES.md)
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/frameworks");
+        for file in ["flax_mnist_train.py", "keras_tf_custom_loop.py"] {
+            let src = std::fs::read_to_string(dir.join(file)).expect("fixture");
+            assert!(is_other_framework_only(&imports(&src)), "{file}");
+            let torch = format!("import torch\n{src}");
+            assert!(!is_other_framework_only(&imports(&torch)), "{file}");
         }
     }
 
