@@ -18,11 +18,11 @@ mod query;
 
 pub(crate) use facts::collect_targets;
 pub use facts::{BodyFacts, Facts};
-pub(crate) use query::any_expr;
 pub use query::{
     MAX_CHAIN_ATTRS, backward_loss, is_model_class, is_scaled, last_segment, last_segment_of_text,
     mentions, text_of, zero_grad_receiver,
 };
+pub(crate) use query::{any_expr, any_stmt_expr};
 use query::{chain, chain_texts, join_chain, root_name, roots};
 
 use crate::diagnostic::{Edit, Violation};

@@ -156,6 +156,11 @@ pub struct FileFacts {
     mentions: HashSet<String>,
     /// The file is a script: `if __name__ == "__main__":` at module level.
     pub script: bool,
+    /// Names bound to a meter (`losses = AverageMeter()`) → the meter's class.
+    pub meters: HashMap<String, String>,
+    /// Classes defined in the file whose `update` converts its value itself
+    /// (`.item()`, `float(...)`, `.detach()`, an `isinstance(…, torch.Tensor)` test).
+    pub converting_meters: HashSet<String>,
     /// Function name → (calls with gradients off, calls with gradients on), for calls
     /// by name (`evaluate(...)`, `self.evaluate(...)`).
     calls: HashMap<String, (u32, u32)>,
@@ -266,6 +271,36 @@ struct Scan {
     /// The functions being walked, innermost last, and whether their body turns
     /// gradients off somewhere (a `with` block or a decorator of an inner function).
     functions: Vec<(String, bool)>,
+}
+
+/// Whether a meter's `update(self, val, …)` converts `val` to a number or cuts its
+/// graph itself: `val.item()`, `float(val)`, `val.detach()`, `isinstance(val, torch.Tensor)`.
+fn update_converts(f: &ast::StmtFunctionDef) -> bool {
+    let Some(val) = f.parameters.args.get(1).map(|p| p.parameter.name.as_str()) else {
+        return false;
+    };
+    let is_val = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == val);
+    f.body.iter().any(|s| {
+        let mut found = false;
+        crate::context::any_stmt_expr(s, &mut |e| {
+            let hit = match e {
+                Expr::Call(c) => match (&*c.func, c.arguments.args.first()) {
+                    (Expr::Attribute(a), _) => {
+                        matches!(a.attr.as_str(), "item" | "detach" | "tolist" | "cpu")
+                            && is_val(&a.value)
+                    }
+                    (Expr::Name(n), Some(arg)) => {
+                        matches!(n.id.as_str(), "float" | "int" | "isinstance") && is_val(arg)
+                    }
+                    _ => false,
+                },
+                _ => false,
+            };
+            found |= hit;
+            hit
+        });
+        found
+    })
 }
 
 /// `__name__ == "__main__"` (either way round).
@@ -593,6 +628,11 @@ impl<'a> Visitor<'a> for Scan {
                     {
                         self.facts.buffer_names.extend(targets.iter().cloned());
                     }
+                    if let Some(class) = crate::rules::graph_kept_by_meter::meter_class(&a.value) {
+                        for t in &targets {
+                            self.facts.meters.insert(t.clone(), class.to_string());
+                        }
+                    }
                     let per_rank = mentions_rank_or(&a.value, &self.facts.per_rank_names);
                     let cpu = moved_to_cpu_or(&a.value, &self.facts.cpu_names);
                     for t in &targets {
@@ -617,6 +657,9 @@ impl<'a> Visitor<'a> for Scan {
                         .extend(d.targets.iter().map(|t| (text_of(t), at)));
                 }
                 Stmt::FunctionDef(f) => self.facts.functions.push(f.range()),
+                Stmt::ClassDef(c) if c.body.iter().any(|s| matches!(s, Stmt::FunctionDef(f) if f.name.as_str() == "update" && update_converts(f))) => {
+                    self.facts.converting_meters.insert(c.name.to_string());
+                }
                 Stmt::For(f) => {
                     let freezes = f.body.iter().any(|s| {
                         matches!(s, Stmt::Assign(a)

@@ -24,6 +24,7 @@ mod deprecated_load_in_kbit;
 mod empty_cache_in_loop;
 mod from_pretrained_default_dtype;
 mod fsdp_full_state_dict_on_gpu;
+pub(crate) mod graph_kept_by_meter;
 mod hidden_state_not_detached;
 mod hook_stores_activation;
 mod inference_without_no_grad;
@@ -60,6 +61,7 @@ pub enum Rule {
     HiddenStateNotDetached,
     FsdpFullStateDictOnGpu,
     DdpWithoutSetDevice,
+    GraphKeptByMeter,
 }
 
 /// What a rule reports, as ruff groups its rules. Only [`Category::Memory`] runs by
@@ -310,6 +312,16 @@ pub static RULES: &[RuleInfo] = &[
         fixable: false,
         doc: ddp_without_set_device::DOC,
     },
+    RuleInfo {
+        rule: R::GraphKeptByMeter,
+        code: "OOM113",
+        name: "graph-kept-by-meter",
+        remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: true,
+        fixable: false,
+        doc: graph_kept_by_meter::DOC,
+    },
 ];
 
 impl Rule {
@@ -339,7 +351,7 @@ const RULES_IN_ENUM_ORDER: () = {
         assert!(rule as usize == i, "RULES is out of enum order");
         i += 1;
     }
-    assert!(RULES.len() == Rule::DdpWithoutSetDevice as usize + 1);
+    assert!(RULES.len() == Rule::GraphKeptByMeter as usize + 1);
 };
 const _: () = RULES_IN_ENUM_ORDER;
 
@@ -467,6 +479,7 @@ pub(crate) fn on_call<'a>(ch: &mut Checker<'a>, call: &'a ExprCall) {
     move_after_device_map::check(ch, call);
     fsdp_full_state_dict_on_gpu::check(ch, call);
     ddp_without_set_device::check(ch, call);
+    graph_kept_by_meter::check(ch, call);
 }
 
 /// Attribute-level rules (uses that are not calls).
