@@ -295,6 +295,8 @@ pub struct Checker<'a> {
     file: std::cell::OnceCell<FileFacts>,
     /// What the rules found.
     pub violations: Vec<Violation>,
+    /// Names last bound to a model's output (`out = model(x)`; OOM114).
+    pub model_outputs: HashSet<String>,
     /// How deep the walk is (statements and expressions).
     depth: usize,
     /// Set when the tree is deeper than [`MAX_WALK_DEPTH`]: the walk stops descending.
@@ -336,6 +338,7 @@ impl<'a> Checker<'a> {
             module,
             file: std::cell::OnceCell::new(),
             violations: Vec::new(),
+            model_outputs: HashSet::new(),
             depth: 0,
             too_deep: false,
             value_without_grad: false,
@@ -374,6 +377,11 @@ impl<'a> Checker<'a> {
     pub fn file(&self) -> &FileFacts {
         self.file
             .get_or_init(|| FileFacts::of(self.module, &self.imports))
+    }
+
+    /// Whether the file mentions CUDA at all (`.cuda()`, `"cuda"`, `torch.cuda`).
+    pub fn source_mentions_cuda(&self) -> bool {
+        self.source.contains("cuda")
     }
 
     /// Whether a rule is selected.

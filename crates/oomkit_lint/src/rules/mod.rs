@@ -31,6 +31,7 @@ mod inference_without_no_grad;
 mod loss_accumulated_with_graph;
 mod missing_zero_grad;
 mod move_after_device_map;
+mod outputs_kept_on_gpu;
 mod retain_graph_in_loop;
 mod tensor_appended_in_loop;
 mod tensor_stored_on_module;
@@ -62,6 +63,7 @@ pub enum Rule {
     FsdpFullStateDictOnGpu,
     DdpWithoutSetDevice,
     GraphKeptByMeter,
+    OutputsKeptOnGpu,
 }
 
 /// What a rule reports, as ruff groups its rules. Only [`Category::Memory`] runs by
@@ -322,6 +324,16 @@ pub static RULES: &[RuleInfo] = &[
         fixable: false,
         doc: graph_kept_by_meter::DOC,
     },
+    RuleInfo {
+        rule: R::OutputsKeptOnGpu,
+        code: "OOM114",
+        name: "outputs-kept-on-gpu",
+        remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: true,
+        fixable: false,
+        doc: outputs_kept_on_gpu::DOC,
+    },
 ];
 
 impl Rule {
@@ -351,7 +363,7 @@ const RULES_IN_ENUM_ORDER: () = {
         assert!(rule as usize == i, "RULES is out of enum order");
         i += 1;
     }
-    assert!(RULES.len() == Rule::GraphKeptByMeter as usize + 1);
+    assert!(RULES.len() == Rule::OutputsKeptOnGpu as usize + 1);
 };
 const _: () = RULES_IN_ENUM_ORDER;
 
@@ -454,6 +466,7 @@ pub(crate) fn on_stmt<'a>(ch: &mut Checker<'a>, stmt: &'a Stmt) {
             loss_accumulated_with_graph::check_aug_assign(ch, a);
         }
         Stmt::Assign(a) => {
+            outputs_kept_on_gpu::note_assign(ch, a);
             hidden_state_not_detached::check(ch, a);
             tensor_appended_in_loop::check_subscript_store(ch, a);
             loss_accumulated_with_graph::check_assign(ch, a);
@@ -480,6 +493,7 @@ pub(crate) fn on_call<'a>(ch: &mut Checker<'a>, call: &'a ExprCall) {
     fsdp_full_state_dict_on_gpu::check(ch, call);
     ddp_without_set_device::check(ch, call);
     graph_kept_by_meter::check(ch, call);
+    outputs_kept_on_gpu::check(ch, call);
 }
 
 /// Attribute-level rules (uses that are not calls).
