@@ -102,3 +102,40 @@ pub(crate) fn note_assign(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    fn codes(src: &str) -> Vec<(&'static str, usize)> {
+        let settings = crate::Settings {
+            rules: crate::RuleSet::matching("OOM114").expect("code"),
+            ..crate::Settings::default()
+        };
+        crate::lint_source("t.py", src, &settings)
+            .expect("parses")
+            .iter()
+            .map(|d| (d.code, d.line))
+            .collect()
+    }
+
+    #[test]
+    fn follows_names_bound_to_outputs_and_needs_no_grad_cuda_and_an_outer_list() {
+        let body = "import torch\ndef evaluate(model, loader):\n    preds = []\n    with torch.no_grad():\n        for x, _ in loader:\n            out = model(x.cuda())\n            preds.append(out)\n    return torch.cat(preds)\n";
+        assert_eq!(codes(body), vec![("OOM114", 7)]);
+        // moved to the CPU, or rebound to something else first
+        assert!(codes(&body.replace("append(out)", "append(out.cpu())")).is_empty());
+        assert!(codes(&body.replace("append(out)", "append(out.argmax(1).tolist())")).is_empty());
+        let rebound = body.replace(
+            "            preds.append",
+            "            out = out.cpu()\n            preds.append",
+        );
+        assert!(codes(&rebound).is_empty());
+        // gradients on (OOM101's case), no CUDA in the file, a list made per batch
+        assert!(codes(&body.replace("with torch.no_grad():", "if loader:")).is_empty());
+        assert!(codes(&body.replace(".cuda()", "")).is_empty());
+        let per_batch = body.replace(
+            "            out = model",
+            "            preds = []\n            out = model",
+        );
+        assert!(codes(&per_batch).is_empty());
+    }
+}
