@@ -18,11 +18,11 @@ mod query;
 
 pub(crate) use facts::collect_targets;
 pub use facts::{BodyFacts, Facts};
-pub(crate) use query::any_expr;
 pub use query::{
     MAX_CHAIN_ATTRS, backward_loss, is_model_class, is_scaled, last_segment, last_segment_of_text,
     mentions, text_of, zero_grad_receiver,
 };
+pub(crate) use query::{any_expr, any_stmt_expr};
 use query::{chain, chain_texts, join_chain, root_name, roots};
 
 use crate::diagnostic::{Edit, Violation};
@@ -295,6 +295,8 @@ pub struct Checker<'a> {
     file: std::cell::OnceCell<FileFacts>,
     /// What the rules found.
     pub violations: Vec<Violation>,
+    /// Names last bound to a model's output (`out = model(x)`; OOM114).
+    pub model_outputs: HashSet<String>,
     /// How deep the walk is (statements and expressions).
     depth: usize,
     /// Set when the tree is deeper than [`MAX_WALK_DEPTH`]: the walk stops descending.
@@ -317,11 +319,11 @@ impl<'a> Checker<'a> {
         module: &'a Module,
         source: &'a str,
         settings: &crate::Settings,
-    ) -> Result<Vec<Violation>, ()> {
+    ) -> Result<(Vec<Violation>, crate::tree::Summary), ()> {
         let mut imports = HashMap::new();
         collect_imports(&module.body, &mut imports);
         if file_facts::is_other_framework_only(&imports) {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), crate::tree::Summary::default()));
         }
         let mut ch = Checker {
             source,
@@ -336,16 +338,26 @@ impl<'a> Checker<'a> {
             module,
             file: std::cell::OnceCell::new(),
             violations: Vec::new(),
+            model_outputs: HashSet::new(),
             depth: 0,
             too_deep: false,
             value_without_grad: false,
         };
         ch.visit_body(&module.body);
         if ch.too_deep {
-            Err(())
-        } else {
-            Ok(ch.violations)
+            return Err(());
         }
+        // what the other files need to know: only a file that saves can say it (the
+        // text test spares the facts' walk to most files)
+        let summary = if ch.file.get().is_some()
+            || source.contains("torch.save")
+            || source.contains("offload_to_cpu")
+        {
+            ch.file().summary()
+        } else {
+            crate::tree::Summary::default()
+        };
+        Ok((ch.violations, summary))
     }
 
     /// Enters a node: `false` (and the walk stops descending) past [`MAX_WALK_DEPTH`].
@@ -365,6 +377,11 @@ impl<'a> Checker<'a> {
     pub fn file(&self) -> &FileFacts {
         self.file
             .get_or_init(|| FileFacts::of(self.module, &self.imports))
+    }
+
+    /// Whether the file mentions CUDA at all (`.cuda()`, `"cuda"`, `torch.cuda`).
+    pub fn source_mentions_cuda(&self) -> bool {
+        self.source.contains("cuda")
     }
 
     /// Whether a rule is selected.
@@ -388,6 +405,28 @@ impl<'a> Checker<'a> {
                 fix_title,
                 range,
                 edits,
+                pending: crate::tree::Pending::default(),
+            });
+        }
+    }
+
+    /// Reports a finding that still needs evidence from the other files of the tree.
+    pub fn report_pending(
+        &mut self,
+        rule: Rule,
+        range: TextRange,
+        message: String,
+        fix_title: String,
+        pending: crate::tree::Pending,
+    ) {
+        if self.enabled(rule) {
+            self.violations.push(Violation {
+                rule,
+                message,
+                fix_title,
+                range,
+                edits: Vec::new(),
+                pending,
             });
         }
     }
@@ -1460,7 +1499,7 @@ mod tests {
             let deep = format!("x = a{}\n", ".b".repeat(super::MAX_WALK_DEPTH + 10));
             let lines = crate::parse::Lines::new(&deep);
             let module = crate::parse::parse_module(&deep, &lines).expect("parses");
-            let result = super::Checker::check(&module, &deep, &all_rules()).map(|v| v.len());
+            let result = super::Checker::check(&module, &deep, &all_rules()).map(|v| v.0.len());
             // the tree is dropped on this big stack too
             drop(module);
             result
@@ -1476,7 +1515,7 @@ mod tests {
         let lines = crate::parse::Lines::new(shallow);
         let module = crate::parse::parse_module(shallow, &lines).expect("parses");
         assert_eq!(
-            super::Checker::check(&module, shallow, &all_rules()).map(|v| v.len()),
+            super::Checker::check(&module, shallow, &all_rules()).map(|v| v.0.len()),
             Ok(0)
         );
     }

@@ -4,6 +4,7 @@ use serde::Serialize;
 
 use crate::parse::TextRange;
 use crate::rules::Rule;
+use crate::tree::Pending;
 
 /// One text replacement of a fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +28,8 @@ pub struct Violation {
     pub range: TextRange,
     /// A safe automatic fix, when the rule has one for this case.
     pub edits: Vec<Edit>,
+    /// Evidence still needed from the other files of the linted tree.
+    pub pending: Pending,
 }
 
 /// A finding as reported: flat, with 1-based lines and columns (the JSON shape).
@@ -58,4 +61,8 @@ pub struct Diagnostic {
     pub end_line: usize,
     /// 1-based end column (exclusive).
     pub end_column: usize,
+    /// Evidence still needed from the other files of the linted tree
+    /// ([`crate::tree::settle`]); not part of the output.
+    #[serde(skip)]
+    pub pending: Pending,
 }

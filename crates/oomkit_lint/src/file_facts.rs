@@ -148,6 +148,19 @@ pub struct FileFacts {
     /// `@torch.no_grad()` on an inner wrapper): used as a decorator, they wrap the
     /// decorated function in `no_grad`.
     pub grad_off_functions: HashSet<String>,
+    /// Module-level functions without decorators: name and range. A `test_*` function
+    /// is left out (pytest calls it).
+    top_functions: Vec<(String, TextRange)>,
+    /// Every name the file reads (`x`), every attribute (`obj.x`) and every string
+    /// that is an identifier (`getattr(m, "x")`): what might call a function.
+    mentions: HashSet<String>,
+    /// The file is a script: `if __name__ == "__main__":` at module level.
+    pub script: bool,
+    /// Names bound to a meter (`losses = AverageMeter()`) → the meter's class.
+    pub meters: HashMap<String, String>,
+    /// Classes defined in the file whose `update` converts its value itself
+    /// (`.item()`, `float(...)`, `.detach()`, an `isinstance(…, torch.Tensor)` test).
+    pub converting_meters: HashSet<String>,
     /// Function name → (calls with gradients off, calls with gradients on), for calls
     /// by name (`evaluate(...)`, `self.evaluate(...)`).
     calls: HashMap<String, (u32, u32)>,
@@ -172,8 +185,47 @@ impl FileFacts {
         scan.facts.distributed = tops.contains("deepspeed")
             || tops.contains("accelerate")
             || imports.values().any(|q| q.starts_with("torch.distributed"));
+        for stmt in &module.body {
+            match stmt {
+                Stmt::FunctionDef(f)
+                    if f.decorator_list.is_empty() && !f.name.starts_with("test") =>
+                {
+                    scan.facts
+                        .top_functions
+                        .push((f.name.to_string(), f.range()));
+                }
+                Stmt::If(i) if is_main_test(&i.test) => scan.facts.script = true,
+                _ => {}
+            }
+        }
         scan.visit_body(&module.body);
         scan.facts
+    }
+
+    /// What this file tells the others ([`crate::tree`]).
+    pub fn summary(&self) -> crate::tree::Summary {
+        crate::tree::Summary {
+            saves: self.saves,
+            cpu_saves: self.cpu_saves,
+            offloads_to_cpu: self.offloads_to_cpu,
+        }
+    }
+
+    /// Whether the file writes no checkpoint itself.
+    pub fn saves_nothing(&self) -> bool {
+        self.saves == 0 && !self.offloads_to_cpu
+    }
+
+    /// The module-level helper that holds `at` when nothing in this file names it and
+    /// the file is a script (or the helper is private: `_load`): code that may be
+    /// dead. Whether another file names it is the tree's question.
+    pub fn unused_helper(&self, at: TextRange) -> Option<&str> {
+        let (name, _) = self
+            .top_functions
+            .iter()
+            .find(|(_, r)| r.contains_range(at))?;
+        (!self.mentions.contains(name) && (self.script || name.starts_with('_')))
+            .then_some(name.as_str())
     }
 
     /// Whether `name` is released (`del name`, `name = None`) in the function that holds
@@ -219,6 +271,54 @@ struct Scan {
     /// The functions being walked, innermost last, and whether their body turns
     /// gradients off somewhere (a `with` block or a decorator of an inner function).
     functions: Vec<(String, bool)>,
+}
+
+/// Whether a meter's `update(self, val, …)` converts `val` to a number or cuts its
+/// graph itself: `val.item()`, `float(val)`, `val.detach()`, `isinstance(val, torch.Tensor)`.
+fn update_converts(f: &ast::StmtFunctionDef) -> bool {
+    let Some(val) = f.parameters.args.get(1).map(|p| p.parameter.name.as_str()) else {
+        return false;
+    };
+    let is_val = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == val);
+    f.body.iter().any(|s| {
+        let mut found = false;
+        crate::context::any_stmt_expr(s, &mut |e| {
+            let hit = match e {
+                Expr::Call(c) => match (&*c.func, c.arguments.args.first()) {
+                    (Expr::Attribute(a), _) => {
+                        matches!(a.attr.as_str(), "item" | "detach" | "tolist" | "cpu")
+                            && is_val(&a.value)
+                    }
+                    (Expr::Name(n), Some(arg)) => {
+                        matches!(n.id.as_str(), "float" | "int" | "isinstance") && is_val(arg)
+                    }
+                    _ => false,
+                },
+                _ => false,
+            };
+            found |= hit;
+            hit
+        });
+        found
+    })
+}
+
+/// `__name__ == "__main__"` (either way round).
+fn is_main_test(test: &Expr) -> bool {
+    let Expr::Compare(c) = test else {
+        return false;
+    };
+    let sides = std::iter::once(&*c.left).chain(c.comparators.iter());
+    let mut name = false;
+    let mut main = false;
+    for e in sides {
+        match e {
+            Expr::Name(n) if n.id.as_str() == "__name__" => name = true,
+            Expr::StringLiteral(s) if s.value.to_str() == "__main__" => main = true,
+            _ => {}
+        }
+    }
+    name && main
 }
 
 fn is_rank_test(test: &Expr) -> bool {
@@ -528,6 +628,11 @@ impl<'a> Visitor<'a> for Scan {
                     {
                         self.facts.buffer_names.extend(targets.iter().cloned());
                     }
+                    if let Some(class) = crate::rules::graph_kept_by_meter::meter_class(&a.value) {
+                        for t in &targets {
+                            self.facts.meters.insert(t.clone(), class.to_string());
+                        }
+                    }
                     let per_rank = mentions_rank_or(&a.value, &self.facts.per_rank_names);
                     let cpu = moved_to_cpu_or(&a.value, &self.facts.cpu_names);
                     for t in &targets {
@@ -552,6 +657,9 @@ impl<'a> Visitor<'a> for Scan {
                         .extend(d.targets.iter().map(|t| (text_of(t), at)));
                 }
                 Stmt::FunctionDef(f) => self.facts.functions.push(f.range()),
+                Stmt::ClassDef(c) if c.body.iter().any(|s| matches!(s, Stmt::FunctionDef(f) if f.name.as_str() == "update" && update_converts(f))) => {
+                    self.facts.converting_meters.insert(c.name.to_string());
+                }
                 Stmt::For(f) => {
                     let freezes = f.body.iter().any(|s| {
                         matches!(s, Stmt::Assign(a)
@@ -617,6 +725,24 @@ impl<'a> Visitor<'a> for Scan {
     fn visit_expr(&mut self, expr: &'a Expr) {
         self.depth = self.depth.saturating_add(1);
         if self.depth <= crate::context::MAX_WALK_DEPTH {
+            match expr {
+                Expr::Name(n) => {
+                    self.facts.mentions.insert(n.id.to_string());
+                }
+                Expr::Attribute(a) => {
+                    self.facts.mentions.insert(a.attr.to_string());
+                }
+                Expr::StringLiteral(s) => {
+                    let v = s.value.to_str();
+                    if !v.is_empty()
+                        && v.len() <= 64
+                        && v.chars().all(|c| c.is_alphanumeric() || c == '_')
+                    {
+                        self.facts.mentions.insert(v.to_string());
+                    }
+                }
+                _ => {}
+            }
             match expr {
                 Expr::Call(c) => self.note_call(c),
                 Expr::Name(n) if n.id.as_str() == "local_rank" => self.facts.distributed = true,
@@ -691,6 +817,15 @@ mod tests {
             ("x = 1\n", false),
         ] {
             assert_eq!(is_other_framework_only(&imports(src)), other_only, "{src}");
+        }
+        // real files (tests/fixtures/frameworks/SOURCES.md)
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/frameworks");
+        for file in ["flax_mnist_train.py", "keras_tf_custom_loop.py"] {
+            let src = std::fs::read_to_string(dir.join(file)).expect("fixture");
+            assert!(is_other_framework_only(&imports(&src)), "{file}");
+            let torch = format!("import torch\n{src}");
+            assert!(!is_other_framework_only(&imports(&torch)), "{file}");
         }
     }
 

@@ -50,6 +50,7 @@ pub mod rules;
 pub mod sarif;
 pub mod source;
 mod suppression;
+pub mod tree;
 
 pub use config::{DEFAULT_MAX_FILE_SIZE, LintConfig, Selection, rule_set};
 pub use diagnostic::Diagnostic;
@@ -128,13 +129,36 @@ pub struct Fixed {
     pub fixed: usize,
     /// What remains after fixing.
     pub diagnostics: Vec<Diagnostic>,
+    /// What the fixed file tells the other files of the tree ([`tree`]).
+    pub summary: tree::Summary,
+}
+
+/// One file's findings before the evidence of the other files is applied
+/// ([`tree::settle`]), and what the file tells them.
+#[derive(Debug)]
+pub struct Linted {
+    /// The findings; some may carry a [`tree::Pending`] condition.
+    pub diagnostics: Vec<Diagnostic>,
+    /// What the file tells the rest of the tree.
+    pub summary: tree::Summary,
+}
+
+impl Linted {
+    /// The findings of a tree of this one file.
+    pub fn alone(self) -> Vec<Diagnostic> {
+        let mut t = tree::Tree::default();
+        t.add(self.summary);
+        let mut d = self.diagnostics;
+        tree::settle(&mut d, &t);
+        d
+    }
 }
 
 fn violations(
     path: &str,
     source: &str,
     settings: &Settings,
-) -> Result<(Vec<Violation>, Lines), Error> {
+) -> Result<(Vec<Violation>, Lines, tree::Summary), Error> {
     parse::depth::check(source).map_err(|why| Error::TooDeep {
         path: path.to_string(),
         reason: why.to_string(),
@@ -144,13 +168,14 @@ fn violations(
         path: path.to_string(),
         error,
     })?;
-    let mut found = Checker::check(&module, source, settings).map_err(|()| Error::TooDeep {
-        path: path.to_string(),
-        reason: format!(
-            "a syntax tree deeper than {} levels",
-            context::MAX_WALK_DEPTH
-        ),
-    })?;
+    let (mut found, summary) =
+        Checker::check(&module, source, settings).map_err(|()| Error::TooDeep {
+            path: path.to_string(),
+            reason: format!(
+                "a syntax tree deeper than {} levels",
+                context::MAX_WALK_DEPTH
+            ),
+        })?;
     // noqa on the first or last line of the flagged range
     found.retain(|v| {
         let (l1, _) = lines.line_col(source, v.range.start());
@@ -162,7 +187,7 @@ fn violations(
     });
     found.sort_by_key(|v| (v.range.start(), v.rule));
     found.dedup_by_key(|v| (v.range, v.rule));
-    Ok((found, lines))
+    Ok((found, lines, summary))
 }
 
 fn to_diagnostic(path: &str, source: &str, lines: &Lines, v: Violation) -> Diagnostic {
@@ -182,20 +207,31 @@ fn to_diagnostic(path: &str, source: &str, lines: &Lines, v: Violation) -> Diagn
         column,
         end_line,
         end_column,
+        pending: v.pending,
     }
 }
 
-/// Lints one file's text. `path` is only used to name the file in diagnostics.
+/// Lints one file's text, as a tree of one file. `path` is only used to name the file
+/// in diagnostics.
 pub fn lint_source(
     path: &str,
     source: &str,
     settings: &Settings,
 ) -> Result<Vec<Diagnostic>, Error> {
-    let (found, lines) = violations(path, source, settings)?;
-    Ok(found
-        .into_iter()
-        .map(|v| to_diagnostic(path, source, &lines, v))
-        .collect())
+    lint_file(path, source, settings).map(Linted::alone)
+}
+
+/// Lints one file of a tree: the findings still wait for the other files' evidence
+/// ([`tree`]).
+pub fn lint_file(path: &str, source: &str, settings: &Settings) -> Result<Linted, Error> {
+    let (found, lines, summary) = violations(path, source, settings)?;
+    Ok(Linted {
+        diagnostics: found
+            .into_iter()
+            .map(|v| to_diagnostic(path, source, &lines, v))
+            .collect(),
+        summary,
+    })
 }
 
 /// Lints a Jupyter notebook's JSON text: its code cells, joined
@@ -206,11 +242,16 @@ pub fn lint_notebook(
     json: &str,
     settings: &Settings,
 ) -> Result<Vec<Diagnostic>, Error> {
+    lint_notebook_file(path, json, settings).map(Linted::alone)
+}
+
+/// [`lint_notebook`] for one file of a tree ([`lint_file`]).
+pub fn lint_notebook_file(path: &str, json: &str, settings: &Settings) -> Result<Linted, Error> {
     let joined = notebook::join(json).map_err(|message| Error::Notebook {
         path: path.to_string(),
         message,
     })?;
-    let found = lint_source(path, &joined.source, settings).map_err(|e| match e {
+    let found = lint_file(path, &joined.source, settings).map_err(|e| match e {
         Error::Syntax { path, mut error } => {
             let (cell, line) = joined.locate(error.line);
             error.line = line;
@@ -219,33 +260,51 @@ pub fn lint_notebook(
         }
         e => e,
     })?;
-    Ok(found
-        .into_iter()
-        .map(|mut d| {
-            let (cell, line) = joined.locate(d.line);
-            let (_, end_line) = joined.locate(d.end_line);
-            d.cell = Some(cell);
-            d.line = line;
-            d.end_line = end_line;
-            d
-        })
-        .collect())
+    Ok(Linted {
+        diagnostics: found
+            .diagnostics
+            .into_iter()
+            .map(|mut d| {
+                let (cell, line) = joined.locate(d.line);
+                let (_, end_line) = joined.locate(d.end_line);
+                d.cell = Some(cell);
+                d.line = line;
+                d.end_line = end_line;
+                d
+            })
+            .collect(),
+        summary: found.summary,
+    })
 }
 
-/// Applies every safe fix to one file's text and lints the result.
+/// Applies every safe fix to one file's text and lints the result, as a tree of one
+/// file.
 pub fn fix_source(path: &str, source: &str, settings: &Settings) -> Result<Fixed, Error> {
-    let (found, _) = violations(path, source, settings)?;
+    let mut fixed = fix_file(path, source, settings)?;
+    fixed.diagnostics = Linted {
+        diagnostics: std::mem::take(&mut fixed.diagnostics),
+        summary: fixed.summary,
+    }
+    .alone();
+    Ok(fixed)
+}
+
+/// [`fix_source`] for one file of a tree: what remains still waits for the other
+/// files' evidence ([`lint_file`]).
+pub fn fix_file(path: &str, source: &str, settings: &Settings) -> Result<Fixed, Error> {
+    let (found, _, _) = violations(path, source, settings)?;
     let edits: Vec<_> = found
         .into_iter()
         .filter(|v| !v.edits.is_empty())
         .map(|v| v.edits)
         .collect();
     let (new, fixed) = fix::apply(source, &edits);
-    let diagnostics = lint_source(path, &new, settings)?;
+    let linted = lint_file(path, &new, settings)?;
     Ok(Fixed {
         source: new,
         fixed,
-        diagnostics,
+        diagnostics: linted.diagnostics,
+        summary: linted.summary,
     })
 }
 

@@ -114,6 +114,7 @@ mod tests {
             column: 2,
             end_line: 1,
             end_column: 3,
+            pending: Default::default(),
         };
         assert_eq!(
             github(&[d]),

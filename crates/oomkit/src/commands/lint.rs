@@ -31,6 +31,7 @@ enum Outcome {
     Linted {
         diagnostics: Vec<Diagnostic>,
         fixed: usize,
+        summary: oomkit_lint::tree::Summary,
     },
     Failed(FileError),
     /// A regular file over the size limit: a warning, not an error (as ruff does).
@@ -98,19 +99,36 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let mut diagnostics = Vec::new();
     let mut fixed = 0usize;
     let mut warnings = Vec::new();
+    let mut tree = oomkit_lint::tree::Tree::default();
     for o in outcomes {
         match o {
             Outcome::Linted {
                 diagnostics: d,
                 fixed: f,
+                summary,
             } => {
                 diagnostics.extend(d);
                 fixed = fixed.saturating_add(f);
+                tree.add(summary);
             }
             Outcome::Failed(e) => errors.push(e),
             Outcome::Skipped(w) => warnings.push(w),
         }
     }
+    // the project pass: evidence from the other files of the tree
+    let helpers = oomkit_lint::tree::pending_helpers(&diagnostics);
+    if !helpers.is_empty() {
+        let named: Vec<Vec<&str>> = pool()?.install(|| {
+            files
+                .par_iter()
+                .map(|path| helpers_named_in(path, &helpers, limit))
+                .collect()
+        });
+        for h in named.into_iter().flatten() {
+            tree.mentioned(h);
+        }
+    }
+    oomkit_lint::tree::settle(&mut diagnostics, &tree);
     warnings.sort();
     {
         let mut err = anstream::stderr();
@@ -420,6 +438,22 @@ fn read_source(path: &Path, name: &str, limit: u64) -> Result<Vec<u8>, Result<St
     })
 }
 
+/// The pending helpers (name, defining file) that `path`, another file of the tree,
+/// names. The file is read again (bounded by `limit`); one that cannot be read names
+/// nothing.
+fn helpers_named_in<'h>(path: &Path, helpers: &'h [(String, String)], limit: u64) -> Vec<&'h str> {
+    let name = display(path);
+    let Ok(bytes) = read_source(path, &name, limit) else {
+        return Vec::new();
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    helpers
+        .iter()
+        .filter(|(h, home)| *home != name && oomkit_lint::tree::mentions(&text, h))
+        .map(|(h, _)| h.as_str())
+        .collect()
+}
+
 fn lint_file(path: &Path, settings: &Settings, fix: bool, limit: u64) -> Outcome {
     let name = display(path);
     let fail = |message: String| {
@@ -449,9 +483,9 @@ fn lint_file(path: &Path, settings: &Settings, fix: bool, limit: u64) -> Outcome
     let source = decoded.text.as_str();
     // a FIFO or a device is read, never written; notebooks are linted, never rewritten
     let result = if is_notebook(path) {
-        oomkit_lint::lint_notebook(&name, source, settings).map(|d| Ok((d, 0)))
+        oomkit_lint::lint_notebook_file(&name, source, settings).map(|l| Ok((l, 0)))
     } else if fix && regular {
-        oomkit_lint::fix_source(&name, source, settings).map(|f| {
+        oomkit_lint::fix_file(&name, source, settings).map(|f| {
             if f.fixed > 0 {
                 let Some(out) = oomkit_lint::source::encode(&bytes, &decoded, &f.source) else {
                     return Err(format!(
@@ -463,13 +497,21 @@ fn lint_file(path: &Path, settings: &Settings, fix: bool, limit: u64) -> Outcome
                     return Err(format!("cannot write the fixes: {e}"));
                 }
             }
-            Ok((f.diagnostics, f.fixed))
+            let linted = oomkit_lint::Linted {
+                diagnostics: f.diagnostics,
+                summary: f.summary,
+            };
+            Ok((linted, f.fixed))
         })
     } else {
-        oomkit_lint::lint_source(&name, source, settings).map(|d| Ok((d, 0)))
+        oomkit_lint::lint_file(&name, source, settings).map(|l| Ok((l, 0)))
     };
     match result {
-        Ok(Ok((diagnostics, fixed))) => Outcome::Linted { diagnostics, fixed },
+        Ok(Ok((linted, fixed))) => Outcome::Linted {
+            diagnostics: linted.diagnostics,
+            fixed,
+            summary: linted.summary,
+        },
         Ok(Err(m)) => fail(m),
         Err(oomkit_lint::Error::Syntax { error, .. }) => Outcome::Failed(FileError {
             path: name,

@@ -25,7 +25,7 @@ fn markers(source: &str) -> Vec<(String, u64)> {
 const CODES: &[&str] = &[
     "OOM101", "OOM102", "OOM103", "OOM104", "OOM105", "OOM106", "OOM107", "OOM108", "OOM109",
     "OOM110", "OOM111", "OOM112", "OOM201", "OOM202", "OOM203", "OOM204", "OOM205", "OOM206",
-    "OOM207",
+    "OOM207", "OOM113", "OOM114",
 ];
 
 #[test]
@@ -620,6 +620,72 @@ fn jax_and_tensorflow_files_are_not_checked_by_pytorch_rules() {
         !text.contains("flax_train.py") && !text.contains("tf_train.py"),
         "{text}"
     );
+    // real files: Flax's MNIST example and keras-io's TensorFlow training loop
+    let out = run_in(
+        &lint_fixtures(),
+        &["lint", "--select", "ALL", "--preview", "frameworks"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert_eq!(stdout(&out), "All checks passed!\n");
+}
+
+/// Issue 19: a `torch.load` in a loader helper that nothing calls (a script's leftover)
+/// is not flagged; one that is called, in this file or from another file of the tree,
+/// is.
+#[test]
+fn a_loader_helper_nothing_calls_is_not_flagged() {
+    let dir = lint_fixtures();
+    let out = run_in(&dir, &["lint", "OOM202_uncalled_helper.py"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = run_in(&dir, &["lint", "OOM202_called_helper.py"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("OOM202_called_helper.py:35:18: OOM202"),
+        "{}",
+        stdout(&out)
+    );
+    // another file of the tree imports the helper: it may be called, so it is flagged
+    let tmp = tempfile::tempdir().expect("tmp");
+    let helper = fs::read_to_string(dir.join("OOM202_uncalled_helper.py")).expect("fixture");
+    write(tmp.path(), "train_elastic.py", &helper);
+    let out = run_in(tmp.path(), &["lint", "."], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    write(
+        tmp.path(),
+        "resume.py",
+        "from train_elastic import load_checkpoint\nstate = load_checkpoint('ckpt.pt')\n",
+    );
+    let out = run_in(tmp.path(), &["lint", "."], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("train_elastic.py:27:13: OOM202"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// Issue 19: a checkpoint written from CPU tensors in another file of the linted tree
+/// (accelerate's FSDP utilities) is loaded without `map_location` by a test script:
+/// flagged when the script is linted alone, not when the tree is.
+#[test]
+fn a_checkpoint_written_from_cpu_elsewhere_in_the_tree_is_not_flagged() {
+    let dir = lint_fixtures().join("tree/accelerate_merge_weights");
+    let out = run_in(&dir, &["lint", "test_merge_weights.py"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("test_merge_weights.py:50:26: OOM202"),
+        "{}",
+        stdout(&out)
+    );
+    let out = run_in(&dir, &["lint", "."], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = run_in(
+        &dir,
+        &["lint", "test_merge_weights.py", "fsdp_utils.py"],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
 }
 
 #[test]
@@ -640,7 +706,7 @@ fn the_summary_counts_in_the_singular_too() {
 #[test]
 fn preview_rules_run_only_with_preview() {
     let dir = lint_fixtures();
-    for code in ["OOM111", "OOM112", "OOM207"] {
+    for code in ["OOM111", "OOM112", "OOM207", "OOM113", "OOM114"] {
         let file = format!("{code}.py");
         let out = run_in(&dir, &["lint", "--select", code, &file], None);
         assert_eq!(out.status.code(), Some(0), "{code}: {}", stdout(&out));

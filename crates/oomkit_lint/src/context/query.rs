@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 
-use crate::parse::ast::{self, Expr};
+use crate::parse::ast::{self, Expr, Stmt};
 use crate::parse::visitor::{self, Visitor};
 
 /// `a % b` where `a` is not a string (so not `%`-formatting), anywhere in `test`.
@@ -108,6 +108,30 @@ pub fn any_expr(expr: &Expr, hit: &mut dyn FnMut(&Expr) -> bool) -> bool {
     }
     let mut f = Finder { hit, found: false };
     f.visit_expr(expr);
+    f.found
+}
+
+/// Whether any expression in `stmt` (at any depth, nested statements included)
+/// satisfies `hit`.
+pub fn any_stmt_expr(stmt: &Stmt, hit: &mut dyn FnMut(&Expr) -> bool) -> bool {
+    struct Finder<'h> {
+        hit: &'h mut dyn FnMut(&Expr) -> bool,
+        found: bool,
+    }
+    impl<'a> Visitor<'a> for Finder<'_> {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            if self.found {
+                return;
+            }
+            if (self.hit)(expr) {
+                self.found = true;
+                return;
+            }
+            visitor::walk_expr(self, expr);
+        }
+    }
+    let mut f = Finder { hit, found: false };
+    f.visit_stmt(stmt);
     f.found
 }
 

@@ -24,12 +24,14 @@ mod deprecated_load_in_kbit;
 mod empty_cache_in_loop;
 mod from_pretrained_default_dtype;
 mod fsdp_full_state_dict_on_gpu;
+pub(crate) mod graph_kept_by_meter;
 mod hidden_state_not_detached;
 mod hook_stores_activation;
 mod inference_without_no_grad;
 mod loss_accumulated_with_graph;
 mod missing_zero_grad;
 mod move_after_device_map;
+mod outputs_kept_on_gpu;
 mod retain_graph_in_loop;
 mod tensor_appended_in_loop;
 mod tensor_stored_on_module;
@@ -60,6 +62,8 @@ pub enum Rule {
     HiddenStateNotDetached,
     FsdpFullStateDictOnGpu,
     DdpWithoutSetDevice,
+    GraphKeptByMeter,
+    OutputsKeptOnGpu,
 }
 
 /// What a rule reports, as ruff groups its rules. Only [`Category::Memory`] runs by
@@ -310,6 +314,26 @@ pub static RULES: &[RuleInfo] = &[
         fixable: false,
         doc: ddp_without_set_device::DOC,
     },
+    RuleInfo {
+        rule: R::GraphKeptByMeter,
+        code: "OOM113",
+        name: "graph-kept-by-meter",
+        remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: true,
+        fixable: false,
+        doc: graph_kept_by_meter::DOC,
+    },
+    RuleInfo {
+        rule: R::OutputsKeptOnGpu,
+        code: "OOM114",
+        name: "outputs-kept-on-gpu",
+        remedy: Some("release-references"),
+        category: Category::Memory,
+        preview: true,
+        fixable: false,
+        doc: outputs_kept_on_gpu::DOC,
+    },
 ];
 
 impl Rule {
@@ -339,7 +363,7 @@ const RULES_IN_ENUM_ORDER: () = {
         assert!(rule as usize == i, "RULES is out of enum order");
         i += 1;
     }
-    assert!(RULES.len() == Rule::DdpWithoutSetDevice as usize + 1);
+    assert!(RULES.len() == Rule::OutputsKeptOnGpu as usize + 1);
 };
 const _: () = RULES_IN_ENUM_ORDER;
 
@@ -442,6 +466,7 @@ pub(crate) fn on_stmt<'a>(ch: &mut Checker<'a>, stmt: &'a Stmt) {
             loss_accumulated_with_graph::check_aug_assign(ch, a);
         }
         Stmt::Assign(a) => {
+            outputs_kept_on_gpu::note_assign(ch, a);
             hidden_state_not_detached::check(ch, a);
             tensor_appended_in_loop::check_subscript_store(ch, a);
             loss_accumulated_with_graph::check_assign(ch, a);
@@ -467,6 +492,8 @@ pub(crate) fn on_call<'a>(ch: &mut Checker<'a>, call: &'a ExprCall) {
     move_after_device_map::check(ch, call);
     fsdp_full_state_dict_on_gpu::check(ch, call);
     ddp_without_set_device::check(ch, call);
+    graph_kept_by_meter::check(ch, call);
+    outputs_kept_on_gpu::check(ch, call);
 }
 
 /// Attribute-level rules (uses that are not calls).

@@ -33,6 +33,14 @@ rule_doc! {
     /// model (`torch.save(model, f)` … `model = torch.load(f)`: the loaded object is the
     /// model, not a second copy).
     ///
+    /// Evidence from the other files of the linted tree (`oomkit lint DIR`): a file that
+    /// writes no checkpoint itself is not flagged when every checkpoint the tree writes
+    /// holds CPU tensors (`torch.save(model.cpu().state_dict(), …)` in `save.py`, the
+    /// load in `train.py`); nor is a load in a module-level helper that no file of the
+    /// tree names (a call, an import, a mention), when the helper's file is a script
+    /// (`if __name__ == "__main__":`) or the helper is private (`_load`): dead code.
+    /// Decorated helpers and pytest's `test_*` functions are always taken as called.
+    ///
     /// ## Why it costs memory
     /// Without `map_location`, every tensor goes back to the device it was saved from,
     /// usually GPU 0: every rank of a multi-GPU job then loads a full copy onto GPU 0, and a
@@ -135,12 +143,19 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     } else {
         return;
     };
+    // evidence from the other files of the tree: a checkpoint written elsewhere from
+    // CPU tensors, or a helper that nothing calls
+    let file = ch.file();
+    let pending = crate::tree::Pending {
+        unless_tree_saves_cpu: file.saves_nothing(),
+        unless_unused: file.unused_helper(call.range()).map(str::to_string),
+    };
     let t = ch.snippet(call.func.range()).to_string();
-    ch.report(
+    ch.report_pending(
         Rule::TorchLoadWithoutMapLocation,
         call.range(),
         format!("`{t}(...)` without `map_location`: {why}"),
         "Pass `map_location=\"cpu\"` (or the target device)".to_string(),
-        Vec::new(),
+        pending,
     );
 }
