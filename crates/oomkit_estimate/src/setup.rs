@@ -547,6 +547,7 @@ impl Setup {
                 )));
             }
         }
+        crate::serve::check_quant(cfg, self)?;
         self.check_model(cfg)?;
         crate::serve::profile_setup(self, a).check_model(cfg)
     }
