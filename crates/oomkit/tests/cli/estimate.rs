@@ -1690,3 +1690,151 @@ fn vllm_quant_flags() {
         stdout(&out)
     );
 }
+
+/// `--batch 32` keeps its effective batch: the plan's micro-batch is the
+/// largest divisor that fits with the other steps (8 × 4 here), and the
+/// cheapest set has no 8-bit optimizer once LoRA is on.
+#[test]
+fn train_plan_keeps_the_effective_batch() {
+    let args = [
+        "mistralai/Mistral-7B-v0.1",
+        "--task",
+        "train",
+        "--batch",
+        "32",
+        "--seq",
+        "1024",
+        "--gpu",
+        "rtx-4090",
+    ];
+    let out = est(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("micro-batch 8 with gradient accumulation 4 (same effective batch 32) [gradient-accumulation]"),
+        "{text}"
+    );
+    assert!(!text.contains("per_device_train_batch_size=1,"), "{text}");
+    let v = json(&est(&[&args[..], &["--format", "json"]].concat()));
+    let plan = v["fit"]["plan"].as_array().expect("plan");
+    let ids: Vec<&str> = plan.iter().filter_map(|p| p["remedy"].as_str()).collect();
+    assert_eq!(
+        ids,
+        ["gradient-checkpointing", "lora", "gradient-accumulation"]
+    );
+    assert_eq!(
+        plan[2]["config"],
+        "TrainingArguments(per_device_train_batch_size=8, gradient_accumulation_steps=4)"
+    );
+    assert_eq!(v["fit"]["plan_fits"], true);
+    let last = plan[2]["peak_after_bytes"].as_u64().expect("peak");
+    assert!(last <= v["fit"]["usable_bytes"].as_u64().expect("usable"));
+}
+
+/// A 70B full fine-tune on one H100: QLoRA's snippet loads the model with
+/// `quantization_config=`, and the 8-bit optimizer the climb took before
+/// LoRA is not in the cheapest set.
+#[test]
+fn train_plan_is_the_cheapest_set() {
+    let out = est(&[
+        "meta-llama/Llama-3.1-70B",
+        "--task",
+        "train",
+        "--seq",
+        "4096",
+        "--gpu",
+        "h100-sxm",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v = json(&out);
+    let plan = v["fit"]["plan"].as_array().expect("plan");
+    let ids: Vec<&str> = plan.iter().filter_map(|p| p["remedy"].as_str()).collect();
+    assert!(!ids.contains(&"optimizer-8bit"), "{ids:?}");
+    let qlora = plan.iter().find(|p| p["remedy"] == "qlora").expect("qlora");
+    assert_eq!(
+        qlora["config"],
+        "AutoModelForCausalLM.from_pretrained(model_id, quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16), device_map=\"auto\")"
+    );
+    assert!(
+        plan.iter().all(|p| p["saves_bytes"].as_u64() > Some(0)),
+        "{plan:?}"
+    );
+}
+
+/// QLoRA over 8 GPUs: no ZeRO-3 and no Megatron tensor parallelism in the
+/// plan; a setup that asks for QLoRA with ZeRO-3 is estimated with a warning
+/// that names the incompatibility and its source.
+#[test]
+fn train_plan_never_combines_qlora_with_zero3_or_megatron() {
+    let out = est(&[
+        "meta-llama/Llama-3.1-70B",
+        "--task",
+        "train",
+        "--method",
+        "qlora",
+        "--grad-checkpointing",
+        "--gpus",
+        "8",
+        "--seq",
+        "32768",
+        "--gpu",
+        "h100-sxm",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v = json(&out);
+    for p in v["fit"]["plan"].as_array().expect("plan") {
+        assert!(
+            p["remedy"] != "zero-sharding" && p["remedy"] != "model-parallel",
+            "{p}"
+        );
+    }
+    let out = est(&[
+        "meta-llama/Llama-3.1-8B",
+        "--task",
+        "train",
+        "--method",
+        "qlora",
+        "--zero",
+        "3",
+        "--gpus",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("warning: qlora and zero-sharding do not combine"),
+        "{text}"
+    );
+}
+
+/// Inference plans load quantized weights through `quantization_config=`.
+#[test]
+fn infer_plan_quantizes_with_quantization_config() {
+    let out = est(&[
+        "meta-llama/Llama-3.1-70B",
+        "--seq",
+        "4096",
+        "--gpu",
+        "h100-sxm",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v = json(&out);
+    let plan = v["fit"]["plan"].as_array().expect("plan");
+    let q = plan
+        .iter()
+        .find(|p| p["remedy"] == "quantize-8bit" || p["remedy"] == "quantize-4bit")
+        .expect("a quantized step");
+    let c = q["config"].as_str().expect("config");
+    assert!(
+        c.starts_with(
+            "AutoModelForCausalLM.from_pretrained(model_id, quantization_config=BitsAndBytesConfig("
+        ) && c.ends_with(", device_map=\"auto\")"),
+        "{c}"
+    );
+}
