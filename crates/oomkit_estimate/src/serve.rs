@@ -426,7 +426,7 @@ fn full_or_capped(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total: u64) -> Opt
 /// 2. quantized while loading, on the same GPUs (unquantized checkpoints
 ///    only): `--quantization fp8` on compute capability 8.9+ (vLLM's FP8
 ///    W8A8 kernels), the published AWQ checkpoint when [`prequantized`]
-///    knows one, `--quantization bitsandbytes` (4-bit); each at the full
+///    knows one (compute capability 7.5+), `--quantization bitsandbytes` (4-bit); each at the full
 ///    length when it starts there, else capped;
 /// 3. more GPUs: the smallest `--tensor-parallel-size` ([`smallest_tp`]) at
 ///    the full length.
@@ -484,7 +484,9 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
     }
     if s.quant == Quant::None && cfg.native_quant.is_none() {
         let fp8 = gpu.compute_capability().is_some_and(|cc| cc >= (8, 9));
-        let awq = prequantized(&cfg.id);
+        // vLLM's AWQ kernels need Turing or newer (`AWQConfig.get_min_capability`: 75).
+        let awq = prequantized(&cfg.id)
+            .filter(|_| gpu.compute_capability().is_some_and(|cc| cc >= (7, 5)));
         let options = [
             (
                 fp8,
