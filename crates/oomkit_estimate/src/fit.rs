@@ -323,11 +323,19 @@ fn smaller_batch(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, St
     ))
 }
 
+/// The shortest sequence the plan proposes.
+const SHORTEST_USEFUL_SEQ: u64 = 64;
+
 fn shorter(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, String)> {
     if s.seq <= 1 {
         return None;
     }
     let n = largest(cfg, s, usable, |t, v| t.seq = v).clamp(1, s.seq - 1);
+    // Below 64 tokens (or an eighth of the input) a shorter context is no
+    // plan: nothing useful trains or generates at that length.
+    if n < SHORTEST_USEFUL_SEQ.min(s.seq / 8).max(2) {
+        return None;
+    }
     let n = if n >= 64 { n / 64 * 64 } else { n };
     let mut t = s.clone();
     t.seq = n.max(1);
@@ -368,15 +376,17 @@ fn more_gpus(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String
     ))
 }
 
-/// The ladder, cheapest first: (remedy id, step).
+/// The ladder, cheapest first: (remedy id, step). ZeRO-3 over GPUs the
+/// user already has comes before the 8-bit optimizer and LoRA: it keeps the
+/// full fine-tune and its optimizer exact, for communication only.
 pub const LADDER: &[(&str, Apply)] = &[
     ("gradient-checkpointing", checkpointing),
     ("gradient-accumulation", micro_batch),
     ("half-precision-weights", half_weights),
+    ("zero-sharding", zero3),
     ("optimizer-8bit", optimizer_8bit),
     ("lora", lora),
     ("qlora", qlora),
-    ("zero-sharding", zero3),
     ("cpu-offload", offload),
     ("model-parallel", tensor_parallel),
     ("quantize-8bit", quant8),
@@ -429,8 +439,14 @@ pub fn conflict(s: &Setup) -> Option<&'static oomkit_core::remedies::Incompatibl
     })
 }
 
-/// The micro-batch of a setup's plan, for comparing plans.
+/// The micro-batch rung: replayed after the others, so that it picks the
+/// largest micro-batch they leave room for.
 const GRAD_ACCUM_RUNG: &str = "gradient-accumulation";
+
+/// The last resorts: they shrink the job itself (the batch generated at
+/// once, the sequence length) to what fits, so they are replayed last and a
+/// plan is only pruned where they do not have to shrink it more.
+const LAST_RESORTS: &[&str] = &["reduce-batch", "reduce-input-size"];
 
 /// Replays the ladder rungs `rungs` (indices into [`LADDER`]) from `s` in
 /// the order a climb restricted to them takes: at each point the cheapest
@@ -446,7 +462,12 @@ fn replay(
     rungs: &[usize],
 ) -> Option<(Vec<Step>, Setup, u64)> {
     let is_accum = |i: &usize| LADDER.get(*i).is_some_and(|r| r.0 == GRAD_ACCUM_RUNG);
-    let mut left: Vec<usize> = rungs.iter().copied().filter(|i| !is_accum(i)).collect();
+    let is_last = |i: &usize| LADDER.get(*i).is_some_and(|r| LAST_RESORTS.contains(&r.0));
+    let mut left: Vec<usize> = rungs
+        .iter()
+        .copied()
+        .filter(|i| !is_accum(i) && !is_last(i))
+        .collect();
     left.sort_unstable();
     let mut order = Vec::new();
     {
@@ -471,6 +492,7 @@ fn replay(
         }
     }
     order.extend(rungs.iter().copied().filter(is_accum));
+    order.extend(rungs.iter().copied().filter(is_last));
     let mut cur = s.clone();
     let mut used = estimate(cfg, s).ok()?.device_used_bytes;
     let mut steps = Vec::new();
@@ -518,7 +540,7 @@ fn climb(cfg: &ModelConfig, s: &Setup, usable: u64, used: u64) -> (Vec<usize>, b
             if conflict(&next).is_some() && conflict(&cur).is_none() {
                 continue;
             }
-            let last_resort = matches!(*remedy, "reduce-batch" | "reduce-input-size");
+            let last_resort = LAST_RESORTS.contains(remedy);
             if after + usable / 200 >= cur_used || (last_resort && after > usable) {
                 continue;
             }
@@ -535,14 +557,16 @@ fn climb(cfg: &ModelConfig, s: &Setup, usable: u64, used: u64) -> (Vec<usize>, b
     (rungs, cur_used <= usable)
 }
 
-/// The micro-batch a replayed plan ends with (the setup's batch).
-fn micro_of(r: &(Vec<Step>, Setup, u64)) -> u64 {
-    r.1.batch
+/// What a replayed plan keeps of the job: its micro-batch (the setup's
+/// batch) and sequence length; a pruned plan must keep as much.
+fn keeps(r: &(Vec<Step>, Setup, u64)) -> (u64, u64) {
+    (r.1.batch, r.1.seq)
 }
 
 /// The cheapest set: from the rungs the climb took, drop every step the
 /// others make unnecessary, the most expensive (highest on the ladder)
-/// first, as long as the rest still fits and keeps as large a micro-batch.
+/// first, as long as the rest still fits and keeps as large a micro-batch
+/// and as long sequences.
 /// (Greedy climbs overshoot: once LoRA is on, the 8-bit optimizer taken
 /// before it saves next to nothing.)
 fn prune(cfg: &ModelConfig, s: &Setup, usable: u64, mut rungs: Vec<usize>) -> Vec<Step> {
@@ -555,7 +579,8 @@ fn prune(cfg: &ModelConfig, s: &Setup, usable: u64, mut rungs: Vec<usize>) -> Ve
     for drop in by_cost {
         let trial: Vec<usize> = rungs.iter().copied().filter(|&i| i != drop).collect();
         if let Some(r) = replay(cfg, s, usable, &trial).filter(fits)
-            && micro_of(&r) >= micro_of(&best)
+            && keeps(&r).0 >= keeps(&best).0
+            && keeps(&r).1 >= keeps(&best).1
         {
             rungs = trial;
             best = r;
@@ -701,6 +726,50 @@ mod tests {
                 ids,
                 LADDER[*drop].0
             );
+        }
+    }
+
+    /// With GPUs to shard over, a full fine-tune stays a full fine-tune:
+    /// ZeRO-3 (with checkpointing and the 8-bit optimizer) before LoRA.
+    #[test]
+    fn multi_gpu_full_fine_tune_shards_before_lora() {
+        let cfg = catalogue::find("meta-llama/Llama-3.1-70B").expect("model");
+        let s = Setup {
+            task: Task::Train,
+            gpus: 8,
+            seq: 4096,
+            ..Setup::default()
+        };
+        let gpu = oomkit_core::gpus::find("h100-sxm").expect("gpu");
+        let f = fit(&cfg, &s, gpu, &estimate(&cfg, &s).expect("estimate"));
+        let ids: Vec<&str> = f.plan.iter().map(|st| st.remedy).collect();
+        assert!(f.plan_fits, "{ids:?}");
+        assert!(ids.contains(&"zero-sharding"), "{ids:?}");
+        assert!(!ids.contains(&"lora") && !ids.contains(&"qlora"), "{ids:?}");
+    }
+
+    /// The last resorts shrink the job only as far as needed, after the
+    /// other steps: never "shorten to 1 token" in front of LoRA.
+    #[test]
+    fn last_resorts_come_last_and_stay_useful() {
+        let cfg = catalogue::find("meta-llama/Llama-3.1-8B").expect("model");
+        let s = Setup {
+            task: Task::Train,
+            gpus: 4,
+            zero: 2,
+            seq: 8192,
+            batch: 16,
+            ..Setup::default()
+        };
+        let gpu = oomkit_core::gpus::find("rtx-4090").expect("gpu");
+        let f = fit(&cfg, &s, gpu, &estimate(&cfg, &s).expect("estimate"));
+        assert!(f.plan_fits);
+        let last = f.plan.len() - 1;
+        for (i, st) in f.plan.iter().enumerate() {
+            if LAST_RESORTS.contains(&st.remedy) {
+                assert_eq!(i, last, "{:?}", f.plan);
+                assert!(!st.config.contains("max_length=1)"), "{}", st.config);
+            }
         }
     }
 
