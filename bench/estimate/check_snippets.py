@@ -57,6 +57,7 @@ VLLM_FLAGS = {
     "--quantization": {"fp8", "bitsandbytes", "awq", "gptq", "awq_marlin", "gptq_marlin"}.__contains__,
     "--tensor-parallel-size": int,
     "--pipeline-parallel-size": int,
+    "--kv-cache-dtype": {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"}.__contains__,  # vllm/config/cache.py CacheDType
 }
 MEGATRON_FLAGS = {"--tensor-model-parallel-size", "--sequence-parallel"}
 

@@ -981,7 +981,8 @@ mod tests {
         const TOKENIZER_ARGS: &[&str] = &["truncation", "max_length", "return_tensors", "padding"];
         /// vLLM's engine flags used (vllm/engine/arg_utils.py `EngineArgs`:
         /// gpu_memory_utilization, max_model_len, quantization,
-        /// tensor_parallel_size, pipeline_parallel_size), and the
+        /// tensor_parallel_size, pipeline_parallel_size; `--kv-cache-dtype`
+        /// from vllm/config/cache.py `CacheDType`), and the
         /// `--quantization` methods (vllm/model_executor/layers/quantization
         /// `QUANTIZATION_METHODS`).
         const VLLM_FLAGS: &[&str] = &[
@@ -990,6 +991,7 @@ mod tests {
             "--quantization",
             "--tensor-parallel-size",
             "--pipeline-parallel-size",
+            "--kv-cache-dtype",
         ];
         const VLLM_QUANT: &[&str] = &["fp8", "bitsandbytes", "awq", "gptq"];
         /// torchrun's `--nproc-per-node`; Megatron-LM's
@@ -1033,6 +1035,9 @@ mod tests {
                     let v = it.next().ok_or(format!("{w} without a value"))?;
                     if *w == "--quantization" && !VLLM_QUANT.contains(v) {
                         return Err(format!("--quantization {v}"));
+                    }
+                    if *w == "--kv-cache-dtype" && *v != "fp8" {
+                        return Err(format!("--kv-cache-dtype {v}"));
                     }
                     if v.starts_with("--") {
                         return Err(format!("{w} without a value"));

@@ -259,6 +259,9 @@ fn command(cfg: &ModelConfig, s: &Setup, a: &VllmArgs) -> String {
     if let Some(q) = quantization_flag(cfg, s) {
         cmd += &format!(" --quantization {q}");
     }
+    if s.kv_bits == 8 {
+        cmd += " --kv-cache-dtype fp8";
+    }
     if s.tp > 1 {
         cmd += &format!(" --tensor-parallel-size {}", s.tp);
     }
@@ -341,8 +344,15 @@ pub fn quantization_flag(cfg: &ModelConfig, s: &Setup) -> Option<&'static str> {
 }
 
 /// `--quant` values vLLM can serve: in-flight FP8 and bitsandbytes 4-bit, a
-/// checkpoint's own format, and 4-bit AWQ when a checkpoint is known.
+/// checkpoint's own format, and 4-bit AWQ when a checkpoint is known; and
+/// KV caches it keeps: the model's dtype or FP8 (`--kv-cache-dtype`,
+/// vllm/config/cache.py `CacheDType`: auto, fp8 and its variants).
 pub fn check_quant(cfg: &ModelConfig, s: &Setup) -> Result<(), SetupError> {
+    if s.kv_bits == 4 {
+        return Err(SetupError::Invalid(
+            "vLLM keeps the KV cache in the model's dtype or in FP8 (--kv-cache-dtype fp8): use --kv-dtype fp8".into(),
+        ));
+    }
     if cfg.native_quant == Some(s.quant) {
         return Ok(());
     }
@@ -423,8 +433,9 @@ fn full_or_capped(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total: u64) -> Opt
 /// 1. the model as it is: `--gpu-memory-utilization 0.95` when that alone
 ///    holds one full-length request, then `--max-model-len` lowered to the
 ///    longest that starts;
-/// 2. quantized while loading, on the same GPUs (unquantized checkpoints
-///    only): `--quantization fp8` on compute capability 8.9+ (vLLM's FP8
+/// 2. quantized, on the same GPUs: the KV cache in FP8
+///    (`--kv-cache-dtype fp8`, compute capability 8.9+), then the weights
+///    while loading (unquantized checkpoints only): `--quantization fp8` on compute capability 8.9+ (vLLM's FP8
 ///    W8A8 kernels), the published AWQ checkpoint when [`prequantized`]
 ///    knows one (compute capability 7.5+), `--quantization bitsandbytes` (4-bit); each at the full
 ///    length when it starts there, else capped;
@@ -482,8 +493,18 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
             gpus,
         ));
     }
+    let fp8 = gpu.compute_capability().is_some_and(|cc| cc >= (8, 9));
+    if fp8 && s.kv_bits > 8 {
+        let t = Setup {
+            kv_bits: 8,
+            ..s.clone()
+        };
+        if let Some(r) = full_or_capped(cfg, &t, a, total) {
+            let change = format!("store the KV cache in FP8{}", cap_note(&r));
+            steps.push(step(change, "vllm-kv-cache-dtype", r, gpus));
+        }
+    }
     if s.quant == Quant::None && cfg.native_quant.is_none() {
-        let fp8 = gpu.compute_capability().is_some_and(|cc| cc >= (8, 9));
         // vLLM's AWQ kernels need Turing or newer (`AWQConfig.get_min_capability`: 75).
         let awq = prequantized(&cfg.id)
             .filter(|_| gpu.compute_capability().is_some_and(|cc| cc >= (7, 5)));

@@ -1486,7 +1486,8 @@ fn corrupt_cached_config_is_one_line_error_naming_the_file() {
 
 /// The oomkit flags that estimate a `vllm serve` line the plan printed:
 /// `--quantization fp8` is `--quant fp8`, `bitsandbytes` is `--quant nf4`,
-/// a published AWQ checkpoint of `model` is `model --quant int4`.
+/// `--kv-cache-dtype fp8` is `--kv-dtype fp8`, a published AWQ checkpoint
+/// of `model` is `model --quant int4`.
 fn replay_vllm_line(model: &str, gpu: &str, line: &str) -> Vec<String> {
     let words: Vec<&str> = line.split_whitespace().collect();
     assert_eq!(words.get(..2), Some(&["vllm", "serve"][..]), "{line}");
@@ -1503,6 +1504,7 @@ fn replay_vllm_line(model: &str, gpu: &str, line: &str) -> Vec<String> {
         let (flag, value) = match (*flag, *value) {
             ("--quantization", "fp8") => ("--quant", "fp8"),
             ("--quantization", "bitsandbytes") => ("--quant", "nf4"),
+            ("--kv-cache-dtype", "fp8") => ("--kv-dtype", "fp8"),
             ("--tensor-parallel-size", v) => ("--tp", v),
             (f @ ("--gpu-memory-utilization" | "--max-model-len"), v) => (f, v),
             other => panic!("unexpected vllm flag {other:?} in {line}"),
@@ -1837,4 +1839,48 @@ fn infer_plan_quantizes_with_quantization_config() {
         ) && c.ends_with(", device_map=\"auto\")"),
         "{c}"
     );
+}
+
+/// Llama-3.1-8B on an RTX 4090 (Ada, 8.9): the capped context first, then the
+/// KV cache in FP8 (`--kv-cache-dtype fp8`), then quantized weights and two
+/// GPUs; every line, run back through oomkit, starts. `--kv-dtype int4`
+/// is not a vLLM cache (exit 2).
+#[test]
+fn vllm_plan_lines_on_a_4090_all_start() {
+    let model = "meta-llama/Llama-3.1-8B-Instruct";
+    let out = est(&[
+        model, "--engine", "vllm", "--task", "serve", "--gpu", "rtx-4090",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("[vllm-kv-cache-dtype]"), "{text}");
+    let steps: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("vllm serve "))
+        .skip(1)
+        .collect();
+    assert!(steps.len() >= 5, "{text}");
+    assert!(
+        steps.iter().any(|l| l.ends_with("--kv-cache-dtype fp8")),
+        "{text}"
+    );
+    for line in steps {
+        let args = replay_vllm_line(model, "rtx-4090", line);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let again = est(&args);
+        assert_eq!(again.status.code(), Some(0), "{line}\n{}", stdout(&again));
+    }
+    let out = est(&[
+        model,
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "rtx-4090",
+        "--kv-dtype",
+        "int4",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
 }
