@@ -59,6 +59,35 @@ pub struct Gpu {
 }
 
 impl Gpu {
+    /// The CUDA compute capability (major, minor) of an NVIDIA GPU, from its
+    /// architecture and, where one architecture spans several chips, its id
+    /// (NVIDIA's table, <https://developer.nvidia.com/cuda-gpus>: Hopper 9.0;
+    /// Blackwell 10.0 for B200/GB200, 12.0 for GeForce RTX 50; Ada 8.9;
+    /// Ampere 8.0 for A100/A30, 8.7 for Jetson Orin, 8.6 otherwise; Turing
+    /// 7.5; Volta 7.0, Jetson Xavier 7.2; Pascal P100 6.0; Kepler K80 3.7).
+    /// `None` for other vendors. vLLM's FP8 kernels need 8.9 or newer.
+    pub fn compute_capability(&self) -> Option<(u8, u8)> {
+        if self.vendor != Vendor::Nvidia {
+            return None;
+        }
+        let id = self.id;
+        Some(match self.arch {
+            "Hopper" => (9, 0),
+            "Blackwell" if id.starts_with("rtx-") => (12, 0),
+            "Blackwell" => (10, 0),
+            "Ada Lovelace" => (8, 9),
+            "Ampere" if id.starts_with("a100") || id == "a30" => (8, 0),
+            "Ampere" if id.starts_with("jetson") => (8, 7),
+            "Ampere" => (8, 6),
+            "Turing" => (7, 5),
+            "Volta" if id.starts_with("jetson") => (7, 2),
+            "Volta" => (7, 0),
+            "Pascal" => (6, 0),
+            "Kepler" => (3, 7),
+            _ => return None,
+        })
+    }
+
     /// Memory a process can plan with: the CUDA-visible total when known,
     /// else the driver total minus the typical driver reservation (§2.3 of
     /// `gpus.md`: 454 MiB on an H100, 300–500 MiB on GeForce cards; we take
@@ -1391,6 +1420,30 @@ pub fn by_visible_total(total: Bytes) -> Vec<&'static Gpu> {
 mod tests {
     use super::*;
     use std::collections::HashSet;
+
+    /// Every NVIDIA GPU has a capability, and the FP8 line (8.9) falls
+    /// between Ampere and Ada as NVIDIA's table has it.
+    #[test]
+    fn compute_capabilities() {
+        for g in GPUS {
+            assert_eq!(
+                g.compute_capability().is_some(),
+                g.vendor == Vendor::Nvidia,
+                "{}",
+                g.id
+            );
+        }
+        let cc = |id| find(id).ok().and_then(Gpu::compute_capability);
+        assert_eq!(cc("h100-sxm"), Some((9, 0)));
+        assert_eq!(cc("rtx-4090"), Some((8, 9)));
+        assert_eq!(cc("l4"), Some((8, 9)));
+        assert_eq!(cc("a100-80gb"), Some((8, 0)));
+        assert_eq!(cc("rtx-3090"), Some((8, 6)));
+        assert_eq!(cc("rtx-5090"), Some((12, 0)));
+        assert_eq!(cc("b200"), Some((10, 0)));
+        assert_eq!(cc("t4"), Some((7, 5)));
+        assert_eq!(cc("mi300x"), None);
+    }
 
     #[test]
     fn ids_names_and_aliases_are_unique() {

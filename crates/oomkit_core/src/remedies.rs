@@ -98,6 +98,62 @@ pub fn get(id: &str) -> Option<&'static Remedy> {
     REMEDIES.iter().find(|r| r.id == id)
 }
 
+/// Two remedies a plan never combines, and why.
+#[derive(Debug, Serialize)]
+pub struct Incompatible {
+    /// One remedy id.
+    pub a: &'static str,
+    /// The other.
+    pub b: &'static str,
+    /// What goes wrong together, in one sentence.
+    pub why: &'static str,
+    /// Where that is stated.
+    pub source: &'static str,
+}
+
+/// THE incompatibility table: pairs of remedies that do not run together as
+/// the snippets of this catalogue write them. Order within a pair does not
+/// matter ([`incompatible`]).
+pub static INCOMPATIBLE: &[Incompatible] = &[
+    Incompatible {
+        a: "qlora",
+        b: "zero-sharding",
+        why: "bitsandbytes 4-bit weights are not partitioned by ZeRO-3 unless stored in the compute dtype (bnb_4bit_quant_storage, PEFT 0.10+ with accelerate's ZeRO-3 setup), which the QLoRA snippet does not set",
+        source: "https://huggingface.co/docs/peft/accelerate/deepspeed (\"DeepSpeed-Zero3 and bitsandbytes are currently not compatible\" before PEFT 0.10; the QLoRA + ZeRO-3 section)",
+    },
+    Incompatible {
+        a: "qlora",
+        b: "model-parallel",
+        why: "Megatron-LM's tensor parallelism trains its own model classes and loads neither bitsandbytes-quantized weights nor PEFT adapters",
+        source: "https://github.com/NVIDIA/Megatron-LM (pretrain_gpt.py: Megatron's GPTModel, no bitsandbytes or PEFT)",
+    },
+    Incompatible {
+        a: "lora",
+        b: "model-parallel",
+        why: "Megatron-LM's tensor parallelism trains its own model classes; PEFT's LoRA adapters wrap Hugging Face modules",
+        source: "https://github.com/NVIDIA/Megatron-LM (pretrain_gpt.py: Megatron's GPTModel, no PEFT)",
+    },
+    Incompatible {
+        a: "optimizer-8bit",
+        b: "cpu-offload",
+        why: "ZeRO-Offload runs the optimizer step on the CPU with DeepSpeed's CPU Adam; a bitsandbytes optimizer keeps its states on the GPU, and DeepSpeed refuses a client optimizer under offload",
+        source: "deepspeed/runtime/engine.py _configure_basic_optimizer: \"You are using ZeRO-Offload with a client provided optimizer … Please either use deepspeed.ops.adam.DeepSpeedCPUAdam or set an optimizer in your ds-config\"",
+    },
+    Incompatible {
+        a: "optimizer-8bit",
+        b: "model-parallel",
+        why: "Megatron-LM builds its own (distributed) optimizer; bitsandbytes optimizers plug into PyTorch or the Hugging Face Trainer",
+        source: "https://github.com/NVIDIA/Megatron-LM (megatron/core/optimizer: Adam/SGD only)",
+    },
+];
+
+/// The entry for `a` and `b` (either order), when they do not combine.
+pub fn incompatible(a: &str, b: &str) -> Option<&'static Incompatible> {
+    INCOMPATIBLE
+        .iter()
+        .find(|i| (i.a == a && i.b == b) || (i.a == b && i.b == a))
+}
+
 /// Every remedy; ids are unique (checked by a test).
 pub static REMEDIES: &[Remedy] = &[
     // ---- Capacity: make the job itself smaller ----
@@ -1039,6 +1095,18 @@ mod tests {
         "unload-models",
         "bigger-gpu",
     ];
+
+    #[test]
+    fn incompatible_pairs_name_remedies() {
+        for i in INCOMPATIBLE {
+            assert!(get(i.a).is_some() && get(i.b).is_some(), "{i:?}");
+            assert_ne!(i.a, i.b);
+            assert!(!i.why.is_empty() && !i.source.is_empty());
+            assert!(incompatible(i.b, i.a).is_some());
+        }
+        assert!(incompatible("qlora", "zero-sharding").is_some());
+        assert!(incompatible("lora", "gradient-checkpointing").is_none());
+    }
 
     fn all_snippets() -> impl Iterator<Item = (&'static Remedy, &'static Snippet)> {
         REMEDIES

@@ -102,23 +102,40 @@ fn checkpointing(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, S
     })
 }
 
-fn micro_batch(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
-    (s.task == Task::Train && s.batch > 1).then(|| {
+/// A smaller micro-batch with gradient accumulation, keeping the effective
+/// batch (`batch × grad_accum`): the largest divisor of `--batch` below it
+/// that fits with the rest of the setup (so `--batch 32` that fits at 8
+/// becomes 8 × 4), or 1 when none does (a later rung must then help, and
+/// [`plan`] chooses again once the other steps are known).
+fn micro_batch(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, String)> {
+    if s.task != Task::Train || s.batch <= 1 {
+        return None;
+    }
+    let at = |b: u64| {
         let mut t = s.clone();
-        t.grad_accum = s.grad_accum * s.batch;
-        t.batch = 1;
-        (
-            t.clone(),
-            format!(
-                "micro-batch 1 with gradient accumulation {} (same effective batch)",
-                t.grad_accum
-            ),
-            format!(
-                "TrainingArguments(per_device_train_batch_size=1, gradient_accumulation_steps={})",
-                t.grad_accum
-            ),
-        )
-    })
+        t.grad_accum = s.grad_accum * (s.batch / b);
+        t.batch = b;
+        t
+    };
+    let fits = |t: &Setup| estimate(cfg, t).is_ok_and(|e| e.device_used_bytes <= usable);
+    let b = (1..s.batch)
+        .rev()
+        .filter(|b| s.batch.is_multiple_of(*b))
+        .find(|&b| fits(&at(b)))
+        .unwrap_or(1);
+    let t = at(b);
+    Some((
+        t.clone(),
+        format!(
+            "micro-batch {b} with gradient accumulation {} (same effective batch {})",
+            t.grad_accum,
+            t.batch * t.grad_accum
+        ),
+        format!(
+            "TrainingArguments(per_device_train_batch_size={b}, gradient_accumulation_steps={})",
+            t.grad_accum
+        ),
+    ))
 }
 
 fn half_weights(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
@@ -129,7 +146,7 @@ fn half_weights(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, St
             (
                 t,
                 "load the weights in bf16".into(),
-                "AutoModelForCausalLM.from_pretrained(model_id, torch_dtype=torch.bfloat16)".into(),
+                "AutoModelForCausalLM.from_pretrained(model_id, torch_dtype=torch.bfloat16, device_map=\"auto\")".into(),
             )
         })
 }
@@ -173,9 +190,29 @@ fn qlora(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> 
         (
             t,
             "quantize the frozen base to NF4 (QLoRA)".into(),
-            BNB_4BIT.into(),
+            from_pretrained_quantized(BNB_4BIT),
         )
     })
+}
+
+/// A DeepSpeed config as the Hugging Face Trainer takes it
+/// (`TrainingArguments(deepspeed=...)`): ZeRO `stage`, optionally the
+/// optimizer on the CPU, and the batch and precision keys left `"auto"` for
+/// the Trainer to fill from its own arguments (transformers
+/// `integrations/deepspeed.py` `HfTrainerDeepSpeedConfig.trainer_config_process`).
+/// Under ZeRO-Offload the optimizer is DeepSpeed's own (`"optimizer"`:
+/// DeepSpeed builds its CPU Adam for it; a client optimizer is refused,
+/// `deepspeed/runtime/engine.py`). Keys: deepspeed.ai/docs/config-json.
+fn deepspeed_json(stage: u8, offload_optimizer: bool) -> String {
+    let mut zero = format!("\"stage\": {stage}, \"overlap_comm\": true");
+    let mut optimizer = String::new();
+    if offload_optimizer {
+        zero += ", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}";
+        optimizer = ", \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": \"auto\", \"weight_decay\": \"auto\"}}".into();
+    }
+    format!(
+        "{{\"zero_optimization\": {{{zero}}}{optimizer}, \"bf16\": {{\"enabled\": \"auto\"}}, \"train_micro_batch_size_per_gpu\": \"auto\", \"gradient_accumulation_steps\": \"auto\", \"train_batch_size\": \"auto\"}}"
+    )
 }
 
 fn zero3(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
@@ -183,9 +220,12 @@ fn zero3(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> 
         let mut t = s.clone();
         t.zero = 3;
         (
-            t,
-            format!("shard weights, gradients and optimizer over the {} GPUs (ZeRO-3 / FSDP)", s.gpus),
-            "{\"zero_optimization\": {\"stage\": 3, \"overlap_comm\": true}, \"bf16\": {\"enabled\": true}}  # DeepSpeed JSON; or FSDP full_shard".into(),
+            t.clone(),
+            format!(
+                "shard weights, gradients and optimizer over the {} GPUs (DeepSpeed ZeRO-3; TrainingArguments(deepspeed=this JSON))",
+                s.gpus
+            ),
+            deepspeed_json(3, t.offload != Offload::None),
         )
     })
 }
@@ -199,11 +239,8 @@ fn offload(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)
         }
         (
             t.clone(),
-            "offload the optimizer states and step to the CPU (ZeRO-Offload)".into(),
-            format!(
-                "{{\"zero_optimization\": {{\"stage\": {}, \"offload_optimizer\": {{\"device\": \"cpu\", \"pin_memory\": true}}}}}}  # DeepSpeed JSON",
-                t.zero
-            ),
+            "offload the optimizer states and step to the CPU (DeepSpeed ZeRO-Offload; TrainingArguments(deepspeed=this JSON))".into(),
+            deepspeed_json(t.zero, true),
         )
     })
 }
@@ -236,6 +273,14 @@ fn tensor_parallel(s: &Setup, cfg: &ModelConfig, _: u64) -> Option<(Setup, Strin
 
 const BNB_4BIT: &str = "BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16)";
 
+/// `from_pretrained` with a bitsandbytes config, as transformers takes it
+/// (`quantization_config=`; a bare `BitsAndBytesConfig` does nothing).
+fn from_pretrained_quantized(bnb: &str) -> String {
+    format!(
+        "AutoModelForCausalLM.from_pretrained(model_id, quantization_config={bnb}, device_map=\"auto\")"
+    )
+}
+
 fn quant8(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
     (s.task == Task::Infer && s.quant == Quant::None).then(|| {
         let mut t = s.clone();
@@ -243,7 +288,7 @@ fn quant8(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)>
         (
             t,
             "load the weights in 8-bit (LLM.int8)".into(),
-            "BitsAndBytesConfig(load_in_8bit=True)".into(),
+            from_pretrained_quantized("BitsAndBytesConfig(load_in_8bit=True)"),
         )
     })
 }
@@ -253,7 +298,11 @@ fn quant4(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)>
         || {
             let mut t = s.clone();
             t.quant = Quant::Nf4Dq;
-            (t, "load the weights in 4-bit NF4".into(), BNB_4BIT.into())
+            (
+                t,
+                "load the weights in 4-bit NF4".into(),
+                from_pretrained_quantized(BNB_4BIT),
+            )
         },
     )
 }
@@ -268,21 +317,31 @@ fn smaller_batch(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, St
     Some((
         t,
         format!("generate with batch {b} instead of {}", s.batch),
-        format!("reduce the batch you pass to generate to {b} sequences"),
+        format!(
+            "inputs = tokenizer(prompts[:{b}], return_tensors=\"pt\", padding=True)  # generate {b} prompts at a time"
+        ),
     ))
 }
+
+/// The shortest sequence the plan proposes.
+const SHORTEST_USEFUL_SEQ: u64 = 64;
 
 fn shorter(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, String)> {
     if s.seq <= 1 {
         return None;
     }
     let n = largest(cfg, s, usable, |t, v| t.seq = v).clamp(1, s.seq - 1);
+    // Below 64 tokens (or an eighth of the input) a shorter context is no
+    // plan: nothing useful trains or generates at that length.
+    if n < SHORTEST_USEFUL_SEQ.min(s.seq / 8).max(2) {
+        return None;
+    }
     let n = if n >= 64 { n / 64 * 64 } else { n };
     let mut t = s.clone();
     t.seq = n.max(1);
     let config = if s.task == Task::Train {
         format!(
-            "tokenizer(..., truncation=True, max_length={})  # or SFTConfig(max_length={})",
+            "tokenizer(texts, truncation=True, max_length={})  # or SFTConfig(max_length={})",
             t.seq, t.seq
         )
     } else {
@@ -317,15 +376,17 @@ fn more_gpus(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String
     ))
 }
 
-/// The ladder, cheapest first: (remedy id, step).
+/// The ladder, cheapest first: (remedy id, step). ZeRO-3 over GPUs the
+/// user already has comes before the 8-bit optimizer and LoRA: it keeps the
+/// full fine-tune and its optimizer exact, for communication only.
 pub const LADDER: &[(&str, Apply)] = &[
     ("gradient-checkpointing", checkpointing),
     ("gradient-accumulation", micro_batch),
     ("half-precision-weights", half_weights),
+    ("zero-sharding", zero3),
     ("optimizer-8bit", optimizer_8bit),
     ("lora", lora),
     ("qlora", qlora),
-    ("zero-sharding", zero3),
     ("cpu-offload", offload),
     ("model-parallel", tensor_parallel),
     ("quantize-8bit", quant8),
@@ -335,58 +396,219 @@ pub const LADDER: &[(&str, Apply)] = &[
     ("model-parallel", more_gpus),
 ];
 
-/// Checks `cfg` under `s` against `gpu` and plans the cheapest fix.
+/// The remedies a setup relies on that [`oomkit_core::remedies::INCOMPATIBLE`]
+/// speaks about.
+fn techniques(s: &Setup) -> Vec<&'static str> {
+    let mut t = Vec::new();
+    if s.task != Task::Train {
+        return t;
+    }
+    if s.method == Method::Qlora
+        || (s.method == Method::Lora && matches!(s.quant, Quant::Nf4 | Quant::Nf4Dq | Quant::Int8))
+    {
+        t.push("qlora");
+    }
+    if s.method == Method::Lora {
+        t.push("lora");
+    }
+    if matches!(
+        s.optimizer,
+        Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit
+    ) {
+        t.push("optimizer-8bit");
+    }
+    if s.zero >= 3 {
+        t.push("zero-sharding");
+    }
+    if s.offload != Offload::None {
+        t.push("cpu-offload");
+    }
+    if s.tp > 1 {
+        t.push("model-parallel");
+    }
+    t
+}
+
+/// The first pair of techniques in `s` that do not combine.
+pub fn conflict(s: &Setup) -> Option<&'static oomkit_core::remedies::Incompatible> {
+    let t = techniques(s);
+    t.iter().enumerate().find_map(|(i, a)| {
+        t.iter()
+            .skip(i + 1)
+            .find_map(|b| oomkit_core::remedies::incompatible(a, b))
+    })
+}
+
+/// The micro-batch rung: replayed after the others, so that it picks the
+/// largest micro-batch they leave room for.
+const GRAD_ACCUM_RUNG: &str = "gradient-accumulation";
+
+/// The last resorts: they shrink the job itself (the batch generated at
+/// once, the sequence length) to what fits, so they are replayed last and a
+/// plan is only pruned where they do not have to shrink it more.
+const LAST_RESORTS: &[&str] = &["reduce-batch", "reduce-input-size"];
+
+/// Replays the ladder rungs `rungs` (indices into [`LADDER`]) from `s` in
+/// the order a climb restricted to them takes: at each point the cheapest
+/// remaining rung that saves something, else the cheapest that applies; the
+/// micro-batch rung last, so that it picks the largest micro-batch the
+/// other steps leave room for. `None` when a rung no longer applies, the
+/// model cannot take it, or the result combines techniques that do not
+/// combine (and `s` did not already).
+fn replay(
+    cfg: &ModelConfig,
+    s: &Setup,
+    usable: u64,
+    rungs: &[usize],
+) -> Option<(Vec<Step>, Setup, u64)> {
+    let is_accum = |i: &usize| LADDER.get(*i).is_some_and(|r| r.0 == GRAD_ACCUM_RUNG);
+    let is_last = |i: &usize| LADDER.get(*i).is_some_and(|r| LAST_RESORTS.contains(&r.0));
+    let mut left: Vec<usize> = rungs
+        .iter()
+        .copied()
+        .filter(|i| !is_accum(i) && !is_last(i))
+        .collect();
+    left.sort_unstable();
+    let mut order = Vec::new();
+    {
+        let mut cur = s.clone();
+        let mut used = estimate(cfg, s).ok()?.device_used_bytes;
+        while !left.is_empty() {
+            let next = |i: &usize| {
+                let (_, apply) = LADDER.get(*i)?;
+                let (t, _, _) = apply(&cur, cfg, usable)?;
+                let after = estimate(cfg, &t).ok()?.device_used_bytes;
+                Some((t, after))
+            };
+            let pick = left
+                .iter()
+                .position(|i| next(i).is_some_and(|(_, after)| after < used))
+                .or_else(|| left.iter().position(|i| next(i).is_some()))?;
+            let i = left.remove(pick);
+            let (t, after) = next(&i)?;
+            order.push(i);
+            cur = t;
+            used = after;
+        }
+    }
+    order.extend(rungs.iter().copied().filter(is_accum));
+    order.extend(rungs.iter().copied().filter(is_last));
+    let mut cur = s.clone();
+    let mut used = estimate(cfg, s).ok()?.device_used_bytes;
+    let mut steps = Vec::new();
+    for i in order {
+        let (remedy, apply) = LADDER.get(i)?;
+        let (next, change, config) = apply(&cur, cfg, usable)?;
+        let after = estimate(cfg, &next).ok()?.device_used_bytes;
+        steps.push(Step {
+            change,
+            remedy,
+            saves_bytes: used.saturating_sub(after),
+            peak_after_bytes: after,
+            config,
+        });
+        cur = next;
+        used = after;
+    }
+    if conflict(&cur).is_some() && conflict(s).is_none() {
+        return None;
+    }
+    Some((steps, cur, used))
+}
+
+/// The greedy walk up the ladder until the estimate fits: after each
+/// change the ladder is read again from its cheapest rung (a change can
+/// make an earlier one worth it: after LoRA shrinks the optimizer step, the
+/// peak moves to the activations, and gradient checkpointing, skipped
+/// before, now saves the most for the least). A rung is taken when it saves
+/// at least 0.5 % of the GPU and combines with what is there; the last
+/// resorts (smaller batch, shorter inputs) only when they reach a fit.
+/// Returns the rungs taken (indices into [`LADDER`]) and whether it fits.
+fn climb(cfg: &ModelConfig, s: &Setup, usable: u64, used: u64) -> (Vec<usize>, bool) {
+    let mut rungs = Vec::new();
+    let mut cur = s.clone();
+    let mut cur_used = used;
+    while rungs.len() < LADDER.len() {
+        let mut changed = false;
+        for (i, (remedy, apply)) in LADDER.iter().enumerate() {
+            let Some((next, _, _)) = apply(&cur, cfg, usable) else {
+                continue;
+            };
+            let Ok(after) = estimate(cfg, &next).map(|e| e.device_used_bytes) else {
+                continue;
+            };
+            if conflict(&next).is_some() && conflict(&cur).is_none() {
+                continue;
+            }
+            let last_resort = LAST_RESORTS.contains(remedy);
+            if after + usable / 200 >= cur_used || (last_resort && after > usable) {
+                continue;
+            }
+            rungs.push(i);
+            cur = next;
+            cur_used = after;
+            changed = true;
+            break;
+        }
+        if !changed || cur_used <= usable {
+            break;
+        }
+    }
+    (rungs, cur_used <= usable)
+}
+
+/// What a replayed plan keeps of the job: its micro-batch (the setup's
+/// batch) and sequence length; a pruned plan must keep as much.
+fn keeps(r: &(Vec<Step>, Setup, u64)) -> (u64, u64) {
+    (r.1.batch, r.1.seq)
+}
+
+/// The cheapest set: from the rungs the climb took, drop every step the
+/// others make unnecessary, the most expensive (highest on the ladder)
+/// first, as long as the rest still fits and keeps as large a micro-batch
+/// and as long sequences.
+/// (Greedy climbs overshoot: once LoRA is on, the 8-bit optimizer taken
+/// before it saves next to nothing.)
+fn prune(cfg: &ModelConfig, s: &Setup, usable: u64, mut rungs: Vec<usize>) -> Vec<Step> {
+    let fits = |r: &(Vec<Step>, Setup, u64)| r.2 <= usable;
+    let Some(mut best) = replay(cfg, s, usable, &rungs).filter(fits) else {
+        return replay(cfg, s, usable, &rungs).map_or_else(Vec::new, |r| r.0);
+    };
+    let mut by_cost = rungs.clone();
+    by_cost.sort_unstable_by(|a, b| b.cmp(a));
+    for drop in by_cost {
+        let trial: Vec<usize> = rungs.iter().copied().filter(|&i| i != drop).collect();
+        if let Some(r) = replay(cfg, s, usable, &trial).filter(fits)
+            && keeps(&r).0 >= keeps(&best).0
+            && keeps(&r).1 >= keeps(&best).1
+        {
+            rungs = trial;
+            best = r;
+        }
+    }
+    best.0
+}
+
+/// Checks `cfg` under `s` against `gpu` and plans the cheapest fix: the
+/// ladder climbed until it fits ([`climb`]), then cut down to the cheapest
+/// set of steps ([`prune`]), with the micro-batch as large as the other
+/// steps allow and no two techniques that do not combine.
 pub fn fit(cfg: &ModelConfig, s: &Setup, gpu: &'static Gpu, est: &Estimate) -> Fit {
     let usable = gpu.usable().get();
     let used = est.device_used_bytes;
     let fits = used <= usable;
-    let mut plan = Vec::new();
-    let mut plan_fits = fits;
-    if !fits {
-        let mut cur = s.clone();
-        let mut cur_used = used;
-        // After each change the ladder is read again from its cheapest rung: a
-        // change can make an earlier one worth it (after LoRA shrinks the
-        // optimizer step, the peak moves to the activations, and gradient
-        // checkpointing, skipped before, now saves the most for the least).
-        // Every rung applies at most once to a setup it has already changed,
-        // so the plan is bounded by the ladder's length.
-        while plan.len() < LADDER.len() {
-            let mut changed = false;
-            for (remedy, apply) in LADDER {
-                let Some((next, change, config)) = apply(&cur, cfg, usable) else {
-                    continue;
-                };
-                // A change the model cannot take (or too large) is no step.
-                let Ok(after) = estimate(cfg, &next).map(|e| e.device_used_bytes) else {
-                    continue;
-                };
-                // A step must save something worth its cost (0.5 % of the GPU),
-                // and the last resorts (smaller batch, shorter inputs) only count
-                // when they reach a fit: shrinking the job without fitting helps
-                // nobody.
-                let last_resort = matches!(*remedy, "reduce-batch" | "reduce-input-size");
-                if after + usable / 200 >= cur_used || (last_resort && after > usable) {
-                    continue;
-                }
-                plan.push(Step {
-                    change,
-                    remedy,
-                    saves_bytes: cur_used - after,
-                    peak_after_bytes: after,
-                    config,
-                });
-                cur = next;
-                cur_used = after;
-                changed = true;
-                break;
-            }
-            if !changed || cur_used <= usable {
-                plan_fits = cur_used <= usable;
-                break;
-            }
-        }
-    }
+    let (plan, plan_fits) = if fits {
+        (Vec::new(), true)
+    } else {
+        let (rungs, reached) = climb(cfg, s, usable, used);
+        let plan = if reached {
+            prune(cfg, s, usable, rungs)
+        } else {
+            replay(cfg, s, usable, &rungs).map_or_else(Vec::new, |r| r.0)
+        };
+        let end = plan.last().map_or(used, |st| st.peak_after_bytes);
+        (plan, end <= usable)
+    };
     Fit {
         gpu: gpu.id,
         usable_bytes: usable,
@@ -448,10 +670,33 @@ mod tests {
         assert!(last.peak_after_bytes <= f.usable_bytes);
     }
 
-    /// A rung skipped early (checkpointing, while the optimizer step held the
-    /// peak) is taken once a later change moves the peak to the activations.
+    /// LADDER indices of a plan's steps (remedy ids are unique there but for
+    /// `model-parallel`, whose two rungs apply to different tasks).
+    fn rungs_of(plan: &[Step], task: Task) -> Vec<usize> {
+        let ids = || LADDER.iter().map(|r| r.0);
+        plan.iter()
+            .filter_map(|st| {
+                let mut same = ids().enumerate().filter(|(_, id)| *id == st.remedy);
+                // model-parallel: tensor parallelism (training) comes first,
+                // more GPUs (inference) last.
+                if task == Task::Train {
+                    same.next()
+                } else {
+                    same.next_back()
+                }
+                .map(|(i, _)| i)
+            })
+            .collect()
+    }
+
+    /// The cheapest set, not every step: a 70B full fine-tune on one H100
+    /// climbs through the 8-bit optimizer (while the optimizer step holds the
+    /// peak), LoRA, checkpointing (skipped before, worth it once LoRA moves
+    /// the peak to the activations) and QLoRA; LoRA makes the 8-bit optimizer
+    /// unnecessary, so the plan drops it. Without any one remaining step it
+    /// no longer fits.
     #[test]
-    fn plan_reads_the_ladder_again_after_each_change() {
+    fn plan_is_the_cheapest_set_not_every_step() {
         let cfg = catalogue::find("meta-llama/Llama-3.1-70B").expect("model");
         let s = Setup {
             task: Task::Train,
@@ -459,18 +704,134 @@ mod tests {
             ..Setup::default()
         };
         let gpu = oomkit_core::gpus::find("h100-sxm").expect("gpu");
+        let usable = gpu.usable().get();
         let est = estimate(&cfg, &s).expect("estimate");
+        let (climbed, reached) = climb(&cfg, &s, usable, est.device_used_bytes);
+        assert!(reached);
         let f = fit(&cfg, &s, gpu, &est);
         let ids: Vec<&str> = f.plan.iter().map(|st| st.remedy).collect();
-        assert_eq!(ids[0], "optimizer-8bit", "{ids:?}");
         assert!(ids.contains(&"gradient-checkpointing"), "{ids:?}");
+        assert!(!ids.contains(&"optimizer-8bit"), "{ids:?}");
         assert!(f.plan_fits, "{ids:?}");
+        assert!(climbed.len() > f.plan.len(), "{climbed:?} vs {ids:?}");
+        // Every step saves memory where it stands, and each is needed.
+        assert!(f.plan.iter().all(|st| st.saves_bytes > 0), "{:?}", f.plan);
+        let rungs = rungs_of(&f.plan, s.task);
+        assert_eq!(rungs.len(), f.plan.len());
+        for drop in &rungs {
+            let rest: Vec<usize> = rungs.iter().copied().filter(|r| r != drop).collect();
+            assert!(
+                replay(&cfg, &s, usable, &rest).is_none_or(|r| r.2 > usable),
+                "{:?} fits without {}",
+                ids,
+                LADDER[*drop].0
+            );
+        }
     }
 
+    /// With GPUs to shard over, a full fine-tune stays a full fine-tune:
+    /// ZeRO-3 (with checkpointing and the 8-bit optimizer) before LoRA.
     #[test]
-    fn plan_suggests_tensor_parallelism_over_the_gpus() {
+    fn multi_gpu_full_fine_tune_shards_before_lora() {
         let cfg = catalogue::find("meta-llama/Llama-3.1-70B").expect("model");
         let s = Setup {
+            task: Task::Train,
+            gpus: 8,
+            seq: 4096,
+            ..Setup::default()
+        };
+        let gpu = oomkit_core::gpus::find("h100-sxm").expect("gpu");
+        let f = fit(&cfg, &s, gpu, &estimate(&cfg, &s).expect("estimate"));
+        let ids: Vec<&str> = f.plan.iter().map(|st| st.remedy).collect();
+        assert!(f.plan_fits, "{ids:?}");
+        assert!(ids.contains(&"zero-sharding"), "{ids:?}");
+        assert!(!ids.contains(&"lora") && !ids.contains(&"qlora"), "{ids:?}");
+    }
+
+    /// The last resorts shrink the job only as far as needed, after the
+    /// other steps: never "shorten to 1 token" in front of LoRA.
+    #[test]
+    fn last_resorts_come_last_and_stay_useful() {
+        let cfg = catalogue::find("meta-llama/Llama-3.1-8B").expect("model");
+        let s = Setup {
+            task: Task::Train,
+            gpus: 4,
+            zero: 2,
+            seq: 8192,
+            batch: 16,
+            ..Setup::default()
+        };
+        let gpu = oomkit_core::gpus::find("rtx-4090").expect("gpu");
+        let f = fit(&cfg, &s, gpu, &estimate(&cfg, &s).expect("estimate"));
+        assert!(f.plan_fits);
+        let last = f.plan.len() - 1;
+        for (i, st) in f.plan.iter().enumerate() {
+            if LAST_RESORTS.contains(&st.remedy) {
+                assert_eq!(i, last, "{:?}", f.plan);
+                assert!(!st.config.contains("max_length=1)"), "{}", st.config);
+            }
+        }
+    }
+
+    /// `--batch 32` that fits at micro-batch 8 gets 8 × 4, not 1 × 32.
+    #[test]
+    fn micro_batch_keeps_the_effective_batch() {
+        let cfg = catalogue::find("mistralai/Mistral-7B-v0.1").expect("model");
+        let s = Setup {
+            task: Task::Train,
+            batch: 32,
+            seq: 1024,
+            ..Setup::default()
+        };
+        let gpu = oomkit_core::gpus::find("rtx-4090").expect("gpu");
+        let est = estimate(&cfg, &s).expect("estimate");
+        let f = fit(&cfg, &s, gpu, &est);
+        assert!(f.plan_fits);
+        let step = f
+            .plan
+            .iter()
+            .find(|st| st.remedy == "gradient-accumulation")
+            .expect("accumulation step");
+        let (micro, accum) = (8, 4);
+        assert_eq!(
+            step.config,
+            format!(
+                "TrainingArguments(per_device_train_batch_size={micro}, gradient_accumulation_steps={accum})"
+            )
+        );
+        // The largest: micro-batch 16 with the same other steps does not fit.
+        let mut t = s.clone();
+        for st in &f.plan {
+            match st.remedy {
+                "gradient-checkpointing" => t.grad_checkpointing = true,
+                "lora" => {
+                    t.method = Method::Lora;
+                    t.lora_rank = 16;
+                    t.lora_targets = LoraTargets::AllLinear;
+                }
+                "gradient-accumulation" => {}
+                other => panic!("unexpected step {other}"),
+            }
+        }
+        let at = |b: u64| {
+            let mut u = t.clone();
+            u.batch = b;
+            u.grad_accum = 32 / b;
+            estimate(&cfg, &u).expect("estimate").device_used_bytes
+        };
+        assert!(at(8) <= f.usable_bytes);
+        assert!(at(16) > f.usable_bytes);
+    }
+
+    /// QLoRA over 8 GPUs at 32k tokens: the plan never adds ZeRO-3 or
+    /// Megatron tensor parallelism to bitsandbytes weights (the
+    /// incompatibility table), and no plan of these setups combines two
+    /// techniques that do not combine.
+    #[test]
+    fn plan_never_combines_incompatible_techniques() {
+        let cfg = catalogue::find("meta-llama/Llama-3.1-70B").expect("model");
+        let gpu = oomkit_core::gpus::find("h100-sxm").expect("gpu");
+        let qlora = Setup {
             task: Task::Train,
             method: Method::Qlora,
             quant: Quant::Nf4Dq,
@@ -479,15 +840,47 @@ mod tests {
             seq: 32768,
             ..Setup::default()
         };
-        let gpu = oomkit_core::gpus::find("h100-sxm").expect("gpu");
-        let est = estimate(&cfg, &s).expect("estimate");
-        let f = fit(&cfg, &s, gpu, &est);
-        assert!(!f.fits);
-        let step = f
-            .plan
-            .iter()
-            .find(|st| st.config.contains("--tensor-model-parallel-size 8"));
-        assert!(step.is_some(), "{:?}", f.plan);
+        let full8 = Setup {
+            task: Task::Train,
+            gpus: 8,
+            seq: 4096,
+            batch: 8,
+            ..Setup::default()
+        };
+        let adam8 = Setup {
+            task: Task::Train,
+            optimizer: Optimizer::PagedAdamw8bit,
+            gpus: 4,
+            seq: 8192,
+            ..Setup::default()
+        };
+        for s in [qlora, full8, adam8] {
+            let est = estimate(&cfg, &s).expect("estimate");
+            let f = fit(&cfg, &s, gpu, &est);
+            let ids: Vec<&str> = f.plan.iter().map(|st| st.remedy).collect();
+            let rungs = rungs_of(&f.plan, s.task);
+            let (_, end, _) = replay(&cfg, &s, gpu.usable().get(), &rungs).expect("replay");
+            assert!(conflict(&end).is_none(), "{ids:?}: {:?}", conflict(&end));
+            if s.method == Method::Qlora {
+                assert!(
+                    !ids.contains(&"zero-sharding") && !ids.contains(&"model-parallel"),
+                    "{ids:?}"
+                );
+            }
+        }
+        // The table itself: a setup that combines them is reported.
+        let both = Setup {
+            task: Task::Train,
+            method: Method::Qlora,
+            quant: Quant::Nf4,
+            zero: 3,
+            gpus: 2,
+            ..Setup::default()
+        };
+        assert_eq!(
+            conflict(&both).map(|c| (c.a, c.b)),
+            Some(("qlora", "zero-sharding"))
+        );
     }
 
     #[test]
@@ -518,5 +911,388 @@ mod tests {
         assert!(f.max_batch >= 1);
         assert!(at(f.max_batch) <= f.usable_bytes);
         assert!(at(f.max_batch + 1) > f.usable_bytes);
+    }
+
+    /// Every snippet a plan prints is well-formed as what it is (the
+    /// libraries themselves run them in `bench/estimate/check_snippets.sh`):
+    /// JSON parses and uses DeepSpeed's config keys; Python parses and calls
+    /// `TrainingArguments`, `BitsAndBytesConfig`, `LoraConfig`,
+    /// `from_pretrained` and the tokenizer with real argument names only, a
+    /// `BitsAndBytesConfig` always as `quantization_config=`; `vllm serve`
+    /// and `torchrun` lines use flags those tools define.
+    mod snippets {
+        use super::*;
+        use ruff_python_ast::visitor::{self, Visitor};
+        use ruff_python_ast::{self as ast, Expr};
+
+        /// DeepSpeed config keys used (deepspeed.ai/docs/config-json:
+        /// batch size, optimizer, bf16 and ZeRO sections).
+        const DS_TOP: &[&str] = &[
+            "zero_optimization",
+            "optimizer",
+            "bf16",
+            "train_micro_batch_size_per_gpu",
+            "gradient_accumulation_steps",
+            "train_batch_size",
+        ];
+        const DS_ZERO: &[&str] = &[
+            "stage",
+            "overlap_comm",
+            "offload_optimizer",
+            "offload_param",
+        ];
+        const DS_OFFLOAD: &[&str] = &["device", "pin_memory"];
+
+        /// `TrainingArguments` fields used (transformers/training_args.py).
+        const TRAINING_ARGS: &[&str] = &[
+            "per_device_train_batch_size",
+            "gradient_accumulation_steps",
+            "gradient_checkpointing",
+            "optim",
+            "deepspeed",
+            "bf16",
+        ];
+        /// transformers/utils/quantization_config.py `BitsAndBytesConfig.__init__`.
+        const BNB_ARGS: &[&str] = &[
+            "load_in_8bit",
+            "load_in_4bit",
+            "bnb_4bit_quant_type",
+            "bnb_4bit_use_double_quant",
+            "bnb_4bit_compute_dtype",
+            "bnb_4bit_quant_storage",
+        ];
+        /// peft/tuners/lora/config.py `LoraConfig` fields.
+        const LORA_ARGS: &[&str] = &[
+            "r",
+            "lora_alpha",
+            "target_modules",
+            "task_type",
+            "lora_dropout",
+        ];
+        /// `PreTrainedModel.from_pretrained` keyword arguments (transformers
+        /// modeling_utils.py).
+        const FROM_PRETRAINED_ARGS: &[&str] = &[
+            "torch_dtype",
+            "quantization_config",
+            "device_map",
+            "max_memory",
+        ];
+        /// `PreTrainedTokenizerBase.__call__` (tokenization_utils_base.py).
+        const TOKENIZER_ARGS: &[&str] = &["truncation", "max_length", "return_tensors", "padding"];
+        /// vLLM's engine flags used (vllm/engine/arg_utils.py `EngineArgs`:
+        /// gpu_memory_utilization, max_model_len, quantization,
+        /// tensor_parallel_size, pipeline_parallel_size; `--kv-cache-dtype`
+        /// from vllm/config/cache.py `CacheDType`), and the
+        /// `--quantization` methods (vllm/model_executor/layers/quantization
+        /// `QUANTIZATION_METHODS`).
+        const VLLM_FLAGS: &[&str] = &[
+            "--gpu-memory-utilization",
+            "--max-model-len",
+            "--quantization",
+            "--tensor-parallel-size",
+            "--pipeline-parallel-size",
+            "--kv-cache-dtype",
+        ];
+        const VLLM_QUANT: &[&str] = &["fp8", "bitsandbytes", "awq", "gptq"];
+        /// torchrun's `--nproc-per-node`; Megatron-LM's
+        /// megatron/training/arguments.py `--tensor-model-parallel-size`,
+        /// `--sequence-parallel`.
+        const TORCHRUN_FLAGS: &[&str] = &[
+            "--nproc-per-node",
+            "--tensor-model-parallel-size",
+            "--sequence-parallel",
+        ];
+
+        fn keys_in(v: &serde_json::Value, allowed: &[&str], what: &str) -> Result<(), String> {
+            let obj = v.as_object().ok_or(format!("{what} is not an object"))?;
+            match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+                Some(k) => Err(format!("{what}: unknown key {k}")),
+                None => Ok(()),
+            }
+        }
+
+        fn check_json(code: &str) -> Result<(), String> {
+            let v: serde_json::Value = serde_json::from_str(code).map_err(|e| e.to_string())?;
+            keys_in(&v, DS_TOP, "top level")?;
+            let zero = v.get("zero_optimization").ok_or("no zero_optimization")?;
+            keys_in(zero, DS_ZERO, "zero_optimization")?;
+            if let Some(off) = zero.get("offload_optimizer") {
+                keys_in(off, DS_OFFLOAD, "offload_optimizer")?;
+                // ZeRO-Offload needs DeepSpeed's own optimizer (the table).
+                v.get("optimizer")
+                    .ok_or("offload without a DeepSpeed optimizer")?;
+            }
+            Ok(())
+        }
+
+        fn check_flags(words: &[&str], flags: &[&str], takes_value: bool) -> Result<(), String> {
+            let mut it = words.iter();
+            while let Some(w) = it.next() {
+                if !flags.contains(w) {
+                    return Err(format!("unknown flag {w}"));
+                }
+                if takes_value && *w != "--sequence-parallel" {
+                    let v = it.next().ok_or(format!("{w} without a value"))?;
+                    if *w == "--quantization" && !VLLM_QUANT.contains(v) {
+                        return Err(format!("--quantization {v}"));
+                    }
+                    if *w == "--kv-cache-dtype" && *v != "fp8" {
+                        return Err(format!("--kv-cache-dtype {v}"));
+                    }
+                    if v.starts_with("--") {
+                        return Err(format!("{w} without a value"));
+                    }
+                }
+            }
+            Ok(())
+        }
+
+        struct Calls {
+            errors: Vec<String>,
+        }
+
+        fn name_of(e: &Expr) -> Option<&str> {
+            match e {
+                Expr::Name(n) => Some(n.id.as_str()),
+                Expr::Attribute(a) => Some(a.attr.as_str()),
+                _ => None,
+            }
+        }
+
+        impl<'a> Visitor<'a> for Calls {
+            fn visit_expr(&mut self, expr: &'a Expr) {
+                if let Expr::Call(call) = expr {
+                    let allowed = match name_of(&call.func) {
+                        Some("TrainingArguments") => Some(TRAINING_ARGS),
+                        Some("BitsAndBytesConfig") => Some(BNB_ARGS),
+                        Some("LoraConfig") => Some(LORA_ARGS),
+                        Some("from_pretrained") => Some(FROM_PRETRAINED_ARGS),
+                        Some("tokenizer") => Some(TOKENIZER_ARGS),
+                        _ => None,
+                    };
+                    for k in call.arguments.keywords.iter() {
+                        let Some(arg) = k.arg.as_ref().map(ast::Identifier::as_str) else {
+                            self.errors.push("**kwargs".into());
+                            continue;
+                        };
+                        if allowed.is_some_and(|a| !a.contains(&arg)) {
+                            self.errors
+                                .push(format!("{:?}({arg}=…)", name_of(&call.func)));
+                        }
+                        let bnb = matches!(&k.value, Expr::Call(c) if name_of(&c.func) == Some("BitsAndBytesConfig"));
+                        if bnb != (arg == "quantization_config") {
+                            self.errors
+                                .push(format!("{arg}= with BitsAndBytesConfig: {bnb}"));
+                        }
+                    }
+                }
+                visitor::walk_expr(self, expr);
+            }
+        }
+
+        fn check_python(code: &str) -> Result<(), String> {
+            let parsed = ruff_python_parser::parse_module(code).map_err(|e| e.to_string())?;
+            let body = &parsed.syntax().body;
+            // A bare BitsAndBytesConfig(...) statement does nothing.
+            if body.iter().any(|st| matches!(st, ast::Stmt::Expr(e) if matches!(&*e.value, Expr::Call(c) if name_of(&c.func) == Some("BitsAndBytesConfig")))) {
+                return Err("BitsAndBytesConfig outside quantization_config=".into());
+            }
+            let mut v = Calls { errors: Vec::new() };
+            v.visit_body(body);
+            if v.errors.is_empty() {
+                Ok(())
+            } else {
+                Err(v.errors.join("; "))
+            }
+        }
+
+        /// Checks one snippet by its kind.
+        pub(crate) fn check(code: &str) -> Result<(), String> {
+            let words: Vec<&str> = code.split_whitespace().collect();
+            if code.starts_with('{') {
+                check_json(code)
+            } else if let Some(rest) = code.strip_prefix("vllm serve ") {
+                let w: Vec<&str> = rest.split_whitespace().skip(1).collect();
+                check_flags(&w, VLLM_FLAGS, true)
+            } else if code.starts_with("torchrun ") {
+                let flags: Vec<&str> = words
+                    .iter()
+                    .copied()
+                    .take_while(|w| !w.starts_with('#'))
+                    .filter(|w| w.starts_with("--"))
+                    .collect();
+                check_flags(&flags, TORCHRUN_FLAGS, false)
+            } else {
+                check_python(code)
+            }
+        }
+
+        /// Setups that reach every rung, text and vLLM.
+        fn setups() -> Vec<(&'static str, Setup)> {
+            let train = Setup {
+                task: Task::Train,
+                ..Setup::default()
+            };
+            vec![
+                (
+                    "mistralai/Mistral-7B-v0.1",
+                    Setup {
+                        batch: 32,
+                        seq: 1024,
+                        ..train.clone()
+                    },
+                ),
+                (
+                    "meta-llama/Llama-3.1-70B",
+                    Setup {
+                        seq: 4096,
+                        ..train.clone()
+                    },
+                ),
+                (
+                    "meta-llama/Llama-3.1-8B",
+                    Setup {
+                        method: Method::Lora,
+                        batch: 8,
+                        seq: 4096,
+                        ..train.clone()
+                    },
+                ),
+                (
+                    "meta-llama/Llama-3.1-8B",
+                    Setup {
+                        precision: Precision::Fp32,
+                        batch: 8,
+                        seq: 2048,
+                        ..train.clone()
+                    },
+                ),
+                (
+                    "meta-llama/Llama-3.1-70B",
+                    Setup {
+                        gpus: 8,
+                        batch: 4,
+                        seq: 4096,
+                        ..train.clone()
+                    },
+                ),
+                (
+                    "meta-llama/Llama-3.1-70B",
+                    Setup {
+                        method: Method::Qlora,
+                        quant: Quant::Nf4Dq,
+                        gpus: 8,
+                        seq: 32768,
+                        ..train
+                    },
+                ),
+                (
+                    "meta-llama/Llama-3.1-70B",
+                    Setup {
+                        batch: 8,
+                        seq: 4096,
+                        new_tokens: 512,
+                        ..Setup::default()
+                    },
+                ),
+                (
+                    "Qwen/Qwen2.5-72B",
+                    Setup {
+                        precision: Precision::Fp32,
+                        seq: 2048,
+                        ..Setup::default()
+                    },
+                ),
+            ]
+        }
+
+        #[test]
+        fn every_rung_and_every_plan_prints_well_formed_snippets() {
+            let gpus = ["rtx-4090", "h100-sxm", "a100-80gb"];
+            let mut seen = std::collections::BTreeSet::new();
+            let mut rungs_seen = std::collections::BTreeSet::new();
+            for (id, s) in setups() {
+                let cfg = catalogue::find(id).expect("model");
+                for g in gpus {
+                    let gpu = oomkit_core::gpus::find(g).expect("gpu");
+                    let usable = gpu.usable().get();
+                    // Every rung that applies, on its own.
+                    for (i, (_, apply)) in LADDER.iter().enumerate() {
+                        if let Some((_, _, config)) = apply(&s, &cfg, usable) {
+                            rungs_seen.insert(i);
+                            seen.insert(config);
+                        }
+                    }
+                    if let Ok(est) = estimate(&cfg, &s) {
+                        seen.extend(
+                            fit(&cfg, &s, gpu, &est)
+                                .plan
+                                .into_iter()
+                                .map(|st| st.config),
+                        );
+                    }
+                }
+            }
+            // ZeRO-3 over a setup that already offloads the optimizer:
+            let zero = Setup {
+                task: Task::Train,
+                gpus: 4,
+                offload: Offload::Optimizer,
+                zero: 2,
+                ..Setup::default()
+            };
+            let cfg = catalogue::find("meta-llama/Llama-3.1-8B").expect("model");
+            for (_, apply) in LADDER {
+                if let Some((_, _, c)) = apply(&zero, &cfg, 1 << 30) {
+                    seen.insert(c);
+                }
+            }
+            assert_eq!(rungs_seen.len(), LADDER.len(), "{rungs_seen:?}");
+            // vLLM plans.
+            for (id, g) in [
+                ("meta-llama/Llama-3.1-70B-Instruct", "h100-sxm"),
+                ("meta-llama/Llama-3.1-8B-Instruct", "rtx-4090"),
+                ("Qwen/Qwen2.5-72B-Instruct", "a100-80gb"),
+            ] {
+                let mut cfg = catalogue::find(id).expect("model");
+                cfg.id = id.into();
+                let a = crate::serve::VllmArgs {
+                    gpu_memory_utilization: 0.9,
+                    max_model_len: cfg.max_positions.unwrap_or(2048),
+                    max_num_batched_tokens: 8192,
+                    max_num_seqs: 256,
+                };
+                let gpu = oomkit_core::gpus::find(g).expect("gpu");
+                let plan = crate::serve::plan(&cfg, &Setup::default(), &a, gpu);
+                assert!(!plan.is_empty(), "{id} on {g}");
+                seen.extend(plan.into_iter().map(|st| st.config));
+            }
+            let bad: Vec<String> = seen
+                .iter()
+                .filter_map(|c| check(c).err().map(|e| format!("{c}\n    -> {e}")))
+                .collect();
+            assert!(bad.is_empty(), "{}", bad.join("\n"));
+            assert!(seen.len() > 15, "{seen:#?}");
+        }
+
+        /// The checker rejects what the issue found printed.
+        #[test]
+        fn checker_rejects_broken_snippets() {
+            for broken in [
+                "BitsAndBytesConfig(load_in_4bit=True)",
+                "TrainingArguments(per_device_batch_size=8)",
+                "AutoModelForCausalLM.from_pretrained(model_id, load_in_4bit=True)",
+                "{\"zero_optimization\": {\"stage\": 3}}  # DeepSpeed JSON",
+                "{\"zero_optimization\": {\"stage\": 2, \"offload_optimizer\": {\"device\": \"cpu\"}}}",
+                "{\"zero\": {\"stage\": 3}}",
+                "tokenizer(..., truncation=True, max_length=512",
+                "vllm serve m --quantization int8",
+                "vllm serve m --max-model-len",
+                "torchrun --nproc-per-node 8 pretrain_gpt.py --tp 8",
+            ] {
+                assert!(check(broken).is_err(), "{broken}");
+            }
+            assert!(check("tokenizer(texts, truncation=True, max_length=512)").is_ok());
+        }
     }
 }

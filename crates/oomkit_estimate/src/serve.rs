@@ -13,12 +13,28 @@
 //! the GPU holds 1/t of ⌈L/p⌉ layers' weights and KV heads, so a block on it
 //! is 1/(t·p) of a whole block and a token's cache is spread over all t·p
 //! GPUs: tokens = per-GPU blocks · 16.
+//!
+//! The verdict is vLLM's own start-up check (`vllm/v1/core/kv_cache_utils.py`
+//! `check_enough_kv_cache_memory`): the pool must hold one request of
+//! `max_model_len` tokens, ⌈max_model_len / 16⌉ blocks; since vLLM main in
+//! 2026 the check plans against the pool less the null block that `BlockPool`
+//! keeps back (`available_memory - _pool_bytes_per_block(groups)`), and
+//! earlier releases (e.g. commit 001cabc) against the whole pool. We take the
+//! stricter: the longest `--max-model-len` that starts is (blocks − 1) · 16,
+//! what vLLM's error calls "the estimated maximum model length" (its
+//! `estimate_max_model_len` bisects the same inequality).
+//!
+//! When it does not start, [`plan`] lists `vllm serve` lines that do, cheapest
+//! first: the model as it is (a higher `--gpu-memory-utilization`, a shorter
+//! `--max-model-len`), then quantized on the same GPUs (FP8, a published
+//! AWQ checkpoint, bitsandbytes 4-bit), then more GPUs (tensor parallelism).
 
+use oomkit_core::gpus::Gpu;
 use serde::Serialize;
 
 use crate::components as c;
 use crate::model::ModelConfig;
-use crate::setup::Setup;
+use crate::setup::{Quant, Setup, SetupError};
 
 /// vLLM's default KV block size (tokens).
 pub const BLOCK_SIZE: u64 = 16;
@@ -80,7 +96,11 @@ pub struct ServeReport {
     pub kv_pool_total_bytes: u64,
     /// Requests of `max_model_len` tokens served at once.
     pub max_concurrency: f64,
-    /// At least one request of `max_model_len` fits (vLLM refuses to start otherwise).
+    /// The longest `--max-model-len` vLLM's start-up check accepts with this
+    /// pool: (blocks − 1) · 16 (one block is the null block).
+    pub max_fit_len: u64,
+    /// One request of `max_model_len` fits (`max_model_len <= max_fit_len`);
+    /// vLLM refuses to start otherwise.
     pub fits: bool,
     /// Paste-ready `vllm serve` flags for this setup.
     pub command: String,
@@ -158,6 +178,7 @@ pub fn vllm(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total_bytes: u64) -> Ser
     let bb = block_bytes(cfg, s).max(1);
     let blocks = pool / bb;
     let tokens = blocks * BLOCK_SIZE;
+    let max_fit_len = blocks.saturating_sub(1) * BLOCK_SIZE;
     ServeReport {
         requested_bytes: requested,
         weights_bytes: weights,
@@ -172,8 +193,29 @@ pub fn vllm(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total_bytes: u64) -> Ser
         pipeline_parallel_size: s.pp,
         kv_pool_total_bytes: pool * s.tp * s.pp,
         max_concurrency: tokens as f64 / a.max_model_len.max(1) as f64,
-        fits: tokens >= a.max_model_len,
+        max_fit_len,
+        fits: a.max_model_len <= max_fit_len,
         command: command(cfg, s, a),
+    }
+}
+
+impl ServeReport {
+    /// `usable − requested` when vLLM starts; when it does not, minus what
+    /// the request lacks: weights, activations, non-torch memory and the
+    /// ⌈max_model_len / 16⌉ blocks of one request plus the null block, less
+    /// the requested memory (never positive then).
+    pub fn headroom_bytes(&self, usable: u64) -> i64 {
+        if self.fits && self.requested_bytes <= usable {
+            return usable as i64 - self.requested_bytes as i64;
+        }
+        let kv = (self.max_model_len.div_ceil(BLOCK_SIZE) + 1).saturating_mul(self.block_bytes);
+        let need = self
+            .weights_bytes
+            .saturating_add(self.activation_bytes)
+            .saturating_add(self.non_torch_bytes)
+            .saturating_add(kv);
+        let short = need.saturating_sub(self.requested_bytes.min(usable)).max(1);
+        -(short.min(i64::MAX as u64) as i64)
     }
 }
 
@@ -202,12 +244,24 @@ pub fn smallest_tp(
     })
 }
 
-/// `vllm serve` with the flags that decide the pool.
+/// `vllm serve` with the flags that decide the pool; 4-bit AWQ/GPTQ weights
+/// load the published checkpoint ([`prequantized`]), whose config names its
+/// quantization, so it needs no `--quantization`.
 fn command(cfg: &ModelConfig, s: &Setup, a: &VllmArgs) -> String {
+    let model = match (s.quant, prequantized(&cfg.id)) {
+        (Quant::Int4, Some(p)) => p.repo,
+        _ => cfg.id.as_str(),
+    };
     let mut cmd = format!(
-        "vllm serve {} --gpu-memory-utilization {} --max-model-len {}",
-        cfg.id, a.gpu_memory_utilization, a.max_model_len
+        "vllm serve {model} --gpu-memory-utilization {} --max-model-len {}",
+        a.gpu_memory_utilization, a.max_model_len
     );
+    if let Some(q) = quantization_flag(cfg, s) {
+        cmd += &format!(" --quantization {q}");
+    }
+    if s.kv_bits == 8 {
+        cmd += " --kv-cache-dtype fp8";
+    }
     if s.tp > 1 {
         cmd += &format!(" --tensor-parallel-size {}", s.tp);
     }
@@ -215,6 +269,291 @@ fn command(cfg: &ModelConfig, s: &Setup, a: &VllmArgs) -> String {
         cmd += &format!(" --pipeline-parallel-size {}", s.pp);
     }
     cmd
+}
+
+/// A published 4-bit checkpoint of a model, as vLLM loads it.
+#[derive(Debug)]
+pub struct Prequantized {
+    /// The model it quantizes (Hugging Face id).
+    pub model: &'static str,
+    /// The checkpoint's Hugging Face id.
+    pub repo: &'static str,
+    /// Its `quantization_config.quant_method`.
+    pub method: &'static str,
+    /// Where it is published.
+    pub source: &'static str,
+}
+
+/// Pre-quantized AWQ checkpoints of catalogue models, published by the model's
+/// makers or Hugging Face's own quantization team (4-bit weights, group size
+/// 128: [`Quant::Int4`]'s 4.25 bits). Each repo id is checked on the Hub.
+pub static PREQUANTIZED: &[Prequantized] = &[
+    Prequantized {
+        model: "meta-llama/Llama-3.1-8B-Instruct",
+        repo: "hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4",
+        method: "awq",
+        source: "https://huggingface.co/hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4",
+    },
+    Prequantized {
+        model: "meta-llama/Llama-3.1-70B-Instruct",
+        repo: "hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4",
+        method: "awq",
+        source: "https://huggingface.co/hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4",
+    },
+    Prequantized {
+        model: "Qwen/Qwen2.5-7B-Instruct",
+        repo: "Qwen/Qwen2.5-7B-Instruct-AWQ",
+        method: "awq",
+        source: "https://huggingface.co/Qwen/Qwen2.5-7B-Instruct-AWQ",
+    },
+    Prequantized {
+        model: "Qwen/Qwen2.5-72B-Instruct",
+        repo: "Qwen/Qwen2.5-72B-Instruct-AWQ",
+        method: "awq",
+        source: "https://huggingface.co/Qwen/Qwen2.5-72B-Instruct-AWQ",
+    },
+];
+
+/// The published 4-bit checkpoint of `id` (case-insensitive; the
+/// `Meta-Llama-3.1-…` spelling of Llama 3.1 ids counts too).
+pub fn prequantized(id: &str) -> Option<&'static Prequantized> {
+    let id = id
+        .to_ascii_lowercase()
+        .replace("/meta-llama-3.1-", "/llama-3.1-");
+    PREQUANTIZED
+        .iter()
+        .find(|p| p.model.eq_ignore_ascii_case(&id))
+}
+
+/// vLLM's `--quantization` for the weights of `s`: none for unquantized
+/// weights, for a checkpoint published quantized (vLLM reads its
+/// `quantization_config`) and for a pre-quantized AWQ checkpoint; `fp8` for
+/// in-flight FP8; `bitsandbytes` for in-flight 4-bit (docs.vllm.ai
+/// features/quantization/bnb: "For inflight 4bit quantization with
+/// BitsAndBytes, you need to explicitly specify the quantization argument";
+/// v0.6 also wanted `--load-format bitsandbytes`, no longer needed).
+pub fn quantization_flag(cfg: &ModelConfig, s: &Setup) -> Option<&'static str> {
+    if cfg.native_quant == Some(s.quant) {
+        return None;
+    }
+    match s.quant {
+        Quant::Fp8 => Some("fp8"),
+        Quant::Nf4 | Quant::Nf4Dq => Some("bitsandbytes"),
+        Quant::None | Quant::Int4 | Quant::Int8 | Quant::Mxfp4 => None,
+    }
+}
+
+/// `--quant` values vLLM can serve: in-flight FP8 and bitsandbytes 4-bit, a
+/// checkpoint's own format, and 4-bit AWQ when a checkpoint is known; and
+/// KV caches it keeps: the model's dtype or FP8 (`--kv-cache-dtype`,
+/// vllm/config/cache.py `CacheDType`: auto, fp8 and its variants).
+pub fn check_quant(cfg: &ModelConfig, s: &Setup) -> Result<(), SetupError> {
+    if s.kv_bits == 4 {
+        return Err(SetupError::Invalid(
+            "vLLM keeps the KV cache in the model's dtype or in FP8 (--kv-cache-dtype fp8): use --kv-dtype fp8".into(),
+        ));
+    }
+    if cfg.native_quant == Some(s.quant) {
+        return Ok(());
+    }
+    match s.quant {
+        Quant::Int8 => Err(SetupError::Invalid(
+            "vLLM does not quantize to 8-bit integers while loading: use --quant fp8 (in-flight FP8) or --quant nf4 (bitsandbytes 4-bit)".into(),
+        )),
+        Quant::Int4 if prequantized(&cfg.id).is_none() => Err(SetupError::Invalid(format!(
+            "vLLM serves 4-bit AWQ/GPTQ weights only from a pre-quantized checkpoint, and none is known for {}: use --quant nf4 (bitsandbytes 4-bit, quantized while loading)",
+            cfg.id
+        ))),
+        Quant::Mxfp4 => Err(SetupError::Invalid(format!(
+            "{} is not published in MXFP4",
+            cfg.id
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The smallest `--max-model-len` offered as a fix: a model that can only
+/// take a few hundred tokens does not serve.
+pub const SHORTEST_USEFUL_LEN: u64 = 512;
+
+/// The highest `--gpu-memory-utilization` a plan proposes. vLLM refuses to
+/// start when the free memory is below total × utilization
+/// (`vllm/v1/worker/gpu_worker.py` `init_device`: "Free memory on device …
+/// is less than desired GPU memory utilization"), and the CUDA context
+/// alone takes ~0.5 GiB before that check, so 0.95 is what an otherwise
+/// empty GPU can grant.
+pub const MAX_UTILIZATION: f64 = 0.95;
+
+/// One way to start: a `vllm serve` line that passes the start-up check.
+#[derive(Clone, Debug, Serialize)]
+pub struct ServeStep {
+    /// What changes, in words.
+    pub change: String,
+    /// The `oomkit_core::remedies` id.
+    pub remedy: &'static str,
+    /// Weights bytes per GPU saved against the setup as given.
+    pub saves_bytes: u64,
+    /// The memory vLLM requests per GPU under this step.
+    pub peak_after_bytes: u64,
+    /// The paste-ready `vllm serve` line.
+    pub config: String,
+    /// GPUs it uses.
+    pub gpus: u64,
+    /// The pool under this step (per GPU).
+    pub serve: ServeReport,
+}
+
+/// `a` with `--max-model-len` lowered to the longest that starts (at least
+/// [`SHORTEST_USEFUL_LEN`]); `None` when the full length starts or nothing
+/// useful does.
+fn capped(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total: u64) -> Option<ServeReport> {
+    let r = vllm(cfg, s, a, total);
+    if r.fits || r.max_fit_len < SHORTEST_USEFUL_LEN {
+        return None;
+    }
+    let a = VllmArgs {
+        max_model_len: r.max_fit_len,
+        ..a.clone()
+    };
+    Some(vllm(cfg, s, &a, total)).filter(|r| r.fits)
+}
+
+/// The report at the full length when it starts, else capped ([`capped`]).
+fn full_or_capped(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total: u64) -> Option<ServeReport> {
+    let r = vllm(cfg, s, a, total);
+    if r.fits {
+        Some(r)
+    } else {
+        capped(cfg, s, a, total)
+    }
+}
+
+/// The ways to make `vllm serve` start on `gpu`, cheapest first (empty when
+/// it starts as given). Each is a complete alternative, not a step to stack:
+/// 1. the model as it is: `--gpu-memory-utilization 0.95` when that alone
+///    holds one full-length request, then `--max-model-len` lowered to the
+///    longest that starts;
+/// 2. quantized, on the same GPUs: the KV cache in FP8
+///    (`--kv-cache-dtype fp8`, compute capability 8.9+), then the weights
+///    while loading (unquantized checkpoints only): `--quantization fp8` on compute capability 8.9+ (vLLM's FP8
+///    W8A8 kernels), the published AWQ checkpoint when [`prequantized`]
+///    knows one (compute capability 7.5+), `--quantization bitsandbytes` (4-bit); each at the full
+///    length when it starts there, else capped;
+/// 3. more GPUs: the smallest `--tensor-parallel-size` ([`smallest_tp`]) at
+///    the full length.
+pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeStep> {
+    let total = gpu.usable().get();
+    let base = vllm(cfg, s, a, total);
+    if base.fits {
+        return Vec::new();
+    }
+    let gpus = s.tp * s.pp;
+    let step = |change: String, remedy, r: ServeReport, gpus| ServeStep {
+        change,
+        remedy,
+        saves_bytes: base.weights_bytes.saturating_sub(r.weights_bytes),
+        peak_after_bytes: r.requested_bytes,
+        config: r.command.clone(),
+        gpus,
+        serve: r,
+    };
+    let cap_note = |r: &ServeReport| {
+        if r.max_model_len < a.max_model_len {
+            format!(", context capped at {} tokens", r.max_model_len)
+        } else {
+            String::new()
+        }
+    };
+    let mut steps = Vec::new();
+    if a.gpu_memory_utilization < MAX_UTILIZATION {
+        let up = VllmArgs {
+            gpu_memory_utilization: MAX_UTILIZATION,
+            ..a.clone()
+        };
+        let r = vllm(cfg, s, &up, total);
+        if r.fits {
+            steps.push(step(
+                format!(
+                    "raise --gpu-memory-utilization to {MAX_UTILIZATION} (only on a GPU no other process uses)"
+                ),
+                "vllm-gpu-memory-utilization",
+                r,
+                gpus,
+            ));
+        }
+    }
+    if let Some(r) = capped(cfg, s, a, total) {
+        steps.push(step(
+            format!(
+                "cap the context at {} tokens (from {}), the longest that starts",
+                r.max_model_len, a.max_model_len
+            ),
+            "vllm-max-model-len",
+            r,
+            gpus,
+        ));
+    }
+    let fp8 = gpu.compute_capability().is_some_and(|cc| cc >= (8, 9));
+    if fp8 && s.kv_bits > 8 {
+        let t = Setup {
+            kv_bits: 8,
+            ..s.clone()
+        };
+        if let Some(r) = full_or_capped(cfg, &t, a, total) {
+            let change = format!("store the KV cache in FP8{}", cap_note(&r));
+            steps.push(step(change, "vllm-kv-cache-dtype", r, gpus));
+        }
+    }
+    if s.quant == Quant::None && cfg.native_quant.is_none() {
+        // vLLM's AWQ kernels need Turing or newer (`AWQConfig.get_min_capability`: 75).
+        let awq = prequantized(&cfg.id)
+            .filter(|_| gpu.compute_capability().is_some_and(|cc| cc >= (7, 5)));
+        let options = [
+            (
+                fp8,
+                Quant::Fp8,
+                "quantize the weights to FP8 while loading".to_string(),
+                "quantize-8bit",
+            ),
+            (
+                awq.is_some(),
+                Quant::Int4,
+                awq.map_or_else(String::new, |p| {
+                    format!(
+                        "serve the published 4-bit {} checkpoint {}",
+                        p.method.to_ascii_uppercase(),
+                        p.repo
+                    )
+                }),
+                "quantize-4bit",
+            ),
+            (
+                true,
+                Quant::Nf4,
+                "quantize the weights to 4-bit with bitsandbytes while loading".to_string(),
+                "quantize-4bit",
+            ),
+        ];
+        for (offered, quant, change, remedy) in options {
+            if !offered {
+                continue;
+            }
+            let t = Setup { quant, ..s.clone() };
+            if let Some(r) = full_or_capped(cfg, &t, a, total) {
+                let change = format!("{change}{}", cap_note(&r));
+                steps.push(step(change, remedy, r, gpus));
+            }
+        }
+    }
+    if let Some((tp, r)) = smallest_tp(cfg, s, a, total) {
+        steps.push(step(
+            format!("tensor parallelism over {tp} GPUs at the full context"),
+            "vllm-tensor-parallel",
+            r,
+            tp,
+        ));
+    }
+    steps
 }
 
 #[cfg(test)]
@@ -281,5 +620,168 @@ mod tests {
         let (tp, r) = smallest_tp(&big, &Setup::default(), &args(0.9), total).expect("tp");
         assert_eq!(tp, 2, "70B bf16 = 141 GB: two H100s");
         assert!(r.fits);
+    }
+
+    fn full_len(id: &str) -> (ModelConfig, VllmArgs) {
+        let cfg = catalogue::find(id).expect("model");
+        let a = VllmArgs {
+            max_model_len: cfg.max_positions.expect("context"),
+            ..args(0.9)
+        };
+        (cfg, a)
+    }
+
+    fn gpu(id: &str) -> &'static Gpu {
+        oomkit_core::gpus::find(id).expect("gpu")
+    }
+
+    /// vLLM's check: ⌈len / 16⌉ blocks plus the null block. The longest
+    /// length that starts is (blocks − 1) · 16; one block more does not.
+    #[test]
+    fn start_up_check_keeps_the_null_block() {
+        let (cfg, a) = full_len("meta-llama/Llama-3.1-8B");
+        let total = gpu("rtx-4090").usable().get();
+        let r = vllm(&cfg, &Setup::default(), &a, total);
+        assert!(!r.fits);
+        assert_eq!(r.max_fit_len, (r.blocks - 1) * BLOCK_SIZE);
+        assert!(r.headroom_bytes(total) < 0);
+        let at = |len| {
+            let a = VllmArgs {
+                max_model_len: len,
+                ..a.clone()
+            };
+            vllm(&cfg, &Setup::default(), &a, total)
+        };
+        let ok = at(r.max_fit_len);
+        assert!(ok.fits && ok.headroom_bytes(total) > 0);
+        let short = at(r.max_fit_len + 1);
+        assert!(!short.fits && short.headroom_bytes(total) < 0);
+    }
+
+    /// 70B bf16 on one H100: the weights alone exceed the request, so
+    /// nothing keeps the model as is; FP8 (Hopper), the AWQ checkpoint and
+    /// bitsandbytes run on the one GPU, tensor parallelism last. Every line
+    /// passes the check it was planned against.
+    #[test]
+    fn plan_for_70b_on_one_h100_quantizes_before_adding_gpus() {
+        let (mut cfg, a) = full_len("meta-llama/Llama-3.1-70B");
+        cfg.id = "meta-llama/Llama-3.1-70B-Instruct".into();
+        let h100 = gpu("h100-sxm");
+        let base = vllm(&cfg, &Setup::default(), &a, h100.usable().get());
+        assert!(base.headroom_bytes(h100.usable().get()) < 0);
+        let p = plan(&cfg, &Setup::default(), &a, h100);
+        let ids: Vec<&str> = p.iter().map(|st| st.remedy).collect();
+        assert_eq!(
+            ids,
+            [
+                "quantize-8bit",
+                "quantize-4bit",
+                "quantize-4bit",
+                "vllm-tensor-parallel"
+            ]
+        );
+        assert!(
+            p.iter()
+                .all(|st| st.serve.fits && st.peak_after_bytes <= h100.usable().get())
+        );
+        assert!(
+            p[0].config.ends_with("--quantization fp8"),
+            "{}",
+            p[0].config
+        );
+        assert!(
+            p[1].config
+                .starts_with("vllm serve hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4 ")
+                && !p[1].config.contains("--quantization"),
+            "{}",
+            p[1].config
+        );
+        assert!(p[2].config.ends_with("--quantization bitsandbytes"));
+        assert!(p[3].config.contains("--tensor-parallel-size 4") && p[3].gpus == 4);
+        // Quantized lines cap the context where the full one does not start.
+        for st in &p[..3] {
+            assert!(st.serve.max_model_len <= a.max_model_len);
+            assert!(st.saves_bytes > 0);
+        }
+        // Ampere has no FP8 kernels: no FP8 line on an A100.
+        let a100 = plan(&cfg, &Setup::default(), &a, gpu("a100-80gb"));
+        assert!(a100.iter().all(|st| !st.config.contains("fp8")), "{a100:?}");
+        // The base model has no published AWQ checkpoint of its own.
+        cfg.id = "meta-llama/Llama-3.1-70B".into();
+        let base_plan = plan(&cfg, &Setup::default(), &a, h100);
+        assert!(base_plan.iter().all(|st| !st.config.contains("AWQ")));
+    }
+
+    /// A pool a little short at 0.9 that 0.95 fills: the cheapest line is
+    /// the higher utilization, then the capped context.
+    #[test]
+    fn plan_raises_utilization_first_when_that_is_enough() {
+        let (cfg, a) = full_len("meta-llama/Llama-3.1-8B");
+        let g = gpu("rtx-4090");
+        let at95 = vllm(
+            &cfg,
+            &Setup::default(),
+            &VllmArgs {
+                gpu_memory_utilization: MAX_UTILIZATION,
+                ..a.clone()
+            },
+            g.usable().get(),
+        );
+        let a = VllmArgs {
+            max_model_len: at95.max_fit_len,
+            ..a
+        };
+        let p = plan(&cfg, &Setup::default(), &a, g);
+        assert_eq!(p[0].remedy, "vllm-gpu-memory-utilization");
+        assert!(p[0].config.contains("--gpu-memory-utilization 0.95"));
+        assert_eq!(p[1].remedy, "vllm-max-model-len");
+        assert!(p.iter().all(|st| st.serve.fits));
+        // As given it starts after all at 0.95: no plan.
+        let ok = VllmArgs {
+            gpu_memory_utilization: MAX_UTILIZATION,
+            ..a
+        };
+        assert!(plan(&cfg, &Setup::default(), &ok, g).is_empty());
+    }
+
+    #[test]
+    fn quantization_flags_and_checks() {
+        let cfg = catalogue::find("meta-llama/Llama-3.1-8B").expect("model");
+        let q = |quant| Setup {
+            quant,
+            ..Setup::default()
+        };
+        assert_eq!(quantization_flag(&cfg, &q(Quant::None)), None);
+        assert_eq!(quantization_flag(&cfg, &q(Quant::Fp8)), Some("fp8"));
+        assert_eq!(
+            quantization_flag(&cfg, &q(Quant::Nf4)),
+            Some("bitsandbytes")
+        );
+        assert!(check_quant(&cfg, &q(Quant::Int8)).is_err());
+        assert!(
+            check_quant(&cfg, &q(Quant::Int4)).is_err(),
+            "no AWQ of the base"
+        );
+        let mut inst = cfg.clone();
+        inst.id = "meta-llama/Meta-Llama-3.1-8B-Instruct".into();
+        assert!(check_quant(&inst, &q(Quant::Int4)).is_ok());
+        let r = vllm(&inst, &q(Quant::Int4), &args(0.9), 24 << 30);
+        assert!(
+            r.command
+                .starts_with("vllm serve hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4 ")
+        );
+        // A checkpoint published in FP8 needs no flag: vLLM reads its config.
+        let v3 = catalogue::find("deepseek-ai/DeepSeek-V3").expect("model");
+        assert_eq!(quantization_flag(&v3, &q(Quant::Fp8)), None);
+    }
+
+    /// Every known checkpoint quantizes a model the catalogue resolves.
+    #[test]
+    fn prequantized_models_resolve() {
+        for p in PREQUANTIZED {
+            assert!(catalogue::find(p.model).is_ok(), "{}", p.model);
+            assert_eq!(prequantized(p.model).map(|x| x.repo), Some(p.repo));
+            assert!(p.source.ends_with(p.repo), "{}", p.source);
+        }
     }
 }

@@ -547,6 +547,7 @@ impl Setup {
                 )));
             }
         }
+        crate::serve::check_quant(cfg, self)?;
         self.check_model(cfg)?;
         crate::serve::profile_setup(self, a).check_model(cfg)
     }
@@ -652,7 +653,8 @@ impl Setup {
     }
 
     /// Warnings that do not stop the estimate: inputs longer than the
-    /// model's context (`max_position_embeddings` and its aliases).
+    /// model's context (`max_position_embeddings` and its aliases), and two
+    /// techniques that do not combine ([`crate::fit::conflict`]).
     pub fn warnings(&self, cfg: &crate::model::ModelConfig) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(ctx) = cfg.max_positions {
@@ -674,6 +676,12 @@ impl Setup {
                     cfg.id
                 ));
             }
+        }
+        if let Some(c) = crate::fit::conflict(self) {
+            out.push(format!(
+                "{} and {} do not combine as usually set up: {} ({}); the estimate is for the setup given",
+                c.a, c.b, c.why, c.source
+            ));
         }
         out
     }

@@ -11,7 +11,7 @@ use oomkit_estimate::fit::{self, Fit};
 use oomkit_estimate::gguf;
 use oomkit_estimate::image;
 use oomkit_estimate::model::parse_count;
-use oomkit_estimate::serve::{VllmArgs, default_batching, smallest_tp, vllm};
+use oomkit_estimate::serve::{VllmArgs, default_batching, plan as serve_plan, vllm};
 use oomkit_estimate::{
     Attention, BareShape, Estimate, Given, LoraTargets, Method, ModelConfig, Offload, Optimizer,
     Precision, Quant, Setup, Task, catalogue, estimate, render,
@@ -304,10 +304,6 @@ fn image_setup(args: &EstimateArgs, m: &image::Model) -> anyhow::Result<image::I
 /// is 2048"); the value used is shown in every output.
 const DEFAULT_MAX_MODEL_LEN: u64 = 2048;
 
-/// Below this, a shortened context is not offered as a fix (a model that can
-/// only take a few hundred tokens does not serve).
-const SHORTEST_USEFUL_LEN: u64 = 512;
-
 /// `--engine vllm --task serve`: the pool on the chosen GPU.
 fn serve(
     args: &EstimateArgs,
@@ -334,29 +330,17 @@ fn serve(
         max_num_seqs: args.max_num_seqs.unwrap_or(seqs),
     };
     setup.check_vllm(cfg, &vargs)?;
-    let r = vllm(cfg, setup, &vargs, gpu.usable().get());
-    let fits = r.fits && r.requested_bytes <= gpu.usable().get();
-    let split = if fits {
-        None
+    let usable = gpu.usable().get();
+    let r = vllm(cfg, setup, &vargs, usable);
+    let fits = r.fits && r.requested_bytes <= usable;
+    // The ways to start, cheapest first; each passes vLLM's start-up check.
+    let plan = if fits {
+        Vec::new()
     } else {
-        smallest_tp(cfg, setup, &vargs, gpu.usable().get())
+        serve_plan(cfg, setup, &vargs, gpu)
     };
-    // When only the pool is short: the longest --max-model-len that starts
-    // (what vLLM's own error calls "the estimated maximum model length").
-    let shorter = (!fits && r.kv_tokens >= SHORTEST_USEFUL_LEN).then(|| {
-        let a = VllmArgs {
-            max_model_len: r.kv_tokens,
-            ..vargs
-        };
-        vllm(cfg, setup, &a, gpu.usable().get())
-    });
     // Negative when it does not fit: what is missing, never a positive headroom.
-    let headroom: i64 = if fits || r.requested_bytes > gpu.usable().get() {
-        gpu.usable().get() as i64 - r.requested_bytes as i64
-    } else {
-        let missing_blocks = r.max_model_len.saturating_sub(r.kv_tokens).div_ceil(16);
-        -((missing_blocks.saturating_mul(r.block_bytes)).min(i64::MAX as u64) as i64)
-    };
+    let headroom = r.headroom_bytes(usable);
     match args.format {
         Format::Json => {
             let components = oomkit_estimate::Components {
@@ -395,21 +379,9 @@ fn serve(
                     // Requests of max_model_len served at once, and the longest
                     // --max-model-len one request can reach in the pool.
                     "max_batch": r.max_concurrency.floor() as u64,
-                    "max_seq": cfg.max_positions.map_or(r.kv_tokens, |m| m.min(r.kv_tokens)),
-                    "plan": shorter.as_ref().map(|s| serde_json::json!({
-                        "change": format!("--max-model-len {} (from {})", s.max_model_len, r.max_model_len),
-                        "remedy": "vllm-max-model-len",
-                        "saves_bytes": 0,
-                        "peak_after_bytes": s.requested_bytes,
-                        "config": s.command,
-                    })).into_iter().chain(split.as_ref().map(|(tp, t)| serde_json::json!({
-                        "change": format!("tensor parallelism over {tp} GPUs"),
-                        "remedy": "vllm-tensor-parallel",
-                        "saves_bytes": r.weights_bytes.saturating_sub(t.weights_bytes),
-                        "peak_after_bytes": t.requested_bytes,
-                        "config": t.command,
-                    }))).collect::<Vec<_>>(),
-                    "plan_fits": fits || split.is_some() || shorter.is_some(),
+                    "max_seq": cfg.max_positions.map_or(r.max_fit_len, |m| m.min(r.max_fit_len)),
+                    "plan": plan,
+                    "plan_fits": fits || !plan.is_empty(),
                 },
             });
             serde_json::to_writer_pretty(&mut *out, &v)?;
@@ -460,42 +432,10 @@ fn serve(
             let non_kv = r.weights_bytes + r.activation_bytes + r.non_torch_bytes;
             if fits {
                 writeln!(out, "fits on {}", gpu.id)?;
-            } else if let Some(s) = &shorter {
-                writeln!(
-                    out,
-                    "does not fit on {}: one request of max_model_len {}{} needs {} tokens of KV cache, the pool holds {}; vLLM would refuse to start",
-                    gpu.id,
-                    r.max_model_len,
-                    if args.max_model_len.is_none() {
-                        " (the model's context, vLLM's default)"
-                    } else {
-                        ""
-                    },
-                    r.max_model_len,
-                    r.kv_tokens
-                )?;
-                writeln!(
-                    out,
-                    "  cap the context at what fits [vllm-max-model-len]:\n       {}",
-                    s.command
-                )?;
-                if let Some((tp, t)) = &split {
-                    writeln!(
-                        out,
-                        "  or keep the full context with tensor parallelism over {tp} GPUs ({:.2}x at max_model_len {}) [vllm-tensor-parallel]:\n       {}",
-                        t.max_concurrency, t.max_model_len, t.command
-                    )?;
-                }
-            } else if let Some((tp, t)) = &split {
-                writeln!(
-                    out,
-                    "does not fit on one {}: tensor parallelism over {tp} GPUs holds {} tokens, {:.2}x at max_model_len {} [vllm-tensor-parallel]\n       {}",
-                    gpu.id, t.kv_tokens, t.max_concurrency, t.max_model_len, t.command
-                )?;
             } else if non_kv >= r.requested_bytes {
                 writeln!(
                     out,
-                    "does not fit on {}: weights and activations need {} of the {} requested (quantize the weights [quantize-4bit] or split across GPUs [model-parallel])",
+                    "does not fit on {}: weights, activations and non-torch memory need {} of the {} requested; vLLM would refuse to start",
                     gpu.id,
                     oomkit_core::Bytes(non_kv),
                     oomkit_core::Bytes(r.requested_bytes)
@@ -503,9 +443,48 @@ fn serve(
             } else {
                 writeln!(
                     out,
-                    "does not fit on {}: the pool holds {} tokens, one request needs {} (lower --max-model-len [vllm-max-model-len] or use --kv-dtype fp8 [vllm-kv-cache-dtype])",
-                    gpu.id, r.kv_tokens, r.max_model_len
+                    "does not fit on {}: one request of max_model_len {}{} needs {} blocks of KV cache, the pool holds {} (one kept back); vLLM would refuse to start",
+                    gpu.id,
+                    r.max_model_len,
+                    if args.max_model_len.is_none() {
+                        " (the model's context, vLLM's default)"
+                    } else {
+                        ""
+                    },
+                    r.max_model_len.div_ceil(oomkit_estimate::serve::BLOCK_SIZE),
+                    r.blocks
                 )?;
+            }
+            if !fits && plan.is_empty() {
+                writeln!(
+                    out,
+                    "no plan on one node: a GPU with more memory, or pipeline parallelism over nodes [bigger-gpu]"
+                )?;
+            }
+            if !plan.is_empty() {
+                writeln!(
+                    out,
+                    "\nplan (cheapest first; each line starts vLLM as printed):"
+                )?;
+                for (i, st) in plan.iter().enumerate() {
+                    let t = &st.serve;
+                    writeln!(
+                        out,
+                        "  {}. {} [{}]: {} tokens, {:.2}x at max_model_len {}{}\n       {}",
+                        i + 1,
+                        st.change,
+                        st.remedy,
+                        t.kv_tokens,
+                        t.max_concurrency,
+                        t.max_model_len,
+                        if st.gpus > 1 {
+                            format!(" on {} GPUs", st.gpus)
+                        } else {
+                            String::new()
+                        },
+                        st.config
+                    )?;
+                }
             }
         }
     }

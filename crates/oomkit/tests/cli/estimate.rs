@@ -258,6 +258,10 @@ fn vllm_serve_full_context_does_not_fit_a_24gb_card() {
     assert!(v["fit"]["headroom_bytes"].as_i64().unwrap() < 0);
     let tokens = v["serve"]["kv_tokens"].as_u64().unwrap();
     assert!((16_384..131_072).contains(&tokens), "{tokens}");
+    // vLLM's check keeps one block back (the null block): the longest
+    // --max-model-len that starts is one block short of the pool.
+    let tokens = v["serve"]["max_fit_len"].as_u64().unwrap();
+    assert_eq!(tokens, v["serve"]["kv_tokens"].as_u64().unwrap() - 16);
     let step = &v["fit"]["plan"][0];
     assert_eq!(step["remedy"], "vllm-max-model-len");
     assert_eq!(
@@ -982,7 +986,9 @@ fn vllm_tensor_parallel_pool() {
     let out = est(&base);
     assert_eq!(out.status.code(), Some(1), "70B bf16 does not fit one H100");
     let one = json(&out);
-    let step = &one["fit"]["plan"][0];
+    // Quantized lines on the one GPU come first; tensor parallelism last.
+    let plan = one["fit"]["plan"].as_array().expect("plan");
+    let step = plan.last().expect("steps");
     assert_eq!(step["remedy"], "vllm-tensor-parallel", "{one}");
     // At vLLM's default max_model_len (the model's 131,072 tokens) two H100s
     // hold the weights but not one full-length request's KV cache: four.
@@ -1482,4 +1488,405 @@ fn corrupt_cached_config_is_one_line_error_naming_the_file() {
         "{e}"
     );
     assert_eq!(e.lines().count(), 1, "{e}");
+}
+
+/// The oomkit flags that estimate a `vllm serve` line the plan printed:
+/// `--quantization fp8` is `--quant fp8`, `bitsandbytes` is `--quant nf4`,
+/// `--kv-cache-dtype fp8` is `--kv-dtype fp8`, a published AWQ checkpoint
+/// of `model` is `model --quant int4`.
+fn replay_vllm_line(model: &str, gpu: &str, line: &str) -> Vec<String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(words.get(..2), Some(&["vllm", "serve"][..]), "{line}");
+    let served = words.get(2).expect("model");
+    let mut a: Vec<String> = [model, "--engine", "vllm", "--task", "serve", "--gpu", gpu]
+        .map(String::from)
+        .to_vec();
+    if !served.eq_ignore_ascii_case(model) {
+        assert!(served.to_ascii_lowercase().contains("awq"), "{line}");
+        a.extend(["--quant".into(), "int4".into()]);
+    }
+    let mut rest = words.iter().skip(3);
+    while let (Some(flag), Some(value)) = (rest.next(), rest.next()) {
+        let (flag, value) = match (*flag, *value) {
+            ("--quantization", "fp8") => ("--quant", "fp8"),
+            ("--quantization", "bitsandbytes") => ("--quant", "nf4"),
+            ("--kv-cache-dtype", "fp8") => ("--kv-dtype", "fp8"),
+            ("--tensor-parallel-size", v) => ("--tp", v),
+            (f @ ("--gpu-memory-utilization" | "--max-model-len"), v) => (f, v),
+            other => panic!("unexpected vllm flag {other:?} in {line}"),
+        };
+        a.extend([flag.to_string(), value.to_string()]);
+    }
+    a
+}
+
+/// A 70B in bf16 on one H100: the weights alone exceed vLLM's request, so the
+/// plan quantizes on the one GPU (FP8 on Hopper, the published AWQ
+/// checkpoint, bitsandbytes 4-bit, each with the longest context that
+/// starts) before it adds GPUs. Every printed line, run back through
+/// oomkit, starts (exit 0).
+#[test]
+fn vllm_plan_quantizes_a_70b_on_one_h100() {
+    let model = "meta-llama/Llama-3.1-70B-Instruct";
+    let base = [
+        model, "--engine", "vllm", "--task", "serve", "--gpu", "h100-sxm",
+    ];
+    let out = est(&base);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("vLLM would refuse to start"), "{text}");
+    // The pool line as given, then the quantized ones and tensor parallelism.
+    assert!(
+        text.contains("[quantize-8bit]") && text.contains("--quantization fp8"),
+        "{text}"
+    );
+    assert!(
+        text.contains("vllm serve hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4 "),
+        "{text}"
+    );
+    assert!(text.contains("--quantization bitsandbytes"), "{text}");
+    assert!(text.contains("--tensor-parallel-size 4"), "{text}");
+    let steps: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("vllm serve "))
+        .skip(1)
+        .collect();
+    assert_eq!(steps.len(), 4, "{text}");
+    for line in steps {
+        let args = replay_vllm_line(model, "h100-sxm", line);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let again = est(&args);
+        assert_eq!(again.status.code(), Some(0), "{line}\n{}", stdout(&again));
+    }
+    // JSON: the same plan; the headroom is what is missing, never positive.
+    let out = est(&[&base[..], &["--format", "json"]].concat());
+    let v = json(&out);
+    assert!(v["fit"]["headroom_bytes"].as_i64().expect("headroom") < 0);
+    let plan = v["fit"]["plan"].as_array().expect("plan");
+    let ids: Vec<&str> = plan.iter().filter_map(|p| p["remedy"].as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "quantize-8bit",
+            "quantize-4bit",
+            "quantize-4bit",
+            "vllm-tensor-parallel"
+        ]
+    );
+    for p in plan {
+        assert_eq!(p["serve"]["fits"], true, "{p}");
+        assert_eq!(p["config"], p["serve"]["command"], "{p}");
+    }
+    assert_eq!(plan[3]["gpus"], 4);
+}
+
+/// An A100 (compute capability 8.0) has no FP8 line; the base model (no
+/// published AWQ checkpoint of its own) gets bitsandbytes only.
+#[test]
+fn vllm_plan_fp8_only_on_ada_and_newer() {
+    let out = est(&[
+        "meta-llama/Llama-3.1-70B",
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "a100-80gb",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v = json(&out);
+    let configs: Vec<&str> = v["fit"]["plan"]
+        .as_array()
+        .expect("plan")
+        .iter()
+        .filter_map(|p| p["config"].as_str())
+        .collect();
+    assert!(
+        configs
+            .iter()
+            .all(|c| !c.contains("fp8") && !c.contains("AWQ")),
+        "{configs:?}"
+    );
+    assert!(
+        configs
+            .iter()
+            .any(|c| c.contains("--quantization bitsandbytes")),
+        "{configs:?}"
+    );
+}
+
+/// Short only by what 0.95 adds: the first line keeps everything and raises
+/// `--gpu-memory-utilization`; the capped context comes second.
+#[test]
+fn vllm_plan_raises_utilization_when_that_is_enough() {
+    let base = [
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "rtx-4090",
+    ];
+    let at95 = est(&[
+        &base[..],
+        &["--gpu-memory-utilization", "0.95", "--format", "json"],
+    ]
+    .concat());
+    let len = json(&at95)["serve"]["max_fit_len"]
+        .as_u64()
+        .expect("len")
+        .to_string();
+    let out = est(&[&base[..], &["--max-model-len", &len]].concat());
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    let want = "  1. raise --gpu-memory-utilization to 0.95 (only on a GPU no other process uses) [vllm-gpu-memory-utilization]";
+    assert!(text.contains(want), "{text}");
+    assert!(
+        text.contains(&format!(
+            "vllm serve meta-llama/Llama-3.1-8B --gpu-memory-utilization 0.95 --max-model-len {len}\n"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("  2. cap the context at "), "{text}");
+}
+
+/// `--quant` values vLLM cannot load in flight are one-line errors (exit 2);
+/// the ones it can print their `--quantization`.
+#[test]
+fn vllm_quant_flags() {
+    let base = [
+        "llama-3.1-8b",
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "h100-sxm",
+    ];
+    for q in ["int8", "int4"] {
+        let out = est(&[&base[..], &["--quant", q]].concat());
+        assert_eq!(out.status.code(), Some(2), "{q}: {}", stdout(&out));
+        assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
+    }
+    for (q, flag) in [
+        ("fp8", "--quantization fp8"),
+        ("nf4", "--quantization bitsandbytes"),
+    ] {
+        let out = est(&[&base[..], &["--quant", q]].concat());
+        assert_eq!(out.status.code(), Some(0), "{q}: {}", stderr(&out));
+        assert!(stdout(&out).contains(flag), "{}", stdout(&out));
+    }
+    let out = est(&[
+        "meta-llama/Llama-3.1-8B-Instruct",
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "h100-sxm",
+        "--quant",
+        "int4",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("vllm serve hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4 "),
+        "{}",
+        stdout(&out)
+    );
+}
+
+/// `--batch 32` keeps its effective batch: the plan's micro-batch is the
+/// largest divisor that fits with the other steps (8 × 4 here), and the
+/// cheapest set has no 8-bit optimizer once LoRA is on.
+#[test]
+fn train_plan_keeps_the_effective_batch() {
+    let args = [
+        "mistralai/Mistral-7B-v0.1",
+        "--task",
+        "train",
+        "--batch",
+        "32",
+        "--seq",
+        "1024",
+        "--gpu",
+        "rtx-4090",
+    ];
+    let out = est(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("micro-batch 8 with gradient accumulation 4 (same effective batch 32) [gradient-accumulation]"),
+        "{text}"
+    );
+    assert!(!text.contains("per_device_train_batch_size=1,"), "{text}");
+    let v = json(&est(&[&args[..], &["--format", "json"]].concat()));
+    let plan = v["fit"]["plan"].as_array().expect("plan");
+    let ids: Vec<&str> = plan.iter().filter_map(|p| p["remedy"].as_str()).collect();
+    assert_eq!(
+        ids,
+        ["gradient-checkpointing", "lora", "gradient-accumulation"]
+    );
+    assert_eq!(
+        plan[2]["config"],
+        "TrainingArguments(per_device_train_batch_size=8, gradient_accumulation_steps=4)"
+    );
+    assert_eq!(v["fit"]["plan_fits"], true);
+    let last = plan[2]["peak_after_bytes"].as_u64().expect("peak");
+    assert!(last <= v["fit"]["usable_bytes"].as_u64().expect("usable"));
+}
+
+/// A 70B full fine-tune on one H100: QLoRA's snippet loads the model with
+/// `quantization_config=`, and the 8-bit optimizer the climb took before
+/// LoRA is not in the cheapest set.
+#[test]
+fn train_plan_is_the_cheapest_set() {
+    let out = est(&[
+        "meta-llama/Llama-3.1-70B",
+        "--task",
+        "train",
+        "--seq",
+        "4096",
+        "--gpu",
+        "h100-sxm",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v = json(&out);
+    let plan = v["fit"]["plan"].as_array().expect("plan");
+    let ids: Vec<&str> = plan.iter().filter_map(|p| p["remedy"].as_str()).collect();
+    assert!(!ids.contains(&"optimizer-8bit"), "{ids:?}");
+    let qlora = plan.iter().find(|p| p["remedy"] == "qlora").expect("qlora");
+    assert_eq!(
+        qlora["config"],
+        "AutoModelForCausalLM.from_pretrained(model_id, quantization_config=BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=\"nf4\", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=torch.bfloat16), device_map=\"auto\")"
+    );
+    assert!(
+        plan.iter().all(|p| p["saves_bytes"].as_u64() > Some(0)),
+        "{plan:?}"
+    );
+}
+
+/// QLoRA over 8 GPUs: no ZeRO-3 and no Megatron tensor parallelism in the
+/// plan; a setup that asks for QLoRA with ZeRO-3 is estimated with a warning
+/// that names the incompatibility and its source.
+#[test]
+fn train_plan_never_combines_qlora_with_zero3_or_megatron() {
+    let out = est(&[
+        "meta-llama/Llama-3.1-70B",
+        "--task",
+        "train",
+        "--method",
+        "qlora",
+        "--grad-checkpointing",
+        "--gpus",
+        "8",
+        "--seq",
+        "32768",
+        "--gpu",
+        "h100-sxm",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v = json(&out);
+    for p in v["fit"]["plan"].as_array().expect("plan") {
+        assert!(
+            p["remedy"] != "zero-sharding" && p["remedy"] != "model-parallel",
+            "{p}"
+        );
+    }
+    let out = est(&[
+        "meta-llama/Llama-3.1-8B",
+        "--task",
+        "train",
+        "--method",
+        "qlora",
+        "--zero",
+        "3",
+        "--gpus",
+        "2",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("warning: qlora and zero-sharding do not combine"),
+        "{text}"
+    );
+}
+
+/// Inference plans load quantized weights through `quantization_config=`.
+#[test]
+fn infer_plan_quantizes_with_quantization_config() {
+    let out = est(&[
+        "meta-llama/Llama-3.1-70B",
+        "--seq",
+        "4096",
+        "--gpu",
+        "h100-sxm",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v = json(&out);
+    let plan = v["fit"]["plan"].as_array().expect("plan");
+    let q = plan
+        .iter()
+        .find(|p| p["remedy"] == "quantize-8bit" || p["remedy"] == "quantize-4bit")
+        .expect("a quantized step");
+    let c = q["config"].as_str().expect("config");
+    assert!(
+        c.starts_with(
+            "AutoModelForCausalLM.from_pretrained(model_id, quantization_config=BitsAndBytesConfig("
+        ) && c.ends_with(", device_map=\"auto\")"),
+        "{c}"
+    );
+}
+
+/// Llama-3.1-8B on an RTX 4090 (Ada, 8.9): the capped context first, then the
+/// KV cache in FP8 (`--kv-cache-dtype fp8`), then quantized weights and two
+/// GPUs; every line, run back through oomkit, starts. `--kv-dtype int4`
+/// is not a vLLM cache (exit 2).
+#[test]
+fn vllm_plan_lines_on_a_4090_all_start() {
+    let model = "meta-llama/Llama-3.1-8B-Instruct";
+    let out = est(&[
+        model, "--engine", "vllm", "--task", "serve", "--gpu", "rtx-4090",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("[vllm-kv-cache-dtype]"), "{text}");
+    let steps: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("vllm serve "))
+        .skip(1)
+        .collect();
+    assert!(steps.len() >= 5, "{text}");
+    assert!(
+        steps.iter().any(|l| l.ends_with("--kv-cache-dtype fp8")),
+        "{text}"
+    );
+    for line in steps {
+        let args = replay_vllm_line(model, "rtx-4090", line);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let again = est(&args);
+        assert_eq!(again.status.code(), Some(0), "{line}\n{}", stdout(&again));
+    }
+    let out = est(&[
+        model,
+        "--engine",
+        "vllm",
+        "--task",
+        "serve",
+        "--gpu",
+        "rtx-4090",
+        "--kv-dtype",
+        "int4",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
 }
