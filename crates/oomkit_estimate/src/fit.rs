@@ -590,8 +590,8 @@ fn prune(cfg: &ModelConfig, s: &Setup, usable: u64, mut rungs: Vec<usize>) -> Ve
 }
 
 /// Checks `cfg` under `s` against `gpu` and plans the cheapest fix: the
-/// ladder climbed until it fits ([`climb`]), then cut down to the cheapest
-/// set of steps ([`prune`]), with the micro-batch as large as the other
+/// ladder climbed until it fits (`climb`), then cut down to the cheapest
+/// set of steps (`prune`), with the micro-batch as large as the other
 /// steps allow and no two techniques that do not combine.
 pub fn fit(cfg: &ModelConfig, s: &Setup, gpu: &'static Gpu, est: &Estimate) -> Fit {
     let usable = gpu.usable().get();
