@@ -19,12 +19,18 @@ use std::thread::Scope;
 /// Buffers filled and not yet taken, at most.
 pub const IN_FLIGHT: usize = 2;
 
+/// Reads go to a page-aligned window of each buffer: the kernel copied a file
+/// into malloc's 16-byte-offset buffers at a third of the speed (perf:
+/// `_copy_to_iter`; measured on explain's 1 GiB log), as grep and dd do not.
+const PAGE: usize = 4096;
+
 /// A filled buffer: the input's bytes are `buf[head..head + len]`.
 #[derive(Debug)]
 pub struct Chunk {
     /// The buffer; `buf[..head]` is spare room for the consumer.
     pub buf: Vec<u8>,
-    /// Spare bytes before the data.
+    /// Spare bytes before the data: at least the `head` asked for (more, to
+    /// start the data on a page).
     pub head: usize,
     /// Bytes of input in this chunk (never 0).
     pub len: usize,
@@ -69,18 +75,29 @@ impl ReadAhead {
             let mut reader = reader.take(limit);
             // Ends when the input does, or when the consumer is gone.
             for mut buf in empty_rx {
-                let want = head.saturating_add(chunk);
+                let want = head.saturating_add(chunk).saturating_add(PAGE);
                 if buf.len() != want {
                     // Zeroed by the allocator (a fresh mapping), not byte by byte.
                     buf = vec![0u8; want];
                 }
+                let align = buf
+                    .get(head..)
+                    .map_or(0, |s| s.as_ptr().align_offset(PAGE))
+                    .min(PAGE);
+                let start = head.saturating_add(align);
                 let msg = loop {
-                    let Some(dst) = buf.get_mut(head..) else {
+                    let Some(dst) = buf.get_mut(start..start.saturating_add(chunk)) else {
                         return;
                     };
                     match reader.read(dst) {
                         Ok(0) => return,
-                        Ok(len) => break Ok(Chunk { buf, head, len }),
+                        Ok(len) => {
+                            break Ok(Chunk {
+                                buf,
+                                head: start,
+                                len,
+                            });
+                        }
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => break Err(e),
                     }
@@ -142,7 +159,8 @@ mod tests {
             while let Some(c) = ra.next_chunk() {
                 let c = c.expect("no error");
                 assert!(c.len > 0 && c.len <= chunk);
-                assert_eq!(c.head, head);
+                assert!(c.head >= head && c.head < head + PAGE);
+                assert_eq!(c.data().as_ptr().align_offset(PAGE), 0, "page-aligned");
                 out.extend_from_slice(c.data());
                 chunks += 1;
                 ra.recycle(c.buf);
