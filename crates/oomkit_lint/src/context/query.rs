@@ -87,25 +87,29 @@ fn find_chain(expr: &Expr, hit: &mut dyn FnMut(&str) -> bool) -> bool {
     })
 }
 
+/// The visitor behind [`any_expr`] and [`any_stmt_expr`]: stops at the first
+/// expression `hit` accepts and does not enter it.
+struct Finder<'h> {
+    hit: &'h mut dyn FnMut(&Expr) -> bool,
+    found: bool,
+}
+
+impl<'a> Visitor<'a> for Finder<'_> {
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if self.found {
+            return;
+        }
+        if (self.hit)(expr) {
+            self.found = true;
+            return;
+        }
+        visitor::walk_expr(self, expr);
+    }
+}
+
 /// Whether `hit` holds for `expr` or any expression inside it (outermost first;
 /// the walk stops at the first hit and does not enter an expression that hit).
 pub fn any_expr(expr: &Expr, hit: &mut dyn FnMut(&Expr) -> bool) -> bool {
-    struct Finder<'h> {
-        hit: &'h mut dyn FnMut(&Expr) -> bool,
-        found: bool,
-    }
-    impl<'a> Visitor<'a> for Finder<'_> {
-        fn visit_expr(&mut self, expr: &'a Expr) {
-            if self.found {
-                return;
-            }
-            if (self.hit)(expr) {
-                self.found = true;
-                return;
-            }
-            visitor::walk_expr(self, expr);
-        }
-    }
     let mut f = Finder { hit, found: false };
     f.visit_expr(expr);
     f.found
@@ -114,22 +118,6 @@ pub fn any_expr(expr: &Expr, hit: &mut dyn FnMut(&Expr) -> bool) -> bool {
 /// Whether any expression in `stmt` (at any depth, nested statements included)
 /// satisfies `hit`.
 pub fn any_stmt_expr(stmt: &Stmt, hit: &mut dyn FnMut(&Expr) -> bool) -> bool {
-    struct Finder<'h> {
-        hit: &'h mut dyn FnMut(&Expr) -> bool,
-        found: bool,
-    }
-    impl<'a> Visitor<'a> for Finder<'_> {
-        fn visit_expr(&mut self, expr: &'a Expr) {
-            if self.found {
-                return;
-            }
-            if (self.hit)(expr) {
-                self.found = true;
-                return;
-            }
-            visitor::walk_expr(self, expr);
-        }
-    }
     let mut f = Finder { hit, found: false };
     f.visit_stmt(stmt);
     f.found
