@@ -69,6 +69,12 @@ pub(super) static DETECTORS: &[Detector] = &[
         parse: jax_request,
         defer_to: &[],
     },
+    Detector {
+        headline: &TPU_SPACE,
+        max_span: 600,
+        parse: tpu_space,
+        defer_to: &[],
+    },
 ];
 
 static OOM_TENSOR: Lazy = LazyLock::new(|| {
@@ -100,6 +106,13 @@ static TF_CONV_ALGO: Lazy = LazyLock::new(|| {
 static JAX_OOM: Lazy = LazyLock::new(|| {
     re(
         r"(RESOURCE_EXHAUSTED|Resource exhausted): Out of memory while trying to allocate ({SIZE}|\d+(?: bytes)?)",
+    )
+});
+/// XLA's TPU compiler: the program does not fit a memory space of the chip
+/// (HBM, or the on-chip scratch memories vmem/smem/…).
+static TPU_SPACE: Lazy = LazyLock::new(|| {
+    re(
+        r"Ran out of memory in memory space (\w+)\. Used {SIZE} of {SIZE} (\w+)\.(?: Exceeded \w+ capacity by {SIZE})?",
     )
 });
 static JAX_REQUEST: Lazy = LazyLock::new(|| {
@@ -459,6 +472,53 @@ fn jax_request(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     );
     let _ = s;
     jax_preallocation_hint(&mut sig);
+    Some(sig)
+}
+
+/// XLA's TPU compiler found the program larger than a memory space: HBM
+/// (the chip's device memory: the program and its arguments need more than
+/// the chip has) or an on-chip scratch memory (vmem, smem: a compiler
+/// limit on one fused operation, not the model's size).
+fn tpu_space(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let space = m.get(1).map_or("", |g| g.as_str());
+    let fw = if region_has(s, &["torch_xla", "pytorch/xla", "Bad StatusOr access"]) {
+        Framework::Pytorch
+    } else if region_has(s, &["tensorflow/python", "keras"]) && !region_has(s, &["jax", "flax"]) {
+        Framework::Tensorflow
+    } else {
+        Framework::Jax
+    };
+    let mut sig = signal(Kind::XlaTpuSpace, Chain::Xla, fw, "xla-tpu-memory-space");
+    sig.rank = 3;
+    sig.version_hint = Some("XLA:TPU compiler");
+    let used = size_of(m, 2);
+    let cap = size_of(m, 3);
+    let over = size_of(m, 5);
+    if let Some(u) = used {
+        sig.fields.details.push(Detail::ProgramTotalAllocation(u));
+    }
+    sig.fields
+        .details
+        .push(Detail::TpuMemorySpace(space.to_string()));
+    let by = over.map_or(String::new(), |o| format!(", {o} over"));
+    if space.eq_ignore_ascii_case("hbm") {
+        sig.fields.total = cap;
+        if let (Some(u), Some(c)) = (used, cap) {
+            sig.implied = Some((
+                Cause::Capacity,
+                format!(
+                    "the compiled program needs {u} of the chip's HBM and the chip has {c}{by}: shard the model over more chips, or shrink the batch or sequence"
+                ),
+            ));
+        }
+    } else if let (Some(u), Some(c)) = (used, cap) {
+        sig.implied = Some((
+            Cause::Capacity,
+            format!(
+                "one fused operation needs {u} of the TPU core's on-chip {space} and the core has {c}{by}: this is a compiler limit on one operation, not the model's size in HBM; shrink that operation's tiles (batch or sequence) or report it to XLA"
+            ),
+        ));
+    }
     Some(sig)
 }
 
