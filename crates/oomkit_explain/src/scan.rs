@@ -39,6 +39,24 @@ pub const MAX_REGION_BYTES: usize = 1 << 20;
 /// Longest piece of a line; longer lines are cut into pieces this long.
 pub const MAX_LINE: usize = 64 << 10;
 const CHUNK: usize = 1 << 20;
+/// Read buffers start on a page boundary: the kernel copied the file into
+/// a buffer at malloc's 16-byte offset at a third of the speed (perf:
+/// `_copy_to_iter` was half of the run), as grep and dd do not.
+const PAGE: usize = 4096;
+
+/// The page-aligned `CHUNK` bytes of a read buffer (`CHUNK + PAGE` long).
+fn window_mut(buf: &mut [u8]) -> &mut [u8] {
+    let off = buf.as_ptr().align_offset(PAGE).min(PAGE);
+    buf.get_mut(off..off.saturating_add(CHUNK))
+        .unwrap_or_default()
+}
+
+/// The same window, to read from.
+fn window(buf: &[u8]) -> &[u8] {
+    let off = buf.as_ptr().align_offset(PAGE).min(PAGE);
+    buf.get(off..off.saturating_add(CHUNK)).unwrap_or_default()
+}
+
 /// Marks where the scanner cut an overlong line (a piece boundary that is not
 /// a line end). An ASCII control that text logs do not use; one in the input
 /// is read as a cut too, which at worst joins two pieces with a space.
@@ -247,14 +265,14 @@ impl Scanner {
             let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(3);
             for _ in 0..3 {
                 // The receiver is alive: this cannot fail.
-                let _ = empty_tx.send(vec![0u8; CHUNK]);
+                let _ = empty_tx.send(vec![0u8; CHUNK + PAGE]);
             }
             scope.spawn(move || {
                 let mut reader = reader;
                 // Ends when the input does, or when the scanner is gone.
                 for mut buf in empty_rx {
                     let msg = loop {
-                        match reader.read(&mut buf) {
+                        match reader.read(window_mut(&mut buf)) {
                             Ok(0) => return,
                             Ok(n) => break Ok((buf, n)),
                             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -267,7 +285,14 @@ impl Scanner {
                     }
                 }
             });
-            self.scan_chunks(full_rx, &empty_tx, &mut on_region)
+            self.scan_chunks(
+                full_rx,
+                |buf| {
+                    // The reader may have stopped (end of input): then the buffer is dropped.
+                    let _ = empty_tx.send(buf);
+                },
+                &mut on_region,
+            )
         })
     }
 
@@ -275,8 +300,8 @@ impl Scanner {
     /// returns each buffer for refilling.
     fn scan_chunks(
         &self,
-        full: mpsc::Receiver<io::Result<(Vec<u8>, usize)>>,
-        empty: &mpsc::SyncSender<Vec<u8>>,
+        full: impl IntoIterator<Item = io::Result<(Vec<u8>, usize)>>,
+        mut give_back: impl FnMut(Vec<u8>),
         on_region: &mut impl FnMut(Region),
     ) -> io::Result<u64> {
         let mut st = State {
@@ -292,7 +317,7 @@ impl Scanner {
         for msg in full {
             let (buf, n) = msg?;
             total = total.saturating_add(n as u64);
-            let data = buf.get(..n).unwrap_or_default();
+            let data = window(&buf).get(..n).unwrap_or_default();
             // Complete lines end at the last newline; the rest waits for more data.
             if let Some(last_nl) = memchr::memrchr(b'\n', data) {
                 let (lines, tail) = data.split_at(last_nl + 1);
@@ -314,7 +339,7 @@ impl Scanner {
             }
             self.cut_carry(&mut carry, &mut st, on_region);
             // The reader may have stopped (end of input): then the buffer is dropped.
-            let _ = empty.send(buf);
+            give_back(buf);
         }
         if !carry.is_empty() {
             carry.push(b'\n');
@@ -684,6 +709,16 @@ mod tests {
             .scan(both.as_bytes(), |r| kinds.push((r.errors, r.readings)))
             .unwrap();
         assert_eq!(kinds, vec![(true, true)]);
+    }
+
+    #[test]
+    fn read_buffers_are_page_aligned_windows() {
+        let mut buf = vec![0u8; CHUNK + PAGE];
+        let w = window_mut(&mut buf);
+        assert_eq!(w.len(), CHUNK);
+        assert_eq!(w.as_ptr().align_offset(PAGE), 0);
+        let start = w.as_ptr();
+        assert_eq!(window(&buf).as_ptr(), start);
     }
 
     #[test]
