@@ -151,6 +151,12 @@ pub static FORMATS: &[Format] = &[
         example: "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm. Used 21.95G of 15.48G hbm. Exceeded hbm capacity by 6.47G.",
     },
     Format {
+        id: "xla-cuda-malloc-async",
+        framework: "jax, tensorflow",
+        is_oom: true,
+        example: "gpu_async_0 cuMemAllocAsync failed to allocate 1225195446464 bytes: RESOURCE_EXHAUSTED: : CUDA_ERROR_OUT_OF_MEMORY: out of memory Reported by CUDA: Free memory/Total memory: 22635544576/85095874560",
+    },
+    Format {
         id: "nccl-cuda-failure-out-of-memory",
         framework: "nccl",
         is_oom: true,

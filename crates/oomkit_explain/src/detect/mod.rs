@@ -78,6 +78,7 @@ pub enum Kind {
     XlaOom,
     XlaRequest,
     XlaTpuSpace,
+    XlaCudaMallocAsync,
     // Serving (serving.rs, and ggml's CUDA error in pytorch.rs)
     VllmNoBlocks,
     VllmV0MaxLen,
@@ -656,7 +657,7 @@ mod table {
 
     /// Every kind; `index` is an exhaustive match, so a new `Kind` does not
     /// compile until it is listed here (and then needs a row).
-    const ALL: [Kind; 47] = [
+    const ALL: [Kind; 48] = [
         Kind::PytorchAllocator,
         Kind::PytorchAllocatorHeadless,
         Kind::Ipex4gb,
@@ -704,6 +705,7 @@ mod table {
         Kind::XlaTpuSpace,
         Kind::GgmlVulkanAlloc,
         Kind::GgmlMetalOom,
+        Kind::XlaCudaMallocAsync,
     ];
 
     fn index(k: Kind) -> usize {
@@ -755,6 +757,7 @@ mod table {
             Kind::XlaTpuSpace => 44,
             Kind::GgmlVulkanAlloc => 45,
             Kind::GgmlMetalOom => 46,
+            Kind::XlaCudaMallocAsync => 47,
         }
     }
 
@@ -1075,6 +1078,18 @@ mod table {
                     "ggml_vulkan: Device memory allocation of size 118497280 failed.\nggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory",
                     Kind::GgmlVulkanAlloc,
                     F::LlamaCpp,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("1225195446464 bytes"),
+                total: Some("85095874560 bytes"),
+                free: Some("22635544576 bytes"),
+                device: Some(3),
+                ..row(
+                    "E1103 18:23:55.101761 3413773 gpu_cudamallocasync_allocator.cc:361] gpu_async_3 cuMemAllocAsync failed to allocate 1225195446464 bytes: RESOURCE_EXHAUSTED: : CUDA_ERROR_OUT_OF_MEMORY: out of memory\n Reported by CUDA: Free memory/Total memory: 22635544576/85095874560",
+                    Kind::XlaCudaMallocAsync,
+                    F::Jax,
                     'O',
                 )
             },

@@ -70,6 +70,12 @@ pub(super) static DETECTORS: &[Detector] = &[
         defer_to: &[],
     },
     Detector {
+        headline: &ASYNC_ALLOC,
+        max_span: 400,
+        parse: async_alloc,
+        defer_to: &[],
+    },
+    Detector {
         headline: &TPU_SPACE,
         max_span: 600,
         parse: tpu_space,
@@ -108,6 +114,14 @@ static JAX_OOM: Lazy = LazyLock::new(|| {
         r"(RESOURCE_EXHAUSTED|Resource exhausted): Out of memory while trying to allocate ({SIZE}|\d+(?: bytes)?)",
     )
 });
+/// XLA's and TF's `cuda_malloc_async` allocator (gpu_cudamallocasync_allocator.cc):
+/// `gpu_async_N cuMemAllocAsync failed to allocate B bytes: … out of memory`,
+/// then `Reported by CUDA: Free memory/Total memory: F/T`.
+static ASYNC_ALLOC: Lazy =
+    LazyLock::new(|| re(r"(?:gpu_async_(\d+) )?cuMemAllocAsync failed to allocate {N} bytes"));
+static ASYNC_FREE_TOTAL: Lazy =
+    LazyLock::new(|| re(r"Reported by CUDA: Free memory/Total memory: {N}/{N}"));
+
 /// XLA's TPU compiler: the program does not fit a memory space of the chip
 /// (HBM, or the on-chip scratch memories vmem/smem/…).
 static TPU_SPACE: Lazy = LazyLock::new(|| {
@@ -472,6 +486,26 @@ fn jax_request(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     );
     let _ = s;
     jax_preallocation_hint(&mut sig);
+    Some(sig)
+}
+
+fn async_alloc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let tf = region_has(s, &["tensorflow/", "keras"]) && !region_has(s, &["jax", "flax"]);
+    let (fw, chain) = if tf {
+        (Framework::Tensorflow, Chain::Tf)
+    } else {
+        (Framework::Jax, Chain::Xla)
+    };
+    let mut sig = signal(Kind::XlaCudaMallocAsync, chain, fw, "xla-cuda-malloc-async");
+    sig.backend = Some(Backend::Cuda);
+    sig.rank = 3;
+    sig.version_hint = Some("cuda_malloc_async allocator (stream-ordered pool)");
+    sig.fields.device = u32_of(m, 1);
+    sig.fields.requested = int_of(m, 2).map(Bytes);
+    if let Some(c) = s.cap(&ASYNC_FREE_TOTAL) {
+        sig.fields.free = int_of(&c, 1).map(Bytes);
+        sig.fields.total = int_of(&c, 2).map(Bytes);
+    }
     Some(sig)
 }
 
