@@ -180,6 +180,8 @@ details! {
     LargestBuffer(Bytes) = "largest_buffer",
     /// XLA: its shape as printed.
     LargestBufferShape(String) = "largest_buffer_shape",
+    /// XLA:TPU: the memory space that ran out (`hbm`, `vmem`, `smem`).
+    TpuMemorySpace(String) = "tpu_memory_space",
     /// NCCL's version.
     NcclVersion(String) = "nccl_version",
     /// A1111's memory line: peak allocated.

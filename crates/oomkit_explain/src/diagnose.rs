@@ -245,6 +245,22 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
         let used = x.reserved.or(a).unwrap_or_default();
         let room = fr.is_none_or(|fr| fr >= r);
         let needs = used.saturating_add(r).saturating_add(Bytes::mib(20));
+        // The device had the request free and no split blocks explain the
+        // failure: the limit refused it even where used + request looks
+        // under it (allocators round requests up; XPU's does by more).
+        let under_but_refused = needs <= w
+            && fr.is_some_and(|fr| fr >= used.saturating_add(r))
+            && n.reserved_unallocated_bytes.is_none_or(|u| u < r);
+        if under_but_refused && f.sig.backend != Some(Backend::Mps) {
+            let of_t = t.map_or(String::new(), |t| format!(" of the {t} device"));
+            let fr = fr.unwrap_or_default();
+            return (
+                Cause::MemoryFractionLimit,
+                format!(
+                    "a limit of {w}{of_t} is set (set_per_process_memory_fraction or an allocator limit) and the device had {fr} free, more than the {r} request: the limit refused it (the allocator rounds a request up before it checks the limit)"
+                ),
+            );
+        }
         if needs > w && room && f.sig.backend != Some(Backend::Mps) {
             let free = fr.map_or(String::new(), |fr| {
                 format!(" while the device still had {fr} free")
@@ -495,6 +511,11 @@ fn ladder(f: &Finding) -> Vec<&'static str> {
             "tf-report-allocations",
             "reduce-input-size",
         ],
+        // A TPU program is compiled to fit the chip's HBM: the GPU pool's
+        // preallocation settings (XLA_PYTHON_CLIENT_*) do not apply.
+        Framework::Jax if f.sig.format == "xla-tpu-memory-space" => {
+            vec!["jax-rematerialize", "reduce-batch"]
+        }
         Framework::Jax => vec![
             "jax-mem-fraction",
             "jax-rematerialize",
@@ -717,7 +738,10 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
         }
         Cause::MemoryFractionLimit => {
             let (w, t) = (x.limit.unwrap_or_default(), x.total.unwrap_or_default());
-            if f.sig.backend == Some(Backend::Xpu) {
+            // Intel's single-allocation limit comes with its family's
+            // implied cause; an `allowed` figure is a per-process fraction.
+            let per_allocation = matches!(f.sig.implied, Some((Cause::MemoryFractionLimit, _)));
+            if f.sig.backend == Some(Backend::Xpu) && per_allocation {
                 // A per-allocation limit: lifting it frees nothing, it lets
                 // one larger tensor through; chunking keeps each under it.
                 let r = x.requested.unwrap_or_default();
@@ -920,6 +944,13 @@ fn tailor(fixes: &mut [Fix], f: &Finding, procs: &[ProcessUse]) {
                     "torch.cuda.empty_cache()",
                     &format!("{module}.empty_cache()"),
                 );
+            if dev == "xpu" {
+                // torch.xpu has the same call with a device argument (MPS's takes none).
+                fix.code = fix.code.replace(
+                    "torch.cuda.set_per_process_memory_fraction(",
+                    "torch.xpu.set_per_process_memory_fraction(",
+                );
+            }
         }
         match fix.id {
             "vllm-max-model-len" => {

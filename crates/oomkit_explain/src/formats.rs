@@ -145,6 +145,18 @@ pub static FORMATS: &[Format] = &[
         example: "Resource exhausted: Failed to allocate request for 128.00MiB (134217728B) on device ordinal 0",
     },
     Format {
+        id: "xla-tpu-memory-space",
+        framework: "jax, pytorch (torch_xla), tensorflow",
+        is_oom: true,
+        example: "RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm. Used 21.95G of 15.48G hbm. Exceeded hbm capacity by 6.47G.",
+    },
+    Format {
+        id: "xla-cuda-malloc-async",
+        framework: "jax, tensorflow",
+        is_oom: true,
+        example: "gpu_async_0 cuMemAllocAsync failed to allocate 1225195446464 bytes: RESOURCE_EXHAUSTED: : CUDA_ERROR_OUT_OF_MEMORY: out of memory Reported by CUDA: Free memory/Total memory: 22635544576/85095874560",
+    },
+    Format {
         id: "nccl-cuda-failure-out-of-memory",
         framework: "nccl",
         is_oom: true,
@@ -179,6 +191,18 @@ pub static FORMATS: &[Format] = &[
         framework: "llama.cpp",
         is_oom: true,
         example: "ggml_gallocr_reserve_n: failed to allocate CUDA1 buffer of size 10345253120",
+    },
+    Format {
+        id: "ggml-vulkan-device-memory",
+        framework: "llama.cpp",
+        is_oom: true,
+        example: "ggml_vulkan: Device memory allocation of size 118497280 failed. ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory",
+    },
+    Format {
+        id: "ggml-metal-insufficient-memory",
+        framework: "llama.cpp",
+        is_oom: true,
+        example: "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
     },
     Format {
         id: "ggml-cuda-buffer-alloc",

@@ -39,65 +39,147 @@ pub const MAX_REGION_BYTES: usize = 1 << 20;
 /// Longest piece of a line; longer lines are cut into pieces this long.
 pub const MAX_LINE: usize = 64 << 10;
 const CHUNK: usize = 1 << 20;
+/// Read buffers start on a page boundary: the kernel copied the file into
+/// a buffer at malloc's 16-byte offset at a third of the speed (perf:
+/// `_copy_to_iter` was half of the run), as grep and dd do not.
+const PAGE: usize = 4096;
+
+/// The page-aligned `CHUNK` bytes of a read buffer (`CHUNK + PAGE` long).
+fn window_mut(buf: &mut [u8]) -> &mut [u8] {
+    let off = buf.as_ptr().align_offset(PAGE).min(PAGE);
+    buf.get_mut(off..off.saturating_add(CHUNK))
+        .unwrap_or_default()
+}
+
+/// The same window, to read from.
+fn window(buf: &[u8]) -> &[u8] {
+    let off = buf.as_ptr().align_offset(PAGE).min(PAGE);
+    buf.get(off..off.saturating_add(CHUNK)).unwrap_or_default()
+}
+
 /// Marks where the scanner cut an overlong line (a piece boundary that is not
 /// a line end). An ASCII control that text logs do not use; one in the input
 /// is read as a cut too, which at worst joins two pieces with a space.
 const CUT: u8 = 0x1E;
 
-/// Phrases that start or continue a region. Case-sensitive on purpose: every
-/// variant a framework prints is listed, which keeps the automaton fast.
-pub const ANCHORS: &[&str] = &[
-    // At most 32 phrases: above that aho-corasick leaves its fastest (Teddy)
-    // search, which measured 5.5 GB/s at 32 phrases and 4.2 GB/s at 41 here.
-    // Each phrase is the shortest that is still rare in ordinary logs, so one
-    // covers several messages ("out of mem" covers "CUDA out of memory",
-    // "ran out of memory", "cudaMalloc failed: out of memory", …). Phrases that
-    // routine output repeats (vLLM's "GPU KV cache usage") are avoided: a hit
-    // costs a region parse.
-    // "ut of mem" is "out of mem" and "Out of mem" in one phrase.
-    "ut of mem",
-    "MemoryError",
-    "OUT_OF_MEMORY",
-    "Tried to allocate",
-    "total capac",
-    "reserved by PyTorch",
-    "already allocated",
-    "OOM when",
-    "esource exhausted",
-    "RESOURCE_EXHAUSTED",
-    "ALLOC_FAILED",
-    "CUDNN_STATUS_",
-    "cuDNN algorithm",
-    "convolution algorithm",
-    "INTERNAL ASSERT FAILED",
-    "illegal memory access",
-    "cache blocks",
+/// What an anchor phrase marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnchorKind {
+    /// A phrase of an error message.
+    Error,
+    /// A memory reading users paste beside errors (crate::readings).
+    Reading,
+}
+
+use AnchorKind::{Error as E, Reading as R};
+
+/// Phrases that start or continue a region, and what each marks.
+/// Case-sensitive on purpose: every variant a framework prints is listed.
+///
+/// Each phrase is the shortest that is still rare in ordinary logs, so one
+/// covers several messages ("ut of mem" is "CUDA out of memory", "ran out of
+/// memory", "Out of memory while trying to allocate", …). Phrases that routine
+/// output repeats (vLLM's "GPU KV cache usage") are avoided: a hit costs a
+/// region parse. The list may grow past 32: the fast search is over [`CORES`].
+pub const ANCHORS: &[(&str, AnchorKind)] = &[
+    ("ut of mem", E),
+    ("MemoryError", E),
+    ("OUT_OF_MEMORY", E),
+    ("Tried to allocate", E),
+    ("total capac", E),
+    ("reserved by PyTorch", E),
+    ("already allocated", E),
+    ("OOM when", E),
+    ("esource exhausted", E),
+    ("RESOURCE_EXHAUSTED", E),
+    ("ALLOC_FAILED", E),
+    ("CUDNN_STATUS_", E),
+    ("cuDNN algorithm", E),
+    ("convolution algorithm", E),
+    ("INTERNAL ASSERT FAILED", E),
+    ("illegal memory access", E),
+    ("cache blocks", E),
     // Both vLLM KV-cache messages (v0 "… can be stored in KV cache", v1
     // "… KV cache is needed") begin "…'s max seq len (N)".
-    "max seq len",
-    "Dst tensor is not initialized",
-    "ailed to alloc",
-    "nable to allocate",
-    "ot enough memory",
-    "can NOT allocate",
-    "t allocate memory",
+    ("max seq len", E),
+    ("Dst tensor is not initialized", E),
+    ("ailed to alloc", E),
+    ("nable to allocate", E),
+    ("ot enough memory", E),
+    ("can NOT allocate", E),
+    ("t allocate memory", E),
     // (MPS/ComfyUI's "Allocation on device 0 would exceed allowed memory"
     // always ends "(out of memory)", found by "ut of mem".)
-    "enforce allocating",
-    "unhandled cuda error",
-    "allocate pinned",
+    ("enforce allocating", E),
+    ("unhandled cuda error", E),
+    ("allocate pinned", E),
+    // llama.cpp's Vulkan backend ("vk::Device::allocateMemory:
+    // ErrorOutOfDeviceMemory") and Metal backend ("Insufficient Memory
+    // (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"); one core.
+    ("ErrorOutOfDeviceMemory", E),
+    ("ErrorOutOfMemory", E),
     // Memory readings users paste beside errors (crate::readings): table
     // cells of nvidia-smi (`18432MiB / 24564MiB |`, process rows `1234MiB |`)
     // and of torch.cuda.memory_summary() (`14281 MiB |`, pre-2.0 `1062 MB |`);
     // `nvidia-smi -q`'s FB section; `--query-gpu=`/`--query-compute-apps=`
     // command lines (the only mark of a `noheader` CSV); memory_stats() keys.
-    // No phrase of three bytes: `B |` alone (for both cell styles) took the
-    // search from 1.5 to 0.4 GB/s, so the two cell styles have a phrase each.
-    "iB |",
-    "MB |",
+    ("iB |", R),
+    ("MB |", R),
+    ("FB Memory", R),
+    ("--query-", R),
+    ("_bytes.all.", R),
+];
+
+/// The first stage of the search: short phrases such that every anchor
+/// contains one (a unit test checks it). Only a piece (line) with a core in
+/// it is searched for the anchors themselves, so a core may be more common
+/// than its anchors: a false hit costs one short search of one line. Most
+/// cores are an anchor itself; a few stand for several ("algorithm" for
+/// both cuDNN phrases, "B |" for both table cells, "ErrorOutOf" for the
+/// Vulkan and Metal errors), so the list of anchors can grow.
+///
+/// At most 32, and in this order, because the search is aho-corasick's Teddy:
+/// above 32 phrases it takes its "fat" form at half the speed, and it gives
+/// phrases to its 8 buckets round-robin in list order (phrase `i` in bucket
+/// `7 - i % 8`), then confirms a candidate against every phrase of the
+/// bucket whose fingerprint (first three bytes, nibble by nibble) matched.
+/// Phrases with similar first bytes share a bucket here (`i`, `i + 8`, …),
+/// which cut the candidates, and the search's instructions on the benchmark
+/// log, by half (202 M → 96 M instructions on 64 MiB; bench/README.md). The
+/// order came from a search over bucket assignments that counted Teddy's
+/// candidates on that log; reorder after adding a core, and measure.
+pub const CORES: &[&str] = &[
     "FB Memory",
+    "INTERNAL ASSERT FAILED",
+    "CUDNN_STATUS_",
+    "already allocated",
+    "MemoryError",
+    "reserved by PyTorch",
+    "OOM when",
+    "enforce allocating",
     "--query-",
+    "Tried to allocate",
+    "ALLOC_FAILED",
+    "algorithm",
+    "unhandled cuda error",
+    "allocate pinned",
+    "total capac",
+    "esource exhausted",
     "_bytes.all.",
+    "cache blocks",
+    "ailed to alloc",
+    "can NOT allocate",
+    "OUT_OF_MEMORY",
+    "t allocate memory",
+    "Dst tensor is not initialized",
+    "max seq len",
+    "ErrorOutOf",
+    "nable to allocate",
+    "RESOURCE_EXHAUSTED",
+    "ot enough memory",
+    "ut of mem",
+    "B |",
+    "illegal memory access",
 ];
 
 /// Phrases that announce a long allocator dump whose summary comes at the end.
@@ -130,16 +212,11 @@ pub struct Region {
     pub hits: Option<(usize, usize)>,
 }
 
-/// The last this many [`ANCHORS`] mark memory readings, not errors.
-const READING_ANCHORS: usize = 5;
-
-/// Whether anchor `i` marks an error (the others mark readings).
-fn is_error_anchor(i: usize) -> bool {
-    i < ANCHORS.len().saturating_sub(READING_ANCHORS)
-}
-
 /// Streams a reader and calls `on_region` for each region, in order.
 pub struct Scanner {
+    /// First stage: [`CORES`].
+    cores: AhoCorasick,
+    /// Second stage, on the pieces with a core: [`ANCHORS`].
     anchors: AhoCorasick,
     dump: AhoCorasick,
 }
@@ -163,8 +240,10 @@ struct State {
 impl Scanner {
     /// Builds the automata (a few hundred microseconds; build once).
     pub fn new() -> Scanner {
+        let phrases: Vec<&str> = ANCHORS.iter().map(|(p, _)| *p).collect();
         Scanner {
-            anchors: automaton(ANCHORS),
+            cores: automaton(CORES),
+            anchors: automaton(&phrases),
             dump: automaton(DUMP_ANCHORS),
         }
     }
@@ -186,14 +265,14 @@ impl Scanner {
             let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(3);
             for _ in 0..3 {
                 // The receiver is alive: this cannot fail.
-                let _ = empty_tx.send(vec![0u8; CHUNK]);
+                let _ = empty_tx.send(vec![0u8; CHUNK + PAGE]);
             }
             scope.spawn(move || {
                 let mut reader = reader;
                 // Ends when the input does, or when the scanner is gone.
                 for mut buf in empty_rx {
                     let msg = loop {
-                        match reader.read(&mut buf) {
+                        match reader.read(window_mut(&mut buf)) {
                             Ok(0) => return,
                             Ok(n) => break Ok((buf, n)),
                             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -206,7 +285,14 @@ impl Scanner {
                     }
                 }
             });
-            self.scan_chunks(full_rx, &empty_tx, &mut on_region)
+            self.scan_chunks(
+                full_rx,
+                |buf| {
+                    // The reader may have stopped (end of input): then the buffer is dropped.
+                    let _ = empty_tx.send(buf);
+                },
+                &mut on_region,
+            )
         })
     }
 
@@ -214,8 +300,8 @@ impl Scanner {
     /// returns each buffer for refilling.
     fn scan_chunks(
         &self,
-        full: mpsc::Receiver<io::Result<(Vec<u8>, usize)>>,
-        empty: &mpsc::SyncSender<Vec<u8>>,
+        full: impl IntoIterator<Item = io::Result<(Vec<u8>, usize)>>,
+        mut give_back: impl FnMut(Vec<u8>),
         on_region: &mut impl FnMut(Region),
     ) -> io::Result<u64> {
         let mut st = State {
@@ -231,7 +317,7 @@ impl Scanner {
         for msg in full {
             let (buf, n) = msg?;
             total = total.saturating_add(n as u64);
-            let data = buf.get(..n).unwrap_or_default();
+            let data = window(&buf).get(..n).unwrap_or_default();
             // Complete lines end at the last newline; the rest waits for more data.
             if let Some(last_nl) = memchr::memrchr(b'\n', data) {
                 let (lines, tail) = data.split_at(last_nl + 1);
@@ -253,7 +339,7 @@ impl Scanner {
             }
             self.cut_carry(&mut carry, &mut st, on_region);
             // The reader may have stopped (end of input): then the buffer is dropped.
-            let _ = empty.send(buf);
+            give_back(buf);
         }
         if !carry.is_empty() {
             carry.push(b'\n');
@@ -298,12 +384,12 @@ impl Scanner {
                 self.push_region_piece(piece, ends_line, st, on_region);
                 continue;
             }
-            // Outside a region: jump to the next hit.
-            let Some(m) = self.anchors.find(rest) else {
+            // Outside a region: jump to the next piece with an anchor.
+            let Some(start) = self.next_anchor_piece(rest) else {
                 remember_tail(rest, st);
                 return;
             };
-            let (skipped, _) = rest.split_at(piece_start(rest, m.start()));
+            let (skipped, _) = rest.split_at(start);
             remember_tail(skipped, st);
             // Context before the hit takes at most a quarter of the region,
             // so pieces of overlong lines leave room for the message.
@@ -325,6 +411,23 @@ impl Scanner {
         }
     }
 
+    /// Start of the first piece of `block` that holds an anchor: a core
+    /// hit, confirmed by the anchors on its piece alone.
+    fn next_anchor_piece(&self, block: &[u8]) -> Option<usize> {
+        let mut from = 0;
+        loop {
+            let m = self.cores.find(block.get(from..)?)?;
+            let at = from.saturating_add(m.start());
+            let start = piece_start(block, at);
+            let rest = block.get(start..)?;
+            let len = piece_end(rest).unwrap_or(rest.len());
+            if self.anchors.is_match(rest.get(..len)?) {
+                return Some(start);
+            }
+            from = start.saturating_add(len).saturating_add(1);
+        }
+    }
+
     fn push_region_piece(
         &self,
         piece: &[u8],
@@ -336,10 +439,9 @@ impl Scanner {
         for m in self.anchors.find_iter(piece) {
             hit = true;
             if let Some(r) = st.region.as_mut() {
-                if is_error_anchor(m.pattern().as_usize()) {
-                    r.errors = true;
-                } else {
-                    r.readings = true;
+                match ANCHORS.get(m.pattern().as_usize()).map(|(_, kind)| kind) {
+                    Some(AnchorKind::Reading) => r.readings = true,
+                    _ => r.errors = true,
                 }
                 if r.errors && r.readings {
                     break;
@@ -546,11 +648,51 @@ mod tests {
     }
 
     #[test]
-    fn anchors_stay_within_the_fast_search() {
-        assert!(ANCHORS.len() <= 32, "{} anchors", ANCHORS.len());
-        // The reading anchors are the last ones.
-        let first_reading = ANCHORS.len() - READING_ANCHORS;
-        assert_eq!(ANCHORS.get(first_reading), Some(&"iB |"));
+    fn cores_stay_within_the_fast_search_and_cover_every_anchor() {
+        assert!(CORES.len() <= 32, "{} cores", CORES.len());
+        for (anchor, _) in ANCHORS {
+            assert!(
+                CORES.iter().any(|c| anchor.contains(c)),
+                "no core in anchor {anchor:?}"
+            );
+        }
+        // A core that no anchor holds would only cost time.
+        for core in CORES {
+            assert!(
+                ANCHORS.iter().any(|(a, _)| a.contains(core)),
+                "core {core:?} is in no anchor"
+            );
+        }
+    }
+
+    #[test]
+    fn a_core_without_its_anchor_opens_no_region() {
+        // "algorithm", "B |" and "ErrorOutOf" are cores; lines with only the
+        // core are skipped, and the search goes on to the real anchor.
+        let plain = "sort algorithm: radix\n| 12 GB | 3 |\nvk::ErrorOutOfDateKHR\n";
+        assert!(regions(plain).is_empty());
+        let r = regions(&format!(
+            "{plain}Unable to find a valid cuDNN algorithm to run convolution\n"
+        ));
+        assert_eq!(r.len(), 1);
+        assert!(r[0].1.iter().any(|l| l.contains("cuDNN algorithm")));
+        let mut kinds = Vec::new();
+        let smi = "| 0 RTX | 18432MiB / 24564MiB |\n";
+        Scanner::new()
+            .scan(smi.as_bytes(), |r| kinds.push((r.errors, r.readings)))
+            .unwrap();
+        assert_eq!(kinds, vec![(false, true)]);
+    }
+
+    #[test]
+    fn a_core_hit_on_a_line_before_the_anchor_keeps_line_numbers() {
+        // Three core-only lines, then the message on line 4.
+        let log = "algorithm a\nalgorithm b\nx B | y\nggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory\n";
+        let r = numbered(log.as_bytes());
+        assert_eq!(r.len(), 1);
+        let hit = r[0].iter().find(|(_, l)| l.contains("ErrorOutOf")).unwrap();
+        assert_eq!(hit.0, 4);
+        assert_eq!(r[0][0], (1, "algorithm a".to_string()));
     }
 
     #[test]
@@ -567,6 +709,16 @@ mod tests {
             .scan(both.as_bytes(), |r| kinds.push((r.errors, r.readings)))
             .unwrap();
         assert_eq!(kinds, vec![(true, true)]);
+    }
+
+    #[test]
+    fn read_buffers_are_page_aligned_windows() {
+        let mut buf = vec![0u8; CHUNK + PAGE];
+        let w = window_mut(&mut buf);
+        assert_eq!(w.len(), CHUNK);
+        assert_eq!(w.as_ptr().align_offset(PAGE), 0);
+        let start = w.as_ptr();
+        assert_eq!(window(&buf).as_ptr(), start);
     }
 
     #[test]

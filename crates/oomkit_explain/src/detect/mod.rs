@@ -77,6 +77,8 @@ pub enum Kind {
     TfCudnnAlgo,
     XlaOom,
     XlaRequest,
+    XlaTpuSpace,
+    XlaCudaMallocAsync,
     // Serving (serving.rs, and ggml's CUDA error in pytorch.rs)
     VllmNoBlocks,
     VllmV0MaxLen,
@@ -86,6 +88,8 @@ pub enum Kind {
     GgmlBuffer,
     GgmlFailed,
     GgmlPinned,
+    GgmlVulkanAlloc,
+    GgmlMetalOom,
     TgiWarmup,
     // Others (others.rs)
     NcclOom,
@@ -352,20 +356,31 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
         line_idx: usize,
     }
     let mut hits: Vec<Hit<'_>> = Vec::new();
+    // `raise X("…message…")` quoted by a traceback frame: the error itself
+    // when the paste ends before its exception line (kept below only then).
+    let mut raised: Vec<Hit<'_>> = Vec::new();
     for det in detectors() {
         for m in det.headline.find_iter(&doc.spaced) {
             let line_idx = doc.line_index_spaced(m.start());
             let line_start = doc.spaced_starts.get(line_idx).copied().unwrap_or(0);
-            if is_code(doc.spaced.get(line_start..m.start()).unwrap_or_default()) {
-                continue;
-            }
-            hits.push(Hit {
+            let before = doc.spaced.get(line_start..m.start()).unwrap_or_default();
+            let hit = Hit {
                 det,
                 start: m.start(),
                 end: m.end(),
                 tight: false,
                 line_idx,
-            });
+            };
+            if !is_code(before) {
+                hits.push(hit);
+            } else if raised_in_frame(doc, line_idx, before) {
+                raised.push(hit);
+            }
+        }
+    }
+    for r in raised {
+        if !hits.iter().any(|h| std::ptr::eq(h.det, r.det)) {
+            hits.push(r);
         }
     }
     // Tight-view headlines: a phrase broken across lines.
@@ -523,6 +538,25 @@ fn is_code(before_on_line: &str) -> bool {
     CODE_CONTEXT.is_match(before_on_line.trim_end())
 }
 
+/// Whether a headline quoted in `raise X("…` is the source line of a
+/// traceback frame (`File "…", line N, in f` on the line before): Python
+/// prints the statement that raised, so it states the error.
+fn raised_in_frame(doc: &Doc, line_idx: usize, before_on_line: &str) -> bool {
+    static RAISE: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r#"^\s*raise \w+(?:\.\w+)*\(\s*["']$"#).expect("valid"));
+    static FRAME: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r#"File "[^"]+", line \d+, in \S+\s*$"#).expect("valid"));
+    if !RAISE.is_match(before_on_line) {
+        return false;
+    }
+    let Some(prev) = line_idx.checked_sub(1) else {
+        return false;
+    };
+    let start = doc.spaced_starts.get(prev).copied().unwrap_or(0);
+    let end = doc.spaced_starts.get(line_idx).copied().unwrap_or(start);
+    FRAME.is_match(doc.spaced.get(start..end).unwrap_or_default())
+}
+
 /// The message as a person would quote it: the exception name before the
 /// headline on its line, then the message, at most ~400 characters.
 fn headline_text(doc: &Doc, line_idx: usize, anchor_start: Option<usize>, span: &str) -> String {
@@ -623,7 +657,7 @@ mod table {
 
     /// Every kind; `index` is an exhaustive match, so a new `Kind` does not
     /// compile until it is listed here (and then needs a row).
-    const ALL: [Kind; 44] = [
+    const ALL: [Kind; 48] = [
         Kind::PytorchAllocator,
         Kind::PytorchAllocatorHeadless,
         Kind::Ipex4gb,
@@ -668,6 +702,10 @@ mod table {
         Kind::CpuAllocator,
         Kind::OomKiller,
         Kind::PythonMemoryError,
+        Kind::XlaTpuSpace,
+        Kind::GgmlVulkanAlloc,
+        Kind::GgmlMetalOom,
+        Kind::XlaCudaMallocAsync,
     ];
 
     fn index(k: Kind) -> usize {
@@ -716,6 +754,10 @@ mod table {
             Kind::PythonMemoryError => 41,
             Kind::TfEagerAlloc => 42,
             Kind::PytorchAllocatorHeadless => 43,
+            Kind::XlaTpuSpace => 44,
+            Kind::GgmlVulkanAlloc => 45,
+            Kind::GgmlMetalOom => 46,
+            Kind::XlaCudaMallocAsync => 47,
         }
     }
 
@@ -1020,6 +1062,43 @@ mod table {
                     'O',
                 )
             },
+            Row {
+                total: Some("15.48G"),
+                detail: Some(Detail::TpuMemorySpace("hbm".into())),
+                ..row(
+                    "jaxlib.xla_extension.XlaRuntimeError: RESOURCE_EXHAUSTED: XLA:TPU compile permanent error. Ran out of memory in memory space hbm. Used 21.95G of 15.48G hbm. Exceeded hbm capacity by 6.47G.",
+                    Kind::XlaTpuSpace,
+                    F::Jax,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("118497280 bytes"),
+                ..row(
+                    "ggml_vulkan: Device memory allocation of size 118497280 failed.\nggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory",
+                    Kind::GgmlVulkanAlloc,
+                    F::LlamaCpp,
+                    'O',
+                )
+            },
+            Row {
+                requested: Some("1225195446464 bytes"),
+                total: Some("85095874560 bytes"),
+                free: Some("22635544576 bytes"),
+                device: Some(3),
+                ..row(
+                    "E1103 18:23:55.101761 3413773 gpu_cudamallocasync_allocator.cc:361] gpu_async_3 cuMemAllocAsync failed to allocate 1225195446464 bytes: RESOURCE_EXHAUSTED: : CUDA_ERROR_OUT_OF_MEMORY: out of memory\n Reported by CUDA: Free memory/Total memory: 22635544576/85095874560",
+                    Kind::XlaCudaMallocAsync,
+                    F::Jax,
+                    'O',
+                )
+            },
+            row(
+                "ggml_metal_graph_compute: command buffer 6 failed with status 5\nerror: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
+                Kind::GgmlMetalOom,
+                F::LlamaCpp,
+                'O',
+            ),
             row(
                 "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
                 Kind::VllmNoBlocks,
@@ -1263,6 +1342,23 @@ mod table {
             let s = sigs.first().expect("one");
             assert_eq!(s.fields.total, Some(b("23.65 GiB")), "{text}");
         }
+    }
+
+    /// A traceback that ends at the frame's `raise` line (the exception
+    /// line cut from the paste) states the error; with the exception line
+    /// as well there is still one signal, from the exception line.
+    #[test]
+    fn a_raise_line_in_a_traceback_frame_is_the_error() {
+        let frame = "  File \"/x/vllm/v1/core/kv_cache_utils.py\", line 699, in check_enough_kv_cache_memory\n    raise ValueError(\"No available memory for the cache blocks. \"\n";
+        let sigs = signals(frame);
+        let kinds: Vec<Kind> = sigs.iter().map(|s| s.kind).collect();
+        assert_eq!(kinds, vec![Kind::VllmNoBlocks]);
+        let full = format!(
+            "{frame}ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n"
+        );
+        let sigs = signals(&full);
+        assert_eq!(sigs.len(), 1);
+        assert_eq!(sigs.first().map(|s| s.line_idx), Some(2));
     }
 
     /// Prose that mentions an error is not the error; code quoting it is not either.

@@ -127,9 +127,12 @@ fn nccl_unhandled(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 }
 
 static PADDLE: Lazy = LazyLock::new(|| re(r"Out of memory error on GPU {N}\."));
-static PADDLE_REQ: Lazy = LazyLock::new(|| re(r"Cannot allocate {SIZE} memory on GPU"));
+// 2019 (PaddlePaddle 1.5–1.6): "Cannot allocate 145.468994MB GPU memory,
+// available memory is 72.312500MB."; later: "… memory on GPU 0, … only …".
+static PADDLE_REQ: Lazy =
+    LazyLock::new(|| re(r"Cannot allocate {SIZE} (?:GPU memory|memory on GPU)"));
 static PADDLE_ALLOC: Lazy = LazyLock::new(|| re(r"{SIZE} memory has been allocated"));
-static PADDLE_FREE: Lazy = LazyLock::new(|| re(r"available memory is only {SIZE}"));
+static PADDLE_FREE: Lazy = LazyLock::new(|| re(r"available memory is (?:only )?{SIZE}"));
 static PADDLE_2018: Lazy =
     LazyLock::new(|| re(r"enforce allocating ?<= ?available failed, {N} > {N}"));
 
@@ -141,12 +144,18 @@ fn paddle(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         "paddle-resource-exhausted",
     );
     sig.backend = Some(Backend::Cuda);
-    sig.version_hint = Some("PaddlePaddle ≥ 2.0");
     let f = &mut sig.fields;
     f.device = u32_of(m, 1);
     f.requested = s.size(&PADDLE_REQ);
     f.allocated = s.size(&PADDLE_ALLOC);
     f.free = s.size(&PADDLE_FREE);
+    sig.version_hint = Some(if f.allocated.is_some() {
+        "PaddlePaddle ≥ 2.0"
+    } else if s.spaced.contains("GPU memory, available memory is") {
+        "PaddlePaddle 1.5–1.6 (2019 wording)"
+    } else {
+        "PaddlePaddle 1.x (BadAlloc)"
+    });
     Some(sig)
 }
 

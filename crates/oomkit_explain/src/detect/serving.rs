@@ -51,6 +51,18 @@ pub(super) static DETECTORS: &[Detector] = &[
         defer_to: &[],
     },
     Detector {
+        headline: &GGML_VULKAN,
+        max_span: 300,
+        parse: ggml_vulkan,
+        defer_to: &[],
+    },
+    Detector {
+        headline: &GGML_METAL,
+        max_span: 300,
+        parse: ggml_metal,
+        defer_to: &[],
+    },
+    Detector {
         headline: &GGML_PINNED,
         max_span: 300,
         parse: ggml_pinned,
@@ -204,6 +216,15 @@ static GGML_FAILED: Lazy = LazyLock::new(|| {
         r"(?:unable to allocate (CUDA|ROCm|SYCL|Vulkan|Metal)(\d+) buffer|failed to allocate compute buffers|compute buffer allocation failed)",
     )
 });
+/// ggml's Vulkan backend: the driver refused a device-memory allocation
+/// (`vk::Device::allocateMemory: ErrorOutOfDeviceMemory` on the next line).
+static GGML_VULKAN: Lazy =
+    LazyLock::new(|| re(r"ggml_vulkan: Device memory allocation of size {N} failed"));
+/// ggml's Metal backend (Apple GPUs): a command buffer failed because the
+/// GPU ran out of memory; no size is printed.
+static GGML_METAL: Lazy = LazyLock::new(|| {
+    re(r"Insufficient Memory \(0*8:kIOGPUCommandBufferCallbackErrorOutOfMemory\)")
+});
 static GGML_PINNED: Lazy =
     LazyLock::new(|| re(r"ggml_cuda_host_malloc: failed to allocate {SIZE} of pinned memory"));
 static KV_SIZE: Lazy = LazyLock::new(|| re(r"(CUDA|ROCm)\d+ KV buffer size = ([\d.]+ MiB)"));
@@ -313,6 +334,40 @@ fn ggml_failed(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
             .details
             .push(Detail::Buffer(BufferKind::ComputeBuffer));
     }
+    ggml_context(&mut sig, s);
+    Some(sig)
+}
+
+fn ggml_vulkan(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        Kind::GgmlVulkanAlloc,
+        Chain::Ggml,
+        Framework::LlamaCpp,
+        "ggml-vulkan-device-memory",
+    );
+    sig.rank = 2;
+    sig.fields.requested = int_of(m, 1).map(Bytes);
+    sig.version_hint = Some("llama.cpp, Vulkan backend");
+    if !s.region.contains("ErrorOutOfDeviceMemory") {
+        // Without the driver's reason the size may exceed a per-allocation
+        // limit (maxMemoryAllocationSize) rather than the free memory.
+        sig.fields.details.push(Detail::Meaning(
+            "the Vulkan driver refused one allocation; it may be larger than the driver's single-allocation limit (maxMemoryAllocationSize) rather than the free memory",
+        ));
+    }
+    ggml_context(&mut sig, s);
+    Some(sig)
+}
+
+fn ggml_metal(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        Kind::GgmlMetalOom,
+        Chain::Ggml,
+        Framework::LlamaCpp,
+        "ggml-metal-insufficient-memory",
+    );
+    sig.rank = 2;
+    sig.version_hint = Some("llama.cpp, Metal backend (Apple GPU)");
     ggml_context(&mut sig, s);
     Some(sig)
 }

@@ -69,6 +69,18 @@ pub(super) static DETECTORS: &[Detector] = &[
         parse: jax_request,
         defer_to: &[],
     },
+    Detector {
+        headline: &ASYNC_ALLOC,
+        max_span: 400,
+        parse: async_alloc,
+        defer_to: &[],
+    },
+    Detector {
+        headline: &TPU_SPACE,
+        max_span: 600,
+        parse: tpu_space,
+        defer_to: &[],
+    },
 ];
 
 static OOM_TENSOR: Lazy = LazyLock::new(|| {
@@ -100,6 +112,21 @@ static TF_CONV_ALGO: Lazy = LazyLock::new(|| {
 static JAX_OOM: Lazy = LazyLock::new(|| {
     re(
         r"(RESOURCE_EXHAUSTED|Resource exhausted): Out of memory while trying to allocate ({SIZE}|\d+(?: bytes)?)",
+    )
+});
+/// XLA's and TF's `cuda_malloc_async` allocator (gpu_cudamallocasync_allocator.cc):
+/// `gpu_async_N cuMemAllocAsync failed to allocate B bytes: … out of memory`,
+/// then `Reported by CUDA: Free memory/Total memory: F/T`.
+static ASYNC_ALLOC: Lazy =
+    LazyLock::new(|| re(r"(?:gpu_async_(\d+) )?cuMemAllocAsync failed to allocate {N} bytes"));
+static ASYNC_FREE_TOTAL: Lazy =
+    LazyLock::new(|| re(r"Reported by CUDA: Free memory/Total memory: {N}/{N}"));
+
+/// XLA's TPU compiler: the program does not fit a memory space of the chip
+/// (HBM, or the on-chip scratch memories vmem/smem/…).
+static TPU_SPACE: Lazy = LazyLock::new(|| {
+    re(
+        r"Ran out of memory in memory space (\w+)\. Used {SIZE} of {SIZE} (\w+)\.(?: Exceeded \w+ capacity by {SIZE})?",
     )
 });
 static JAX_REQUEST: Lazy = LazyLock::new(|| {
@@ -459,6 +486,73 @@ fn jax_request(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     );
     let _ = s;
     jax_preallocation_hint(&mut sig);
+    Some(sig)
+}
+
+fn async_alloc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let tf = region_has(s, &["tensorflow/", "keras"]) && !region_has(s, &["jax", "flax"]);
+    let (fw, chain) = if tf {
+        (Framework::Tensorflow, Chain::Tf)
+    } else {
+        (Framework::Jax, Chain::Xla)
+    };
+    let mut sig = signal(Kind::XlaCudaMallocAsync, chain, fw, "xla-cuda-malloc-async");
+    sig.backend = Some(Backend::Cuda);
+    sig.rank = 3;
+    sig.version_hint = Some("cuda_malloc_async allocator (stream-ordered pool)");
+    sig.fields.device = u32_of(m, 1);
+    sig.fields.requested = int_of(m, 2).map(Bytes);
+    if let Some(c) = s.cap(&ASYNC_FREE_TOTAL) {
+        sig.fields.free = int_of(&c, 1).map(Bytes);
+        sig.fields.total = int_of(&c, 2).map(Bytes);
+    }
+    Some(sig)
+}
+
+/// XLA's TPU compiler found the program larger than a memory space: HBM
+/// (the chip's device memory: the program and its arguments need more than
+/// the chip has) or an on-chip scratch memory (vmem, smem: a compiler
+/// limit on one fused operation, not the model's size).
+fn tpu_space(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let space = m.get(1).map_or("", |g| g.as_str());
+    let fw = if region_has(s, &["torch_xla", "pytorch/xla", "Bad StatusOr access"]) {
+        Framework::Pytorch
+    } else if region_has(s, &["tensorflow/python", "keras"]) && !region_has(s, &["jax", "flax"]) {
+        Framework::Tensorflow
+    } else {
+        Framework::Jax
+    };
+    let mut sig = signal(Kind::XlaTpuSpace, Chain::Xla, fw, "xla-tpu-memory-space");
+    sig.rank = 3;
+    sig.version_hint = Some("XLA:TPU compiler");
+    let used = size_of(m, 2);
+    let cap = size_of(m, 3);
+    let over = size_of(m, 5);
+    if let Some(u) = used {
+        sig.fields.details.push(Detail::ProgramTotalAllocation(u));
+    }
+    sig.fields
+        .details
+        .push(Detail::TpuMemorySpace(space.to_string()));
+    let by = over.map_or(String::new(), |o| format!(", {o} over"));
+    if space.eq_ignore_ascii_case("hbm") {
+        sig.fields.total = cap;
+        if let (Some(u), Some(c)) = (used, cap) {
+            sig.implied = Some((
+                Cause::Capacity,
+                format!(
+                    "the compiled program needs {u} of the chip's HBM and the chip has {c}{by}: shard the model over more chips, or shrink the batch or sequence"
+                ),
+            ));
+        }
+    } else if let (Some(u), Some(c)) = (used, cap) {
+        sig.implied = Some((
+            Cause::Capacity,
+            format!(
+                "one fused operation needs {u} of the TPU core's on-chip {space} and the core has {c}{by}: this is a compiler limit on one operation, not the model's size in HBM; shrink that operation's tiles (batch or sequence) or report it to XLA"
+            ),
+        ));
+    }
     Some(sig)
 }
 
