@@ -20,9 +20,9 @@
 //! [`MAX_REGION_BYTES`], whatever the input size. Time: one Aho-Corasick pass
 //! over the input plus a per-line pass over the lines of a region.
 
+use oomkit_core::read_ahead::ReadAhead;
 use std::collections::VecDeque;
 use std::io::{self, Read};
-use std::sync::mpsc;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 
@@ -39,24 +39,6 @@ pub const MAX_REGION_BYTES: usize = 1 << 20;
 /// Longest piece of a line; longer lines are cut into pieces this long.
 pub const MAX_LINE: usize = 64 << 10;
 const CHUNK: usize = 1 << 20;
-/// Read buffers start on a page boundary: the kernel copied the file into
-/// a buffer at malloc's 16-byte offset at a third of the speed (perf:
-/// `_copy_to_iter` was half of the run), as grep and dd do not.
-const PAGE: usize = 4096;
-
-/// The page-aligned `CHUNK` bytes of a read buffer (`CHUNK + PAGE` long).
-fn window_mut(buf: &mut [u8]) -> &mut [u8] {
-    let off = buf.as_ptr().align_offset(PAGE).min(PAGE);
-    buf.get_mut(off..off.saturating_add(CHUNK))
-        .unwrap_or_default()
-}
-
-/// The same window, to read from.
-fn window(buf: &[u8]) -> &[u8] {
-    let off = buf.as_ptr().align_offset(PAGE).min(PAGE);
-    buf.get(off..off.saturating_add(CHUNK)).unwrap_or_default()
-}
-
 /// Marks where the scanner cut an overlong line (a piece boundary that is not
 /// a line end). An ASCII control that text logs do not use; one in the input
 /// is read as a cut too, which at worst joins two pieces with a space.
@@ -261,38 +243,9 @@ impl Scanner {
         mut on_region: impl FnMut(Region),
     ) -> io::Result<u64> {
         std::thread::scope(|scope| {
-            let (full_tx, full_rx) = mpsc::sync_channel::<io::Result<(Vec<u8>, usize)>>(2);
-            let (empty_tx, empty_rx) = mpsc::sync_channel::<Vec<u8>>(3);
-            for _ in 0..3 {
-                // The receiver is alive: this cannot fail.
-                let _ = empty_tx.send(vec![0u8; CHUNK + PAGE]);
-            }
-            scope.spawn(move || {
-                let mut reader = reader;
-                // Ends when the input does, or when the scanner is gone.
-                for mut buf in empty_rx {
-                    let msg = loop {
-                        match reader.read(window_mut(&mut buf)) {
-                            Ok(0) => return,
-                            Ok(n) => break Ok((buf, n)),
-                            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                            Err(e) => break Err(e),
-                        }
-                    };
-                    let failed = msg.is_err();
-                    if full_tx.send(msg).is_err() || failed {
-                        return;
-                    }
-                }
-            });
-            self.scan_chunks(
-                full_rx,
-                |buf| {
-                    // The reader may have stopped (end of input): then the buffer is dropped.
-                    let _ = empty_tx.send(buf);
-                },
-                &mut on_region,
-            )
+            // Page-aligned chunks, recycled (oomkit_core::read_ahead).
+            let mut ahead = ReadAhead::spawn(scope, reader, u64::MAX, 0, CHUNK);
+            self.scan_chunks(&mut ahead, &mut on_region)
         })
     }
 
@@ -300,8 +253,7 @@ impl Scanner {
     /// returns each buffer for refilling.
     fn scan_chunks(
         &self,
-        full: impl IntoIterator<Item = io::Result<(Vec<u8>, usize)>>,
-        mut give_back: impl FnMut(Vec<u8>),
+        ahead: &mut ReadAhead,
         on_region: &mut impl FnMut(Region),
     ) -> io::Result<u64> {
         let mut st = State {
@@ -314,10 +266,10 @@ impl Scanner {
         // The unfinished last line of the previous chunk (at most MAX_LINE bytes).
         let mut carry: Vec<u8> = Vec::new();
         let mut total = 0u64;
-        for msg in full {
-            let (buf, n) = msg?;
-            total = total.saturating_add(n as u64);
-            let data = window(&buf).get(..n).unwrap_or_default();
+        while let Some(msg) = ahead.next_chunk() {
+            let chunk = msg?;
+            total = total.saturating_add(chunk.len as u64);
+            let data = chunk.data();
             // Complete lines end at the last newline; the rest waits for more data.
             if let Some(last_nl) = memchr::memrchr(b'\n', data) {
                 let (lines, tail) = data.split_at(last_nl + 1);
@@ -338,8 +290,7 @@ impl Scanner {
                 carry.extend_from_slice(data);
             }
             self.cut_carry(&mut carry, &mut st, on_region);
-            // The reader may have stopped (end of input): then the buffer is dropped.
-            give_back(buf);
+            ahead.recycle(chunk.buf);
         }
         if !carry.is_empty() {
             carry.push(b'\n');
@@ -709,16 +660,6 @@ mod tests {
             .scan(both.as_bytes(), |r| kinds.push((r.errors, r.readings)))
             .unwrap();
         assert_eq!(kinds, vec![(true, true)]);
-    }
-
-    #[test]
-    fn read_buffers_are_page_aligned_windows() {
-        let mut buf = vec![0u8; CHUNK + PAGE];
-        let w = window_mut(&mut buf);
-        assert_eq!(w.len(), CHUNK);
-        assert_eq!(w.as_ptr().align_offset(PAGE), 0);
-        let start = w.as_ptr();
-        assert_eq!(window(&buf).as_ptr(), start);
     }
 
     #[test]
