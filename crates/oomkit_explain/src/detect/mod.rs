@@ -24,7 +24,7 @@ use regex::{Captures, Regex};
 
 use crate::detail::Detail;
 use crate::event::{Backend, Cause, Framework, ProcessUse, TensorInfo};
-use crate::normalize::Doc;
+use crate::normalize::{Doc, Line};
 
 /// Fields read from one message. `None` = not stated.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -588,20 +588,47 @@ fn clip(text: &str) -> String {
 
 /// Whether lines `from..to` look hard-wrapped at a fixed width: every line but
 /// the last has the same length, at least 60 characters (Windows consoles,
-/// `docker logs` and CI viewers wrap at 80/100/120 columns).
+/// `docker logs` and CI viewers wrap at 80/100/120 columns), and at least one
+/// break falls inside a word, and no line starts a new record with the first
+/// line's tag. Two log lines that happen to be equally long (ggml's two
+/// 63-character `ggml_vulkan:` lines) are shown with a space between them.
 fn fixed_width_wrap(doc: &Doc, from: usize, to: usize) -> bool {
     if to < from + 2 || to > doc.lines.len() {
         return false;
     }
-    let lens: Vec<usize> = doc
-        .lines
-        .get(from..to - 1)
-        .unwrap_or_default()
+    let lines = doc.lines.get(from..to).unwrap_or_default();
+    let lens: Vec<usize> = lines
         .iter()
+        .take(lines.len().saturating_sub(1))
         .map(|l| l.text.chars().count())
         .collect();
-    lens.first()
-        .is_some_and(|&first| first >= 60 && lens.iter().all(|&n| n == first))
+    let same_width = lens
+        .first()
+        .is_some_and(|&first| first >= 60 && lens.iter().all(|&n| n == first));
+    let last = |l: &Line| l.text.chars().next_back();
+    let mid_word = lines.windows(2).any(|w| match w {
+        [a, b] => {
+            last(a).is_some_and(char::is_alphanumeric)
+                && b.text.chars().next().is_some_and(char::is_alphanumeric)
+        }
+        _ => false,
+    });
+    // A line that starts with the first line's tag (`ggml_vulkan:`) is a new
+    // record, not a row of a wrapped one.
+    let tag = |l: &Line| {
+        l.text
+            .split_once(|c: char| c == ':' || c.is_whitespace())
+            .map(|(t, _)| t.to_string())
+            .filter(|t| t.len() >= 3)
+    };
+    let first_tag = lines.first().and_then(tag);
+    let new_record = first_tag.is_some_and(|t| {
+        lines
+            .iter()
+            .skip(1)
+            .any(|l| tag(l).as_deref() == Some(t.as_str()))
+    });
+    same_width && mid_word && !new_record
 }
 
 static ERROR_WORD: LazyLock<Regex> = LazyLock::new(|| {
@@ -771,6 +798,41 @@ mod table {
             })
             .collect();
         detect(&normalize::build(normalize::clean(&raw)))
+    }
+
+    #[test]
+    fn only_real_fixed_width_wraps_are_joined_without_spaces() {
+        let doc = |text: &str| {
+            let raw: Vec<RawLine> = text
+                .lines()
+                .zip(1u64..)
+                .map(|(l, number)| RawLine {
+                    number,
+                    bytes: l.as_bytes().to_vec(),
+                })
+                .collect();
+            normalize::build(normalize::clean(&raw))
+        };
+        // An 80-column console cut mid-word (real/104: "ha|s", "10.|11").
+        let wrapped = doc(concat!(
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.93 GiB. GPU 0 ha\n",
+            "s a total capacity of 11.76 GiB of which 712.44 MiB is free. Including non-PyTor\n",
+            "ch memory."
+        ));
+        assert!(fixed_width_wrap(&wrapped, 0, 3));
+        // Two ggml records that happen to be 63 characters long.
+        let records = doc(concat!(
+            "ggml_vulkan: Device memory allocation of size 118497280 failed.\n",
+            "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory\n",
+            "double free or corruption (out)"
+        ));
+        assert!(!fixed_width_wrap(&records, 0, 3));
+        // Equal widths, but every break falls after punctuation.
+        let sentences = doc(concat!(
+            "Warning: Ran out of memory when regular VAE decoding, retrying.\n",
+            "Prompt executed in 41.27 seconds"
+        ));
+        assert!(!fixed_width_wrap(&sentences, 0, 2));
     }
 
     /// `O` OOM, `N` not an OOM, `U` undetermined, `C` context only.
