@@ -21,13 +21,20 @@ fn dir_from(var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
     if let Some(p) = var("HF_HUB_CACHE") {
         return Some(p.into());
     }
+    Some(home_from(var)?.join("hub"))
+}
+
+/// huggingface_hub's home folder (`constants.py` `HF_HOME`): `HF_HOME`, else
+/// `XDG_CACHE_HOME/huggingface`, else `~/.cache/huggingface`. The hub cache
+/// and the login token (`token`) live there.
+pub fn home_from(var: impl Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
     if let Some(home) = var("HF_HOME") {
-        return Some(PathBuf::from(home).join("hub"));
+        return Some(PathBuf::from(home));
     }
     let cache = var("XDG_CACHE_HOME")
         .map(PathBuf::from)
         .or_else(|| var("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(cache.join("huggingface").join("hub"))
+    Some(cache.join("huggingface"))
 }
 
 /// The snapshot folder holding `config.json` for hub id `id` in `cache`:

@@ -72,15 +72,8 @@ impl Hub {
             let path = var("HF_TOKEN_PATH")
                 .map(std::path::PathBuf::from)
                 .or_else(|| {
-                    let home = var("HF_HOME").map(std::path::PathBuf::from).or_else(|| {
-                        var("XDG_CACHE_HOME")
-                            .map(|c| std::path::PathBuf::from(c).join("huggingface"))
-                            .or_else(|| {
-                                var("HOME")
-                                    .map(|h| std::path::PathBuf::from(h).join(".cache/huggingface"))
-                            })
-                    })?;
-                    Some(home.join("token"))
+                    super::hf_cache::home_from(|k| var(k).map(std::ffi::OsString::from))
+                        .map(|h| h.join("token"))
                 })?;
             let t = std::fs::read_to_string(path).ok()?;
             let t = t.trim();

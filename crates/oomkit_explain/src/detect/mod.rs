@@ -788,7 +788,8 @@ mod table {
         }
     }
 
-    fn signals(text: &str) -> Vec<Signal> {
+    /// `text`'s lines (numbered from 1), cleaned and joined as a region.
+    fn doc(text: &str) -> Doc {
         let raw: Vec<RawLine> = text
             .lines()
             .zip(1u64..)
@@ -797,22 +798,15 @@ mod table {
                 bytes: l.as_bytes().to_vec(),
             })
             .collect();
-        detect(&normalize::build(normalize::clean(&raw)))
+        normalize::build(normalize::clean(&raw))
+    }
+
+    fn signals(text: &str) -> Vec<Signal> {
+        detect(&doc(text))
     }
 
     #[test]
     fn only_real_fixed_width_wraps_are_joined_without_spaces() {
-        let doc = |text: &str| {
-            let raw: Vec<RawLine> = text
-                .lines()
-                .zip(1u64..)
-                .map(|(l, number)| RawLine {
-                    number,
-                    bytes: l.as_bytes().to_vec(),
-                })
-                .collect();
-            normalize::build(normalize::clean(&raw))
-        };
         // An 80-column console cut mid-word (real/104: "ha|s", "10.|11").
         let wrapped = doc(concat!(
             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.93 GiB. GPU 0 ha\n",
