@@ -1,0 +1,97 @@
+"""Compare peaks measured on a GPU (bench/gpu/peaks.py's JSON Lines) with
+`oomkit estimate`, and optionally write them as accuracy rows for
+crates/oomkit_estimate/tests/gpu.json (checked by `cargo test`).
+
+Usage: python3 bench/gpu/compare.py PEAKS.jsonl [--oomkit BIN] [--rows OUT.json]
+Standard library only.
+"""
+
+import argparse
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "estimate-oracle"))
+from oracle import label  # noqa: E402  (one definition of a setup's label)
+
+GiB = 2**30
+
+
+def estimate(binary, st):
+    args = [binary, "estimate", st["model"], "--task", st["task"], "--precision", st["precision"],
+            "--batch", str(st["batch"]), "--seq", str(st["seq"]), "--attention", st["attention"],
+            "--format", "json"]
+    if st["task"] == "train":
+        args += ["--method", st["method"], "--optimizer", st["optimizer"]]
+        if st["method"] == "lora":
+            args += ["--lora-rank", str(st["lora_rank"]), "--lora-targets", st["lora_targets"]]
+        if st["ckpt"]:
+            args.append("--grad-checkpointing")
+        if st.get("trainer"):
+            args.append("--trainer")
+    else:
+        args += ["--new-tokens", str(st["new_tokens"])]
+    return json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+
+
+def setup_fields(st):
+    setup = {k: st[k] for k in ("task", "precision", "batch", "seq", "attention")}
+    if st["task"] == "train":
+        setup.update(method=st["method"], optimizer=st["optimizer"], grad_checkpointing=st["ckpt"])
+        if st["method"] == "lora":
+            setup.update(lora_rank=st["lora_rank"], lora_targets=st["lora_targets"])
+        if st.get("trainer"):
+            setup["drops_output"] = True
+    else:
+        setup["new_tokens"] = st["new_tokens"]
+    return setup
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("peaks")
+    ap.add_argument("--oomkit", default=str(ROOT / "target" / "release" / "oomkit"))
+    ap.add_argument("--rows", default="")
+    ap.add_argument("--source", default="")
+    a = ap.parse_args()
+    lines = [json.loads(l) for l in pathlib.Path(a.peaks).read_text().splitlines() if l.strip()]
+    context = next((l["result"] for l in lines if l["kind"] == "context"), {})
+    if context:
+        print(f"CUDA context {context['context_bytes'] / GiB:.3f} GiB, cuBLAS workspace "
+              f"{context['cublas_bytes'] / GiB:.3f} GiB ({context['gpu']}, driver {context['driver']}, "
+              f"torch {context['torch']}, CUDA {context['cuda']})\n")
+    print("| model | setup | batch × seq | allocated: measured | estimate | error "
+          "| device used: measured | estimate | error |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    errs, rows = {"allocated": [], "device_used": []}, []
+    for l in lines:
+        if l["kind"] != "setup" or "error" in l["result"]:
+            continue
+        st, m = l["setup"], l["result"]
+        est = estimate(a.oomkit, st)
+        cells = []
+        for metric, got, want in (("allocated", est["peak_allocated_bytes"], m["peak_allocated"]),
+                                  ("device_used", est["device_used_bytes"], m["device_used"])):
+            err = (got - want) / want * 100
+            errs[metric].append(abs(err))
+            cells += [f"{want / GiB:.2f} GiB", f"{got / GiB:.2f} GiB", f"{err:+.1f} %"]
+            name = f"G-{st['model'].split('/')[-1]}-{label(st).replace(' ', '-')}" \
+                   f"{'-trainer' if st.get('trainer') else ''}-{st['batch']}x{st['seq']}-{metric}"
+            rows.append(dict(id=name, source=a.source, model=st["model"], setup=setup_fields(st),
+                             metric=metric, kind=st["task"], grade="A", measured_bytes=want))
+        trainer = " Trainer" if st.get("trainer") else ""
+        print(f"| {st['model']} | {label(st)}{trainer} | {st['batch']} × {st['seq']} | " + " | ".join(cells) + " |")
+    for metric, e in errs.items():
+        if e:
+            print(f"\n{metric}: {len(e)} setups, median |error| {statistics.median(e):.1f} %, worst {max(e):.1f} %")
+    if a.rows:
+        pathlib.Path(a.rows).write_text(json.dumps(
+            {"note": "Written by bench/gpu/compare.py --rows from bench/gpu/results/; regenerate, do not edit.",
+             "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
