@@ -310,6 +310,11 @@ fn phase_hint(region: &str) -> Option<Phase> {
                 "optimizer.step",
                 "training_step",
                 "train_step",
+                // a function or script named for training: `in train`,
+                // `in train_one_epoch`, `train.py`, `train_cls.py`
+                ", in train",
+                "train.py",
+                "train_",
                 "trainer.py",
                 "train_function",
                 "fit(",
@@ -334,7 +339,12 @@ fn phase_hint(region: &str) -> Option<Phase> {
                 "inference_mode",
                 "no_grad",
                 "pipeline_",
-                "__call__",
+                // transformers' pipelines; not a bare `__call__`, which every
+                // module call in a training forward shows too (transformers'
+                // GradientCheckpointingLayer.__call__, recorded on an H200:
+                // bench/gpu/results/h200-2026-11-26/ooms/torch_transformers_forward.log).
+                "pipelines/",
+                "pipelines\\",
                 "predict",
                 "sample(",
                 "decode(",

@@ -180,6 +180,9 @@ details! {
     LargestBuffer(Bytes) = "largest_buffer",
     /// XLA: its shape as printed.
     LargestBufferShape(String) = "largest_buffer_shape",
+    /// XLA: the allocator that refused (`GPU_0_bfc`: JAX's preallocated
+    /// pool; `SE_0_space_0`: the platform allocator, straight to the driver).
+    XlaAllocator(String) = "xla_allocator",
     /// XLA:TPU: the memory space that ran out (`hbm`, `vmem`, `smem`).
     TpuMemorySpace(String) = "tpu_memory_space",
     /// NCCL's version.

@@ -238,6 +238,19 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
             );
         }
     }
+    if let (Some(w), Some(r), Framework::Jax) = (x.limit, r, f.sig.framework)
+        && r > w
+    {
+        // XLA's limit is the allocator's pool, not the GPU: JAX preallocates
+        // 75 % of the GPU (XLA_PYTHON_CLIENT_MEM_FRACTION) and compiles
+        // programs against that figure (jax docs, "GPU memory allocation").
+        return (
+            Cause::MemoryFractionLimit,
+            format!(
+                "XLA's memory limit is {w} (the pool JAX takes: 75% of the GPU unless XLA_PYTHON_CLIENT_MEM_FRACTION says otherwise) and this single request of {r} is larger than all of it; a larger fraction helps only if the GPU itself has {r} to spare, otherwise the arrays must shrink"
+            ),
+        );
+    }
     if let (Some(w), Some(r)) = (x.limit, r) {
         // The caching allocator grows by whole segments: requests of 1–10 MiB
         // take a 20 MiB segment (kLargeBuffer in CUDACachingAllocator.cpp),
@@ -409,8 +422,26 @@ fn capacity_evidence(f: &Finding, n: &Numbers) -> String {
         e.push_str(": a small request failed because the GPU was already full; if this happens only after many steps, memory is building up (tensors or graphs kept across steps)");
         return e;
     }
+    if f.sig.framework == Framework::Jax && x.total.is_none() && xla_platform_allocator(x) {
+        // XLA_PYTHON_CLIENT_ALLOCATOR=platform: no pool, the driver refused.
+        e.push_str(": the GPU itself had no room (XLA's platform allocator asks the driver directly, without a pool)");
+        return e;
+    }
+    if f.sig.framework == Framework::Jax && x.total.is_none() {
+        // Without a total the device is unknown; what failed is XLA's pool.
+        e.push_str(": the job needs more memory than XLA's allocator had (JAX takes 75% of the GPU at start-up unless XLA_PYTHON_CLIENT_MEM_FRACTION or XLA_PYTHON_CLIENT_PREALLOCATE=false says otherwise)");
+        return e;
+    }
     e.push_str(": the job needs more memory than the device offers");
     e
+}
+
+/// XLA named an allocator other than its BFC pool (`SE_0_space_0` under
+/// `XLA_PYTHON_CLIENT_ALLOCATOR=platform`): the driver itself refused.
+fn xla_platform_allocator(x: &Fields) -> bool {
+    x.details
+        .iter()
+        .any(|d| matches!(d, Detail::XlaAllocator(a) if !a.contains("bfc")))
 }
 
 fn unknown_evidence(f: &Finding) -> String {
@@ -515,6 +546,11 @@ fn ladder(f: &Finding) -> Vec<&'static str> {
         // preallocation settings (XLA_PYTHON_CLIENT_*) do not apply.
         Framework::Jax if f.sig.format == "xla-tpu-memory-space" => {
             vec!["jax-rematerialize", "reduce-batch"]
+        }
+        // The platform allocator has no pool to enlarge: only the program
+        // can shrink.
+        Framework::Jax if xla_platform_allocator(&f.sig.fields) => {
+            vec!["jax-rematerialize", "reduce-batch", "free-other-processes"]
         }
         Framework::Jax => vec![
             "jax-mem-fraction",
@@ -767,11 +803,12 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
                     Framework::Tensorflow => "tf-memory-limit",
                     _ => "raise-memory-fraction",
                 };
-                plan.push((
-                    id,
-                    Some(format!("the limit is {w}; the device has {t}")),
-                    (saves.0 > 0).then_some(saves),
-                ));
+                let why = if t.0 > 0 {
+                    format!("the limit is {w}; the device has {t}")
+                } else {
+                    format!("the limit is {w}")
+                };
+                plan.push((id, Some(why), (saves.0 > 0).then_some(saves)));
                 push_all(&mut plan, ladder(f).into_iter().take(3).collect());
             }
         }
@@ -1486,5 +1523,51 @@ mod fit_tests {
             "{}",
             fix.code
         );
+    }
+
+    /// jax 0.11 on an H200: the exact byte count beside the rounded size,
+    /// XLA's limit from `exceeds the base limit (L)`, and a request over
+    /// the limit is the pool's limit, fixed with JAX's own variable.
+    #[test]
+    fn jax_limit_and_exact_bytes_from_a_recorded_message() {
+        let e = event(&fixture("recorded/jax_mem_fraction.log"));
+        assert_eq!(e.framework, Framework::Jax);
+        assert_eq!(e.requested_bytes, Some(oomkit_core::Bytes(22_613_223_168)));
+        assert_eq!(
+            e.numbers.limit_bytes,
+            Some(oomkit_core::Bytes(15_011_414_016))
+        );
+        assert_eq!(e.cause, crate::Cause::MemoryFractionLimit);
+        let first = e.fixes.first().expect("a fix");
+        assert_eq!(first.id, "jax-mem-fraction");
+        assert!(!first.why.contains("device has"), "{}", first.why);
+        assert!(e.fixes.iter().all(|f| !f.code.contains("torch")));
+    }
+
+    /// The platform allocator has no pool: no "raise the fraction" fix, and
+    /// the driver's own byte count is the request.
+    #[test]
+    fn jax_platform_allocator_gets_no_pool_fixes() {
+        let e = event(&fixture("recorded/jax_platform_allocator.log"));
+        assert_eq!(e.requested_bytes, Some(oomkit_core::Bytes(67_839_669_040)));
+        assert!(e.evidence.contains("platform allocator"), "{}", e.evidence);
+        assert!(
+            e.fixes
+                .iter()
+                .all(|f| f.id != "jax-mem-fraction" && f.id != "jax-no-preallocate"),
+            "{:?}",
+            e.fixes.iter().map(|f| f.id).collect::<Vec<_>>()
+        );
+    }
+
+    /// A forward in training shows module `__call__` frames too: they are
+    /// no evidence of inference (recorded on an H200 through transformers).
+    #[test]
+    fn a_module_call_is_not_inference() {
+        let e = event(&fixture("recorded/torch_transformers_forward.log"));
+        assert_ne!(e.phase, Some(crate::Phase::Inference));
+        assert_ne!(e.fixes.first().map(|f| f.id), Some("inference-mode"));
+        let t = event(&fixture("pytorch_1_5_malloc_location.log"));
+        assert_eq!(t.phase, Some(crate::Phase::Training));
     }
 }

@@ -119,6 +119,27 @@ static JAX_OOM: Lazy = LazyLock::new(|| {
 /// then `Reported by CUDA: Free memory/Total memory: F/T`.
 static ASYNC_ALLOC: Lazy =
     LazyLock::new(|| re(r"(?:gpu_async_(\d+) )?cuMemAllocAsync failed to allocate {N} bytes"));
+/// XLA prints the exact byte count beside a rounded size on the lines around
+/// its RESOURCE_EXHAUSTED (recorded with jax 0.11 on an H200,
+/// bench/gpu/results): the platform allocator's `Failed to allocate device
+/// memory of 63.18GiB (67839669040 bytes)` and the BFC allocator's
+/// `63.18GiB (rounded to 67839669248)`.
+static XLA_EXACT: Lazy =
+    LazyLock::new(|| re(r"device memory of \S+ \({N} bytes\)|\(rounded to {N}\)"));
+/// XLA's memory limit for a program: the GPU scheduler's `The byte size of
+/// input/output arguments (A) exceeds the base limit (L)` and the
+/// rematerializer's `Can't reduce memory use below 99.61GiB (106952812571
+/// bytes) by rematerialization`. L is the allocator's pool (JAX
+/// preallocates 75 % of the GPU unless `XLA_PYTHON_CLIENT_MEM_FRACTION` says
+/// otherwise).
+static XLA_LIMIT: Lazy = LazyLock::new(|| {
+    re(
+        r"exceeds the base limit \({N}\)|Can't reduce memory use below {SIZE} \({N} bytes\) by rematerialization",
+    )
+});
+/// Today's jaxlib names the allocator: `… allocate 63.18GiB with allocator
+/// GPU_0_bfc on device 0`.
+static XLA_ALLOCATOR: Lazy = LazyLock::new(|| re(r"allocate \S+ with allocator (\w+)"));
 static ASYNC_FREE_TOTAL: Lazy =
     LazyLock::new(|| re(r"Reported by CUDA: Free memory/Total memory: {N}/{N}"));
 
@@ -416,8 +437,18 @@ fn jax_oom(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     sig.backend = Some(Backend::Cuda);
     sig.rank = 3;
     let raw = m.get(2).map_or("", |g| g.as_str());
-    sig.fields.requested = raw.parse::<Bytes>().ok();
+    sig.fields.requested = raw.parse::<Bytes>().ok().map(|r| exact_near(r, s));
+    // Both lines come before the headline: look in the whole region.
+    sig.fields.limit = s
+        .region
+        .captures(&XLA_LIMIT)
+        .and_then(|c| int_of(&c, 1).or_else(|| int_of(&c, 3)).map(Bytes));
     sig.fields.device = jax_device(s);
+    if let Some(a) = s.cap(&XLA_ALLOCATOR).and_then(|c| c.get(1)) {
+        sig.fields
+            .details
+            .push(Detail::XlaAllocator(a.as_str().to_string()));
+    }
     sig.version_hint = Some(
         if m.get(1).is_some_and(|g| g.as_str() == "Resource exhausted") {
             "jaxlib ≤ 0.1.x (2019–21)"
@@ -464,6 +495,18 @@ fn jax_oom(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     }
     jax_preallocation_hint(&mut sig);
     Some(sig)
+}
+
+/// The exact byte count XLA printed for a rounded size `r` (two decimals of
+/// GiB are off by up to 5 MiB), when one within 1 % of it is in the span.
+/// The lines come before the headline, so the region's first such figure is
+/// the candidate.
+fn exact_near(r: Bytes, s: &Span<'_>) -> Bytes {
+    s.region
+        .captures(&XLA_EXACT)
+        .and_then(|c| int_of(&c, 1).or_else(|| int_of(&c, 2)))
+        .filter(|&n| u128::from(n.abs_diff(r.0)) * 100 <= u128::from(r.0))
+        .map_or(r, Bytes)
 }
 
 fn jax_request(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
