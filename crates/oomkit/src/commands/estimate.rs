@@ -2,21 +2,18 @@
 //! build the setup, run the estimate and the fit, print, and exit 1 when it
 //! does not fit the chosen GPU.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-
 use anyhow::{Context, bail};
-use oomkit_estimate::checkpoint::{self, Checkpoint};
 use oomkit_estimate::fit::{self, Fit};
-use oomkit_estimate::gguf;
 use oomkit_estimate::image;
 use oomkit_estimate::model::parse_count;
+use oomkit_estimate::resolve::{self, ResolveError, hub::HubError};
 use oomkit_estimate::serve::{VllmArgs, default_batching, plan as serve_plan, vllm};
 use oomkit_estimate::{
     Attention, BareShape, Estimate, Given, LoraTargets, Method, ModelConfig, Offload, Optimizer,
     Precision, Quant, Setup, Task, catalogue, estimate, render,
 };
 use serde::Serialize;
+use std::io::Write;
 
 use crate::cli::{
     ColorChoice, EstAttention, EstCpuOffload, EstEngine, EstKvDtype, EstMethod, EstOffload,
@@ -577,195 +574,26 @@ pub(super) fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> 
     let Some(name) = args.model.as_deref() else {
         bail!("give a MODEL or --params");
     };
-    let path = Path::new(name);
-    if name.to_ascii_lowercase().ends_with(".gguf") {
-        return read_gguf(path);
-    }
-    let looks_like_path = path.exists() || name.ends_with(".json");
-    if looks_like_path {
-        return read_config_files(path, name);
-    }
-    // A model downloaded to the local Hugging Face cache: its own config is
-    // the truth for that id, so it comes before the catalogue (whose entry may
-    // be a base model's, or reconstructed).
-    if let Some(snapshot) = super::hf_cache::dir().and_then(|c| super::hf_cache::snapshot(&c, name))
-    {
-        let mut cfg = read_config_files(&snapshot, name.trim())?;
-        cfg.config_file = Some(snapshot.join("config.json").display().to_string());
-        return Ok(cfg);
-    }
-    // Asked for: the Hub's own config, before the catalogue's.
-    if args.hub {
-        return super::hf_hub::Hub::from_env()?.model(name);
-    }
-    catalogue::find(name).map_err(|e| match e {
+    let sources = resolve::Sources {
+        cache: resolve::hf_cache::dir(),
+        // Asked for: the Hub's own config, before the catalogue's.
+        hub: args
+            .hub
+            .then(|| Box::new(super::hub_client::Ureq::new()) as Box<dyn resolve::hub::Fetch>),
+    };
+    resolve::resolve(name, sources).map_err(|e| match e {
+        ResolveError::Hub(HubError::Offline { var }) => anyhow::anyhow!(
+            "--hub: {var} is set, so the Hugging Face Hub is not contacted (unset it, or download the model first: the local cache is read without --hub)"
+        ),
+        ResolveError::Hub(e @ HubError::InvalidRepo { .. }) => anyhow::anyhow!("--hub: {e}"),
         // A Hub-style id: say how to get its own config.
-        catalogue::UnknownModel::NotFound { .. } if name.contains('/') => {
+        ResolveError::Unknown(e @ catalogue::UnknownModel::NotFound { .. })
+            if name.contains('/') =>
+        {
             anyhow::anyhow!("{e}; or add --hub to fetch its config.json from the Hugging Face Hub")
         }
         e => e.into(),
     })
-}
-
-/// Reads a `config.json` given as a file, its folder, or the safetensors
-/// index beside it, with the safetensors headers (or index) found there.
-fn read_config_files(path: &Path, name: &str) -> anyhow::Result<ModelConfig> {
-    // A bare `model.safetensors.index.json` stands for its folder: the
-    // config.json beside it, and the index itself for the weights.
-    let index = is_index(path).then(|| path.to_path_buf());
-    let file = if path.is_dir() {
-        path.join("config.json")
-    } else if index.is_some() {
-        let config = path.with_file_name("config.json");
-        if !config.is_file() {
-            bail!(
-                "{}: no config.json beside this safetensors index (it gives the weights' size, not the architecture)",
-                path.display()
-            );
-        }
-        config
-    } else {
-        path.to_path_buf()
-    };
-    let bytes = crate::input::read_file_limited(&file, CONFIG_LIMIT)?;
-    let text = String::from_utf8(bytes)
-        .with_context(|| format!("{}: not a text config.json", file.display()))?;
-    let id = if path.is_dir() {
-        name
-    } else {
-        file.to_str().unwrap_or(name)
-    };
-    let mut cfg = ModelConfig::from_hf_json(id, &text)
-        .with_context(|| format!("{}: not a usable Hugging Face config.json", file.display()))?;
-    let dir = match file.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let index = index.or_else(|| {
-        let p = dir.join(INDEX_NAME);
-        p.is_file().then_some(p)
-    });
-    cfg.checkpoint = match index {
-        Some(ix) => read_index(&ix, dir, &text)?,
-        None => read_safetensors(dir)?,
-    };
-    Ok(cfg)
-}
-
-/// The most of a `config.json` read: real ones are a few KiB (the largest in
-/// the catalogue, a vision-language model's, is under 20 KiB).
-const CONFIG_LIMIT: u64 = 4 << 20;
-
-/// Reads a GGUF header: a growing prefix of the file (one open handle, so a
-/// FIFO works too) until the header parses, never more than
-/// [`gguf::MAX_HEADER`].
-fn read_gguf(path: &Path) -> anyhow::Result<ModelConfig> {
-    read_gguf_file(path).map(|f| f.model)
-}
-
-/// Reads a GGUF header with its tensor list (see [`read_gguf`]).
-pub(super) fn read_gguf_file(path: &Path) -> anyhow::Result<gguf::GgufFile> {
-    use std::io::Read;
-    let name = path.display().to_string();
-    let mut fh = std::fs::File::open(path).with_context(|| format!("cannot read {name}"))?;
-    let mut buf = Vec::new();
-    let mut want: u64 = 1 << 20;
-    loop {
-        let have = buf.len() as u64;
-        let got = (&mut fh)
-            .take(want.saturating_sub(have))
-            .read_to_end(&mut buf)
-            .with_context(|| format!("cannot read {name}"))?;
-        match gguf::parse_file(&buf, &name) {
-            Ok(f) => return Ok(f),
-            Err(gguf::GgufError::NeedMore) if (got as u64) < want.saturating_sub(have) => {
-                bail!("{name}: malformed GGUF header: the file ends inside it")
-            }
-            Err(gguf::GgufError::NeedMore) if want >= gguf::MAX_HEADER => bail!(
-                "{name}: the GGUF header does not end within {} (real headers are a few MiB; a corrupt or hostile file?)",
-                oomkit_core::Bytes(gguf::MAX_HEADER)
-            ),
-            Err(gguf::GgufError::NeedMore) => want = (want * 4).min(gguf::MAX_HEADER),
-            Err(e) => return Err(anyhow::Error::new(e).context(name)),
-        }
-    }
-}
-
-/// The index file transformers writes beside sharded safetensors.
-const INDEX_NAME: &str = "model.safetensors.index.json";
-
-/// Is this path a safetensors index (`*.safetensors.index.json`)?
-fn is_index(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.to_ascii_lowercase().ends_with(".safetensors.index.json"))
-}
-
-/// Reads a safetensors index: when every shard it names is in `dir`, their
-/// headers (exact); otherwise its `metadata.total_size`, with the config's
-/// `torch_dtype` for the element count.
-fn read_index(index: &Path, dir: &Path, config: &str) -> anyhow::Result<Option<Checkpoint>> {
-    let bytes = crate::input::read_file_limited(index, checkpoint::MAX_INDEX)?;
-    let ix = checkpoint::parse_index(&bytes).with_context(|| index.display().to_string())?;
-    let shards: Vec<_> = ix.shards.iter().map(|s| dir.join(s)).collect();
-    if shards.iter().all(|s| s.is_file()) {
-        return read_headers(shards);
-    }
-    let v: serde_json::Value = serde_json::from_str(config).unwrap_or_default();
-    let dtype = v
-        .get("torch_dtype")
-        .or_else(|| v.get("dtype"))
-        .and_then(serde_json::Value::as_str);
-    let quantized = v.get("quantization_config").is_some();
-    Ok(Some(Checkpoint::from_index(&ix, dtype, quantized)))
-}
-
-/// Sums the headers of every `*.safetensors` file in `dir` (never the data).
-fn read_safetensors(dir: &Path) -> anyhow::Result<Option<Checkpoint>> {
-    let files: Vec<_> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot list {}", dir.display()))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-        .collect();
-    read_headers(files)
-}
-
-/// Sums the headers of these `*.safetensors` files (never the data).
-fn read_headers(mut files: Vec<PathBuf>) -> anyhow::Result<Option<Checkpoint>> {
-    use std::io::Read;
-    if files.is_empty() {
-        return Ok(None);
-    }
-    files.sort();
-    let mut total = Checkpoint::default();
-    let mut budget = checkpoint::MAX_HEADERS_TOTAL;
-    for f in files {
-        let mut read = || -> anyhow::Result<Checkpoint> {
-            let mut fh = std::fs::File::open(&f)?;
-            let mut prefix = [0u8; 8];
-            fh.read_exact(&mut prefix)
-                .context("malformed safetensors header: file shorter than 8 bytes")?;
-            let n = checkpoint::header_len(prefix)?;
-            budget = budget.checked_sub(n).with_context(|| {
-                format!(
-                    "the safetensors headers in this folder add up to more than {}",
-                    oomkit_core::Bytes(checkpoint::MAX_HEADERS_TOTAL)
-                )
-            })?;
-            let buf = crate::input::read_limited(&f.display().to_string(), fh, n)?;
-            if buf.len() as u64 != n {
-                bail!(
-                    "malformed safetensors header: truncated ({} of {n} bytes)",
-                    buf.len()
-                );
-            }
-            Ok(checkpoint::parse_header(&buf)?)
-        };
-        let c = read().with_context(|| format!("{}", f.display()))?;
-        total.merge(c).with_context(|| format!("{}", f.display()))?;
-    }
-    Ok(Some(total))
 }
 
 /// Which setup flags were given on the command line (the library's

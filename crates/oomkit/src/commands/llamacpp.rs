@@ -13,7 +13,9 @@ use oomkit_estimate::llamacpp::{
     Plan, Report,
 };
 
-use super::estimate::{engine, given, read_gguf_file, resolve_model};
+use oomkit_estimate::resolve::read_gguf_file;
+
+use super::estimate::{engine, given, resolve_model};
 use crate::cli::{EstCacheType, EstEngine, EstOnOff, EstQuant, EstTask, EstimateArgs, Format};
 
 /// The most context cells taken (16 Mi, 128× the longest published
