@@ -7,7 +7,7 @@
 //! Hub, when asked ([`hub`]); then the embedded [`catalogue`].
 //!
 //! This module reads local files (bounded: [`CONFIG_LIMIT`],
-//! [`checkpoint::MAX_HEADERS_TOTAL`], [`gguf::MAX_HEADER`]); the network is
+//! [`crate::checkpoint::MAX_HEADERS_TOTAL`], [`crate::gguf::MAX_HEADER`]); the network is
 //! reached only through the [`hub::Fetch`] the caller passes in, so the
 //! library has no HTTP client. Errors never name command-line flags.
 
