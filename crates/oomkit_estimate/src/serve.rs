@@ -39,10 +39,33 @@ use crate::setup::{Quant, Setup, SetupError};
 /// vLLM's default KV block size (tokens).
 pub const BLOCK_SIZE: u64 = 16;
 
+/// `gpu_memory_utilization` when not given: vLLM's default
+/// (`vllm/config/cache.py` `CacheConfig.gpu_memory_utilization = 0.9`).
+pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
+
+/// `max_model_len` when the config names no context length: vLLM assumes
+/// 2048 then (`_get_and_verify_max_len`: "Assuming the model's maximum length
+/// is 2048"); the value used is shown in every output.
+pub const FALLBACK_MAX_MODEL_LEN: u64 = 2048;
+
+/// The engine knobs the user set; `None` takes vLLM's default
+/// ([`VllmArgs::with_defaults`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VllmOptions {
+    /// `gpu_memory_utilization`.
+    pub gpu_memory_utilization: Option<f64>,
+    /// `max_model_len`.
+    pub max_model_len: Option<u64>,
+    /// `max_num_batched_tokens`.
+    pub max_num_batched_tokens: Option<u64>,
+    /// `max_num_seqs`.
+    pub max_num_seqs: Option<u64>,
+}
+
 /// Engine knobs that decide the pool.
 #[derive(Clone, Debug, Serialize)]
 pub struct VllmArgs {
-    /// `--gpu-memory-utilization` (default 0.9).
+    /// `--gpu-memory-utilization` ([`DEFAULT_GPU_MEMORY_UTILIZATION`]).
     pub gpu_memory_utilization: f64,
     /// `--max-model-len` (default: the model's context).
     pub max_model_len: u64,
@@ -50,6 +73,28 @@ pub struct VllmArgs {
     pub max_num_batched_tokens: u64,
     /// `--max-num-seqs`: the rows of the profile run's sampler.
     pub max_num_seqs: u64,
+}
+
+impl VllmArgs {
+    /// The knobs as `vllm serve` sets them on `gpu` for `cfg`: what the user
+    /// gave, else vLLM's defaults. vLLM's default `max_model_len` is the
+    /// model's own context (vllm/config `_get_and_verify_max_len` over
+    /// `max_position_embeddings` and its aliases), not a round number:
+    /// `vllm serve MODEL` refuses to start when the pool cannot hold one
+    /// request of that length.
+    pub fn with_defaults(o: &VllmOptions, cfg: &ModelConfig, gpu: &Gpu) -> VllmArgs {
+        let (seqs, tokens) = default_batching(gpu.id, gpu.usable().get());
+        VllmArgs {
+            gpu_memory_utilization: o
+                .gpu_memory_utilization
+                .unwrap_or(DEFAULT_GPU_MEMORY_UTILIZATION),
+            max_model_len: o
+                .max_model_len
+                .unwrap_or(cfg.max_positions.unwrap_or(FALLBACK_MAX_MODEL_LEN)),
+            max_num_batched_tokens: o.max_num_batched_tokens.unwrap_or(tokens),
+            max_num_seqs: o.max_num_seqs.unwrap_or(seqs),
+        }
+    }
 }
 
 /// vLLM's defaults for `vllm serve` when the user sets neither
@@ -554,6 +599,112 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
         ));
     }
     steps
+}
+
+/// vLLM on one GPU kind: the knobs used, the pool, the verdict and, when it
+/// does not start, the plan.
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// The knobs with vLLM's defaults filled in.
+    pub args: VllmArgs,
+    /// Whether `max_model_len` is vLLM's default (the model's context).
+    pub default_len: bool,
+    /// The pool.
+    pub report: ServeReport,
+    /// The GPU's usable bytes.
+    pub usable_bytes: u64,
+    /// vLLM's start-up check passes and the request fits the GPU.
+    pub fits: bool,
+    /// The ways to start, cheapest first; each passes vLLM's start-up check
+    /// (empty when it fits).
+    pub plan: Vec<ServeStep>,
+    /// What is left over; negative when it does not fit (what is missing,
+    /// never a positive headroom).
+    pub headroom_bytes: i64,
+}
+
+/// `vllm serve` of `cfg` with `s` on `gpu`: checks the knobs, sizes the
+/// pool, gives vLLM's verdict and the plan.
+pub fn serve(
+    cfg: &ModelConfig,
+    s: &Setup,
+    o: &VllmOptions,
+    gpu: &Gpu,
+) -> Result<Served, SetupError> {
+    let args = VllmArgs::with_defaults(o, cfg, gpu);
+    s.check_vllm(cfg, &args)?;
+    let usable = gpu.usable().get();
+    let report = vllm(cfg, s, &args, usable);
+    let fits = report.fits && report.requested_bytes <= usable;
+    let plan = if fits {
+        Vec::new()
+    } else {
+        plan(cfg, s, &args, gpu)
+    };
+    Ok(Served {
+        headroom_bytes: report.headroom_bytes(usable),
+        default_len: o.max_model_len.is_none(),
+        args,
+        report,
+        usable_bytes: usable,
+        fits,
+        plan,
+    })
+}
+
+impl Served {
+    /// The JSON output (README "`oomkit estimate`"): the text models' shape,
+    /// with the pool under `serve`.
+    pub fn json(
+        &self,
+        cfg: &ModelConfig,
+        s: &Setup,
+        gpu: &Gpu,
+        warnings: &[String],
+    ) -> serde_json::Value {
+        let r = &self.report;
+        let components = crate::Components {
+            weights_bytes: r.weights_bytes,
+            activations_bytes: r.activation_bytes,
+            kv_cache_bytes: r.kv_pool_bytes,
+            cuda_context_bytes: r.non_torch_bytes,
+            ..Default::default()
+        };
+        let allocated = r.weights_bytes + r.activation_bytes + r.kv_pool_bytes;
+        let mut model = serde_json::json!({"id": cfg.id, "params": cfg.params()});
+        for (k, v) in [
+            ("resolved_to", &cfg.resolved_to),
+            ("config_file", &cfg.config_file),
+        ] {
+            if let (Some(v), Some(m)) = (v, model.as_object_mut()) {
+                m.insert(k.into(), v.clone().into());
+            }
+        }
+        serde_json::json!({
+            "version": 1,
+            "model": model,
+            "setup": s,
+            "components": components,
+            "peak_allocated_bytes": allocated,
+            "peak_reserved_bytes": allocated,
+            "device_used_bytes": r.requested_bytes,
+            "peak_phase": "serve",
+            "warnings": warnings,
+            "serve": r,
+            "fit": {
+                "gpu": gpu.id,
+                "usable_bytes": self.usable_bytes,
+                "fits": self.fits,
+                "headroom_bytes": self.headroom_bytes,
+                // Requests of max_model_len served at once, and the longest
+                // max_model_len one request can reach in the pool.
+                "max_batch": r.max_concurrency.floor() as u64,
+                "max_seq": cfg.max_positions.map_or(r.max_fit_len, |m| m.min(r.max_fit_len)),
+                "plan": self.plan,
+                "plan_fits": self.fits || !self.plan.is_empty(),
+            },
+        })
+    }
 }
 
 #[cfg(test)]

@@ -243,6 +243,11 @@ pub struct Setup {
     pub offload: Offload,
 }
 
+/// Micro-batch size when none is given.
+pub const DEFAULT_BATCH: u64 = 1;
+/// Tokens per sample (or prompt tokens) when none are given.
+pub const DEFAULT_SEQ: u64 = 512;
+
 impl Default for Setup {
     fn default() -> Setup {
         Setup {
@@ -251,8 +256,8 @@ impl Default for Setup {
             precision: Precision::Bf16,
             quant: Quant::None,
             optimizer: Optimizer::Adamw,
-            batch: 1,
-            seq: 512,
+            batch: DEFAULT_BATCH,
+            seq: DEFAULT_SEQ,
             new_tokens: 0,
             grad_checkpointing: false,
             drops_output: false,

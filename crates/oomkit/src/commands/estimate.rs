@@ -7,7 +7,7 @@ use oomkit_estimate::fit::{self, Fit};
 use oomkit_estimate::image;
 use oomkit_estimate::model::parse_count;
 use oomkit_estimate::resolve::{self, ResolveError, hub::HubError};
-use oomkit_estimate::serve::{VllmArgs, default_batching, plan as serve_plan, vllm};
+use oomkit_estimate::serve;
 use oomkit_estimate::{
     Attention, BareShape, Estimate, Given, LoraTargets, Method, ModelConfig, Offload, Optimizer,
     Precision, Quant, Setup, Task, catalogue, estimate, render,
@@ -296,11 +296,6 @@ fn image_setup(args: &EstimateArgs, m: &image::Model) -> anyhow::Result<image::I
     Ok(s)
 }
 
-/// `max_model_len` when the config names no context length: vLLM assumes
-/// 2048 then (`_get_and_verify_max_len`: "Assuming the model's maximum length
-/// is 2048"); the value used is shown in every output.
-const DEFAULT_MAX_MODEL_LEN: u64 = 2048;
-
 /// `--engine vllm --task serve`: the pool on the chosen GPU.
 fn serve(
     args: &EstimateArgs,
@@ -312,181 +307,26 @@ fn serve(
     let Some(name) = &args.gpu else {
         bail!("--task serve needs --gpu (vLLM sizes its KV pool from the GPU's memory)");
     };
-    let u = args.gpu_memory_utilization.unwrap_or(0.9);
     let gpu = oomkit_core::gpus::find(name)?;
-    let (seqs, tokens) = default_batching(gpu.id, gpu.usable().get());
-    // vLLM's default max_model_len is the model's own context
-    // (vllm/config `_get_and_verify_max_len` over max_position_embeddings and
-    // its aliases), not a round number: `vllm serve MODEL` refuses to start
-    // when the pool cannot hold one request of that length.
-    let model_len = cfg.max_positions.unwrap_or(DEFAULT_MAX_MODEL_LEN);
-    let vargs = VllmArgs {
-        gpu_memory_utilization: u,
-        max_model_len: args.max_model_len.unwrap_or(model_len),
-        max_num_batched_tokens: args.max_num_batched_tokens.unwrap_or(tokens),
-        max_num_seqs: args.max_num_seqs.unwrap_or(seqs),
+    let opts = serve::VllmOptions {
+        gpu_memory_utilization: args.gpu_memory_utilization,
+        max_model_len: args.max_model_len,
+        max_num_batched_tokens: args.max_num_batched_tokens,
+        max_num_seqs: args.max_num_seqs,
     };
-    setup.check_vllm(cfg, &vargs)?;
-    let usable = gpu.usable().get();
-    let r = vllm(cfg, setup, &vargs, usable);
-    let fits = r.fits && r.requested_bytes <= usable;
-    // The ways to start, cheapest first; each passes vLLM's start-up check.
-    let plan = if fits {
-        Vec::new()
-    } else {
-        serve_plan(cfg, setup, &vargs, gpu)
-    };
-    // Negative when it does not fit: what is missing, never a positive headroom.
-    let headroom = r.headroom_bytes(usable);
+    let served = serve::serve(cfg, setup, &opts, gpu)?;
     match args.format {
         Format::Json => {
-            let components = oomkit_estimate::Components {
-                weights_bytes: r.weights_bytes,
-                activations_bytes: r.activation_bytes,
-                kv_cache_bytes: r.kv_pool_bytes,
-                cuda_context_bytes: r.non_torch_bytes,
-                ..Default::default()
-            };
-            let allocated = r.weights_bytes + r.activation_bytes + r.kv_pool_bytes;
-            let mut model = serde_json::json!({"id": cfg.id, "params": cfg.params()});
-            for (k, v) in [
-                ("resolved_to", &cfg.resolved_to),
-                ("config_file", &cfg.config_file),
-            ] {
-                if let (Some(v), Some(m)) = (v, model.as_object_mut()) {
-                    m.insert(k.into(), v.clone().into());
-                }
-            }
-            let v = serde_json::json!({
-                "version": 1,
-                "model": model,
-                "setup": setup,
-                "components": components,
-                "peak_allocated_bytes": allocated,
-                "peak_reserved_bytes": allocated,
-                "device_used_bytes": r.requested_bytes,
-                "peak_phase": "serve",
-                "warnings": warnings,
-                "serve": r,
-                "fit": {
-                    "gpu": gpu.id,
-                    "usable_bytes": gpu.usable().get(),
-                    "fits": fits,
-                    "headroom_bytes": headroom,
-                    // Requests of max_model_len served at once, and the longest
-                    // --max-model-len one request can reach in the pool.
-                    "max_batch": r.max_concurrency.floor() as u64,
-                    "max_seq": cfg.max_positions.map_or(r.max_fit_len, |m| m.min(r.max_fit_len)),
-                    "plan": plan,
-                    "plan_fits": fits || !plan.is_empty(),
-                },
-            });
-            serde_json::to_writer_pretty(&mut *out, &v)?;
+            serde_json::to_writer_pretty(&mut *out, &served.json(cfg, setup, gpu, warnings))?;
             writeln!(out)?;
         }
         Format::Human => {
             write_warnings(&mut *out, warnings)?;
-            let per_gpu = if setup.tp * setup.pp > 1 {
-                format!(
-                    ", tensor_parallel_size {} × pipeline_parallel_size {}; per GPU",
-                    setup.tp, setup.pp
-                )
-            } else {
-                String::new()
-            };
-            writeln!(
-                out,
-                "{} on {} with vLLM (gpu_memory_utilization {u}{per_gpu})",
-                cfg.label(),
-                gpu.id
-            )?;
-            writeln!(out)?;
-            for (k, b) in [
-                ("requested", r.requested_bytes),
-                ("weights", r.weights_bytes),
-                ("activations", r.activation_bytes),
-                ("non-torch", r.non_torch_bytes),
-                ("KV pool", r.kv_pool_bytes),
-            ] {
-                writeln!(out, "  {k:<13}{:>11}", oomkit_core::Bytes(b).to_string())?;
-            }
-            if setup.tp * setup.pp > 1 {
-                writeln!(
-                    out,
-                    "  {:<13}{:>11}",
-                    "KV, all GPUs",
-                    oomkit_core::Bytes(r.kv_pool_total_bytes).to_string()
-                )?;
-            }
-            writeln!(out)?;
-            writeln!(
-                out,
-                "  {} tokens in {} blocks of 16; max concurrency {:.2}x at max_model_len {}",
-                r.kv_tokens, r.blocks, r.max_concurrency, r.max_model_len
-            )?;
-            writeln!(out, "  {}", r.command)?;
-            writeln!(out)?;
-            let non_kv = r.weights_bytes + r.activation_bytes + r.non_torch_bytes;
-            if fits {
-                writeln!(out, "fits on {}", gpu.id)?;
-            } else if non_kv >= r.requested_bytes {
-                writeln!(
-                    out,
-                    "does not fit on {}: weights, activations and non-torch memory need {} of the {} requested; vLLM would refuse to start",
-                    gpu.id,
-                    oomkit_core::Bytes(non_kv),
-                    oomkit_core::Bytes(r.requested_bytes)
-                )?;
-            } else {
-                writeln!(
-                    out,
-                    "does not fit on {}: one request of max_model_len {}{} needs {} blocks of KV cache, the pool holds {} (one kept back); vLLM would refuse to start",
-                    gpu.id,
-                    r.max_model_len,
-                    if args.max_model_len.is_none() {
-                        " (the model's context, vLLM's default)"
-                    } else {
-                        ""
-                    },
-                    r.max_model_len.div_ceil(oomkit_estimate::serve::BLOCK_SIZE),
-                    r.blocks
-                )?;
-            }
-            if !fits && plan.is_empty() {
-                writeln!(
-                    out,
-                    "no plan on one node: a GPU with more memory, or pipeline parallelism over nodes [bigger-gpu]"
-                )?;
-            }
-            if !plan.is_empty() {
-                writeln!(
-                    out,
-                    "\nplan (cheapest first; each line starts vLLM as printed):"
-                )?;
-                for (i, st) in plan.iter().enumerate() {
-                    let t = &st.serve;
-                    writeln!(
-                        out,
-                        "  {}. {} [{}]: {} tokens, {:.2}x at max_model_len {}{}\n       {}",
-                        i + 1,
-                        st.change,
-                        st.remedy,
-                        t.kv_tokens,
-                        t.max_concurrency,
-                        t.max_model_len,
-                        if st.gpus > 1 {
-                            format!(" on {} GPUs", st.gpus)
-                        } else {
-                            String::new()
-                        },
-                        st.config
-                    )?;
-                }
-            }
+            write!(out, "{}", render::serve_human(cfg, setup, gpu, &served))?;
         }
     }
     out.flush()?;
-    Ok(if fits { 0 } else { 1 })
+    Ok(if served.fits { 0 } else { 1 })
 }
 
 fn json<'a>(
@@ -617,7 +457,7 @@ pub(super) fn given(a: &EstimateArgs) -> Given {
         serve: a.task == EstTask::Serve,
         vllm: engine(a) == EstEngine::Vllm,
         gpu: a.gpu.is_some(),
-        batch: a.batch != 1,
+        batch: a.batch != oomkit_estimate::setup::DEFAULT_BATCH,
         parallel: a.tp != 1 || a.pp != 1,
         no_safety_checker: a.no_safety_checker,
         kv_dtype: a.kv_dtype.is_some(),
@@ -652,7 +492,7 @@ pub(super) fn given(a: &EstimateArgs) -> Given {
 
 fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
     let d = Setup::default();
-    let precision = precision(a.precision.unwrap_or(EstPrecision::Bf16));
+    let precision = a.precision.map_or(d.precision, precision);
     let targets = a
         .lora_targets
         .as_deref()
