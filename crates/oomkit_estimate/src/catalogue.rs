@@ -444,7 +444,7 @@ pub fn reconstructed(id: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnknownModel {
     /// Not in the catalogue.
-    #[error("unknown model {input:?}{}", hint(.suggestions))]
+    #[error("unknown model {input:?}{}", crate::knob::words(&hint(.suggestions)))]
     NotFound {
         /// What the user typed.
         input: String,
@@ -468,9 +468,27 @@ pub enum UnknownModel {
     Embedded(&'static str, ConfigError),
 }
 
+impl UnknownModel {
+    /// The message with each setting named by `name` (see [`crate::knob`]).
+    pub fn message<'a>(
+        &self,
+        name: &dyn Fn(crate::knob::Knob) -> std::borrow::Cow<'a, str>,
+    ) -> String {
+        match self {
+            UnknownModel::NotFound { input, suggestions } => {
+                format!(
+                    "unknown model {input:?}{}",
+                    crate::knob::fill(&hint(suggestions), name)
+                )
+            }
+            e => e.to_string(),
+        }
+    }
+}
+
 fn hint(s: &[&'static str]) -> String {
     if s.is_empty() {
-        " (see `oomkit estimate --list-models`, or pass a config.json path or --params)".into()
+        " (see ⟨list-models⟩, or pass a config.json path or ⟨params⟩)".into()
     } else {
         format!(" (did you mean {}?)", s.join(", "))
     }

@@ -15,6 +15,7 @@ pub mod components;
 pub mod fit;
 pub mod gguf;
 pub mod image;
+pub mod knob;
 pub mod llamacpp;
 pub mod model;
 pub mod render;

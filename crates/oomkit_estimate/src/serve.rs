@@ -395,7 +395,7 @@ pub fn quantization_flag(cfg: &ModelConfig, s: &Setup) -> Option<&'static str> {
 pub fn check_quant(cfg: &ModelConfig, s: &Setup) -> Result<(), SetupError> {
     if s.kv_bits == 4 {
         return Err(SetupError::Invalid(
-            "vLLM keeps the KV cache in the model's dtype or in FP8 (--kv-cache-dtype fp8): use --kv-dtype fp8".into(),
+            "vLLM keeps the KV cache in the model's dtype or in FP8 (--kv-cache-dtype fp8): use ⟨kv-dtype⟩ fp8".into(),
         ));
     }
     if cfg.native_quant == Some(s.quant) {
@@ -403,10 +403,10 @@ pub fn check_quant(cfg: &ModelConfig, s: &Setup) -> Result<(), SetupError> {
     }
     match s.quant {
         Quant::Int8 => Err(SetupError::Invalid(
-            "vLLM does not quantize to 8-bit integers while loading: use --quant fp8 (in-flight FP8) or --quant nf4 (bitsandbytes 4-bit)".into(),
+            "vLLM does not quantize to 8-bit integers while loading: use ⟨quant⟩ fp8 (in-flight FP8) or ⟨quant⟩ nf4 (bitsandbytes 4-bit)".into(),
         )),
         Quant::Int4 if prequantized(&cfg.id).is_none() => Err(SetupError::Invalid(format!(
-            "vLLM serves 4-bit AWQ/GPTQ weights only from a pre-quantized checkpoint, and none is known for {}: use --quant nf4 (bitsandbytes 4-bit, quantized while loading)",
+            "vLLM serves 4-bit AWQ/GPTQ weights only from a pre-quantized checkpoint, and none is known for {}: use ⟨quant⟩ nf4 (bitsandbytes 4-bit, quantized while loading)",
             cfg.id
         ))),
         Quant::Mxfp4 => Err(SetupError::Invalid(format!(

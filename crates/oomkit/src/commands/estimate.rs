@@ -5,6 +5,7 @@
 use anyhow::{Context, bail};
 use oomkit_estimate::fit::{self, Fit};
 use oomkit_estimate::image;
+use oomkit_estimate::knob::Knob;
 use oomkit_estimate::model::parse_count;
 use oomkit_estimate::resolve::{self, ResolveError, hub::HubError};
 use oomkit_estimate::serve;
@@ -13,6 +14,7 @@ use oomkit_estimate::{
     Precision, Quant, Setup, Task, catalogue, estimate, render,
 };
 use serde::Serialize;
+use std::borrow::Cow;
 use std::io::Write;
 
 use crate::cli::{
@@ -109,9 +111,45 @@ pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
         if output::is_broken_pipe(&e) {
             return e;
         }
-        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+        let parts: Vec<String> = e.chain().map(says).collect();
         anyhow::anyhow!(parts.join(": "))
     })
+}
+
+/// How the command line names a setting: its flag (README "`oomkit
+/// estimate`"); the library's messages carry [`Knob`] markers.
+pub fn flag(k: Knob) -> Cow<'static, str> {
+    match k {
+        Knob::ListModels => Cow::Borrowed("`oomkit estimate --list-models`"),
+        k => Cow::Owned(format!("--{}", k.key())),
+    }
+}
+
+/// One cause of an error, with the library's settings named by their flags.
+fn says(e: &(dyn std::error::Error + 'static)) -> String {
+    if let Some(e) = e.downcast_ref::<oomkit_estimate::SetupError>() {
+        return e.message(&flag);
+    }
+    if let Some(e) = e.downcast_ref::<oomkit_estimate::ConfigError>() {
+        return e.message(&flag);
+    }
+    if let Some(e) = e.downcast_ref::<catalogue::UnknownModel>() {
+        return e.message(&flag);
+    }
+    if let Some(ResolveError::Unknown(e)) = e.downcast_ref::<ResolveError>() {
+        return e.message(&flag);
+    }
+    e.to_string()
+}
+
+/// The error with the library's settings named by their flags, the causes
+/// joined into one line where one of them needed it.
+fn flagged(e: anyhow::Error) -> anyhow::Error {
+    let parts: Vec<String> = e.chain().map(says).collect();
+    if e.chain().map(ToString::to_string).eq(parts.iter().cloned()) {
+        return e;
+    }
+    anyhow::anyhow!(parts.join(": "))
 }
 
 fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
@@ -164,7 +202,7 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     }
     let cfg = resolve_model(&args)?;
     let setup = build_setup(&args, &cfg)?;
-    let warnings = setup.warnings(&cfg);
+    let warnings = setup.warnings_named(&cfg, &flag);
     if args.task == EstTask::Serve {
         return serve(&args, &cfg, &setup, &warnings, &mut out);
     }
@@ -209,6 +247,10 @@ pub fn engine(args: &EstimateArgs) -> EstEngine {
 /// `oomkit probe --estimate` starts (text models: `--batch`; image models:
 /// `--images`).
 pub fn max_batch(args: &EstimateArgs) -> anyhow::Result<(u64, &'static str)> {
+    max_batch_inner(args).map_err(flagged)
+}
+
+fn max_batch_inner(args: &EstimateArgs) -> anyhow::Result<(u64, &'static str)> {
     let Some(name) = &args.gpu else {
         bail!(
             "--estimate needs --gpu: the GPU to size the batch for (see `oomkit estimate --list-gpus`)"
@@ -430,7 +472,10 @@ pub(super) fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> 
         ResolveError::Unknown(e @ catalogue::UnknownModel::NotFound { .. })
             if name.contains('/') =>
         {
-            anyhow::anyhow!("{e}; or add --hub to fetch its config.json from the Hugging Face Hub")
+            anyhow::anyhow!(
+                "{}; or add --hub to fetch its config.json from the Hugging Face Hub",
+                e.message(&flag)
+            )
         }
         e => e.into(),
     })
@@ -461,29 +506,29 @@ pub(super) fn given(a: &EstimateArgs) -> Given {
         parallel: a.tp != 1 || a.pp != 1,
         no_safety_checker: a.no_safety_checker,
         kv_dtype: a.kv_dtype.is_some(),
-        vllm_flag: [
+        vllm_knob: [
             (
                 a.gpu_memory_utilization.is_some(),
-                "--gpu-memory-utilization",
+                Knob::GpuMemoryUtilization,
             ),
-            (a.max_model_len.is_some(), "--max-model-len"),
-            (a.max_num_seqs.is_some(), "--max-num-seqs"),
+            (a.max_model_len.is_some(), Knob::MaxModelLen),
+            (a.max_num_seqs.is_some(), Knob::MaxNumSeqs),
             (
                 a.max_num_batched_tokens.is_some(),
-                "--max-num-batched-tokens",
+                Knob::MaxNumBatchedTokens,
             ),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag)),
-        image_flag: [
-            (a.width.is_some(), "--width"),
-            (a.height.is_some(), "--height"),
-            (a.images.is_some(), "--images"),
-            (a.attention_slicing, "--attention-slicing"),
-            (a.vae_slicing, "--vae-slicing"),
-            (a.vae_tiling, "--vae-tiling"),
-            (a.cpu_offload.is_some(), "--cpu-offload"),
-            (a.no_safety_checker, "--no-safety-checker"),
+        image_knob: [
+            (a.width.is_some(), Knob::Width),
+            (a.height.is_some(), Knob::Height),
+            (a.images.is_some(), Knob::Images),
+            (a.attention_slicing, Knob::AttentionSlicing),
+            (a.vae_slicing, Knob::VaeSlicing),
+            (a.vae_tiling, Knob::VaeTiling),
+            (a.cpu_offload.is_some(), Knob::CpuOffload),
+            (a.no_safety_checker, Knob::NoSafetyChecker),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag)),
@@ -559,4 +604,33 @@ fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
     let s = s.validate()?;
     s.check_model(cfg)?;
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Every setting the library names is a real `estimate` flag, so a
+    /// message never points at a flag that does not exist.
+    #[test]
+    fn every_knob_is_an_estimate_flag() {
+        let cli = crate::cli::Cli::command();
+        let est = cli.find_subcommand("estimate");
+        let longs: Vec<String> = est
+            .map(|c| {
+                c.get_arguments()
+                    .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for k in Knob::ALL {
+            let f = flag(*k);
+            assert!(
+                longs.iter().any(|l| f.contains(l.as_str())),
+                "{k:?} is named {f}, not an estimate flag"
+            );
+        }
+    }
 }

@@ -102,8 +102,11 @@ pub fn check_flags(a: &EstimateArgs) -> anyhow::Result<()> {
     if let Some((_, flag)) = foreign.iter().find(|(g, _)| *g) {
         bail!("{flag} does not apply to --engine llama.cpp");
     }
-    if let Some(flag) = g.vllm_flag.or(g.image_flag) {
-        bail!("{flag} does not apply to --engine llama.cpp");
+    if let Some(knob) = g.vllm_knob.or(g.image_knob) {
+        bail!(
+            "{} does not apply to --engine llama.cpp",
+            super::estimate::flag(knob)
+        );
     }
     if a.quant.is_some() && gguf_quant.is_none() {
         bail!(

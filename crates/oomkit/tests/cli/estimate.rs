@@ -1890,3 +1890,86 @@ fn vllm_plan_lines_on_a_4090_all_start() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
 }
+
+/// The library names settings without flags (`oomkit_estimate::knob`); the
+/// binary puts its own flags back, so every message still names what to type.
+#[test]
+fn library_errors_come_back_with_flag_names() {
+    for (args, want) in [
+        (
+            &["llama-3.1-8b", "--width", "512"][..],
+            "error: --width applies to image models only (see `oomkit estimate --list-models`); drop it for a text model\n",
+        ),
+        (
+            &["llama-3.1-8b", "--tp", "3"][..],
+            "error: --tp 3 does not divide the 32 attention heads of meta-llama/Llama-3.1-8B\n",
+        ),
+        (
+            &[
+                "--params",
+                "7B",
+                "--heads",
+                "7",
+                "--kv-heads",
+                "3",
+                "--hidden",
+                "100",
+            ][..],
+            "error: --heads 7, --kv-heads 3 and --hidden 100 do not fit together\n",
+        ),
+        (
+            &["nosuchmodel"][..],
+            "error: unknown model \"nosuchmodel\" (see `oomkit estimate --list-models`, or pass a config.json path or --params)\n",
+        ),
+        (
+            &[
+                "meta-llama/Llama-3.1-8B",
+                "--engine",
+                "vllm",
+                "--task",
+                "serve",
+                "--gpu",
+                "h100-sxm",
+                "--gpu-memory-utilization",
+                "1.5",
+            ][..],
+            "error: --gpu-memory-utilization must be in (0, 1], got 1.5\n",
+        ),
+        (
+            &[
+                "llama-3.1-8b",
+                "--engine",
+                "llama.cpp",
+                "--quant",
+                "q4_k_m",
+                "--ctx-size",
+                "99999999",
+            ][..],
+            "error: --ctx-size 99999999 is above the limit of 16777216 cells\n",
+        ),
+    ] {
+        let out = est(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(stderr(&out), want, "{args:?}");
+    }
+}
+
+/// Warnings too: `--seq`/`--new-tokens` in the JSON `warnings`.
+#[test]
+fn warnings_name_flags() {
+    let out = est(&[
+        "llama-3.1-8b",
+        "--seq",
+        "100000",
+        "--new-tokens",
+        "40000",
+        "--format",
+        "json",
+    ]);
+    let w = json(&out)["warnings"][0].as_str().map(str::to_string);
+    assert!(
+        w.as_deref()
+            .is_some_and(|w| w.starts_with("--seq 100000 + --new-tokens 40000 = 140000 tokens")),
+        "{w:?}"
+    );
+}
