@@ -69,16 +69,19 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
         ("temporaries", c.temporaries_bytes),
         ("cuda context", c.cuda_context_bytes),
     ];
-    let rows: Vec<(String, u64)> = rows.iter().map(|(n, b)| ((*n).to_string(), *b)).collect();
+    let rows: Vec<(String, u64)> = rows
+        .iter()
+        .map(|(n, b)| ((*n).to_string(), b.get()))
+        .collect();
     o.push('\n');
-    bars(&mut o, &rows, est.device_used_bytes);
+    bars(&mut o, &rows, est.device_used_bytes.get());
     let _ = writeln!(o);
     peaks(&mut o, est);
     if let Some(f) = fit {
         let _ = writeln!(o);
         let (used, usable, margin) = (
-            Bytes(est.device_used_bytes),
-            Bytes(f.usable_bytes),
+            est.device_used_bytes,
+            f.usable_bytes,
             Bytes(f.headroom_bytes.unsigned_abs()),
         );
         let verdict = if f.fits {
@@ -148,8 +151,8 @@ pub(crate) fn plan(o: &mut String, plan: &[crate::fit::Step], plan_fits: bool) {
             i + 1,
             st.change,
             st.remedy,
-            Bytes(st.saves_bytes),
-            Bytes(st.peak_after_bytes),
+            st.saves_bytes,
+            st.peak_after_bytes,
             st.config
         );
     }
@@ -176,18 +179,18 @@ pub(crate) fn peaks(o: &mut String, est: &Estimate) {
     let _ = writeln!(
         o,
         "  peak allocated {:>11}   (torch.cuda.max_memory_allocated, at {})",
-        Bytes(est.peak_allocated_bytes).to_string(),
+        est.peak_allocated_bytes.to_string(),
         est.peak_phase
     );
     let _ = writeln!(
         o,
         "  peak reserved  {:>11}   (torch.cuda.max_memory_reserved)",
-        Bytes(est.peak_reserved_bytes).to_string()
+        est.peak_reserved_bytes.to_string()
     );
     let _ = writeln!(
         o,
         "  device used    {:>11}   (nvidia-smi)",
-        Bytes(est.device_used_bytes).to_string()
+        est.device_used_bytes.to_string()
     );
 }
 /// Renders `vllm serve` on `gpu`: the pool, the verdict, the plan.

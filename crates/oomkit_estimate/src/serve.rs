@@ -29,6 +29,7 @@
 //! `--max-model-len`), then quantized on the same GPUs (FP8, a published
 //! AWQ checkpoint, bitsandbytes 4-bit), then more GPUs (tensor parallelism).
 
+use oomkit_core::Bytes;
 use oomkit_core::gpus::Gpu;
 use serde::Serialize;
 
@@ -664,10 +665,10 @@ impl Served {
     ) -> serde_json::Value {
         let r = &self.report;
         let components = crate::Components {
-            weights_bytes: r.weights_bytes,
-            activations_bytes: r.activation_bytes,
-            kv_cache_bytes: r.kv_pool_bytes,
-            cuda_context_bytes: r.non_torch_bytes,
+            weights_bytes: Bytes(r.weights_bytes),
+            activations_bytes: Bytes(r.activation_bytes),
+            kv_cache_bytes: Bytes(r.kv_pool_bytes),
+            cuda_context_bytes: Bytes(r.non_torch_bytes),
             ..Default::default()
         };
         let allocated = r.weights_bytes + r.activation_bytes + r.kv_pool_bytes;

@@ -32,9 +32,9 @@ struct JsonOut<'a, M, S> {
     model: M,
     setup: S,
     components: &'a oomkit_estimate::Components,
-    peak_allocated_bytes: u64,
-    peak_reserved_bytes: u64,
-    device_used_bytes: u64,
+    peak_allocated_bytes: oomkit_core::Bytes,
+    peak_reserved_bytes: oomkit_core::Bytes,
+    device_used_bytes: oomkit_core::Bytes,
     peak_phase: &'a str,
     /// Warnings that did not stop the estimate (input beyond the model's
     /// context); always present, `[]` when none.

@@ -1,6 +1,7 @@
 //! Fit on a GPU and the plan: the ladder of diffusers switches with
 //! paste-ready code, `max_batch` (images) and `max_seq` (square side).
 
+use oomkit_core::Bytes;
 use oomkit_core::gpus::Gpu;
 
 use super::{CpuOffload, ImageSetup, Model, Pipeline, estimate};
@@ -220,7 +221,7 @@ const LADDER: [Rung; 9] = [
 /// [`Model::size_multiple`]; the image analogue of the longest input), other
 /// settings unchanged, 0 when none fits.
 pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> Fit {
-    let usable = gpu.usable().get();
+    let usable = gpu.usable();
     let used = |t: &ImageSetup| estimate(m, t).estimate.device_used_bytes;
     let now = used(s);
     let fits = now <= usable;
@@ -247,7 +248,7 @@ pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> Fit {
         gpu: gpu.id,
         usable_bytes: usable,
         fits,
-        headroom_bytes: usable as i64 - now as i64,
+        headroom_bytes: usable.signed_sub(now),
         max_batch: max_images,
         max_seq: max_side,
         plan,
@@ -258,7 +259,7 @@ pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> Fit {
 
 /// The plan for a setup that does not fit `usable` bytes, and whether it
 /// reaches a fit.
-fn plan(m: &Model, s: &ImageSetup, usable: u64) -> (Vec<Step>, bool) {
+fn plan(m: &Model, s: &ImageSetup, usable: Bytes) -> (Vec<Step>, bool) {
     let used = |t: &ImageSetup| estimate(m, t).estimate.device_used_bytes;
     let mut steps = Vec::new();
     let mut cur = s.clone();
@@ -271,7 +272,7 @@ fn plan(m: &Model, s: &ImageSetup, usable: u64) -> (Vec<Step>, bool) {
         steps.push(Step {
             change,
             remedy,
-            saves_bytes: last - after,
+            saves_bytes: last.saturating_sub(after),
             peak_after_bytes: after,
             config,
         });

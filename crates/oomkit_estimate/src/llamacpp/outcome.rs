@@ -305,10 +305,10 @@ impl<'a> Outcome<'a> {
             }),
             setup: self.args,
             components: crate::Components {
-                weights_bytes: r.model_gpu_bytes,
-                kv_cache_bytes: r.kv_gpu_bytes,
-                activations_bytes: r.compute_gpu_bytes,
-                cuda_context_bytes: r.overhead_bytes,
+                weights_bytes: Bytes(r.model_gpu_bytes),
+                kv_cache_bytes: Bytes(r.kv_gpu_bytes),
+                activations_bytes: Bytes(r.compute_gpu_bytes),
+                cuda_context_bytes: Bytes(r.overhead_bytes),
                 ..Default::default()
             },
             device_used_bytes: r.gpu_total_bytes,
