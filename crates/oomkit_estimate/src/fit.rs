@@ -8,6 +8,7 @@
 
 use oomkit_core::Bytes;
 use oomkit_core::gpus::Gpu;
+use oomkit_core::remedies::RemedyId;
 use serde::Serialize;
 
 use crate::model::ModelConfig;
@@ -20,7 +21,7 @@ pub struct Step {
     /// What changes, in words.
     pub change: String,
     /// The `oomkit_core::remedies` id.
-    pub remedy: &'static str,
+    pub remedy: RemedyId,
     /// nvidia-smi bytes this step saves given the previous steps.
     pub saves_bytes: Bytes,
     /// nvidia-smi bytes after this step (what `fits` compares).
@@ -380,26 +381,26 @@ fn more_gpus(s: &Setup, cfg: &ModelConfig, usable: Bytes) -> Option<(Setup, Stri
 /// The ladder, cheapest first: (remedy id, step). ZeRO-3 over GPUs the
 /// user already has comes before the 8-bit optimizer and LoRA: it keeps the
 /// full fine-tune and its optimizer exact, for communication only.
-pub const LADDER: &[(&str, Apply)] = &[
-    ("gradient-checkpointing", checkpointing),
-    ("gradient-accumulation", micro_batch),
-    ("half-precision-weights", half_weights),
-    ("zero-sharding", zero3),
-    ("optimizer-8bit", optimizer_8bit),
-    ("lora", lora),
-    ("qlora", qlora),
-    ("cpu-offload", offload),
-    ("model-parallel", tensor_parallel),
-    ("quantize-8bit", quant8),
-    ("quantize-4bit", quant4),
-    ("reduce-batch", smaller_batch),
-    ("reduce-input-size", shorter),
-    ("model-parallel", more_gpus),
+pub const LADDER: &[(RemedyId, Apply)] = &[
+    (RemedyId::GradientCheckpointing, checkpointing),
+    (RemedyId::GradientAccumulation, micro_batch),
+    (RemedyId::HalfPrecisionWeights, half_weights),
+    (RemedyId::ZeroSharding, zero3),
+    (RemedyId::Optimizer8bit, optimizer_8bit),
+    (RemedyId::Lora, lora),
+    (RemedyId::Qlora, qlora),
+    (RemedyId::CpuOffload, offload),
+    (RemedyId::ModelParallel, tensor_parallel),
+    (RemedyId::Quantize8bit, quant8),
+    (RemedyId::Quantize4bit, quant4),
+    (RemedyId::ReduceBatch, smaller_batch),
+    (RemedyId::ReduceInputSize, shorter),
+    (RemedyId::ModelParallel, more_gpus),
 ];
 
 /// The remedies a setup relies on that [`oomkit_core::remedies::INCOMPATIBLE`]
 /// speaks about.
-fn techniques(s: &Setup) -> Vec<&'static str> {
+fn techniques(s: &Setup) -> Vec<RemedyId> {
     let mut t = Vec::new();
     if s.task != Task::Train {
         return t;
@@ -407,25 +408,25 @@ fn techniques(s: &Setup) -> Vec<&'static str> {
     if s.method == Method::Qlora
         || (s.method == Method::Lora && matches!(s.quant, Quant::Nf4 | Quant::Nf4Dq | Quant::Int8))
     {
-        t.push("qlora");
+        t.push(RemedyId::Qlora);
     }
     if s.method == Method::Lora {
-        t.push("lora");
+        t.push(RemedyId::Lora);
     }
     if matches!(
         s.optimizer,
         Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit
     ) {
-        t.push("optimizer-8bit");
+        t.push(RemedyId::Optimizer8bit);
     }
     if s.zero >= 3 {
-        t.push("zero-sharding");
+        t.push(RemedyId::ZeroSharding);
     }
     if s.offload != Offload::None {
-        t.push("cpu-offload");
+        t.push(RemedyId::CpuOffload);
     }
     if s.tp > 1 {
-        t.push("model-parallel");
+        t.push(RemedyId::ModelParallel);
     }
     t
 }
@@ -436,18 +437,18 @@ pub fn conflict(s: &Setup) -> Option<&'static oomkit_core::remedies::Incompatibl
     t.iter().enumerate().find_map(|(i, a)| {
         t.iter()
             .skip(i + 1)
-            .find_map(|b| oomkit_core::remedies::incompatible(a, b))
+            .find_map(|b| oomkit_core::remedies::incompatible(*a, *b))
     })
 }
 
 /// The micro-batch rung: replayed after the others, so that it picks the
 /// largest micro-batch they leave room for.
-const GRAD_ACCUM_RUNG: &str = "gradient-accumulation";
+const GRAD_ACCUM_RUNG: RemedyId = RemedyId::GradientAccumulation;
 
 /// The last resorts: they shrink the job itself (the batch generated at
 /// once, the sequence length) to what fits, so they are replayed last and a
 /// plan is only pruned where they do not have to shrink it more.
-const LAST_RESORTS: &[&str] = &["reduce-batch", "reduce-input-size"];
+const LAST_RESORTS: &[RemedyId] = &[RemedyId::ReduceBatch, RemedyId::ReduceInputSize];
 
 /// Replays the ladder rungs `rungs` (indices into [`LADDER`]) from `s` in
 /// the order a climb restricted to them takes: at each point the cheapest
@@ -503,7 +504,7 @@ fn replay(
         let after = estimate(cfg, &next).ok()?.device_used_bytes;
         steps.push(Step {
             change,
-            remedy,
+            remedy: *remedy,
             saves_bytes: used.saturating_sub(after),
             peak_after_bytes: after,
             config,
@@ -650,7 +651,7 @@ mod tests {
     #[test]
     fn ladder_ids_are_remedies() {
         for (id, _) in LADDER {
-            assert!(oomkit_core::remedies::get(id).is_some(), "{id}");
+            assert!(oomkit_core::remedies::get(*id).is_some(), "{id}");
         }
     }
 
@@ -712,9 +713,9 @@ mod tests {
         let (climbed, reached) = climb(&cfg, &s, usable, est.device_used_bytes);
         assert!(reached);
         let f = fit(&cfg, &s, gpu, &est);
-        let ids: Vec<&str> = f.plan.iter().map(|st| st.remedy).collect();
-        assert!(ids.contains(&"gradient-checkpointing"), "{ids:?}");
-        assert!(!ids.contains(&"optimizer-8bit"), "{ids:?}");
+        let ids: Vec<RemedyId> = f.plan.iter().map(|st| st.remedy).collect();
+        assert!(ids.contains(&RemedyId::GradientCheckpointing), "{ids:?}");
+        assert!(!ids.contains(&RemedyId::Optimizer8bit), "{ids:?}");
         assert!(f.plan_fits, "{ids:?}");
         assert!(climbed.len() > f.plan.len(), "{climbed:?} vs {ids:?}");
         // Every step saves memory where it stands, and each is needed.
@@ -749,10 +750,13 @@ mod tests {
         };
         let gpu = oomkit_core::gpus::find("h100-sxm").expect("gpu");
         let f = fit(&cfg, &s, gpu, &estimate(&cfg, &s).expect("estimate"));
-        let ids: Vec<&str> = f.plan.iter().map(|st| st.remedy).collect();
+        let ids: Vec<RemedyId> = f.plan.iter().map(|st| st.remedy).collect();
         assert!(f.plan_fits, "{ids:?}");
-        assert!(ids.contains(&"zero-sharding"), "{ids:?}");
-        assert!(!ids.contains(&"lora") && !ids.contains(&"qlora"), "{ids:?}");
+        assert!(ids.contains(&RemedyId::ZeroSharding), "{ids:?}");
+        assert!(
+            !ids.contains(&RemedyId::Lora) && !ids.contains(&RemedyId::Qlora),
+            "{ids:?}"
+        );
     }
 
     /// The last resorts shrink the job only as far as needed, after the
@@ -797,7 +801,7 @@ mod tests {
         let step = f
             .plan
             .iter()
-            .find(|st| st.remedy == "gradient-accumulation")
+            .find(|st| st.remedy == RemedyId::GradientAccumulation)
             .expect("accumulation step");
         let (micro, accum) = (8, 4);
         assert_eq!(
@@ -810,13 +814,13 @@ mod tests {
         let mut t = s.clone();
         for st in &f.plan {
             match st.remedy {
-                "gradient-checkpointing" => t.grad_checkpointing = true,
-                "lora" => {
+                RemedyId::GradientCheckpointing => t.grad_checkpointing = true,
+                RemedyId::Lora => {
                     t.method = Method::Lora;
                     t.lora_rank = 16;
                     t.lora_targets = LoraTargets::AllLinear;
                 }
-                "gradient-accumulation" => {}
+                RemedyId::GradientAccumulation => {}
                 other => panic!("unexpected step {other}"),
             }
         }
@@ -864,13 +868,14 @@ mod tests {
         for s in [qlora, full8, adam8] {
             let est = estimate(&cfg, &s).expect("estimate");
             let f = fit(&cfg, &s, gpu, &est);
-            let ids: Vec<&str> = f.plan.iter().map(|st| st.remedy).collect();
+            let ids: Vec<RemedyId> = f.plan.iter().map(|st| st.remedy).collect();
             let rungs = rungs_of(&f.plan, s.task);
             let (_, end, _) = replay(&cfg, &s, gpu.usable(), &rungs).expect("replay");
             assert!(conflict(&end).is_none(), "{ids:?}: {:?}", conflict(&end));
             if s.method == Method::Qlora {
                 assert!(
-                    !ids.contains(&"zero-sharding") && !ids.contains(&"model-parallel"),
+                    !ids.contains(&RemedyId::ZeroSharding)
+                        && !ids.contains(&RemedyId::ModelParallel),
                     "{ids:?}"
                 );
             }
@@ -886,7 +891,7 @@ mod tests {
         };
         assert_eq!(
             conflict(&both).map(|c| (c.a, c.b)),
-            Some(("qlora", "zero-sharding"))
+            Some((RemedyId::Qlora, RemedyId::ZeroSharding))
         );
     }
 

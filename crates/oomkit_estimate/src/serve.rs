@@ -31,6 +31,7 @@
 
 use oomkit_core::Bytes;
 use oomkit_core::gpus::Gpu;
+use oomkit_core::remedies::RemedyId;
 use serde::Serialize;
 
 use crate::components as c;
@@ -436,7 +437,7 @@ pub struct ServeStep {
     /// What changes, in words.
     pub change: String,
     /// The `oomkit_core::remedies` id.
-    pub remedy: &'static str,
+    pub remedy: RemedyId,
     /// Weights bytes per GPU saved against the setup as given.
     pub saves_bytes: u64,
     /// The memory vLLM requests per GPU under this step.
@@ -522,7 +523,7 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
                 format!(
                     "raise --gpu-memory-utilization to {MAX_UTILIZATION} (only on a GPU no other process uses)"
                 ),
-                "vllm-gpu-memory-utilization",
+                RemedyId::VllmGpuMemoryUtilization,
                 r,
                 gpus,
             ));
@@ -534,7 +535,7 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
                 "cap the context at {} tokens (from {}), the longest that starts",
                 r.max_model_len, a.max_model_len
             ),
-            "vllm-max-model-len",
+            RemedyId::VllmMaxModelLen,
             r,
             gpus,
         ));
@@ -547,7 +548,7 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
         };
         if let Some(r) = full_or_capped(cfg, &t, a, total) {
             let change = format!("store the KV cache in FP8{}", cap_note(&r));
-            steps.push(step(change, "vllm-kv-cache-dtype", r, gpus));
+            steps.push(step(change, RemedyId::VllmKvCacheDtype, r, gpus));
         }
     }
     if s.quant == Quant::None && cfg.native_quant.is_none() {
@@ -559,7 +560,7 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
                 fp8,
                 Quant::Fp8,
                 "quantize the weights to FP8 while loading".to_string(),
-                "quantize-8bit",
+                RemedyId::Quantize8bit,
             ),
             (
                 awq.is_some(),
@@ -571,13 +572,13 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
                         p.repo
                     )
                 }),
-                "quantize-4bit",
+                RemedyId::Quantize4bit,
             ),
             (
                 true,
                 Quant::Nf4,
                 "quantize the weights to 4-bit with bitsandbytes while loading".to_string(),
-                "quantize-4bit",
+                RemedyId::Quantize4bit,
             ),
         ];
         for (offered, quant, change, remedy) in options {
@@ -594,7 +595,7 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
     if let Some((tp, r)) = smallest_tp(cfg, s, a, total) {
         steps.push(step(
             format!("tensor parallelism over {tp} GPUs at the full context"),
-            "vllm-tensor-parallel",
+            RemedyId::VllmTensorParallel,
             r,
             tp,
         ));
@@ -822,14 +823,14 @@ mod tests {
         let base = vllm(&cfg, &Setup::default(), &a, h100.usable().get());
         assert!(base.headroom_bytes(h100.usable().get()) < 0);
         let p = plan(&cfg, &Setup::default(), &a, h100);
-        let ids: Vec<&str> = p.iter().map(|st| st.remedy).collect();
+        let ids: Vec<RemedyId> = p.iter().map(|st| st.remedy).collect();
         assert_eq!(
             ids,
             [
-                "quantize-8bit",
-                "quantize-4bit",
-                "quantize-4bit",
-                "vllm-tensor-parallel"
+                RemedyId::Quantize8bit,
+                RemedyId::Quantize4bit,
+                RemedyId::Quantize4bit,
+                RemedyId::VllmTensorParallel
             ]
         );
         assert!(
@@ -884,9 +885,9 @@ mod tests {
             ..a
         };
         let p = plan(&cfg, &Setup::default(), &a, g);
-        assert_eq!(p[0].remedy, "vllm-gpu-memory-utilization");
+        assert_eq!(p[0].remedy, RemedyId::VllmGpuMemoryUtilization);
         assert!(p[0].config.contains("--gpu-memory-utilization 0.95"));
-        assert_eq!(p[1].remedy, "vllm-max-model-len");
+        assert_eq!(p[1].remedy, RemedyId::VllmMaxModelLen);
         assert!(p.iter().all(|st| st.serve.fits));
         // As given it starts after all at 0.95: no plan.
         let ok = VllmArgs {

@@ -121,7 +121,7 @@ fn json_contract_shape_with_fit_and_plan() {
         assert!(step["change"].is_string() && step["config"].is_string());
         assert!(step["saves_bytes"].as_u64().is_some_and(|b| b > 0));
         let id = step["remedy"].as_str().expect("remedy");
-        assert!(oomkit_core::remedies::get(id).is_some(), "{id}");
+        assert!(oomkit_core::remedies::find(id).is_some(), "{id}");
     }
 }
 

@@ -3,6 +3,7 @@
 
 use oomkit_core::Bytes;
 use oomkit_core::gpus::Gpu;
+use oomkit_core::remedies::RemedyId;
 
 use super::{CpuOffload, ImageSetup, Model, Pipeline, estimate};
 use crate::components;
@@ -97,7 +98,7 @@ pub fn quant_config(m: &Model, s: &ImageSetup) -> String {
 struct Rung {
     apply: fn(&Model, &mut ImageSetup) -> bool,
     change: fn(&Model, &ImageSetup) -> String,
-    remedy: &'static str,
+    remedy: RemedyId,
     config: fn(&Model, &ImageSetup) -> String,
 }
 
@@ -125,7 +126,7 @@ const LADDER: [Rung; 9] = [
             ok
         },
         change: |_, _| "attention slicing".into(),
-        remedy: "diffusers-slicing",
+        remedy: RemedyId::DiffusersSlicing,
         config: |_, _| "pipe.enable_attention_slicing()".into(),
     },
     Rung {
@@ -135,7 +136,7 @@ const LADDER: [Rung; 9] = [
             ok
         },
         change: |_, _| "VAE slicing (decode one image at a time)".into(),
-        remedy: "diffusers-slicing",
+        remedy: RemedyId::DiffusersSlicing,
         config: |_, _| "pipe.vae.enable_slicing()".into(),
     },
     Rung {
@@ -145,7 +146,7 @@ const LADDER: [Rung; 9] = [
             ok
         },
         change: |_, _| "VAE tiling".into(),
-        remedy: "diffusers-slicing",
+        remedy: RemedyId::DiffusersSlicing,
         config: |_, _| "pipe.vae.enable_tiling()".into(),
     },
     Rung {
@@ -157,7 +158,7 @@ const LADDER: [Rung; 9] = [
             ok
         },
         change: |_, t| format!("{} weights", components::precision_name(t.precision)),
-        remedy: "half-precision-weights",
+        remedy: RemedyId::HalfPrecisionWeights,
         config: load_code,
     },
     Rung {
@@ -169,7 +170,7 @@ const LADDER: [Rung; 9] = [
         change: |_, _| {
             "load without the safety checker (it stays on the GPU even with offload)".into()
         },
-        remedy: "unload-models",
+        remedy: RemedyId::UnloadModels,
         config: load_code,
     },
     Rung {
@@ -181,13 +182,13 @@ const LADDER: [Rung; 9] = [
             ok
         },
         change: |_, _| "model CPU offload (one component on the GPU at a time)".into(),
-        remedy: "diffusers-cpu-offload",
+        remedy: RemedyId::DiffusersCpuOffload,
         config: |_, _| "pipe.enable_model_cpu_offload()".into(),
     },
     Rung {
         apply: |_, t| quantize(t, Quant::Int8),
         change: |m, _| format!("8-bit {} (bitsandbytes)", m.quant_targets().join(" and ")),
-        remedy: "quantize-8bit",
+        remedy: RemedyId::Quantize8bit,
         config: load_code,
     },
     Rung {
@@ -198,7 +199,7 @@ const LADDER: [Rung; 9] = [
                 m.quant_targets().join(" and ")
             )
         },
-        remedy: "quantize-4bit",
+        remedy: RemedyId::Quantize4bit,
         config: load_code,
     },
     Rung {
@@ -208,7 +209,7 @@ const LADDER: [Rung; 9] = [
             ok
         },
         change: |_, _| "sequential CPU offload (one module at a time; slow)".into(),
-        remedy: "diffusers-cpu-offload",
+        remedy: RemedyId::DiffusersCpuOffload,
         config: |_, _| "pipe.enable_sequential_cpu_offload()".into(),
     },
 ];
@@ -264,7 +265,7 @@ fn plan(m: &Model, s: &ImageSetup, usable: Bytes) -> (Vec<Step>, bool) {
     let mut steps = Vec::new();
     let mut cur = s.clone();
     let mut last = used(s);
-    let mut push = |cur: &ImageSetup, change: String, remedy: &'static str, config: String| {
+    let mut push = |cur: &ImageSetup, change: String, remedy: RemedyId, config: String| {
         let after = used(cur);
         if after >= last {
             return None;
@@ -303,7 +304,7 @@ fn plan(m: &Model, s: &ImageSetup, usable: Bytes) -> (Vec<Step>, bool) {
         done = push(
             &cur,
             "one image per call".into(),
-            "reduce-input-size",
+            RemedyId::ReduceInputSize,
             "num_images_per_prompt=1".into(),
         )
         .unwrap_or(false);
@@ -316,7 +317,7 @@ fn plan(m: &Model, s: &ImageSetup, usable: Bytes) -> (Vec<Step>, bool) {
         done = push(
             &cur,
             format!("{w}×{h} pixels"),
-            "reduce-input-size",
+            RemedyId::ReduceInputSize,
             format!("width={w}, height={h}"),
         )
         .unwrap_or(false);
@@ -376,7 +377,7 @@ mod tests {
         let f = fit(&m, &s, g);
         assert!(!f.fits && f.plan_fits);
         let ids: Vec<_> = f.plan.iter().map(|p| p.remedy).collect();
-        assert_eq!(ids, ["diffusers-cpu-offload", "quantize-8bit"]);
+        assert_eq!(ids, [RemedyId::DiffusersCpuOffload, RemedyId::Quantize8bit]);
         for id in ids {
             assert!(oomkit_core::remedies::get(id).is_some());
         }

@@ -3,6 +3,7 @@
 //! GPU and the plan; the JSON and the human text. The binary turns its flags
 //! into [`Options`] and prints.
 
+use oomkit_core::remedies::RemedyId;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -164,7 +165,7 @@ pub struct Step {
     /// What changes (`-c 8192 (from 131072)`).
     pub change: String,
     /// The remedy id.
-    pub remedy: &'static str,
+    pub remedy: RemedyId,
     /// The GPU's total after the change.
     pub after_bytes: u64,
     /// The `llama-server` line.
@@ -246,7 +247,7 @@ impl<'a> Outcome<'a> {
         if let Some(c) = p.max_ctx.as_ref().filter(|c| c.n_ctx < r.n_ctx) {
             v.push(Step {
                 change: format!("-c {} (from {})", c.n_ctx, r.n_ctx),
-                remedy: "llamacpp-context",
+                remedy: RemedyId::LlamacppContext,
                 after_bytes: c.gpu_total_bytes,
                 config: c.command.clone(),
             });
@@ -260,7 +261,7 @@ impl<'a> Outcome<'a> {
                     n.n_ctx,
                     n.blocks_on_gpu
                 ),
-                remedy: "llamacpp-gpu-layers",
+                remedy: RemedyId::LlamacppGpuLayers,
                 after_bytes: n.gpu_total_bytes,
                 config: n.command.clone(),
             });
