@@ -707,7 +707,8 @@ fn image_models_listed() {
 fn reconstructed_models_listed_with_exact_params() {
     let list = stdout(&est(&["--list-models"]));
     let cases: &[(&str, &str, u64)] = &[
-        ("tiiuae/falcon-7b", "falcon-7b", 6_921_720_704),
+        // `falcon-7b` alone also fits Falcon3-7B (listed, not picked).
+        ("tiiuae/falcon-7b", "tiiuae/falcon-7b", 6_921_720_704),
         ("tiiuae/falcon-40b", "falcon-40b", 41_303_293_952),
         ("EleutherAI/gpt-neox-20b", "neox-20b", 20_554_567_680),
         (
@@ -739,7 +740,7 @@ fn reconstructed_models_listed_with_exact_params() {
 #[test]
 fn falcon_and_gemma_shapes() {
     let m = |name: &str| json(&est(&[name, "--format", "json"]))["model"].clone();
-    let f7 = m("falcon-7b");
+    let f7 = m("tiiuae/falcon-7b");
     assert_eq!(
         (f7["kv_heads"].as_u64(), f7["norms_per_layer"].as_u64()),
         (Some(1), Some(1))
@@ -1971,5 +1972,41 @@ fn warnings_name_flags() {
         w.as_deref()
             .is_some_and(|w| w.starts_with("--seq 100000 + --new-tokens 40000 = 140000 tokens")),
         "{w:?}"
+    );
+}
+
+/// Models added for issue 15 resolve through the binary with their
+/// published parameter counts; fine-tune ids map to them.
+#[test]
+fn added_models_resolve_with_their_sizes() {
+    for (name, id, params) in [
+        (
+            "tiiuae/Falcon3-7B-Instruct",
+            "tiiuae/Falcon3-7B-Instruct",
+            7_455_550_464u64,
+        ),
+        ("gemma-3-4b", "google/gemma-3-4b-it", 4_300_079_472),
+        ("qwq-32b", "Qwen/QwQ-32B", 32_763_876_352),
+    ] {
+        let out = est(&[name, "--format", "json"]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+        let v = json(&out);
+        assert_eq!(v["model"]["id"], id, "{name}");
+        assert_eq!(v["model"]["params"], params, "{name}");
+    }
+    let v = json(&est(&[
+        "Qwen/Qwen2.5-Coder-1.5B-Instruct",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["model"]["resolved_to"], "Qwen/Qwen2.5-Coder-1.5B");
+    let out = est(&["falcon-7b"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("is ambiguous")
+            && err.contains("tiiuae/Falcon3-7B-Base")
+            && err.contains("tiiuae/falcon-7b"),
+        "{err}"
     );
 }
