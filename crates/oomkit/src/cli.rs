@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use oomkit_estimate::setup;
 
 /// The version `--version` prints: the crate's, plus the git commit it was
 /// built from when built from a checkout (`build.rs`), e.g. `0.1.0 (a91f5a7)`.
@@ -277,10 +278,10 @@ pub struct EstimateArgs {
     #[arg(long, value_enum)]
     pub optimizer: Option<EstOptimizer>,
     /// Micro-batch size.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = setup::DEFAULT_BATCH, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
     /// Tokens per sample (training) or prompt tokens (inference).
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = setup::DEFAULT_SEQ, value_parser = clap::value_parser!(u64).range(1..))]
     pub seq: u64,
     /// Generated tokens (--task infer; default 0).
     #[arg(long)]
@@ -366,8 +367,8 @@ pub struct EstimateArgs {
     /// vLLM: fraction of the GPU's memory the engine may use (default 0.9).
     #[arg(long)]
     pub gpu_memory_utilization: Option<f64>,
-    /// vLLM: the context length each request may reach (default: the prompt + new tokens,
-    /// at least 8192).
+    /// vLLM: the context length each request may reach (default: the model's own
+    /// context, as `vllm serve` takes it).
     #[arg(long)]
     pub max_model_len: Option<u64>,
     /// vLLM: sequences per step (default: vLLM's for the GPU, 1024 on H100/H200, else 256).

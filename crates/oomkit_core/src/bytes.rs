@@ -83,6 +83,38 @@ impl Bytes {
         Bytes(self.0.saturating_add(other.0))
     }
 
+    /// `self + other`, or `None` on overflow.
+    pub const fn checked_add(self, other: Bytes) -> Option<Bytes> {
+        match self.0.checked_add(other.0) {
+            Some(v) => Some(Bytes(v)),
+            None => None,
+        }
+    }
+    /// `self - other`, or `None` when `other` is larger.
+    pub const fn checked_sub(self, other: Bytes) -> Option<Bytes> {
+        match self.0.checked_sub(other.0) {
+            Some(v) => Some(Bytes(v)),
+            None => None,
+        }
+    }
+    /// `self × n`, or `None` on overflow.
+    pub const fn checked_mul(self, n: u64) -> Option<Bytes> {
+        match self.0.checked_mul(n) {
+            Some(v) => Some(Bytes(v)),
+            None => None,
+        }
+    }
+    /// `self × n`, saturating at [`Bytes::MAX`].
+    pub const fn saturating_mul(self, n: u64) -> Bytes {
+        Bytes(self.0.saturating_mul(n))
+    }
+    /// `self − other` as a signed count (headroom: negative when `other` is
+    /// larger), clamped to `i64`.
+    pub fn signed_sub(self, other: Bytes) -> i64 {
+        let d = i128::from(self.0) - i128::from(other.0);
+        i64::try_from(d).unwrap_or(if d < 0 { i64::MIN } else { i64::MAX })
+    }
+
     /// Parses a size where `KB`/`MB`/`GB` mean 10^3/10^6/10^9 (what a user
     /// typing "24GB" on a command line usually means); `KiB`/`MiB`/`GiB` stay binary.
     pub fn parse_si(s: &str) -> Result<Bytes, ParseSizeError> {
@@ -111,6 +143,19 @@ impl fmt::Display for Bytes {
         } else {
             write!(f, "{:.2} GiB", v as f64 / GIB as f64)
         }
+    }
+}
+
+/// Sums saturate at [`Bytes::MAX`], like [`Bytes::saturating_add`].
+impl std::iter::Sum for Bytes {
+    fn sum<I: Iterator<Item = Bytes>>(iter: I) -> Bytes {
+        iter.fold(Bytes::ZERO, Bytes::saturating_add)
+    }
+}
+
+impl From<Bytes> for u64 {
+    fn from(b: Bytes) -> u64 {
+        b.0
     }
 }
 
@@ -328,6 +373,22 @@ mod tests {
             assert_eq!(b(s).to_string().parse::<Bytes>().unwrap().to_string(), s);
             assert_eq!(Bytes(b(s)).to_string(), s);
         }
+    }
+
+    #[test]
+    fn checked_arithmetic_says_when_it_overflows() {
+        assert_eq!(Bytes(2).checked_add(Bytes(3)), Some(Bytes(5)));
+        assert_eq!(Bytes::MAX.checked_add(Bytes(1)), None);
+        assert_eq!(Bytes(2).checked_sub(Bytes(3)), None);
+        assert_eq!(Bytes::gib(1).checked_mul(2), Some(Bytes::gib(2)));
+        assert_eq!(Bytes::MAX.checked_mul(2), None);
+        assert_eq!(Bytes::MAX.saturating_mul(2), Bytes::MAX);
+        assert_eq!(Bytes(2).signed_sub(Bytes(5)), -3);
+        assert_eq!(Bytes::MAX.signed_sub(Bytes(0)), i64::MAX);
+        assert_eq!(
+            [Bytes(1), Bytes::MAX].into_iter().sum::<Bytes>(),
+            Bytes::MAX
+        );
     }
 
     #[test]

@@ -52,6 +52,290 @@ pub enum Flavor {
     Shell,
 }
 
+/// A remedy's id: one variant per entry of [`REMEDIES`], so an id that does
+/// not exist cannot be written (explain's fixes, estimate's plans, lint's
+/// rules all name remedies with it). Serialises and prints as the stable
+/// kebab-case string (`expandable-segments`), the JSON contracts' form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RemedyId {
+    /// `reduce-batch`.
+    ReduceBatch,
+    /// `gradient-accumulation`.
+    GradientAccumulation,
+    /// `mixed-precision`.
+    MixedPrecision,
+    /// `half-precision-weights`.
+    HalfPrecisionWeights,
+    /// `gradient-checkpointing`.
+    GradientCheckpointing,
+    /// `optimizer-8bit`.
+    Optimizer8bit,
+    /// `lora`.
+    Lora,
+    /// `qlora`.
+    Qlora,
+    /// `quantize-8bit`.
+    Quantize8bit,
+    /// `quantize-4bit`.
+    Quantize4bit,
+    /// `cpu-offload`.
+    CpuOffload,
+    /// `zero-sharding`.
+    ZeroSharding,
+    /// `model-parallel`.
+    ModelParallel,
+    /// `efficient-attention`.
+    EfficientAttention,
+    /// `expandable-segments`.
+    ExpandableSegments,
+    /// `max-split-size`.
+    MaxSplitSize,
+    /// `empty-cache-between-phases`.
+    EmptyCacheBetweenPhases,
+    /// `inference-mode`.
+    InferenceMode,
+    /// `release-references`.
+    ReleaseReferences,
+    /// `record-memory-history`.
+    RecordMemoryHistory,
+    /// `reduce-input-size`.
+    ReduceInputSize,
+    /// `diffusers-slicing`.
+    DiffusersSlicing,
+    /// `diffusers-cpu-offload`.
+    DiffusersCpuOffload,
+    /// `a1111-medvram`.
+    A1111Medvram,
+    /// `a1111-lowvram`.
+    A1111Lowvram,
+    /// `comfyui-lowvram`.
+    ComfyuiLowvram,
+    /// `vllm-gpu-memory-utilization`.
+    VllmGpuMemoryUtilization,
+    /// `vllm-max-model-len`.
+    VllmMaxModelLen,
+    /// `vllm-kv-cache-dtype`.
+    VllmKvCacheDtype,
+    /// `vllm-tensor-parallel`.
+    VllmTensorParallel,
+    /// `vllm-enforce-eager`.
+    VllmEnforceEager,
+    /// `llamacpp-gpu-layers`.
+    LlamacppGpuLayers,
+    /// `llamacpp-context`.
+    LlamacppContext,
+    /// `llamacpp-kv-cache-quant`.
+    LlamacppKvCacheQuant,
+    /// `llamacpp-batch`.
+    LlamacppBatch,
+    /// `tf-memory-growth`.
+    TfMemoryGrowth,
+    /// `tf-memory-limit`.
+    TfMemoryLimit,
+    /// `tf-cuda-malloc-async`.
+    TfCudaMallocAsync,
+    /// `tf-report-allocations`.
+    TfReportAllocations,
+    /// `jax-no-preallocate`.
+    JaxNoPreallocate,
+    /// `jax-mem-fraction`.
+    JaxMemFraction,
+    /// `jax-platform-allocator`.
+    JaxPlatformAllocator,
+    /// `jax-rematerialize`.
+    JaxRematerialize,
+    /// `free-other-processes`.
+    FreeOtherProcesses,
+    /// `raise-memory-fraction`.
+    RaiseMemoryFraction,
+    /// `fix-allocation-size`.
+    FixAllocationSize,
+    /// `disable-sysmem-fallback`.
+    DisableSysmemFallback,
+    /// `disable-cuda-graphs`.
+    DisableCudaGraphs,
+    /// `nccl-debug`.
+    NcclDebug,
+    /// `nccl-reduce-buffers`.
+    NcclReduceBuffers,
+    /// `tgi-max-batch-prefill-tokens`.
+    TgiMaxBatchPrefillTokens,
+    /// `onnxruntime-arena`.
+    OnnxruntimeArena,
+    /// `cupy-memory-pool`.
+    CupyMemoryPool,
+    /// `paddle-memory-flags`.
+    PaddleMemoryFlags,
+    /// `mps-high-watermark`.
+    MpsHighWatermark,
+    /// `xpu-relaxed-allocation-limits`.
+    XpuRelaxedAllocationLimits,
+    /// `cudnn-workspace`.
+    CudnnWorkspace,
+    /// `unload-models`.
+    UnloadModels,
+    /// `bigger-gpu`.
+    BiggerGpu,
+}
+
+impl RemedyId {
+    /// Every id, in [`REMEDIES`]' order.
+    pub const ALL: &'static [RemedyId] = &[
+        RemedyId::ReduceBatch,
+        RemedyId::GradientAccumulation,
+        RemedyId::MixedPrecision,
+        RemedyId::HalfPrecisionWeights,
+        RemedyId::GradientCheckpointing,
+        RemedyId::Optimizer8bit,
+        RemedyId::Lora,
+        RemedyId::Qlora,
+        RemedyId::Quantize8bit,
+        RemedyId::Quantize4bit,
+        RemedyId::CpuOffload,
+        RemedyId::ZeroSharding,
+        RemedyId::ModelParallel,
+        RemedyId::EfficientAttention,
+        RemedyId::ExpandableSegments,
+        RemedyId::MaxSplitSize,
+        RemedyId::EmptyCacheBetweenPhases,
+        RemedyId::InferenceMode,
+        RemedyId::ReleaseReferences,
+        RemedyId::RecordMemoryHistory,
+        RemedyId::ReduceInputSize,
+        RemedyId::DiffusersSlicing,
+        RemedyId::DiffusersCpuOffload,
+        RemedyId::A1111Medvram,
+        RemedyId::A1111Lowvram,
+        RemedyId::ComfyuiLowvram,
+        RemedyId::VllmGpuMemoryUtilization,
+        RemedyId::VllmMaxModelLen,
+        RemedyId::VllmKvCacheDtype,
+        RemedyId::VllmTensorParallel,
+        RemedyId::VllmEnforceEager,
+        RemedyId::LlamacppGpuLayers,
+        RemedyId::LlamacppContext,
+        RemedyId::LlamacppKvCacheQuant,
+        RemedyId::LlamacppBatch,
+        RemedyId::TfMemoryGrowth,
+        RemedyId::TfMemoryLimit,
+        RemedyId::TfCudaMallocAsync,
+        RemedyId::TfReportAllocations,
+        RemedyId::JaxNoPreallocate,
+        RemedyId::JaxMemFraction,
+        RemedyId::JaxPlatformAllocator,
+        RemedyId::JaxRematerialize,
+        RemedyId::FreeOtherProcesses,
+        RemedyId::RaiseMemoryFraction,
+        RemedyId::FixAllocationSize,
+        RemedyId::DisableSysmemFallback,
+        RemedyId::DisableCudaGraphs,
+        RemedyId::NcclDebug,
+        RemedyId::NcclReduceBuffers,
+        RemedyId::TgiMaxBatchPrefillTokens,
+        RemedyId::OnnxruntimeArena,
+        RemedyId::CupyMemoryPool,
+        RemedyId::PaddleMemoryFlags,
+        RemedyId::MpsHighWatermark,
+        RemedyId::XpuRelaxedAllocationLimits,
+        RemedyId::CudnnWorkspace,
+        RemedyId::UnloadModels,
+        RemedyId::BiggerGpu,
+    ];
+
+    /// The kebab-case id.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RemedyId::ReduceBatch => "reduce-batch",
+            RemedyId::GradientAccumulation => "gradient-accumulation",
+            RemedyId::MixedPrecision => "mixed-precision",
+            RemedyId::HalfPrecisionWeights => "half-precision-weights",
+            RemedyId::GradientCheckpointing => "gradient-checkpointing",
+            RemedyId::Optimizer8bit => "optimizer-8bit",
+            RemedyId::Lora => "lora",
+            RemedyId::Qlora => "qlora",
+            RemedyId::Quantize8bit => "quantize-8bit",
+            RemedyId::Quantize4bit => "quantize-4bit",
+            RemedyId::CpuOffload => "cpu-offload",
+            RemedyId::ZeroSharding => "zero-sharding",
+            RemedyId::ModelParallel => "model-parallel",
+            RemedyId::EfficientAttention => "efficient-attention",
+            RemedyId::ExpandableSegments => "expandable-segments",
+            RemedyId::MaxSplitSize => "max-split-size",
+            RemedyId::EmptyCacheBetweenPhases => "empty-cache-between-phases",
+            RemedyId::InferenceMode => "inference-mode",
+            RemedyId::ReleaseReferences => "release-references",
+            RemedyId::RecordMemoryHistory => "record-memory-history",
+            RemedyId::ReduceInputSize => "reduce-input-size",
+            RemedyId::DiffusersSlicing => "diffusers-slicing",
+            RemedyId::DiffusersCpuOffload => "diffusers-cpu-offload",
+            RemedyId::A1111Medvram => "a1111-medvram",
+            RemedyId::A1111Lowvram => "a1111-lowvram",
+            RemedyId::ComfyuiLowvram => "comfyui-lowvram",
+            RemedyId::VllmGpuMemoryUtilization => "vllm-gpu-memory-utilization",
+            RemedyId::VllmMaxModelLen => "vllm-max-model-len",
+            RemedyId::VllmKvCacheDtype => "vllm-kv-cache-dtype",
+            RemedyId::VllmTensorParallel => "vllm-tensor-parallel",
+            RemedyId::VllmEnforceEager => "vllm-enforce-eager",
+            RemedyId::LlamacppGpuLayers => "llamacpp-gpu-layers",
+            RemedyId::LlamacppContext => "llamacpp-context",
+            RemedyId::LlamacppKvCacheQuant => "llamacpp-kv-cache-quant",
+            RemedyId::LlamacppBatch => "llamacpp-batch",
+            RemedyId::TfMemoryGrowth => "tf-memory-growth",
+            RemedyId::TfMemoryLimit => "tf-memory-limit",
+            RemedyId::TfCudaMallocAsync => "tf-cuda-malloc-async",
+            RemedyId::TfReportAllocations => "tf-report-allocations",
+            RemedyId::JaxNoPreallocate => "jax-no-preallocate",
+            RemedyId::JaxMemFraction => "jax-mem-fraction",
+            RemedyId::JaxPlatformAllocator => "jax-platform-allocator",
+            RemedyId::JaxRematerialize => "jax-rematerialize",
+            RemedyId::FreeOtherProcesses => "free-other-processes",
+            RemedyId::RaiseMemoryFraction => "raise-memory-fraction",
+            RemedyId::FixAllocationSize => "fix-allocation-size",
+            RemedyId::DisableSysmemFallback => "disable-sysmem-fallback",
+            RemedyId::DisableCudaGraphs => "disable-cuda-graphs",
+            RemedyId::NcclDebug => "nccl-debug",
+            RemedyId::NcclReduceBuffers => "nccl-reduce-buffers",
+            RemedyId::TgiMaxBatchPrefillTokens => "tgi-max-batch-prefill-tokens",
+            RemedyId::OnnxruntimeArena => "onnxruntime-arena",
+            RemedyId::CupyMemoryPool => "cupy-memory-pool",
+            RemedyId::PaddleMemoryFlags => "paddle-memory-flags",
+            RemedyId::MpsHighWatermark => "mps-high-watermark",
+            RemedyId::XpuRelaxedAllocationLimits => "xpu-relaxed-allocation-limits",
+            RemedyId::CudnnWorkspace => "cudnn-workspace",
+            RemedyId::UnloadModels => "unload-models",
+            RemedyId::BiggerGpu => "bigger-gpu",
+        }
+    }
+
+    /// The id spelled `s`, if there is one.
+    pub fn parse(s: &str) -> Option<RemedyId> {
+        RemedyId::ALL.iter().copied().find(|id| id.as_str() == s)
+    }
+
+    /// Its entry in [`REMEDIES`] (every id has one: checked by a test).
+    pub fn remedy(self) -> Option<&'static Remedy> {
+        get(self)
+    }
+}
+
+impl std::fmt::Display for RemedyId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for RemedyId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl PartialEq<&str> for RemedyId {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
 /// A paste-ready piece of code for one flavor.
 #[derive(Debug, Serialize)]
 pub struct Snippet {
@@ -65,7 +349,7 @@ pub struct Snippet {
 #[derive(Debug, Serialize)]
 pub struct Remedy {
     /// Stable kebab-case id, e.g. `expandable-segments`.
-    pub id: &'static str,
+    pub id: RemedyId,
     /// Imperative one-line title.
     pub title: &'static str,
     /// One line: why it lowers memory, and what it costs.
@@ -94,17 +378,22 @@ impl Remedy {
 }
 
 /// Looks a remedy up by id.
-pub fn get(id: &str) -> Option<&'static Remedy> {
+pub fn get(id: RemedyId) -> Option<&'static Remedy> {
     REMEDIES.iter().find(|r| r.id == id)
+}
+
+/// Looks a remedy up by its kebab-case id (ids read from JSON or a user).
+pub fn find(id: &str) -> Option<&'static Remedy> {
+    RemedyId::parse(id).and_then(get)
 }
 
 /// Two remedies a plan never combines, and why.
 #[derive(Debug, Serialize)]
 pub struct Incompatible {
     /// One remedy id.
-    pub a: &'static str,
+    pub a: RemedyId,
     /// The other.
-    pub b: &'static str,
+    pub b: RemedyId,
     /// What goes wrong together, in one sentence.
     pub why: &'static str,
     /// Where that is stated.
@@ -116,39 +405,39 @@ pub struct Incompatible {
 /// matter ([`incompatible`]).
 pub static INCOMPATIBLE: &[Incompatible] = &[
     Incompatible {
-        a: "qlora",
-        b: "zero-sharding",
+        a: RemedyId::Qlora,
+        b: RemedyId::ZeroSharding,
         why: "bitsandbytes 4-bit weights are not partitioned by ZeRO-3 unless stored in the compute dtype (bnb_4bit_quant_storage, PEFT 0.10+ with accelerate's ZeRO-3 setup), which the QLoRA snippet does not set",
         source: "https://huggingface.co/docs/peft/accelerate/deepspeed (\"DeepSpeed-Zero3 and bitsandbytes are currently not compatible\" before PEFT 0.10; the QLoRA + ZeRO-3 section)",
     },
     Incompatible {
-        a: "qlora",
-        b: "model-parallel",
+        a: RemedyId::Qlora,
+        b: RemedyId::ModelParallel,
         why: "Megatron-LM's tensor parallelism trains its own model classes and loads neither bitsandbytes-quantized weights nor PEFT adapters",
         source: "https://github.com/NVIDIA/Megatron-LM (pretrain_gpt.py: Megatron's GPTModel, no bitsandbytes or PEFT)",
     },
     Incompatible {
-        a: "lora",
-        b: "model-parallel",
+        a: RemedyId::Lora,
+        b: RemedyId::ModelParallel,
         why: "Megatron-LM's tensor parallelism trains its own model classes; PEFT's LoRA adapters wrap Hugging Face modules",
         source: "https://github.com/NVIDIA/Megatron-LM (pretrain_gpt.py: Megatron's GPTModel, no PEFT)",
     },
     Incompatible {
-        a: "optimizer-8bit",
-        b: "cpu-offload",
+        a: RemedyId::Optimizer8bit,
+        b: RemedyId::CpuOffload,
         why: "ZeRO-Offload runs the optimizer step on the CPU with DeepSpeed's CPU Adam; a bitsandbytes optimizer keeps its states on the GPU, and DeepSpeed refuses a client optimizer under offload",
         source: "deepspeed/runtime/engine.py _configure_basic_optimizer: \"You are using ZeRO-Offload with a client provided optimizer … Please either use deepspeed.ops.adam.DeepSpeedCPUAdam or set an optimizer in your ds-config\"",
     },
     Incompatible {
-        a: "optimizer-8bit",
-        b: "model-parallel",
+        a: RemedyId::Optimizer8bit,
+        b: RemedyId::ModelParallel,
         why: "Megatron-LM builds its own (distributed) optimizer; bitsandbytes optimizers plug into PyTorch or the Hugging Face Trainer",
         source: "https://github.com/NVIDIA/Megatron-LM (megatron/core/optimizer: Adam/SGD only)",
     },
 ];
 
 /// The entry for `a` and `b` (either order), when they do not combine.
-pub fn incompatible(a: &str, b: &str) -> Option<&'static Incompatible> {
+pub fn incompatible(a: RemedyId, b: RemedyId) -> Option<&'static Incompatible> {
     INCOMPATIBLE
         .iter()
         .find(|i| (i.a == a && i.b == b) || (i.a == b && i.b == a))
@@ -158,7 +447,7 @@ pub fn incompatible(a: &str, b: &str) -> Option<&'static Incompatible> {
 pub static REMEDIES: &[Remedy] = &[
     // ---- Capacity: make the job itself smaller ----
     Remedy {
-        id: "reduce-batch",
+        id: RemedyId::ReduceBatch,
         title: "Reduce the batch size",
         why: "Activations grow linearly with the batch, so halving it roughly halves activation memory; costs throughput (and changes the optimisation unless you add gradient accumulation).",
         snippets: &[
@@ -185,7 +474,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "gradient-accumulation",
+        id: RemedyId::GradientAccumulation,
         title: "Accumulate gradients over several small micro-batches",
         why: "Only one micro-batch's activations are alive at a time while the optimizer still sees micro-batch x steps samples; costs wall-clock time, and the loss must be divided by the step count so gradients average instead of sum.",
         snippets: &[
@@ -208,7 +497,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "mixed-precision",
+        id: RemedyId::MixedPrecision,
         title: "Train with mixed precision (bf16 or fp16 autocast)",
         why: "Matmuls and convolutions run in 16-bit, so the activations saved for backward take about half the bytes while master weights stay fp32; fp16 needs a GradScaler against underflow, bf16 needs an Ampere or newer GPU.",
         snippets: &[
@@ -235,7 +524,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "half-precision-weights",
+        id: RemedyId::HalfPrecisionWeights,
         title: "Load the weights in bf16 or fp16 instead of fp32",
         why: "Each parameter takes 2 bytes instead of 4, halving weight memory (a 7B model: about 28 GB to 14 GB); fp16 can overflow in some models (prefer bf16), and training pure-half weights without fp32 master copies loses precision.",
         snippets: &[
@@ -258,7 +547,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "gradient-checkpointing",
+        id: RemedyId::GradientCheckpointing,
         title: "Enable gradient checkpointing (activation recomputation)",
         why: "Only activations at checkpoint boundaries are kept and the rest are recomputed during backward, cutting activation memory by roughly 50-70% on transformers at about 20-30% more compute.",
         snippets: &[
@@ -277,7 +566,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "optimizer-8bit",
+        id: RemedyId::Optimizer8bit,
         title: "Use an 8-bit (optionally paged) AdamW optimizer",
         why: "AdamW keeps two fp32 states per parameter (8 bytes); bitsandbytes' block-wise 8-bit states take about 2 bytes, saving ~6 bytes per parameter, and paged variants spill to CPU RAM on spikes; needs bitsandbytes, with a small accuracy risk.",
         snippets: &[
@@ -292,7 +581,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "lora",
+        id: RemedyId::Lora,
         title: "Fine-tune LoRA adapters instead of all weights",
         why: "The base weights are frozen and only small low-rank adapters train, so gradients and optimizer state exist for well under 1% of the parameters; frozen weights and activations still need memory, and quality can trail full fine-tuning slightly.",
         snippets: &[Snippet {
@@ -301,7 +590,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "qlora",
+        id: RemedyId::Qlora,
         title: "Fine-tune with QLoRA (4-bit NF4 base model plus LoRA)",
         why: "The frozen base model is stored in 4-bit NF4 with double quantization (about 0.5 byte per parameter) while LoRA adapters train in bf16, so a model four times larger fits; slower than LoRA on 16-bit weights because weights are dequantized on the fly.",
         snippets: &[Snippet {
@@ -310,7 +599,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "quantize-8bit",
+        id: RemedyId::Quantize8bit,
         title: "Load the model with 8-bit weights",
         why: "LLM.int8() stores linear-layer weights in 1 byte per parameter, half of fp16 (a 7B model: about 14 GB to 7 GB); inference is slower than fp16 and needs bitsandbytes on a CUDA GPU.",
         snippets: &[
@@ -325,7 +614,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "quantize-4bit",
+        id: RemedyId::Quantize4bit,
         title: "Load the model with 4-bit weights (NF4, GGUF Q4_K_M, AWQ/GPTQ)",
         why: "4-bit weights take about 0.5-0.6 byte per parameter, a quarter of fp16 (a 7B model: about 14 GB to 4 GB); costs some quality and dequantization overhead.",
         snippets: &[
@@ -348,7 +637,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "cpu-offload",
+        id: RemedyId::CpuOffload,
         title: "Offload layers or optimizer state to CPU RAM",
         why: "What does not fit stays in CPU RAM (or on disk) and is moved to the GPU when needed, so large models fit; every offloaded byte crosses PCIe each step, often several times slower.",
         snippets: &[
@@ -367,7 +656,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "zero-sharding",
+        id: RemedyId::ZeroSharding,
         title: "Shard optimizer state, gradients and weights across GPUs (ZeRO / FSDP)",
         why: "Each of N data-parallel GPUs keeps about 1/N of the optimizer state (ZeRO-1), gradients (ZeRO-2) and parameters (ZeRO-3 / FSDP full shard) instead of a full replica; costs extra communication and only helps with more than one GPU.",
         snippets: &[
@@ -390,7 +679,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "model-parallel",
+        id: RemedyId::ModelParallel,
         title: "Split the model across several GPUs with a balanced device map",
         why: "Layers (pipeline) or each layer's matrices (tensor parallel) are spread over GPUs so each holds only its share of the weights; `device_map=\"auto\"` alone can overload one GPU, so cap each with max_memory; needs several GPUs, and naive layer splitting runs them one at a time.",
         snippets: &[
@@ -421,7 +710,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "efficient-attention",
+        id: RemedyId::EfficientAttention,
         title: "Use a memory-efficient attention kernel (SDPA, FlashAttention, xformers)",
         why: "Fused kernels never materialize the seq x seq attention-score matrix, so attention memory grows linearly instead of quadratically with sequence length or image size; FlashAttention-2 needs fp16/bf16 on an Ampere or newer GPU.",
         snippets: &[
@@ -449,7 +738,7 @@ pub static REMEDIES: &[Remedy] = &[
     },
     // ---- Allocator and fragmentation ----
     Remedy {
-        id: "expandable-segments",
+        id: RemedyId::ExpandableSegments,
         title: "Let the caching allocator grow segments instead of splitting them",
         why: "Reserved-but-unallocated memory is stuck in partly used blocks; expandable segments map new pages into one growing segment so that free space can be reused (Linux, CUDA >= 11.4).",
         snippets: &[
@@ -464,7 +753,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "max-split-size",
+        id: RemedyId::MaxSplitSize,
         title: "Stop the allocator splitting large blocks and reclaim cache early",
         why: "Blocks over max_split_size_mb are never split, so large free blocks stay whole for large requests, and garbage_collection_threshold frees unused cached blocks before the limit is hit; a little slower from extra cudaMalloc calls (prefer expandable_segments where it works; this also works on Windows).",
         snippets: &[
@@ -479,7 +768,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "empty-cache-between-phases",
+        id: RemedyId::EmptyCacheBetweenPhases,
         title: "Drop references and empty the cache between phases",
         why: "empty_cache() returns cached-but-unused blocks to the driver so the next phase, another process or a non-PyTorch library (cuDNN, NCCL) can use them; it cannot free tensors that Python still references, and calling it every step only slows training.",
         snippets: &[
@@ -495,7 +784,7 @@ pub static REMEDIES: &[Remedy] = &[
     },
     // ---- Leaks and inference ----
     Remedy {
-        id: "inference-mode",
+        id: RemedyId::InferenceMode,
         title: "Run evaluation and inference without autograd",
         why: "Without autograd no activations are saved for a backward pass, so inference needs roughly the weights plus one layer's activations; tensors created under inference_mode cannot be used in autograd later.",
         snippets: &[Snippet {
@@ -504,7 +793,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "release-references",
+        id: RemedyId::ReleaseReferences,
         title: "Stop keeping CUDA tensors and their graphs alive across steps",
         why: "A loss appended to a list, a running total built from tensors or stored outputs keep the tensor and often its whole autograd graph alive, so memory climbs step by step; store Python floats or detached CPU copies instead, at no cost.",
         snippets: &[Snippet {
@@ -513,7 +802,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "record-memory-history",
+        id: RemedyId::RecordMemoryHistory,
         title: "Record a memory snapshot to see what holds the memory",
         why: "The allocator records a stack trace for every allocation, so the snapshot at the OOM shows which code owns each block; recording costs some speed and host RAM, so enable it only for a reproduction.",
         snippets: &[
@@ -532,7 +821,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "reduce-input-size",
+        id: RemedyId::ReduceInputSize,
         title: "Shrink the input: shorter sequences, lower resolution, or chunks",
         why: "Activations scale with sequence length (quadratically in naive attention) and with image area, so halving length or resolution halves or quarters them; costs context or detail, which processing the input in chunks recovers at the price of more passes.",
         snippets: &[
@@ -556,7 +845,7 @@ pub static REMEDIES: &[Remedy] = &[
     },
     // ---- Image generation front-ends ----
     Remedy {
-        id: "diffusers-slicing",
+        id: RemedyId::DiffusersSlicing,
         title: "Slice attention and slice or tile the VAE",
         why: "Attention is computed in slices and the VAE decodes one image (slicing) or one tile (tiling) at a time, so the decode peak no longer grows with batch size and resolution; a little slower, and tiling can leave faint seams.",
         snippets: &[Snippet {
@@ -565,7 +854,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "diffusers-cpu-offload",
+        id: RemedyId::DiffusersCpuOffload,
         title: "Offload pipeline components to CPU RAM",
         why: "Components stay in CPU RAM and move to the GPU only while they run: model offload moves whole models (small slowdown), sequential offload moves submodule by submodule (lowest VRAM, much slower); needs accelerate and enough system RAM.",
         snippets: &[Snippet {
@@ -574,7 +863,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "a1111-medvram",
+        id: RemedyId::A1111Medvram,
         title: "Start the WebUI with --medvram",
         why: "Keeps only one of the text encoder, UNet and VAE on the GPU at a time and parks the others in CPU RAM; a modest slowdown (--medvram-sdxl applies it to SDXL models only).",
         snippets: &[Snippet {
@@ -583,7 +872,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "a1111-lowvram",
+        id: RemedyId::A1111Lowvram,
         title: "Start the WebUI with --lowvram",
         why: "Splits the UNet into parts and keeps only the running part on the GPU, enough for 4 GB cards; much slower than --medvram, so use it only when --medvram still fails.",
         snippets: &[Snippet {
@@ -592,7 +881,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "comfyui-lowvram",
+        id: RemedyId::ComfyuiLowvram,
         title: "Start ComfyUI in low-VRAM mode and decode the VAE in tiles",
         why: "--lowvram splits the UNet and offloads parts to CPU RAM, --novram offloads even more, and --disable-smart-memory moves idle models to RAM instead of caching them in VRAM; all trade speed for memory, and tiled VAE decoding caps the decode peak.",
         snippets: &[Snippet {
@@ -602,7 +891,7 @@ pub static REMEDIES: &[Remedy] = &[
     },
     // ---- vLLM ----
     Remedy {
-        id: "vllm-gpu-memory-utilization",
+        id: RemedyId::VllmGpuMemoryUtilization,
         title: "Tune vLLM's gpu_memory_utilization",
         why: "vLLM claims gpu_memory_utilization x total VRAM (default 0.9) for weights, activations and KV cache; raising it enlarges the KV cache, lowering it leaves room for other processes, which also count against the budget; too high and CUDA graphs or sampling OOM later.",
         snippets: &[
@@ -617,7 +906,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "vllm-max-model-len",
+        id: RemedyId::VllmMaxModelLen,
         title: "Cap vLLM's max_model_len",
         why: "The KV cache must hold at least one sequence of max_model_len tokens, which defaults to the model's full context (often 32k-128k); a smaller cap fits in less memory at the cost of shorter prompt plus output.",
         snippets: &[
@@ -632,7 +921,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "vllm-kv-cache-dtype",
+        id: RemedyId::VllmKvCacheDtype,
         title: "Store vLLM's KV cache in FP8",
         why: "An FP8 KV cache takes half the bytes of fp16/bf16, so about twice as many tokens fit; a small accuracy cost, and support depends on the GPU and attention backend.",
         snippets: &[
@@ -647,7 +936,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "vllm-tensor-parallel",
+        id: RemedyId::VllmTensorParallel,
         title: "Shard the model across GPUs with vLLM tensor parallelism",
         why: "Weights and KV cache are split across N GPUs, so each holds about 1/N; needs N GPUs (N must divide the attention heads) and benefits from a fast interconnect.",
         snippets: &[
@@ -662,7 +951,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "vllm-enforce-eager",
+        id: RemedyId::VllmEnforceEager,
         title: "Run vLLM in eager mode (no CUDA graphs)",
         why: "Skips CUDA-graph capture, whose graphs and private memory pools cost from hundreds of MiB to a few GiB; decoding gets slower, especially at small batch sizes.",
         snippets: &[
@@ -678,7 +967,7 @@ pub static REMEDIES: &[Remedy] = &[
     },
     // ---- llama.cpp / Ollama ----
     Remedy {
-        id: "llamacpp-gpu-layers",
+        id: RemedyId::LlamacppGpuLayers,
         title: "Offload fewer layers to the GPU (-ngl)",
         why: "Only N transformer layers are placed in VRAM and the rest run on the CPU, so GPU weight memory shrinks layer by layer; every layer left on the CPU slows generation noticeably.",
         snippets: &[Snippet {
@@ -687,7 +976,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "llamacpp-context",
+        id: RemedyId::LlamacppContext,
         title: "Use a smaller context (-c)",
         why: "The KV cache grows linearly with the context size, and a large -c (or -c 0, the model's full trained length) can need many GiB; a smaller context frees it at the cost of shorter conversations.",
         snippets: &[Snippet {
@@ -696,7 +985,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "llamacpp-kv-cache-quant",
+        id: RemedyId::LlamacppKvCacheQuant,
         title: "Quantize the KV cache to q8_0",
         why: "A q8_0 KV cache takes about half the memory of f16 (q4_0 about a quarter) with little quality loss; a quantized V cache needs flash attention.",
         snippets: &[Snippet {
@@ -705,7 +994,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "llamacpp-batch",
+        id: RemedyId::LlamacppBatch,
         title: "Lower the batch and micro-batch sizes (-b / -ub)",
         why: "The compute buffer scales with the physical batch (-ub, default 512); -ub 256 -b 256 shrinks it at the cost of slower prompt processing.",
         snippets: &[Snippet {
@@ -715,7 +1004,7 @@ pub static REMEDIES: &[Remedy] = &[
     },
     // ---- TensorFlow ----
     Remedy {
-        id: "tf-memory-growth",
+        id: RemedyId::TfMemoryGrowth,
         title: "Let TensorFlow allocate GPU memory on demand",
         why: "By default TF maps nearly all VRAM at start-up, starving cuDNN, other processes and other frameworks; memory growth allocates as needed instead. It does not lower the model's own peak, and grown memory is never given back.",
         snippets: &[
@@ -730,7 +1019,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "tf-memory-limit",
+        id: RemedyId::TfMemoryLimit,
         title: "Cap TensorFlow's GPU memory",
         why: "A fixed limit on TF's pool leaves the rest of the GPU to other processes or frameworks sharing it; the model itself gets less, so this only helps with contention.",
         snippets: &[Snippet {
@@ -739,7 +1028,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "tf-cuda-malloc-async",
+        id: RemedyId::TfCudaMallocAsync,
         title: "Use CUDA's async allocator in TensorFlow",
         why: "Replaces TF's BFC allocator with the driver's stream-ordered cudaMallocAsync pool, which fragments less; TF suggests it itself when an OOM looks like fragmentation (CUDA 11.2+).",
         snippets: &[
@@ -754,7 +1043,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "tf-report-allocations",
+        id: RemedyId::TfReportAllocations,
         title: "Make TensorFlow list live tensors when it runs out of memory",
         why: "With report_tensor_allocations_upon_oom the OOM error lists the tensors allocated at the time and their sizes, showing what filled the pool; diagnostic only, for session-style (tf.compat.v1) runs.",
         snippets: &[Snippet {
@@ -764,7 +1053,7 @@ pub static REMEDIES: &[Remedy] = &[
     },
     // ---- JAX ----
     Remedy {
-        id: "jax-no-preallocate",
+        id: RemedyId::JaxNoPreallocate,
         title: "Stop JAX preallocating most of the GPU",
         why: "JAX grabs 75% of VRAM (90% in older releases) at the first operation; with preallocation off it allocates on demand, so other processes fit; more fragmentation, can be slower, and does not lower JAX's own peak.",
         snippets: &[
@@ -779,7 +1068,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "jax-mem-fraction",
+        id: RemedyId::JaxMemFraction,
         title: "Raise the share of VRAM JAX preallocates",
         why: "JAX's pool is XLA_PYTHON_CLIENT_MEM_FRACTION of the GPU (default .75 in current JAX), so a program can OOM with a quarter of the card idle; raising it gives the program that room, leaving less for other processes.",
         snippets: &[
@@ -794,7 +1083,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "jax-platform-allocator",
+        id: RemedyId::JaxPlatformAllocator,
         title: "Debug with JAX's platform allocator",
         why: "Allocates and frees exactly what is needed with no pool, so memory is returned at once and leaks or other processes are easy to see; very slow, use only while debugging.",
         snippets: &[Snippet {
@@ -803,7 +1092,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "jax-rematerialize",
+        id: RemedyId::JaxRematerialize,
         title: "Rematerialize activations with jax.checkpoint",
         why: "jax.checkpoint (alias jax.remat) saves only a function's inputs and recomputes its intermediates in the backward pass, trading extra FLOPs for less activation memory.",
         snippets: &[Snippet {
@@ -813,7 +1102,7 @@ pub static REMEDIES: &[Remedy] = &[
     },
     // ---- Contention and limits ----
     Remedy {
-        id: "free-other-processes",
+        id: RemedyId::FreeOtherProcesses,
         title: "Free the GPU memory other processes hold",
         why: "Memory held by other processes (another notebook kernel, a stale training run, DataLoader workers that initialised CUDA) is invisible to your allocator; ending them or moving to an idle GPU gives it back at no cost.",
         snippets: &[
@@ -828,7 +1117,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "raise-memory-fraction",
+        id: RemedyId::RaiseMemoryFraction,
         title: "Raise or remove the per-process memory cap",
         why: "A per-process cap (PyTorch memory fraction, JAX or TF fraction) makes the OOM fire while the GPU still has free memory; raising it lets the process use that memory, so keep some headroom if the GPU is shared.",
         snippets: &[
@@ -847,7 +1136,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "fix-allocation-size",
+        id: RemedyId::FixAllocationSize,
         title: "Fix the negative or overflowed allocation size",
         why: "A request near 2^64 bytes (17179869184 GiB) or of exabytes is a negative or overflowed size cast to unsigned: a bug in the caller (a bad shape, an int32 overflow), not a lack of memory, so no memory setting helps.",
         snippets: &[Snippet {
@@ -856,7 +1145,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "disable-sysmem-fallback",
+        id: RemedyId::DisableSysmemFallback,
         title: "Turn off the Windows sysmem fallback so VRAM limits are real",
         why: "On Windows (WDDM) drivers since 536.40 spill CUDA allocations into slow shared system memory instead of failing, which is why allocated can exceed total and everything crawls; with the fallback off the job fails fast with a clean OOM you can fix.",
         snippets: &[Snippet {
@@ -865,7 +1154,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "disable-cuda-graphs",
+        id: RemedyId::DisableCudaGraphs,
         title: "Turn off CUDA graphs",
         why: "CUDA graphs (torch.compile mode=\"reduce-overhead\", vLLM capture) keep private memory pools per captured shape that the rest of the program cannot reuse; turning them off frees that memory at some kernel-launch overhead.",
         snippets: &[
@@ -881,7 +1170,7 @@ pub static REMEDIES: &[Remedy] = &[
     },
     // ---- Multi-GPU communication ----
     Remedy {
-        id: "nccl-debug",
+        id: RemedyId::NcclDebug,
         title: "Rerun with NCCL debug logging to confirm an OOM",
         why: "NCCL's `unhandled cuda error` hides the cause; NCCL_DEBUG=INFO with the ALLOC subsystem logs each NCCL allocation and the `Cuda failure 'out of memory'` line; diagnostic only, and verbose.",
         snippets: &[Snippet {
@@ -890,7 +1179,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "nccl-reduce-buffers",
+        id: RemedyId::NcclReduceBuffers,
         title: "Shrink NCCL's communication buffers",
         why: "NCCL cudaMallocs its buffers (NCCL_BUFFSIZE, 4 MiB by default, per channel and per peer) outside PyTorch's allocator, so they show as non-PyTorch memory; smaller buffers and fewer channels free VRAM at some bandwidth cost.",
         snippets: &[Snippet {
@@ -900,7 +1189,7 @@ pub static REMEDIES: &[Remedy] = &[
     },
     // ---- Other serving stacks and libraries ----
     Remedy {
-        id: "tgi-max-batch-prefill-tokens",
+        id: RemedyId::TgiMaxBatchPrefillTokens,
         title: "Lower TGI's token budgets (or quantize the model)",
         why: "TGI warms up with --max-batch-prefill-tokens and sizes its KV cache from --max-batch-total-tokens; lowering them and the per-request --max-total-tokens makes warm-up fit at lower throughput, and --quantize shrinks the weights.",
         snippets: &[
@@ -915,7 +1204,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "onnxruntime-arena",
+        id: RemedyId::OnnxruntimeArena,
         title: "Limit ONNX Runtime's CUDA memory arena",
         why: "ORT's BFC arena grows in powers of two by default (kNextPowerOfTwo) and keeps what it took; kSameAsRequested grows only by what is asked and gpu_mem_limit caps the arena, leaving room for others.",
         snippets: &[Snippet {
@@ -924,7 +1213,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "cupy-memory-pool",
+        id: RemedyId::CupyMemoryPool,
         title: "Release and cap CuPy's memory pool",
         why: "CuPy keeps freed blocks in its pool for reuse, so PyTorch or another library on the same GPU sees them as used; free_all_blocks returns them to the driver and set_limit caps the pool.",
         snippets: &[Snippet {
@@ -933,7 +1222,7 @@ pub static REMEDIES: &[Remedy] = &[
         }],
     },
     Remedy {
-        id: "paddle-memory-flags",
+        id: RemedyId::PaddleMemoryFlags,
         title: "Tune PaddlePaddle's allocator flags",
         why: "With the naive_best_fit strategy Paddle preallocates FLAGS_fraction_of_gpu_memory_to_use of the GPU; auto_growth (the 2.x default) allocates on demand and a zero FLAGS_eager_delete_tensor_gb frees dead tensors at once, so peaks drop and other processes fit.",
         snippets: &[
@@ -949,7 +1238,7 @@ pub static REMEDIES: &[Remedy] = &[
     },
     // ---- Other backends ----
     Remedy {
-        id: "mps-high-watermark",
+        id: RemedyId::MpsHighWatermark,
         title: "Try fp16 and a smaller batch on Apple MPS before lifting the watermark",
         why: "PyTorch MPS stops at a high watermark of the recommended working set to protect macOS; PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 disables that safety limit, so the process can take all unified memory, swap heavily or freeze the system: prefer a smaller batch or fp16.",
         snippets: &[
@@ -964,7 +1253,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "xpu-relaxed-allocation-limits",
+        id: RemedyId::XpuRelaxedAllocationLimits,
         title: "Allow single allocations over 4 GiB on Intel GPUs, or split the tensor",
         why: "Intel's Level Zero runtime refuses any single allocation over 4 GiB by default; the relaxed-limits switch lifts that (support varies by driver), or keep each tensor below 4 GiB by chunking.",
         snippets: &[
@@ -979,7 +1268,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "cudnn-workspace",
+        id: RemedyId::CudnnWorkspace,
         title: "Leave room for cuDNN's workspace",
         why: "cuDNN needs handle and workspace memory on top of the tensors: benchmark mode tries algorithms with large workspaces, and TF preallocation can leave cuDNN nothing (CUDNN_STATUS_INTERNAL_ERROR / NOT_INITIALIZED); turning benchmark off or letting TF grow leaves room, possibly with slower kernels.",
         snippets: &[
@@ -998,7 +1287,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "unload-models",
+        id: RemedyId::UnloadModels,
         title: "Unload models you are not using and load one at a time",
         why: "Each loaded model keeps its weights on the GPU until every reference to it is gone; dropping the ones you are done with frees that memory, at the cost of reloading them later.",
         snippets: &[
@@ -1021,7 +1310,7 @@ pub static REMEDIES: &[Remedy] = &[
         ],
     },
     Remedy {
-        id: "bigger-gpu",
+        id: RemedyId::BiggerGpu,
         title: "Move to a GPU with more memory, or to more GPUs",
         why: "Last resort: when weights plus the minimum activations exceed the card even after quantization and offload, only more VRAM helps (a larger card, or several GPUs with sharding); it costs money, not code.",
         snippets: &[],
@@ -1104,8 +1393,8 @@ mod tests {
             assert!(!i.why.is_empty() && !i.source.is_empty());
             assert!(incompatible(i.b, i.a).is_some());
         }
-        assert!(incompatible("qlora", "zero-sharding").is_some());
-        assert!(incompatible("lora", "gradient-checkpointing").is_none());
+        assert!(incompatible(RemedyId::Qlora, RemedyId::ZeroSharding).is_some());
+        assert!(incompatible(RemedyId::Lora, RemedyId::GradientCheckpointing).is_none());
     }
 
     fn all_snippets() -> impl Iterator<Item = (&'static Remedy, &'static Snippet)> {
@@ -1120,7 +1409,8 @@ mod tests {
         for r in REMEDIES {
             assert!(seen.insert(r.id), "duplicate remedy id {}", r.id);
             assert!(
-                r.id.bytes()
+                r.id.as_str()
+                    .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
                 "{} is not kebab-case",
                 r.id
@@ -1131,7 +1421,7 @@ mod tests {
 
     #[test]
     fn snippet_choice_follows_preference() {
-        let r = get("expandable-segments").unwrap();
+        let r = get(RemedyId::ExpandableSegments).unwrap();
         assert_eq!(
             r.snippet_for(&[Flavor::Pytorch]).unwrap().flavor,
             Flavor::Pytorch
@@ -1142,12 +1432,23 @@ mod tests {
     #[test]
     fn every_referenced_id_exists() {
         for id in IDS {
-            assert!(get(id).is_some(), "missing remedy {id}");
+            assert!(find(id).is_some(), "missing remedy {id}");
         }
         for r in REMEDIES {
-            assert!(IDS.contains(&r.id), "{} is not listed in IDS", r.id);
+            assert!(
+                IDS.contains(&r.id.as_str()),
+                "{} is not listed in IDS",
+                r.id
+            );
         }
-        assert!(get("no-such-remedy").is_none());
+        assert!(find("no-such-remedy").is_none());
+        // The enum and the table are the same list, in the same order.
+        assert_eq!(RemedyId::ALL.len(), REMEDIES.len());
+        for (id, r) in RemedyId::ALL.iter().zip(REMEDIES) {
+            assert_eq!(*id, r.id);
+            assert_eq!(RemedyId::parse(id.as_str()), Some(*id));
+            assert!(id.remedy().is_some());
+        }
     }
 
     #[test]
@@ -1220,7 +1521,7 @@ mod tests {
 
     #[test]
     fn flavors_serialize_kebab_case() {
-        let json = serde_json::to_value(get("llamacpp-context").unwrap()).unwrap();
+        let json = serde_json::to_value(get(RemedyId::LlamacppContext).unwrap()).unwrap();
         assert_eq!(json["id"], "llamacpp-context");
         assert_eq!(json["snippets"][0]["flavor"], "llama-cpp");
         assert_eq!(serde_json::to_value(Flavor::A1111).unwrap(), "a1111");

@@ -70,6 +70,7 @@ pub static MODELS: &[(&str, &str)] = &[
         "HuggingFaceTB/SmolLM2-360M",
         include_str!("../models/HuggingFaceTB__SmolLM2-360M.json"),
     ),
+    ("Qwen/QwQ-32B", include_str!("../models/Qwen__QwQ-32B.json")),
     ("Qwen/Qwen-7B", include_str!("../models/Qwen__Qwen-7B.json")),
     (
         "Qwen/Qwen2-0.5B-Instruct",
@@ -112,6 +113,14 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/Qwen__Qwen2.5-7B.json"),
     ),
     (
+        "Qwen/Qwen2.5-Coder-0.5B",
+        include_str!("../models/Qwen__Qwen2.5-Coder-0.5B.json"),
+    ),
+    (
+        "Qwen/Qwen2.5-Coder-1.5B",
+        include_str!("../models/Qwen__Qwen2.5-Coder-1.5B.json"),
+    ),
+    (
         "Qwen/Qwen2.5-Coder-14B",
         include_str!("../models/Qwen__Qwen2.5-Coder-14B.json"),
     ),
@@ -120,8 +129,20 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/Qwen__Qwen2.5-Coder-32B.json"),
     ),
     (
+        "Qwen/Qwen2.5-Coder-3B",
+        include_str!("../models/Qwen__Qwen2.5-Coder-3B.json"),
+    ),
+    (
         "Qwen/Qwen2.5-Coder-7B",
         include_str!("../models/Qwen__Qwen2.5-Coder-7B.json"),
+    ),
+    (
+        "Qwen/Qwen2.5-Math-1.5B",
+        include_str!("../models/Qwen__Qwen2.5-Math-1.5B.json"),
+    ),
+    (
+        "Qwen/Qwen2.5-Math-72B",
+        include_str!("../models/Qwen__Qwen2.5-Math-72B.json"),
     ),
     (
         "Qwen/Qwen2.5-Math-7B",
@@ -248,12 +269,20 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/google__gemma-2b.json"),
     ),
     (
+        "google/gemma-3-12b-it",
+        include_str!("../models/google__gemma-3-12b-it.json"),
+    ),
+    (
         "google/gemma-3-1b-it",
         include_str!("../models/google__gemma-3-1b-it.json"),
     ),
     (
         "google/gemma-3-27b-it",
         include_str!("../models/google__gemma-3-27b-it.json"),
+    ),
+    (
+        "google/gemma-3-4b-it",
+        include_str!("../models/google__gemma-3-4b-it.json"),
     ),
     (
         "google/gemma-7b",
@@ -368,6 +397,38 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/stabilityai__stablelm-base-alpha-3b.json"),
     ),
     (
+        "tiiuae/Falcon3-10B-Base",
+        include_str!("../models/tiiuae__Falcon3-10B-Base.json"),
+    ),
+    (
+        "tiiuae/Falcon3-10B-Instruct",
+        include_str!("../models/tiiuae__Falcon3-10B-Base.json"),
+    ),
+    (
+        "tiiuae/Falcon3-1B-Base",
+        include_str!("../models/tiiuae__Falcon3-1B-Base.json"),
+    ),
+    (
+        "tiiuae/Falcon3-1B-Instruct",
+        include_str!("../models/tiiuae__Falcon3-1B-Base.json"),
+    ),
+    (
+        "tiiuae/Falcon3-3B-Base",
+        include_str!("../models/tiiuae__Falcon3-3B-Base.json"),
+    ),
+    (
+        "tiiuae/Falcon3-3B-Instruct",
+        include_str!("../models/tiiuae__Falcon3-3B-Base.json"),
+    ),
+    (
+        "tiiuae/Falcon3-7B-Base",
+        include_str!("../models/tiiuae__Falcon3-7B-Base.json"),
+    ),
+    (
+        "tiiuae/Falcon3-7B-Instruct",
+        include_str!("../models/tiiuae__Falcon3-7B-Base.json"),
+    ),
+    (
         "tiiuae/falcon-180B",
         include_str!("../models/tiiuae__falcon-180B.json"),
     ),
@@ -399,10 +460,16 @@ pub static RECONSTRUCTED: &[&str] = &[
     "HuggingFaceTB/SmolLM2-1.7B",
     "HuggingFaceTB/SmolLM2-135M",
     "HuggingFaceTB/SmolLM2-360M",
+    "Qwen/QwQ-32B",
     "Qwen/Qwen2.5-72B",
+    "Qwen/Qwen2.5-Coder-0.5B",
+    "Qwen/Qwen2.5-Coder-1.5B",
     "Qwen/Qwen2.5-Coder-14B",
     "Qwen/Qwen2.5-Coder-32B",
+    "Qwen/Qwen2.5-Coder-3B",
     "Qwen/Qwen2.5-Coder-7B",
+    "Qwen/Qwen2.5-Math-1.5B",
+    "Qwen/Qwen2.5-Math-72B",
     "Qwen/Qwen2.5-Math-7B",
     "Qwen/Qwen3-235B-A22B",
     "codellama/CodeLlama-13b-hf",
@@ -416,12 +483,22 @@ pub static RECONSTRUCTED: &[&str] = &[
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
     "deepseek-ai/DeepSeek-V2-Lite",
     "google/gemma-2-27b",
+    "google/gemma-3-12b-it",
     "google/gemma-3-27b-it",
+    "google/gemma-3-4b-it",
     "google/gemma-7b",
     "meta-llama/Meta-Llama-3-70B",
     "mistralai/Mistral-7B-Instruct-v0.2",
     "mistralai/Mixtral-8x22B-v0.1",
     "stabilityai/stablelm-base-alpha-3b",
+    "tiiuae/Falcon3-10B-Base",
+    "tiiuae/Falcon3-10B-Instruct",
+    "tiiuae/Falcon3-1B-Base",
+    "tiiuae/Falcon3-1B-Instruct",
+    "tiiuae/Falcon3-3B-Base",
+    "tiiuae/Falcon3-3B-Instruct",
+    "tiiuae/Falcon3-7B-Base",
+    "tiiuae/Falcon3-7B-Instruct",
     "tiiuae/falcon-180B",
     "tiiuae/falcon-40b",
     "tiiuae/falcon-7b",
@@ -430,7 +507,9 @@ pub static RECONSTRUCTED: &[&str] = &[
 /// Short names beyond the automatic alias (the part after `/`), for repo ids
 /// whose alias is long: (short name, repo id).
 pub static SHORT_NAMES: &[(&str, &str)] = &[
+    ("gemma-3-12b", "google/gemma-3-12b-it"),
     ("gemma-3-27b", "google/gemma-3-27b-it"),
+    ("gemma-3-4b", "google/gemma-3-4b-it"),
     ("neox-20b", "EleutherAI/gpt-neox-20b"),
     ("stablelm-3b", "stabilityai/stablelm-base-alpha-3b"),
 ];
@@ -444,7 +523,7 @@ pub fn reconstructed(id: &str) -> bool {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UnknownModel {
     /// Not in the catalogue.
-    #[error("unknown model {input:?}{}", hint(.suggestions))]
+    #[error("unknown model {input:?}{}", crate::knob::words(&hint(.suggestions)))]
     NotFound {
         /// What the user typed.
         input: String,
@@ -468,9 +547,27 @@ pub enum UnknownModel {
     Embedded(&'static str, ConfigError),
 }
 
+impl UnknownModel {
+    /// The message with each setting named by `name` (see [`crate::knob`]).
+    pub fn message<'a>(
+        &self,
+        name: &dyn Fn(crate::knob::Knob) -> std::borrow::Cow<'a, str>,
+    ) -> String {
+        match self {
+            UnknownModel::NotFound { input, suggestions } => {
+                format!(
+                    "unknown model {input:?}{}",
+                    crate::knob::fill(&hint(suggestions), name)
+                )
+            }
+            e => e.to_string(),
+        }
+    }
+}
+
 fn hint(s: &[&'static str]) -> String {
     if s.is_empty() {
-        " (see `oomkit estimate --list-models`, or pass a config.json path or --params)".into()
+        " (see ⟨list-models⟩, or pass a config.json path or ⟨params⟩)".into()
     } else {
         format!(" (did you mean {}?)", s.join(", "))
     }
@@ -711,7 +808,17 @@ mod tests {
             assert_eq!(find(short).expect(short).id, *id);
             assert_eq!(find(&base_name(id)).expect(id).id, *id);
         }
-        assert_eq!(find("falcon-7b").expect("falcon").id, "tiiuae/falcon-7b");
+        assert_eq!(
+            find("tiiuae/falcon-7b").expect("falcon").id,
+            "tiiuae/falcon-7b"
+        );
+        // A bare family-and-size name fitting two generations is listed.
+        assert!(matches!(
+            find("falcon-7b"),
+            Err(UnknownModel::Ambiguous { candidates, .. })
+                if candidates.contains(&"tiiuae/Falcon3-7B-Base")
+                    && candidates.contains(&"tiiuae/falcon-7b")
+        ));
         assert!(find("gemma-2-27b-it").is_ok());
         assert!(find("falcon-40b").expect("40b").reconstructed);
         assert!(!find("gpt2").expect("gpt2").reconstructed);
@@ -815,7 +922,17 @@ mod tests {
         // The full ids still resolve.
         assert_eq!(find("Qwen/Qwen-7B").expect("qwen").id, "Qwen/Qwen-7B");
         assert_eq!(find("google/gemma-2b").expect("g").id, "google/gemma-2b");
-        assert_eq!(find("falcon-7b").expect("falcon").id, "tiiuae/falcon-7b");
+        assert_eq!(
+            find("tiiuae/falcon-7b").expect("falcon").id,
+            "tiiuae/falcon-7b"
+        );
+        // A bare family-and-size name fitting two generations is listed.
+        assert!(matches!(
+            find("falcon-7b"),
+            Err(UnknownModel::Ambiguous { candidates, .. })
+                if candidates.contains(&"tiiuae/Falcon3-7B-Base")
+                    && candidates.contains(&"tiiuae/falcon-7b")
+        ));
     }
 
     /// Every alias `--list-models` prints resolves to its entry, or (a bare
@@ -902,6 +1019,22 @@ mod tests {
             ("Qwen/Qwen2.5-Coder-14B", 14.77e9),
             ("Qwen/Qwen2.5-Coder-32B", 32.76e9),
             ("Qwen/Qwen2.5-Math-7B", 7.616e9),
+            // Added from LitGPT for issue 15; published totals from each
+            // model card's "Number of Parameters" (Qwen) or the Falcon3
+            // release table (1.67B, 3.23B, 7.46B, 10.3B); Gemma 3 from its
+            // technical report (4B/12B incl. the 417M vision encoder).
+            ("Qwen/Qwen2.5-Coder-0.5B", 0.49e9),
+            ("Qwen/Qwen2.5-Coder-1.5B", 1.54e9),
+            ("Qwen/Qwen2.5-Coder-3B", 3.09e9),
+            ("Qwen/Qwen2.5-Math-1.5B", 1.54e9),
+            ("Qwen/Qwen2.5-Math-72B", 72.7e9),
+            ("Qwen/QwQ-32B", 32.5e9),
+            ("tiiuae/Falcon3-1B-Base", 1.67e9),
+            ("tiiuae/Falcon3-3B-Base", 3.23e9),
+            ("tiiuae/Falcon3-7B-Base", 7.46e9),
+            ("tiiuae/Falcon3-10B-Base", 10.3e9),
+            ("google/gemma-3-4b-it", 4.3e9),
+            ("google/gemma-3-12b-it", 12.2e9),
             ("EleutherAI/pythia-70m", 70_426_624.0),
             ("EleutherAI/pythia-160m", 162_322_944.0),
             ("EleutherAI/pythia-410m", 405_334_016.0),

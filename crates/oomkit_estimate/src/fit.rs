@@ -6,7 +6,9 @@
 //! context) applied cumulatively until the estimate fits. Each step names an
 //! `oomkit_core::remedies` id.
 
+use oomkit_core::Bytes;
 use oomkit_core::gpus::Gpu;
+use oomkit_core::remedies::RemedyId;
 use serde::Serialize;
 
 use crate::model::ModelConfig;
@@ -19,11 +21,11 @@ pub struct Step {
     /// What changes, in words.
     pub change: String,
     /// The `oomkit_core::remedies` id.
-    pub remedy: &'static str,
+    pub remedy: RemedyId,
     /// nvidia-smi bytes this step saves given the previous steps.
-    pub saves_bytes: u64,
+    pub saves_bytes: Bytes,
     /// nvidia-smi bytes after this step (what `fits` compares).
-    pub peak_after_bytes: u64,
+    pub peak_after_bytes: Bytes,
     /// Paste-ready configuration.
     pub config: String,
 }
@@ -34,7 +36,7 @@ pub struct Fit {
     /// GPU catalogue id.
     pub gpu: &'static str,
     /// Memory a process can use ([`Gpu::usable`]).
-    pub usable_bytes: u64,
+    pub usable_bytes: Bytes,
     /// `device_used_bytes <= usable_bytes`.
     pub fits: bool,
     /// `usable − device_used` (negative when it does not fit).
@@ -58,7 +60,7 @@ const MAX_SEARCH: u64 = 1 << 22;
 
 /// The largest value of `field` (1..=2^22) for which the setup fits
 /// (memory grows monotonically with batch and sequence).
-fn largest(cfg: &ModelConfig, s: &Setup, usable: u64, set: impl Fn(&mut Setup, u64)) -> u64 {
+fn largest(cfg: &ModelConfig, s: &Setup, usable: Bytes, set: impl Fn(&mut Setup, u64)) -> u64 {
     largest_where(MAX_SEARCH, |v: u64| {
         let mut t = s.clone();
         set(&mut t, v);
@@ -88,9 +90,9 @@ pub(crate) fn largest_where(limit: u64, ok: impl Fn(u64) -> bool) -> u64 {
     lo
 }
 
-type Apply = fn(&Setup, &ModelConfig, u64) -> Option<(Setup, String, String)>;
+type Apply = fn(&Setup, &ModelConfig, Bytes) -> Option<(Setup, String, String)>;
 
-fn checkpointing(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
+fn checkpointing(s: &Setup, _: &ModelConfig, _: Bytes) -> Option<(Setup, String, String)> {
     (s.task == Task::Train && !s.grad_checkpointing).then(|| {
         let mut t = s.clone();
         t.grad_checkpointing = true;
@@ -107,7 +109,7 @@ fn checkpointing(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, S
 /// that fits with the rest of the setup (so `--batch 32` that fits at 8
 /// becomes 8 × 4), or 1 when none does (a later rung must then help, and
 /// [`plan`] chooses again once the other steps are known).
-fn micro_batch(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, String)> {
+fn micro_batch(s: &Setup, cfg: &ModelConfig, usable: Bytes) -> Option<(Setup, String, String)> {
     if s.task != Task::Train || s.batch <= 1 {
         return None;
     }
@@ -138,7 +140,7 @@ fn micro_batch(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, Stri
     ))
 }
 
-fn half_weights(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
+fn half_weights(s: &Setup, _: &ModelConfig, _: Bytes) -> Option<(Setup, String, String)> {
     (s.precision == Precision::Fp32 || (s.task == Task::Infer && s.precision.param_bytes() == 4))
         .then(|| {
             let mut t = s.clone();
@@ -151,7 +153,7 @@ fn half_weights(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, St
         })
 }
 
-fn optimizer_8bit(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
+fn optimizer_8bit(s: &Setup, _: &ModelConfig, _: Bytes) -> Option<(Setup, String, String)> {
     (s.task == Task::Train
         && matches!(
             s.optimizer,
@@ -168,7 +170,7 @@ fn optimizer_8bit(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, 
     })
 }
 
-fn lora(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
+fn lora(s: &Setup, _: &ModelConfig, _: Bytes) -> Option<(Setup, String, String)> {
     (s.task == Task::Train && s.method == Method::Full).then(|| {
         let mut t = s.clone();
         t.method = Method::Lora;
@@ -182,7 +184,7 @@ fn lora(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
     })
 }
 
-fn qlora(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
+fn qlora(s: &Setup, _: &ModelConfig, _: Bytes) -> Option<(Setup, String, String)> {
     (s.task == Task::Train && s.method == Method::Lora).then(|| {
         let mut t = s.clone();
         t.method = Method::Qlora;
@@ -215,7 +217,7 @@ fn deepspeed_json(stage: u8, offload_optimizer: bool) -> String {
     )
 }
 
-fn zero3(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
+fn zero3(s: &Setup, _: &ModelConfig, _: Bytes) -> Option<(Setup, String, String)> {
     (s.task == Task::Train && s.gpus > 1 && s.zero < 3).then(|| {
         let mut t = s.clone();
         t.zero = 3;
@@ -230,7 +232,7 @@ fn zero3(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> 
     })
 }
 
-fn offload(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
+fn offload(s: &Setup, _: &ModelConfig, _: Bytes) -> Option<(Setup, String, String)> {
     (s.task == Task::Train && s.offload == Offload::None && s.optimizer_bytes_nonzero()).then(|| {
         let mut t = s.clone();
         t.offload = Offload::Optimizer;
@@ -249,7 +251,7 @@ fn offload(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)
 /// yet): the largest power of two up to 8 (one NVLink node) that divides
 /// `--gpus` and that the heads allow ([`Setup::check_model`]). It also
 /// splits the activations, which ZeRO does not.
-fn tensor_parallel(s: &Setup, cfg: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
+fn tensor_parallel(s: &Setup, cfg: &ModelConfig, _: Bytes) -> Option<(Setup, String, String)> {
     if s.task != Task::Train || s.gpus < 2 || s.tp > 1 || s.pp > 1 {
         return None;
     }
@@ -281,7 +283,7 @@ fn from_pretrained_quantized(bnb: &str) -> String {
     )
 }
 
-fn quant8(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
+fn quant8(s: &Setup, _: &ModelConfig, _: Bytes) -> Option<(Setup, String, String)> {
     (s.task == Task::Infer && s.quant == Quant::None).then(|| {
         let mut t = s.clone();
         t.quant = Quant::Int8;
@@ -293,7 +295,7 @@ fn quant8(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)>
     })
 }
 
-fn quant4(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)> {
+fn quant4(s: &Setup, _: &ModelConfig, _: Bytes) -> Option<(Setup, String, String)> {
     (s.task == Task::Infer && matches!(s.quant, Quant::None | Quant::Int8 | Quant::Fp8)).then(
         || {
             let mut t = s.clone();
@@ -307,7 +309,7 @@ fn quant4(s: &Setup, _: &ModelConfig, _: u64) -> Option<(Setup, String, String)>
     )
 }
 
-fn smaller_batch(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, String)> {
+fn smaller_batch(s: &Setup, cfg: &ModelConfig, usable: Bytes) -> Option<(Setup, String, String)> {
     if s.task != Task::Infer || s.batch <= 1 {
         return None;
     }
@@ -326,7 +328,7 @@ fn smaller_batch(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, St
 /// The shortest sequence the plan proposes.
 const SHORTEST_USEFUL_SEQ: u64 = 64;
 
-fn shorter(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, String)> {
+fn shorter(s: &Setup, cfg: &ModelConfig, usable: Bytes) -> Option<(Setup, String, String)> {
     if s.seq <= 1 {
         return None;
     }
@@ -354,7 +356,7 @@ fn shorter(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, 
     ))
 }
 
-fn more_gpus(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String, String)> {
+fn more_gpus(s: &Setup, cfg: &ModelConfig, usable: Bytes) -> Option<(Setup, String, String)> {
     if s.task != Task::Infer || s.tp > 1 || s.pp > 1 {
         return None;
     }
@@ -379,26 +381,26 @@ fn more_gpus(s: &Setup, cfg: &ModelConfig, usable: u64) -> Option<(Setup, String
 /// The ladder, cheapest first: (remedy id, step). ZeRO-3 over GPUs the
 /// user already has comes before the 8-bit optimizer and LoRA: it keeps the
 /// full fine-tune and its optimizer exact, for communication only.
-pub const LADDER: &[(&str, Apply)] = &[
-    ("gradient-checkpointing", checkpointing),
-    ("gradient-accumulation", micro_batch),
-    ("half-precision-weights", half_weights),
-    ("zero-sharding", zero3),
-    ("optimizer-8bit", optimizer_8bit),
-    ("lora", lora),
-    ("qlora", qlora),
-    ("cpu-offload", offload),
-    ("model-parallel", tensor_parallel),
-    ("quantize-8bit", quant8),
-    ("quantize-4bit", quant4),
-    ("reduce-batch", smaller_batch),
-    ("reduce-input-size", shorter),
-    ("model-parallel", more_gpus),
+pub const LADDER: &[(RemedyId, Apply)] = &[
+    (RemedyId::GradientCheckpointing, checkpointing),
+    (RemedyId::GradientAccumulation, micro_batch),
+    (RemedyId::HalfPrecisionWeights, half_weights),
+    (RemedyId::ZeroSharding, zero3),
+    (RemedyId::Optimizer8bit, optimizer_8bit),
+    (RemedyId::Lora, lora),
+    (RemedyId::Qlora, qlora),
+    (RemedyId::CpuOffload, offload),
+    (RemedyId::ModelParallel, tensor_parallel),
+    (RemedyId::Quantize8bit, quant8),
+    (RemedyId::Quantize4bit, quant4),
+    (RemedyId::ReduceBatch, smaller_batch),
+    (RemedyId::ReduceInputSize, shorter),
+    (RemedyId::ModelParallel, more_gpus),
 ];
 
 /// The remedies a setup relies on that [`oomkit_core::remedies::INCOMPATIBLE`]
 /// speaks about.
-fn techniques(s: &Setup) -> Vec<&'static str> {
+fn techniques(s: &Setup) -> Vec<RemedyId> {
     let mut t = Vec::new();
     if s.task != Task::Train {
         return t;
@@ -406,25 +408,25 @@ fn techniques(s: &Setup) -> Vec<&'static str> {
     if s.method == Method::Qlora
         || (s.method == Method::Lora && matches!(s.quant, Quant::Nf4 | Quant::Nf4Dq | Quant::Int8))
     {
-        t.push("qlora");
+        t.push(RemedyId::Qlora);
     }
     if s.method == Method::Lora {
-        t.push("lora");
+        t.push(RemedyId::Lora);
     }
     if matches!(
         s.optimizer,
         Optimizer::Adamw8bit | Optimizer::PagedAdamw8bit
     ) {
-        t.push("optimizer-8bit");
+        t.push(RemedyId::Optimizer8bit);
     }
     if s.zero >= 3 {
-        t.push("zero-sharding");
+        t.push(RemedyId::ZeroSharding);
     }
     if s.offload != Offload::None {
-        t.push("cpu-offload");
+        t.push(RemedyId::CpuOffload);
     }
     if s.tp > 1 {
-        t.push("model-parallel");
+        t.push(RemedyId::ModelParallel);
     }
     t
 }
@@ -435,18 +437,18 @@ pub fn conflict(s: &Setup) -> Option<&'static oomkit_core::remedies::Incompatibl
     t.iter().enumerate().find_map(|(i, a)| {
         t.iter()
             .skip(i + 1)
-            .find_map(|b| oomkit_core::remedies::incompatible(a, b))
+            .find_map(|b| oomkit_core::remedies::incompatible(*a, *b))
     })
 }
 
 /// The micro-batch rung: replayed after the others, so that it picks the
 /// largest micro-batch they leave room for.
-const GRAD_ACCUM_RUNG: &str = "gradient-accumulation";
+const GRAD_ACCUM_RUNG: RemedyId = RemedyId::GradientAccumulation;
 
 /// The last resorts: they shrink the job itself (the batch generated at
 /// once, the sequence length) to what fits, so they are replayed last and a
 /// plan is only pruned where they do not have to shrink it more.
-const LAST_RESORTS: &[&str] = &["reduce-batch", "reduce-input-size"];
+const LAST_RESORTS: &[RemedyId] = &[RemedyId::ReduceBatch, RemedyId::ReduceInputSize];
 
 /// Replays the ladder rungs `rungs` (indices into [`LADDER`]) from `s` in
 /// the order a climb restricted to them takes: at each point the cheapest
@@ -458,9 +460,9 @@ const LAST_RESORTS: &[&str] = &["reduce-batch", "reduce-input-size"];
 fn replay(
     cfg: &ModelConfig,
     s: &Setup,
-    usable: u64,
+    usable: Bytes,
     rungs: &[usize],
-) -> Option<(Vec<Step>, Setup, u64)> {
+) -> Option<(Vec<Step>, Setup, Bytes)> {
     let is_accum = |i: &usize| LADDER.get(*i).is_some_and(|r| r.0 == GRAD_ACCUM_RUNG);
     let is_last = |i: &usize| LADDER.get(*i).is_some_and(|r| LAST_RESORTS.contains(&r.0));
     let mut left: Vec<usize> = rungs
@@ -502,7 +504,7 @@ fn replay(
         let after = estimate(cfg, &next).ok()?.device_used_bytes;
         steps.push(Step {
             change,
-            remedy,
+            remedy: *remedy,
             saves_bytes: used.saturating_sub(after),
             peak_after_bytes: after,
             config,
@@ -524,7 +526,7 @@ fn replay(
 /// at least 0.5 % of the GPU and combines with what is there; the last
 /// resorts (smaller batch, shorter inputs) only when they reach a fit.
 /// Returns the rungs taken (indices into [`LADDER`]) and whether it fits.
-fn climb(cfg: &ModelConfig, s: &Setup, usable: u64, used: u64) -> (Vec<usize>, bool) {
+fn climb(cfg: &ModelConfig, s: &Setup, usable: Bytes, used: Bytes) -> (Vec<usize>, bool) {
     let mut rungs = Vec::new();
     let mut cur = s.clone();
     let mut cur_used = used;
@@ -541,7 +543,9 @@ fn climb(cfg: &ModelConfig, s: &Setup, usable: u64, used: u64) -> (Vec<usize>, b
                 continue;
             }
             let last_resort = LAST_RESORTS.contains(remedy);
-            if after + usable / 200 >= cur_used || (last_resort && after > usable) {
+            if after.saturating_add(Bytes(usable.get() / 200)) >= cur_used
+                || (last_resort && after > usable)
+            {
                 continue;
             }
             rungs.push(i);
@@ -559,7 +563,7 @@ fn climb(cfg: &ModelConfig, s: &Setup, usable: u64, used: u64) -> (Vec<usize>, b
 
 /// What a replayed plan keeps of the job: its micro-batch (the setup's
 /// batch) and sequence length; a pruned plan must keep as much.
-fn keeps(r: &(Vec<Step>, Setup, u64)) -> (u64, u64) {
+fn keeps(r: &(Vec<Step>, Setup, Bytes)) -> (u64, u64) {
     (r.1.batch, r.1.seq)
 }
 
@@ -569,8 +573,8 @@ fn keeps(r: &(Vec<Step>, Setup, u64)) -> (u64, u64) {
 /// and as long sequences.
 /// (Greedy climbs overshoot: once LoRA is on, the 8-bit optimizer taken
 /// before it saves next to nothing.)
-fn prune(cfg: &ModelConfig, s: &Setup, usable: u64, mut rungs: Vec<usize>) -> Vec<Step> {
-    let fits = |r: &(Vec<Step>, Setup, u64)| r.2 <= usable;
+fn prune(cfg: &ModelConfig, s: &Setup, usable: Bytes, mut rungs: Vec<usize>) -> Vec<Step> {
+    let fits = |r: &(Vec<Step>, Setup, Bytes)| r.2 <= usable;
     let Some(mut best) = replay(cfg, s, usable, &rungs).filter(fits) else {
         return replay(cfg, s, usable, &rungs).map_or_else(Vec::new, |r| r.0);
     };
@@ -594,7 +598,7 @@ fn prune(cfg: &ModelConfig, s: &Setup, usable: u64, mut rungs: Vec<usize>) -> Ve
 /// set of steps (`prune`), with the micro-batch as large as the other
 /// steps allow and no two techniques that do not combine.
 pub fn fit(cfg: &ModelConfig, s: &Setup, gpu: &'static Gpu, est: &Estimate) -> Fit {
-    let usable = gpu.usable().get();
+    let usable = gpu.usable();
     let used = est.device_used_bytes;
     let fits = used <= usable;
     let (plan, plan_fits) = if fits {
@@ -613,7 +617,7 @@ pub fn fit(cfg: &ModelConfig, s: &Setup, gpu: &'static Gpu, est: &Estimate) -> F
         gpu: gpu.id,
         usable_bytes: usable,
         fits,
-        headroom_bytes: usable as i64 - used as i64,
+        headroom_bytes: usable.signed_sub(used),
         max_batch: largest(cfg, s, usable, |t, v| t.batch = v),
         max_seq: {
             let m = largest(cfg, s, usable, |t, v| t.seq = v);
@@ -630,8 +634,8 @@ pub fn fit(cfg: &ModelConfig, s: &Setup, gpu: &'static Gpu, est: &Estimate) -> F
 /// `max_memory` leaves each GPU the same budget so accelerate balances the
 /// layers; the budget keeps 10 % of the usable memory for activations and the
 /// cache (accelerate's own default reserves a share for the same reason).
-fn device_map(gpus: u64, usable: u64) -> String {
-    let gib = usable as f64 * 0.9 / (1u64 << 30) as f64;
+fn device_map(gpus: u64, usable: Bytes) -> String {
+    let gib = usable.get() as f64 * 0.9 / (1u64 << 30) as f64;
     let entries: Vec<String> = (0..gpus).map(|i| format!("{i}: \"{gib:.0}GiB\"")).collect();
     format!(
         "AutoModelForCausalLM.from_pretrained(model_id, device_map=\"auto\", max_memory={{{}}})",
@@ -647,7 +651,7 @@ mod tests {
     #[test]
     fn ladder_ids_are_remedies() {
         for (id, _) in LADDER {
-            assert!(oomkit_core::remedies::get(id).is_some(), "{id}");
+            assert!(oomkit_core::remedies::get(*id).is_some(), "{id}");
         }
     }
 
@@ -704,18 +708,22 @@ mod tests {
             ..Setup::default()
         };
         let gpu = oomkit_core::gpus::find("h100-sxm").expect("gpu");
-        let usable = gpu.usable().get();
+        let usable = gpu.usable();
         let est = estimate(&cfg, &s).expect("estimate");
         let (climbed, reached) = climb(&cfg, &s, usable, est.device_used_bytes);
         assert!(reached);
         let f = fit(&cfg, &s, gpu, &est);
-        let ids: Vec<&str> = f.plan.iter().map(|st| st.remedy).collect();
-        assert!(ids.contains(&"gradient-checkpointing"), "{ids:?}");
-        assert!(!ids.contains(&"optimizer-8bit"), "{ids:?}");
+        let ids: Vec<RemedyId> = f.plan.iter().map(|st| st.remedy).collect();
+        assert!(ids.contains(&RemedyId::GradientCheckpointing), "{ids:?}");
+        assert!(!ids.contains(&RemedyId::Optimizer8bit), "{ids:?}");
         assert!(f.plan_fits, "{ids:?}");
         assert!(climbed.len() > f.plan.len(), "{climbed:?} vs {ids:?}");
         // Every step saves memory where it stands, and each is needed.
-        assert!(f.plan.iter().all(|st| st.saves_bytes > 0), "{:?}", f.plan);
+        assert!(
+            f.plan.iter().all(|st| st.saves_bytes > Bytes::ZERO),
+            "{:?}",
+            f.plan
+        );
         let rungs = rungs_of(&f.plan, s.task);
         assert_eq!(rungs.len(), f.plan.len());
         for drop in &rungs {
@@ -742,10 +750,13 @@ mod tests {
         };
         let gpu = oomkit_core::gpus::find("h100-sxm").expect("gpu");
         let f = fit(&cfg, &s, gpu, &estimate(&cfg, &s).expect("estimate"));
-        let ids: Vec<&str> = f.plan.iter().map(|st| st.remedy).collect();
+        let ids: Vec<RemedyId> = f.plan.iter().map(|st| st.remedy).collect();
         assert!(f.plan_fits, "{ids:?}");
-        assert!(ids.contains(&"zero-sharding"), "{ids:?}");
-        assert!(!ids.contains(&"lora") && !ids.contains(&"qlora"), "{ids:?}");
+        assert!(ids.contains(&RemedyId::ZeroSharding), "{ids:?}");
+        assert!(
+            !ids.contains(&RemedyId::Lora) && !ids.contains(&RemedyId::Qlora),
+            "{ids:?}"
+        );
     }
 
     /// The last resorts shrink the job only as far as needed, after the
@@ -790,7 +801,7 @@ mod tests {
         let step = f
             .plan
             .iter()
-            .find(|st| st.remedy == "gradient-accumulation")
+            .find(|st| st.remedy == RemedyId::GradientAccumulation)
             .expect("accumulation step");
         let (micro, accum) = (8, 4);
         assert_eq!(
@@ -803,13 +814,13 @@ mod tests {
         let mut t = s.clone();
         for st in &f.plan {
             match st.remedy {
-                "gradient-checkpointing" => t.grad_checkpointing = true,
-                "lora" => {
+                RemedyId::GradientCheckpointing => t.grad_checkpointing = true,
+                RemedyId::Lora => {
                     t.method = Method::Lora;
                     t.lora_rank = 16;
                     t.lora_targets = LoraTargets::AllLinear;
                 }
-                "gradient-accumulation" => {}
+                RemedyId::GradientAccumulation => {}
                 other => panic!("unexpected step {other}"),
             }
         }
@@ -857,13 +868,14 @@ mod tests {
         for s in [qlora, full8, adam8] {
             let est = estimate(&cfg, &s).expect("estimate");
             let f = fit(&cfg, &s, gpu, &est);
-            let ids: Vec<&str> = f.plan.iter().map(|st| st.remedy).collect();
+            let ids: Vec<RemedyId> = f.plan.iter().map(|st| st.remedy).collect();
             let rungs = rungs_of(&f.plan, s.task);
-            let (_, end, _) = replay(&cfg, &s, gpu.usable().get(), &rungs).expect("replay");
+            let (_, end, _) = replay(&cfg, &s, gpu.usable(), &rungs).expect("replay");
             assert!(conflict(&end).is_none(), "{ids:?}: {:?}", conflict(&end));
             if s.method == Method::Qlora {
                 assert!(
-                    !ids.contains(&"zero-sharding") && !ids.contains(&"model-parallel"),
+                    !ids.contains(&RemedyId::ZeroSharding)
+                        && !ids.contains(&RemedyId::ModelParallel),
                     "{ids:?}"
                 );
             }
@@ -879,7 +891,7 @@ mod tests {
         };
         assert_eq!(
             conflict(&both).map(|c| (c.a, c.b)),
-            Some(("qlora", "zero-sharding"))
+            Some((RemedyId::Qlora, RemedyId::ZeroSharding))
         );
     }
 
@@ -1215,7 +1227,7 @@ mod tests {
                 let cfg = catalogue::find(id).expect("model");
                 for g in gpus {
                     let gpu = oomkit_core::gpus::find(g).expect("gpu");
-                    let usable = gpu.usable().get();
+                    let usable = gpu.usable();
                     // Every rung that applies, on its own.
                     for (i, (_, apply)) in LADDER.iter().enumerate() {
                         if let Some((_, _, config)) = apply(&s, &cfg, usable) {
@@ -1243,7 +1255,7 @@ mod tests {
             };
             let cfg = catalogue::find("meta-llama/Llama-3.1-8B").expect("model");
             for (_, apply) in LADDER {
-                if let Some((_, _, c)) = apply(&zero, &cfg, 1 << 30) {
+                if let Some((_, _, c)) = apply(&zero, &cfg, Bytes::gib(1)) {
                     seen.insert(c);
                 }
             }

@@ -15,12 +15,15 @@ pub mod components;
 pub mod fit;
 pub mod gguf;
 pub mod image;
+pub mod knob;
 pub mod llamacpp;
 pub mod model;
 pub mod render;
+pub mod resolve;
 pub mod serve;
 pub mod setup;
 
+use oomkit_core::Bytes;
 use serde::Serialize;
 
 pub use model::{BareShape, ConfigError, ModelConfig};
@@ -31,28 +34,28 @@ pub use setup::{
 
 use components as c;
 
-/// The memory components, in bytes (the JSON `components` object).
+/// The memory components (the JSON `components` object: integers).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Components {
     /// Weights (quantized where asked, with constants; LoRA adapters).
-    pub weights_bytes: u64,
+    pub weights_bytes: Bytes,
     /// Gradients of trainable parameters.
-    pub gradients_bytes: u64,
+    pub gradients_bytes: Bytes,
     /// Optimizer states.
-    pub optimizer_bytes: u64,
+    pub optimizer_bytes: Bytes,
     /// Activations alive at the peak (training: saved for backward;
     /// inference: the prefill working set).
-    pub activations_bytes: u64,
+    pub activations_bytes: Bytes,
     /// Logits and loss tensors.
-    pub logits_bytes: u64,
+    pub logits_bytes: Bytes,
     /// KV cache at the peak.
-    pub kv_cache_bytes: u64,
+    pub kv_cache_bytes: Bytes,
     /// Short-lived tensors at the peak (loss backward, optimizer step,
     /// dequantization, cache growth).
-    pub temporaries_bytes: u64,
+    pub temporaries_bytes: Bytes,
     /// CUDA context, library workspaces and NCCL buffers (not in PyTorch's
     /// counters).
-    pub cuda_context_bytes: u64,
+    pub cuda_context_bytes: Bytes,
 }
 
 /// The result for one model and setup.
@@ -61,11 +64,11 @@ pub struct Estimate {
     /// Components at the peak phase.
     pub components: Components,
     /// `torch.cuda.max_memory_allocated()`.
-    pub peak_allocated_bytes: u64,
+    pub peak_allocated_bytes: Bytes,
     /// `torch.cuda.max_memory_reserved()`.
-    pub peak_reserved_bytes: u64,
+    pub peak_reserved_bytes: Bytes,
     /// nvidia-smi used: reserved + context and workspaces.
-    pub device_used_bytes: u64,
+    pub device_used_bytes: Bytes,
     /// Where the peak happens: `forward`, `backward`, `optimizer-step`,
     /// `prefill` or `decode`.
     pub peak_phase: &'static str,
@@ -95,13 +98,15 @@ impl Phase {
             p.temporaries_bytes,
         ]
         .into_iter()
-        .fold(0, u64::saturating_add)
+        .sum::<Bytes>()
+        .get()
     }
     fn transient(&self) -> u64 {
         let p = &self.parts;
         p.activations_bytes
             .saturating_add(p.logits_bytes)
             .saturating_add(p.temporaries_bytes)
+            .get()
     }
 }
 
@@ -143,12 +148,12 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
             let backward = |activations, logits, loss: u64| Phase {
                 name: "backward",
                 parts: Components {
-                    weights_bytes: weights,
-                    gradients_bytes: live_grads,
-                    optimizer_bytes: opt,
-                    activations_bytes: activations,
-                    logits_bytes: logits,
-                    temporaries_bytes: loss.saturating_add(c::dequant_bytes(cfg, s)),
+                    weights_bytes: Bytes(weights),
+                    gradients_bytes: Bytes(live_grads),
+                    optimizer_bytes: Bytes(opt),
+                    activations_bytes: Bytes(activations),
+                    logits_bytes: Bytes(logits),
+                    temporaries_bytes: Bytes(loss.saturating_add(c::dequant_bytes(cfg, s))),
                     ..Components::default()
                 },
                 extra_reserved: 0,
@@ -197,11 +202,11 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
             let step = Phase {
                 name: "optimizer-step",
                 parts: Components {
-                    weights_bytes: weights,
-                    gradients_bytes: grads,
-                    optimizer_bytes: opt,
-                    logits_bytes: c::held_logits_bytes(cfg, s),
-                    temporaries_bytes: step_tmp,
+                    weights_bytes: Bytes(weights),
+                    gradients_bytes: Bytes(grads),
+                    optimizer_bytes: Bytes(opt),
+                    logits_bytes: Bytes(c::held_logits_bytes(cfg, s)),
+                    temporaries_bytes: Bytes(step_tmp),
                     ..Components::default()
                 },
                 extra_reserved: 0,
@@ -229,11 +234,11 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                     "forward"
                 },
                 parts: Components {
-                    weights_bytes: weights,
-                    activations_bytes: activations,
-                    logits_bytes: logits,
-                    kv_cache_bytes: if s.new_tokens > 0 { kv(s.seq) } else { 0 },
-                    temporaries_bytes: c::dequant_bytes(cfg, s),
+                    weights_bytes: Bytes(weights),
+                    activations_bytes: Bytes(activations),
+                    logits_bytes: Bytes(logits),
+                    kv_cache_bytes: Bytes(if s.new_tokens > 0 { kv(s.seq) } else { 0 }),
+                    temporaries_bytes: Bytes(c::dequant_bytes(cfg, s)),
                     ..Components::default()
                 },
                 extra_reserved: 0,
@@ -249,12 +254,13 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                 v.push(Phase {
                     name: "decode",
                     parts: Components {
-                        weights_bytes: weights,
-                        logits_bytes: c::inference_logits_bytes(cfg, s),
-                        kv_cache_bytes: kv(total),
-                        temporaries_bytes: c::cache_growth_bytes(cfg, s, total)
-                            / c::kv_tp_divisor(cfg, s.tp)
-                            + c::dequant_bytes(cfg, s),
+                        weights_bytes: Bytes(weights),
+                        logits_bytes: Bytes(c::inference_logits_bytes(cfg, s)),
+                        kv_cache_bytes: Bytes(kv(total)),
+                        temporaries_bytes: Bytes(
+                            c::cache_growth_bytes(cfg, s, total) / c::kv_tp_divisor(cfg, s.tp)
+                                + c::dequant_bytes(cfg, s),
+                        ),
                         ..Components::default()
                     },
                     extra_reserved: c::cache_growth_slack_bytes(cfg, s, total)
@@ -292,12 +298,12 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
         return Err(SetupError::TooLarge { what: "the peak" });
     }
     let mut components = phase.parts;
-    components.cuda_context_bytes = ctx;
+    components.cuda_context_bytes = Bytes(ctx);
     Ok(Estimate {
         components,
-        peak_allocated_bytes: allocated,
-        peak_reserved_bytes: reserved,
-        device_used_bytes: device_used,
+        peak_allocated_bytes: Bytes(allocated),
+        peak_reserved_bytes: Bytes(reserved),
+        device_used_bytes: Bytes(device_used),
         peak_phase: phase.name,
         params: cfg.params(),
         trainable_params: c::trainable_params(cfg, s),

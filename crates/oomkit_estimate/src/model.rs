@@ -157,11 +157,12 @@ pub enum ConfigError {
     #[error("missing or invalid `{0}` (a positive integer)")]
     Missing(&'static str),
     /// Numbers that contradict each other.
-    #[error("{0}")]
+    #[error("{}", crate::knob::words(.0))]
     Invalid(String),
     /// A number above the documented limit ([`limits`]).
     #[error(
-        "{key} is {value}, above the limit of {max} (far beyond any published model; see README \"Limits\")"
+        "{} is {value}, above the limit of {max} (far beyond any published model; see README \"Limits\")",
+        crate::knob::words(.key)
     )]
     Limit {
         /// The `config.json` key (or flag) that states it.
@@ -171,6 +172,24 @@ pub enum ConfigError {
         /// The largest accepted.
         max: u64,
     },
+}
+
+impl ConfigError {
+    /// The message with each setting named by `name` (a bare model's
+    /// numbers are settings; see [`crate::knob`]).
+    pub fn message<'a>(
+        &self,
+        name: &dyn Fn(crate::knob::Knob) -> std::borrow::Cow<'a, str>,
+    ) -> String {
+        match self {
+            ConfigError::Invalid(m) => crate::knob::fill(m, name),
+            ConfigError::Limit { key, value, max } => format!(
+                "{} is {value}, above the limit of {max} (far beyond any published model; see README \"Limits\")",
+                crate::knob::fill(key, name)
+            ),
+            e => e.to_string(),
+        }
+    }
 }
 
 /// Upper bounds on what a config may state, each far above any published
@@ -539,17 +558,17 @@ impl ModelConfig {
     /// solved from P ≈ 2·V·h + L·(4h² + 3·h·f) with L = h/128.
     pub fn bare(params: u64, shape: &BareShape) -> Result<ModelConfig, ConfigError> {
         if params == 0 {
-            return Err(ConfigError::Invalid("--params must be positive".into()));
+            return Err(ConfigError::Invalid("⟨params⟩ must be positive".into()));
         }
         use limits as l;
-        limit("--params", params, l::PARAMS)?;
+        limit("⟨params⟩", params, l::PARAMS)?;
         for (key, v, max) in [
-            ("--layers", shape.layers, l::LAYERS),
-            ("--hidden", shape.hidden, l::HIDDEN),
-            ("--heads", shape.heads, l::HEADS),
-            ("--kv-heads", shape.kv_heads, l::HEADS),
-            ("--vocab", shape.vocab, l::VOCAB),
-            ("--intermediate", shape.intermediate, l::INTERMEDIATE),
+            ("⟨layers⟩", shape.layers, l::LAYERS),
+            ("⟨hidden⟩", shape.hidden, l::HIDDEN),
+            ("⟨heads⟩", shape.heads, l::HEADS),
+            ("⟨kv-heads⟩", shape.kv_heads, l::HEADS),
+            ("⟨vocab⟩", shape.vocab, l::VOCAB),
+            ("⟨intermediate⟩", shape.intermediate, l::INTERMEDIATE),
         ] {
             if v == Some(0) {
                 return Err(ConfigError::Invalid(format!("{key} must be positive")));
@@ -615,7 +634,7 @@ impl ModelConfig {
             || !hidden.is_multiple_of(heads)
         {
             return Err(ConfigError::Invalid(format!(
-                "--heads {heads}, --kv-heads {kv_heads} and --hidden {hidden} do not fit together"
+                "⟨heads⟩ {heads}, ⟨kv-heads⟩ {kv_heads} and ⟨hidden⟩ {hidden} do not fit together"
             )));
         }
         cfg.layers = match shape.layers {
@@ -627,7 +646,7 @@ impl ModelConfig {
             }
         };
         if cfg.layers == 0 {
-            return Err(ConfigError::Invalid("--layers must be positive".into()));
+            return Err(ConfigError::Invalid("⟨layers⟩ must be positive".into()));
         }
         cfg.check()?;
         Ok(cfg)

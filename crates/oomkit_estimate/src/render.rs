@@ -5,8 +5,11 @@ use std::fmt::Write;
 
 use oomkit_core::Bytes;
 
+use oomkit_core::gpus::Gpu;
+
 use crate::fit::Fit;
 use crate::model::{ModelConfig, human_count};
+use crate::serve::Served;
 use crate::setup::Setup;
 use crate::{Estimate, components};
 
@@ -66,16 +69,19 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
         ("temporaries", c.temporaries_bytes),
         ("cuda context", c.cuda_context_bytes),
     ];
-    let rows: Vec<(String, u64)> = rows.iter().map(|(n, b)| ((*n).to_string(), *b)).collect();
+    let rows: Vec<(String, u64)> = rows
+        .iter()
+        .map(|(n, b)| ((*n).to_string(), b.get()))
+        .collect();
     o.push('\n');
-    bars(&mut o, &rows, est.device_used_bytes);
+    bars(&mut o, &rows, est.device_used_bytes.get());
     let _ = writeln!(o);
     peaks(&mut o, est);
     if let Some(f) = fit {
         let _ = writeln!(o);
         let (used, usable, margin) = (
-            Bytes(est.device_used_bytes),
-            Bytes(f.usable_bytes),
+            est.device_used_bytes,
+            f.usable_bytes,
             Bytes(f.headroom_bytes.unsigned_abs()),
         );
         let verdict = if f.fits {
@@ -145,8 +151,8 @@ pub(crate) fn plan(o: &mut String, plan: &[crate::fit::Step], plan_fits: bool) {
             i + 1,
             st.change,
             st.remedy,
-            Bytes(st.saves_bytes),
-            Bytes(st.peak_after_bytes),
+            st.saves_bytes,
+            st.peak_after_bytes,
             st.config
         );
     }
@@ -173,17 +179,123 @@ pub(crate) fn peaks(o: &mut String, est: &Estimate) {
     let _ = writeln!(
         o,
         "  peak allocated {:>11}   (torch.cuda.max_memory_allocated, at {})",
-        Bytes(est.peak_allocated_bytes).to_string(),
+        est.peak_allocated_bytes.to_string(),
         est.peak_phase
     );
     let _ = writeln!(
         o,
         "  peak reserved  {:>11}   (torch.cuda.max_memory_reserved)",
-        Bytes(est.peak_reserved_bytes).to_string()
+        est.peak_reserved_bytes.to_string()
     );
     let _ = writeln!(
         o,
         "  device used    {:>11}   (nvidia-smi)",
-        Bytes(est.device_used_bytes).to_string()
+        est.device_used_bytes.to_string()
     );
+}
+/// Renders `vllm serve` on `gpu`: the pool, the verdict, the plan.
+pub fn serve_human(cfg: &ModelConfig, setup: &Setup, gpu: &Gpu, sv: &Served) -> String {
+    let mut o = String::new();
+    let r = &sv.report;
+    let u = sv.args.gpu_memory_utilization;
+    let fits = sv.fits;
+    let plan = &sv.plan;
+    let per_gpu = if setup.tp * setup.pp > 1 {
+        format!(
+            ", tensor_parallel_size {} × pipeline_parallel_size {}; per GPU",
+            setup.tp, setup.pp
+        )
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        o,
+        "{} on {} with vLLM (gpu_memory_utilization {u}{per_gpu})",
+        cfg.label(),
+        gpu.id
+    );
+    let _ = writeln!(o);
+    for (k, b) in [
+        ("requested", r.requested_bytes),
+        ("weights", r.weights_bytes),
+        ("activations", r.activation_bytes),
+        ("non-torch", r.non_torch_bytes),
+        ("KV pool", r.kv_pool_bytes),
+    ] {
+        let _ = writeln!(o, "  {k:<13}{:>11}", oomkit_core::Bytes(b).to_string());
+    }
+    if setup.tp * setup.pp > 1 {
+        let _ = writeln!(
+            o,
+            "  {:<13}{:>11}",
+            "KV, all GPUs",
+            oomkit_core::Bytes(r.kv_pool_total_bytes).to_string()
+        );
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "  {} tokens in {} blocks of 16; max concurrency {:.2}x at max_model_len {}",
+        r.kv_tokens, r.blocks, r.max_concurrency, r.max_model_len
+    );
+    let _ = writeln!(o, "  {}", r.command);
+    let _ = writeln!(o);
+    let non_kv = r.weights_bytes + r.activation_bytes + r.non_torch_bytes;
+    if fits {
+        let _ = writeln!(o, "fits on {}", gpu.id);
+    } else if non_kv >= r.requested_bytes {
+        let _ = writeln!(
+            o,
+            "does not fit on {}: weights, activations and non-torch memory need {} of the {} requested; vLLM would refuse to start",
+            gpu.id,
+            oomkit_core::Bytes(non_kv),
+            oomkit_core::Bytes(r.requested_bytes)
+        );
+    } else {
+        let _ = writeln!(
+            o,
+            "does not fit on {}: one request of max_model_len {}{} needs {} blocks of KV cache, the pool holds {} (one kept back); vLLM would refuse to start",
+            gpu.id,
+            r.max_model_len,
+            if sv.default_len {
+                " (the model's context, vLLM's default)"
+            } else {
+                ""
+            },
+            r.max_model_len.div_ceil(crate::serve::BLOCK_SIZE),
+            r.blocks
+        );
+    }
+    if !fits && plan.is_empty() {
+        let _ = writeln!(
+            o,
+            "no plan on one node: a GPU with more memory, or pipeline parallelism over nodes [bigger-gpu]"
+        );
+    }
+    if !plan.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nplan (cheapest first; each line starts vLLM as printed):"
+        );
+        for (i, st) in plan.iter().enumerate() {
+            let t = &st.serve;
+            let _ = writeln!(
+                o,
+                "  {}. {} [{}]: {} tokens, {:.2}x at max_model_len {}{}\n       {}",
+                i + 1,
+                st.change,
+                st.remedy,
+                t.kv_tokens,
+                t.max_concurrency,
+                t.max_model_len,
+                if st.gpus > 1 {
+                    format!(" on {} GPUs", st.gpus)
+                } else {
+                    String::new()
+                },
+                st.config
+            );
+        }
+    }
+    o
 }

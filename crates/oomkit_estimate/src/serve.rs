@@ -29,7 +29,9 @@
 //! `--max-model-len`), then quantized on the same GPUs (FP8, a published
 //! AWQ checkpoint, bitsandbytes 4-bit), then more GPUs (tensor parallelism).
 
+use oomkit_core::Bytes;
 use oomkit_core::gpus::Gpu;
+use oomkit_core::remedies::RemedyId;
 use serde::Serialize;
 
 use crate::components as c;
@@ -39,10 +41,33 @@ use crate::setup::{Quant, Setup, SetupError};
 /// vLLM's default KV block size (tokens).
 pub const BLOCK_SIZE: u64 = 16;
 
+/// `gpu_memory_utilization` when not given: vLLM's default
+/// (`vllm/config/cache.py` `CacheConfig.gpu_memory_utilization = 0.9`).
+pub const DEFAULT_GPU_MEMORY_UTILIZATION: f64 = 0.9;
+
+/// `max_model_len` when the config names no context length: vLLM assumes
+/// 2048 then (`_get_and_verify_max_len`: "Assuming the model's maximum length
+/// is 2048"); the value used is shown in every output.
+pub const FALLBACK_MAX_MODEL_LEN: u64 = 2048;
+
+/// The engine knobs the user set; `None` takes vLLM's default
+/// ([`VllmArgs::with_defaults`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VllmOptions {
+    /// `gpu_memory_utilization`.
+    pub gpu_memory_utilization: Option<f64>,
+    /// `max_model_len`.
+    pub max_model_len: Option<u64>,
+    /// `max_num_batched_tokens`.
+    pub max_num_batched_tokens: Option<u64>,
+    /// `max_num_seqs`.
+    pub max_num_seqs: Option<u64>,
+}
+
 /// Engine knobs that decide the pool.
 #[derive(Clone, Debug, Serialize)]
 pub struct VllmArgs {
-    /// `--gpu-memory-utilization` (default 0.9).
+    /// `--gpu-memory-utilization` ([`DEFAULT_GPU_MEMORY_UTILIZATION`]).
     pub gpu_memory_utilization: f64,
     /// `--max-model-len` (default: the model's context).
     pub max_model_len: u64,
@@ -50,6 +75,28 @@ pub struct VllmArgs {
     pub max_num_batched_tokens: u64,
     /// `--max-num-seqs`: the rows of the profile run's sampler.
     pub max_num_seqs: u64,
+}
+
+impl VllmArgs {
+    /// The knobs as `vllm serve` sets them on `gpu` for `cfg`: what the user
+    /// gave, else vLLM's defaults. vLLM's default `max_model_len` is the
+    /// model's own context (vllm/config `_get_and_verify_max_len` over
+    /// `max_position_embeddings` and its aliases), not a round number:
+    /// `vllm serve MODEL` refuses to start when the pool cannot hold one
+    /// request of that length.
+    pub fn with_defaults(o: &VllmOptions, cfg: &ModelConfig, gpu: &Gpu) -> VllmArgs {
+        let (seqs, tokens) = default_batching(gpu.id, gpu.usable().get());
+        VllmArgs {
+            gpu_memory_utilization: o
+                .gpu_memory_utilization
+                .unwrap_or(DEFAULT_GPU_MEMORY_UTILIZATION),
+            max_model_len: o
+                .max_model_len
+                .unwrap_or(cfg.max_positions.unwrap_or(FALLBACK_MAX_MODEL_LEN)),
+            max_num_batched_tokens: o.max_num_batched_tokens.unwrap_or(tokens),
+            max_num_seqs: o.max_num_seqs.unwrap_or(seqs),
+        }
+    }
 }
 
 /// vLLM's defaults for `vllm serve` when the user sets neither
@@ -350,7 +397,7 @@ pub fn quantization_flag(cfg: &ModelConfig, s: &Setup) -> Option<&'static str> {
 pub fn check_quant(cfg: &ModelConfig, s: &Setup) -> Result<(), SetupError> {
     if s.kv_bits == 4 {
         return Err(SetupError::Invalid(
-            "vLLM keeps the KV cache in the model's dtype or in FP8 (--kv-cache-dtype fp8): use --kv-dtype fp8".into(),
+            "vLLM keeps the KV cache in the model's dtype or in FP8 (--kv-cache-dtype fp8): use ⟨kv-dtype⟩ fp8".into(),
         ));
     }
     if cfg.native_quant == Some(s.quant) {
@@ -358,10 +405,10 @@ pub fn check_quant(cfg: &ModelConfig, s: &Setup) -> Result<(), SetupError> {
     }
     match s.quant {
         Quant::Int8 => Err(SetupError::Invalid(
-            "vLLM does not quantize to 8-bit integers while loading: use --quant fp8 (in-flight FP8) or --quant nf4 (bitsandbytes 4-bit)".into(),
+            "vLLM does not quantize to 8-bit integers while loading: use ⟨quant⟩ fp8 (in-flight FP8) or ⟨quant⟩ nf4 (bitsandbytes 4-bit)".into(),
         )),
         Quant::Int4 if prequantized(&cfg.id).is_none() => Err(SetupError::Invalid(format!(
-            "vLLM serves 4-bit AWQ/GPTQ weights only from a pre-quantized checkpoint, and none is known for {}: use --quant nf4 (bitsandbytes 4-bit, quantized while loading)",
+            "vLLM serves 4-bit AWQ/GPTQ weights only from a pre-quantized checkpoint, and none is known for {}: use ⟨quant⟩ nf4 (bitsandbytes 4-bit, quantized while loading)",
             cfg.id
         ))),
         Quant::Mxfp4 => Err(SetupError::Invalid(format!(
@@ -390,7 +437,7 @@ pub struct ServeStep {
     /// What changes, in words.
     pub change: String,
     /// The `oomkit_core::remedies` id.
-    pub remedy: &'static str,
+    pub remedy: RemedyId,
     /// Weights bytes per GPU saved against the setup as given.
     pub saves_bytes: u64,
     /// The memory vLLM requests per GPU under this step.
@@ -476,7 +523,7 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
                 format!(
                     "raise --gpu-memory-utilization to {MAX_UTILIZATION} (only on a GPU no other process uses)"
                 ),
-                "vllm-gpu-memory-utilization",
+                RemedyId::VllmGpuMemoryUtilization,
                 r,
                 gpus,
             ));
@@ -488,7 +535,7 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
                 "cap the context at {} tokens (from {}), the longest that starts",
                 r.max_model_len, a.max_model_len
             ),
-            "vllm-max-model-len",
+            RemedyId::VllmMaxModelLen,
             r,
             gpus,
         ));
@@ -501,7 +548,7 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
         };
         if let Some(r) = full_or_capped(cfg, &t, a, total) {
             let change = format!("store the KV cache in FP8{}", cap_note(&r));
-            steps.push(step(change, "vllm-kv-cache-dtype", r, gpus));
+            steps.push(step(change, RemedyId::VllmKvCacheDtype, r, gpus));
         }
     }
     if s.quant == Quant::None && cfg.native_quant.is_none() {
@@ -513,7 +560,7 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
                 fp8,
                 Quant::Fp8,
                 "quantize the weights to FP8 while loading".to_string(),
-                "quantize-8bit",
+                RemedyId::Quantize8bit,
             ),
             (
                 awq.is_some(),
@@ -525,13 +572,13 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
                         p.repo
                     )
                 }),
-                "quantize-4bit",
+                RemedyId::Quantize4bit,
             ),
             (
                 true,
                 Quant::Nf4,
                 "quantize the weights to 4-bit with bitsandbytes while loading".to_string(),
-                "quantize-4bit",
+                RemedyId::Quantize4bit,
             ),
         ];
         for (offered, quant, change, remedy) in options {
@@ -548,12 +595,118 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
     if let Some((tp, r)) = smallest_tp(cfg, s, a, total) {
         steps.push(step(
             format!("tensor parallelism over {tp} GPUs at the full context"),
-            "vllm-tensor-parallel",
+            RemedyId::VllmTensorParallel,
             r,
             tp,
         ));
     }
     steps
+}
+
+/// vLLM on one GPU kind: the knobs used, the pool, the verdict and, when it
+/// does not start, the plan.
+#[derive(Clone, Debug)]
+pub struct Served {
+    /// The knobs with vLLM's defaults filled in.
+    pub args: VllmArgs,
+    /// Whether `max_model_len` is vLLM's default (the model's context).
+    pub default_len: bool,
+    /// The pool.
+    pub report: ServeReport,
+    /// The GPU's usable bytes.
+    pub usable_bytes: u64,
+    /// vLLM's start-up check passes and the request fits the GPU.
+    pub fits: bool,
+    /// The ways to start, cheapest first; each passes vLLM's start-up check
+    /// (empty when it fits).
+    pub plan: Vec<ServeStep>,
+    /// What is left over; negative when it does not fit (what is missing,
+    /// never a positive headroom).
+    pub headroom_bytes: i64,
+}
+
+/// `vllm serve` of `cfg` with `s` on `gpu`: checks the knobs, sizes the
+/// pool, gives vLLM's verdict and the plan.
+pub fn serve(
+    cfg: &ModelConfig,
+    s: &Setup,
+    o: &VllmOptions,
+    gpu: &Gpu,
+) -> Result<Served, SetupError> {
+    let args = VllmArgs::with_defaults(o, cfg, gpu);
+    s.check_vllm(cfg, &args)?;
+    let usable = gpu.usable().get();
+    let report = vllm(cfg, s, &args, usable);
+    let fits = report.fits && report.requested_bytes <= usable;
+    let plan = if fits {
+        Vec::new()
+    } else {
+        plan(cfg, s, &args, gpu)
+    };
+    Ok(Served {
+        headroom_bytes: report.headroom_bytes(usable),
+        default_len: o.max_model_len.is_none(),
+        args,
+        report,
+        usable_bytes: usable,
+        fits,
+        plan,
+    })
+}
+
+impl Served {
+    /// The JSON output (README "`oomkit estimate`"): the text models' shape,
+    /// with the pool under `serve`.
+    pub fn json(
+        &self,
+        cfg: &ModelConfig,
+        s: &Setup,
+        gpu: &Gpu,
+        warnings: &[String],
+    ) -> serde_json::Value {
+        let r = &self.report;
+        let components = crate::Components {
+            weights_bytes: Bytes(r.weights_bytes),
+            activations_bytes: Bytes(r.activation_bytes),
+            kv_cache_bytes: Bytes(r.kv_pool_bytes),
+            cuda_context_bytes: Bytes(r.non_torch_bytes),
+            ..Default::default()
+        };
+        let allocated = r.weights_bytes + r.activation_bytes + r.kv_pool_bytes;
+        let mut model = serde_json::json!({"id": cfg.id, "params": cfg.params()});
+        for (k, v) in [
+            ("resolved_to", &cfg.resolved_to),
+            ("config_file", &cfg.config_file),
+        ] {
+            if let (Some(v), Some(m)) = (v, model.as_object_mut()) {
+                m.insert(k.into(), v.clone().into());
+            }
+        }
+        serde_json::json!({
+            "version": 1,
+            "model": model,
+            "setup": s,
+            "components": components,
+            "peak_allocated_bytes": allocated,
+            "peak_reserved_bytes": allocated,
+            "device_used_bytes": r.requested_bytes,
+            "peak_phase": "serve",
+            "warnings": warnings,
+            "serve": r,
+            "fit": {
+                "gpu": gpu.id,
+                "usable_bytes": self.usable_bytes,
+                "fits": self.fits,
+                "headroom_bytes": self.headroom_bytes,
+                // Requests of max_model_len served at once, and the longest
+                // max_model_len one request can reach in the pool.
+                "max_batch": r.max_concurrency.floor() as u64,
+                "max_seq": cfg.max_positions.map_or(r.max_fit_len, |m| m.min(r.max_fit_len)),
+                "plan": self.plan,
+                "plan_fits": self.fits || !self.plan.is_empty(),
+            },
+        })
+    }
 }
 
 #[cfg(test)]
@@ -670,14 +823,14 @@ mod tests {
         let base = vllm(&cfg, &Setup::default(), &a, h100.usable().get());
         assert!(base.headroom_bytes(h100.usable().get()) < 0);
         let p = plan(&cfg, &Setup::default(), &a, h100);
-        let ids: Vec<&str> = p.iter().map(|st| st.remedy).collect();
+        let ids: Vec<RemedyId> = p.iter().map(|st| st.remedy).collect();
         assert_eq!(
             ids,
             [
-                "quantize-8bit",
-                "quantize-4bit",
-                "quantize-4bit",
-                "vllm-tensor-parallel"
+                RemedyId::Quantize8bit,
+                RemedyId::Quantize4bit,
+                RemedyId::Quantize4bit,
+                RemedyId::VllmTensorParallel
             ]
         );
         assert!(
@@ -732,9 +885,9 @@ mod tests {
             ..a
         };
         let p = plan(&cfg, &Setup::default(), &a, g);
-        assert_eq!(p[0].remedy, "vllm-gpu-memory-utilization");
+        assert_eq!(p[0].remedy, RemedyId::VllmGpuMemoryUtilization);
         assert!(p[0].config.contains("--gpu-memory-utilization 0.95"));
-        assert_eq!(p[1].remedy, "vllm-max-model-len");
+        assert_eq!(p[1].remedy, RemedyId::VllmMaxModelLen);
         assert!(p.iter().all(|st| st.serve.fits));
         // As given it starts after all at 0.95: no plan.
         let ok = VllmArgs {

@@ -1,7 +1,11 @@
 //! What the user runs: task, method, precision, quantization, optimizer and
 //! input sizes. Validated here so the formulas can trust it.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
+
+use crate::knob::{self, Knob};
 
 /// What the model does.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -243,6 +247,11 @@ pub struct Setup {
     pub offload: Offload,
 }
 
+/// Micro-batch size when none is given.
+pub const DEFAULT_BATCH: u64 = 1;
+/// Tokens per sample (or prompt tokens) when none are given.
+pub const DEFAULT_SEQ: u64 = 512;
+
 impl Default for Setup {
     fn default() -> Setup {
         Setup {
@@ -251,8 +260,8 @@ impl Default for Setup {
             precision: Precision::Bf16,
             quant: Quant::None,
             optimizer: Optimizer::Adamw,
-            batch: 1,
-            seq: 512,
+            batch: DEFAULT_BATCH,
+            seq: DEFAULT_SEQ,
             new_tokens: 0,
             grad_checkpointing: false,
             drops_output: false,
@@ -271,24 +280,26 @@ impl Default for Setup {
     }
 }
 
-/// A setup that cannot be estimated.
+/// A setup that cannot be estimated. Messages name settings by
+/// [`crate::knob`] markers: `Display` words them, [`SetupError::message`]
+/// names them as a front end spells them.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SetupError {
     /// A size out of range or a combination that cannot run.
-    #[error("{0}")]
+    #[error("{}", knob::words(.0))]
     Invalid(String),
-    /// A flag that means nothing for this task or method.
-    #[error("{flag} applies to {applies_to}; {instead}")]
+    /// A setting that means nothing for this task or method.
+    #[error("{} applies to {}; {}", .knob.words(), knob::words(.applies_to), knob::words(.instead))]
     NotApplicable {
-        /// The flag given.
-        flag: &'static str,
+        /// The setting given.
+        knob: Knob,
         /// Where it means something.
         applies_to: &'static str,
         /// What to do instead.
         instead: &'static str,
     },
-    /// Two flags that contradict each other.
-    #[error("{0}")]
+    /// Two settings that contradict each other.
+    #[error("{}", knob::words(.0))]
     Conflict(String),
     /// The model's numbers are out of range.
     #[error(transparent)]
@@ -301,6 +312,27 @@ pub enum SetupError {
         /// Which term.
         what: &'static str,
     },
+}
+
+impl SetupError {
+    /// The message with each setting named by `name` (the binary: its flag).
+    pub fn message<'a>(&self, name: &dyn Fn(Knob) -> Cow<'a, str>) -> String {
+        match self {
+            SetupError::Invalid(m) | SetupError::Conflict(m) => knob::fill(m, name),
+            SetupError::NotApplicable {
+                knob,
+                applies_to,
+                instead,
+            } => format!(
+                "{} applies to {}; {}",
+                name(*knob),
+                knob::fill(applies_to, name),
+                knob::fill(instead, name)
+            ),
+            SetupError::Model(e) => e.message(name),
+            SetupError::TooLarge { .. } => self.to_string(),
+        }
+    }
 }
 
 /// The largest LoRA rank accepted (ranks in use are 4–256; a rank above
@@ -355,30 +387,30 @@ pub struct Given {
     pub no_safety_checker: bool,
     /// `--kv-dtype`.
     pub kv_dtype: bool,
-    /// The first vLLM-only flag given (`--max-model-len`, …), if any.
-    pub vllm_flag: Option<&'static str>,
-    /// The first image-only flag given (`--width`, `--images`, …), if any.
-    pub image_flag: Option<&'static str>,
+    /// The first vLLM-only setting given (`max_model_len`, …), if any.
+    pub vllm_knob: Option<Knob>,
+    /// The first image-only setting given (width, images, …), if any.
+    pub image_knob: Option<Knob>,
 }
 
 impl Given {
     /// The first training-only flag given, if any: they mean nothing for
     /// inference (text or image).
-    pub fn training_flag(&self) -> Option<&'static str> {
+    pub fn training_knob(&self) -> Option<Knob> {
         [
-            (self.optimizer, "--optimizer"),
-            (self.grad_checkpointing, "--grad-checkpointing"),
-            (self.trainer, "--trainer"),
-            (self.grad_accum, "--grad-accum"),
-            (self.lora_rank, "--lora-rank"),
-            (self.lora_targets, "--lora-targets"),
-            (self.no_foreach, "--no-foreach"),
-            (self.zero, "--zero"),
-            (self.fsdp, "--fsdp"),
-            (self.offload, "--offload"),
+            (self.optimizer, Knob::Optimizer),
+            (self.grad_checkpointing, Knob::GradCheckpointing),
+            (self.trainer, Knob::Trainer),
+            (self.grad_accum, Knob::GradAccum),
+            (self.lora_rank, Knob::LoraRank),
+            (self.lora_targets, Knob::LoraTargets),
+            (self.no_foreach, Knob::NoForeach),
+            (self.zero, Knob::Zero),
+            (self.fsdp, Knob::Fsdp),
+            (self.offload, Knob::Offload),
         ]
         .into_iter()
-        .find_map(|(given, flag)| given.then_some(flag))
+        .find_map(|(given, knob)| given.then_some(knob))
     }
 }
 
@@ -406,27 +438,27 @@ impl Setup {
         let tp = self.tp;
         if tp > 1 && !cfg.heads.is_multiple_of(tp) {
             return Err(SetupError::Invalid(format!(
-                "--tp {tp} does not divide the {} attention heads of {}",
+                "⟨tp⟩ {tp} does not divide the {} attention heads of {}",
                 cfg.heads, cfg.id
             )));
         }
         let kv = cfg.kv_heads.max(1);
         if tp > 1 && cfg.mla.is_none() && !kv.is_multiple_of(tp) && !tp.is_multiple_of(kv) {
             return Err(SetupError::Invalid(format!(
-                "--tp {tp} neither divides nor is a multiple of the {kv} KV heads of {}",
+                "⟨tp⟩ {tp} neither divides nor is a multiple of the {kv} KV heads of {}",
                 cfg.id
             )));
         }
         if self.pp > cfg.layers.max(1) {
             return Err(SetupError::Invalid(format!(
-                "--pp {} is more than the {} layers of {}",
+                "⟨pp⟩ {} is more than the {} layers of {}",
                 self.pp, cfg.layers, cfg.id
             )));
         }
         let groups = self.gpus / tp.max(1);
         if self.task == Task::Infer && groups > cfg.layers.max(1) {
             return Err(SetupError::Conflict(format!(
-                "--gpus {} makes {groups} groups of --tp {tp} for the {} layers of {}: layers are placed whole (device_map=\"auto\" or pipeline stages), so use at most --gpus {}",
+                "⟨gpus⟩ {} makes {groups} groups of ⟨tp⟩ {tp} for the {} layers of {}: layers are placed whole (device_map=\"auto\" or pipeline stages), so use at most ⟨gpus⟩ {}",
                 self.gpus,
                 cfg.layers,
                 cfg.id,
@@ -435,7 +467,7 @@ impl Setup {
         }
         if cfg.encoder && self.new_tokens > 0 {
             return Err(SetupError::Conflict(format!(
-                "{} is an encoder ({}): it does not generate; drop --new-tokens",
+                "{} is an encoder ({}): it does not generate; drop ⟨new-tokens⟩",
                 cfg.id, cfg.model_type
             )));
         }
@@ -453,7 +485,7 @@ impl Setup {
                 .collect();
             names.dedup();
             return Err(SetupError::Conflict(format!(
-                "--lora-targets {} matches no linear layer of {} (it has {}; or use all-linear): nothing would train",
+                "⟨lora-targets⟩ {} matches no linear layer of {} (it has {}; or use all-linear): nothing would train",
                 serde_json::to_string(&self.lora_targets).unwrap_or_default(),
                 cfg.id,
                 names.join(", ")
@@ -526,17 +558,17 @@ impl Setup {
         let u = a.gpu_memory_utilization;
         if !(u > 0.0 && u <= 1.0) {
             return Err(SetupError::Invalid(format!(
-                "--gpu-memory-utilization must be in (0, 1], got {u}"
+                "⟨gpu-memory-utilization⟩ must be in (0, 1], got {u}"
             )));
         }
         for (flag, v, max) in [
-            ("--max-model-len", a.max_model_len, 1u64 << 24),
+            ("⟨max-model-len⟩", a.max_model_len, 1u64 << 24),
             (
-                "--max-num-batched-tokens",
+                "⟨max-num-batched-tokens⟩",
                 a.max_num_batched_tokens,
                 1 << 24,
             ),
-            ("--max-num-seqs", a.max_num_seqs, 1 << 20),
+            ("⟨max-num-seqs⟩", a.max_num_seqs, 1 << 20),
         ] {
             if v == 0 {
                 return Err(SetupError::Invalid(format!("{flag} must be positive")));
@@ -556,82 +588,82 @@ impl Setup {
     /// task (see README "Validation"); `self` is the setup built from them
     /// (`zero` is the `--zero` given, else 3 with `--fsdp`).
     pub fn check_given(&self, g: &Given) -> Result<(), SetupError> {
-        let na = |flag, applies_to, instead| SetupError::NotApplicable {
-            flag,
+        let na = |knob, applies_to, instead| SetupError::NotApplicable {
+            knob,
             applies_to,
             instead,
         };
         if self.task == Task::Infer {
-            if let Some(flag) = g.training_flag() {
+            if let Some(flag) = g.training_knob() {
                 return Err(na(
                     flag,
-                    "--task train",
-                    "drop it, or add --task train to estimate training",
+                    "⟨task⟩ train",
+                    "drop it, or add ⟨task⟩ train to estimate training",
                 ));
             }
             if g.method && self.method != Method::Full {
                 return Err(na(
-                    "--method",
-                    "--task train",
-                    "for quantized inference use --quant (nf4, int8, …) without --method",
+                    Knob::Method,
+                    "⟨task⟩ train",
+                    "for quantized inference use ⟨quant⟩ (nf4, int8, …) without ⟨method⟩",
                 ));
             }
         }
-        if let Some(flag) = g.image_flag {
+        if let Some(flag) = g.image_knob {
             return Err(na(
                 flag,
-                "image models only (see --list-models)",
+                "image models only (see ⟨list-models⟩)",
                 "drop it for a text model",
             ));
         }
         if g.serve != g.vllm {
             return Err(SetupError::Conflict(
-                "serving is modelled for vLLM only: use --engine vllm --task serve".into(),
+                "serving is modelled for vLLM only: use ⟨engine⟩ vllm ⟨task⟩ serve".into(),
             ));
         }
-        if let Some(flag) = g.vllm_flag.filter(|_| !g.serve) {
+        if let Some(flag) = g.vllm_knob.filter(|_| !g.serve) {
             return Err(na(
                 flag,
-                "--engine vllm --task serve",
-                "drop it, or add --engine vllm --task serve to estimate vLLM's pool",
+                "⟨engine⟩ vllm ⟨task⟩ serve",
+                "drop it, or add ⟨engine⟩ vllm ⟨task⟩ serve to estimate vLLM's pool",
             ));
         }
         if g.kv_dtype && self.task == Task::Train {
             return Err(na(
-                "--kv-dtype",
-                "inference (--task infer or serve)",
+                Knob::KvDtype,
+                "inference (⟨task⟩ infer or serve)",
                 "training keeps no KV cache: drop it",
             ));
         }
         if g.serve && !g.gpu {
             return Err(SetupError::Conflict(
-                "--task serve needs --gpu (vLLM sizes its KV pool from the GPU's memory)".into(),
+                "⟨task⟩ serve needs ⟨gpu⟩ (vLLM sizes its KV pool from the GPU's memory)".into(),
             ));
         }
         if self.task == Task::Train && g.new_tokens && self.new_tokens > 0 {
             return Err(na(
-                "--new-tokens",
-                "--task infer (generation)",
-                "training reads --seq tokens per sample: drop --new-tokens",
+                Knob::NewTokens,
+                "⟨task⟩ infer (generation)",
+                "training reads ⟨seq⟩ tokens per sample: drop ⟨new-tokens⟩",
             ));
         }
         if self.method == Method::Full {
             for (given, flag) in [
-                (g.lora_rank, "--lora-rank"),
-                (g.lora_targets, "--lora-targets"),
+                (g.lora_rank, Knob::LoraRank),
+                (g.lora_targets, Knob::LoraTargets),
             ] {
                 if given {
                     return Err(na(
                         flag,
-                        "--method lora or qlora",
-                        "add --method lora (or qlora), or drop it",
+                        "⟨method⟩ lora or qlora",
+                        "add ⟨method⟩ lora (or qlora), or drop it",
                     ));
                 }
             }
         }
         if g.lora_targets && self.lora_targets == LoraTargets::Names(Vec::new()) {
             return Err(SetupError::Conflict(
-                "--lora-targets is empty: name the projections to adapt (q,v or q,k,v,o,gate,up,down) or use all-linear".into(),
+                "⟨lora-targets⟩ is empty: name the projections to adapt (q,v or q,k,v,o,gate,up,down) or use all-linear".into(),
             ));
         }
         if self.method == Method::Qlora
@@ -639,13 +671,13 @@ impl Setup {
             && !matches!(self.quant, Quant::Nf4 | Quant::Nf4Dq)
         {
             return Err(SetupError::Conflict(format!(
-                "--method qlora quantizes the frozen base to NF4, not --quant {q}: use --quant nf4 or nf4-dq (or drop --quant), or --method lora --quant {q} to train LoRA on that quantized base",
+                "⟨method⟩ qlora quantizes the frozen base to NF4, not ⟨quant⟩ {q}: use ⟨quant⟩ nf4 or nf4-dq (or drop ⟨quant⟩), or ⟨method⟩ lora ⟨quant⟩ {q} to train LoRA on that quantized base",
                 q = self.quant.name()
             )));
         }
         if g.fsdp && g.zero && self.zero != 3 {
             return Err(SetupError::Conflict(format!(
-                "--fsdp (full shard) is ZeRO stage 3, not --zero {}: drop --zero, or drop --fsdp to use DeepSpeed ZeRO-{}",
+                "⟨fsdp⟩ (full shard) is ZeRO stage 3, not ⟨zero⟩ {}: drop ⟨zero⟩, or drop ⟨fsdp⟩ to use DeepSpeed ZeRO-{}",
                 self.zero, self.zero
             )));
         }
@@ -654,25 +686,37 @@ impl Setup {
 
     /// Warnings that do not stop the estimate: inputs longer than the
     /// model's context (`max_position_embeddings` and its aliases), and two
-    /// techniques that do not combine ([`crate::fit::conflict`]).
+    /// techniques that do not combine ([`crate::fit::conflict`]); settings
+    /// in words.
     pub fn warnings(&self, cfg: &crate::model::ModelConfig) -> Vec<String> {
+        self.warnings_named(cfg, &|k| Cow::Borrowed(k.words()))
+    }
+
+    /// [`Setup::warnings`] with each setting named by `name` (the binary:
+    /// its flag).
+    pub fn warnings_named<'a>(
+        &self,
+        cfg: &crate::model::ModelConfig,
+        name: &dyn Fn(Knob) -> Cow<'a, str>,
+    ) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(ctx) = cfg.max_positions {
             let (tokens, what) = match self.task {
                 Task::Infer if self.new_tokens > 0 => (
                     self.seq.saturating_add(self.new_tokens),
                     format!(
-                        "--seq {} + --new-tokens {} = {} tokens",
+                        "⟨seq⟩ {} + ⟨new-tokens⟩ {} = {} tokens",
                         self.seq,
                         self.new_tokens,
                         self.seq.saturating_add(self.new_tokens)
                     ),
                 ),
-                _ => (self.seq, format!("--seq {}", self.seq)),
+                _ => (self.seq, format!("⟨seq⟩ {}", self.seq)),
             };
             if tokens > ctx {
                 out.push(format!(
-                    "{what} is beyond the {ctx}-token context of {} (max_position_embeddings): the model was not trained for it and may fail or degrade; the estimate is for the length given",
+                    "{} is beyond the {ctx}-token context of {} (max_position_embeddings): the model was not trained for it and may fail or degrade; the estimate is for the length given",
+                    knob::fill(&what, name),
                     cfg.id
                 ));
             }
@@ -690,26 +734,26 @@ impl Setup {
     /// and [`Setup::check_model`] repeats for setups built in code.
     pub fn check_sizes(&self) -> Result<(), SetupError> {
         for (name, v) in [
-            ("--batch", self.batch),
-            ("--seq", self.seq),
-            ("--grad-accum", self.grad_accum),
+            ("⟨batch⟩", self.batch),
+            ("⟨seq⟩", self.seq),
+            ("⟨grad-accum⟩", self.grad_accum),
         ] {
             if v == 0 {
                 return Err(SetupError::Invalid(format!("{name} must be at least 1")));
             }
         }
         if self.method != Method::Full && self.lora_rank == 0 {
-            return Err(SetupError::Invalid("--lora-rank must be at least 1".into()));
+            return Err(SetupError::Invalid("⟨lora-rank⟩ must be at least 1".into()));
         }
         if self.lora_rank > MAX_LORA_RANK {
             return Err(SetupError::Invalid(format!(
-                "--lora-rank {} is above the limit of {MAX_LORA_RANK}",
+                "⟨lora-rank⟩ {} is above the limit of {MAX_LORA_RANK}",
                 self.lora_rank
             )));
         }
         if self.grad_accum > MAX_GRAD_ACCUM {
             return Err(SetupError::Invalid(format!(
-                "--grad-accum {} is above the limit of {MAX_GRAD_ACCUM}",
+                "⟨grad-accum⟩ {} is above the limit of {MAX_GRAD_ACCUM}",
                 self.grad_accum
             )));
         }
@@ -722,33 +766,33 @@ impl Setup {
         // model's (bounded) widths are checked in 128 bits by check_model.
         if self.seq > 1 << 24 || self.new_tokens > 1 << 24 || self.batch > 1 << 20 {
             return Err(SetupError::Invalid(
-                "sizes out of range: --seq and --new-tokens at most 16,777,216, --batch at most 1,048,576".into(),
+                "sizes out of range: ⟨seq⟩ and ⟨new-tokens⟩ at most 16,777,216, ⟨batch⟩ at most 1,048,576".into(),
             ));
         }
         if self.batch * (self.seq + self.new_tokens) > 1 << 32 {
-            return Err(SetupError::Invalid("--batch × tokens is above 2^32".into()));
+            return Err(SetupError::Invalid("⟨batch⟩ × tokens is above 2^32".into()));
         }
         if self.gpus == 0 {
-            return Err(SetupError::Invalid("--gpus must be at least 1".into()));
+            return Err(SetupError::Invalid("⟨gpus⟩ must be at least 1".into()));
         }
         if self.tp == 0 || self.pp == 0 {
             return Err(SetupError::Invalid(
-                "--tp and --pp must be at least 1".into(),
+                "⟨tp⟩ and ⟨pp⟩ must be at least 1".into(),
             ));
         }
         if self.tp > 1 << 10 || self.pp > 1 << 10 || self.gpus > 1 << 20 {
             return Err(SetupError::Invalid(
-                "--tp and --pp at most 1,024, --gpus at most 1,048,576".into(),
+                "⟨tp⟩ and ⟨pp⟩ at most 1,024, ⟨gpus⟩ at most 1,048,576".into(),
             ));
         }
         if !self.gpus.is_multiple_of(self.tp * self.pp) {
             return Err(SetupError::Invalid(format!(
-                "--gpus {} is not a multiple of --tp {} × --pp {} (data-parallel degree = gpus / (tp × pp))",
+                "⟨gpus⟩ {} is not a multiple of ⟨tp⟩ {} × ⟨pp⟩ {} (data-parallel degree = gpus / (tp × pp))",
                 self.gpus, self.tp, self.pp
             )));
         }
         if self.zero > 3 {
-            return Err(SetupError::Invalid("--zero must be 0, 1, 2 or 3".into()));
+            return Err(SetupError::Invalid("⟨zero⟩ must be 0, 1, 2 or 3".into()));
         }
         Ok(())
     }
@@ -758,7 +802,7 @@ impl Setup {
         self.check_sizes()?;
         if self.offload == Offload::Params && self.zero < 3 {
             return Err(SetupError::Invalid(
-                "--offload params needs parameter sharding: --zero 3 or --fsdp".into(),
+                "⟨offload⟩ params needs parameter sharding: ⟨zero⟩ 3 or ⟨fsdp⟩".into(),
             ));
         }
         if self.method == Method::Qlora && matches!(self.quant, Quant::None) {
@@ -766,7 +810,7 @@ impl Setup {
         }
         if self.task == Task::Train && self.method == Method::Full && self.quant != Quant::None {
             return Err(SetupError::Invalid(
-                "quantized weights cannot be fully fine-tuned: use --method lora or qlora".into(),
+                "quantized weights cannot be fully fine-tuned: use ⟨method⟩ lora or qlora".into(),
             ));
         }
         Ok(self)

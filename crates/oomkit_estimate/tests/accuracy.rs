@@ -78,7 +78,7 @@ fn check(json: &str, what: &str) {
                 row.id,
                 row.grade,
                 gpu.id,
-                oomkit_core::Bytes(est.device_used_bytes),
+                est.device_used_bytes,
                 if f.fits {
                     "FITS (wrong)"
                 } else {
@@ -91,9 +91,9 @@ fn check(json: &str, what: &str) {
             continue;
         }
         let got = match row.metric.as_str() {
-            "allocated" => est.peak_allocated_bytes,
-            "reserved" => est.peak_reserved_bytes,
-            "device_used" => est.device_used_bytes,
+            "allocated" => est.peak_allocated_bytes.get(),
+            "reserved" => est.peak_reserved_bytes.get(),
+            "device_used" => est.device_used_bytes.get(),
             "weights" => components::weights_bytes(&cfg, &s),
             "kv" => components::kv_cache_bytes(&cfg, &s, s.seq + s.new_tokens),
             m if m.starts_with("vllm_") => {

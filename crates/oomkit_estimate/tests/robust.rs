@@ -327,7 +327,7 @@ fn check_estimate(cfg: &ModelConfig, s: &Setup) {
     };
     assert!(est.peak_allocated_bytes <= est.peak_reserved_bytes);
     assert!(est.peak_reserved_bytes <= est.device_used_bytes);
-    assert!(est.device_used_bytes <= oomkit_estimate::model::MAX_BYTES);
+    assert!(est.device_used_bytes.get() <= oomkit_estimate::model::MAX_BYTES);
     let gpu = oomkit_core::gpus::find("h100-sxm").expect("gpu");
     let f = quick("fit", || fit::fit(cfg, &s, gpu, &est));
     assert_eq!(f.fits, est.device_used_bytes <= f.usable_bytes);
@@ -442,7 +442,7 @@ proptest! {
         }
         if image::validate(&m, &s).is_ok() {
             let est = quick("image estimate", || image::estimate(&m, &s));
-            prop_assert!(est.estimate.device_used_bytes > 0);
+            prop_assert!(est.estimate.device_used_bytes.get() > 0);
             let gpu = oomkit_core::gpus::find("rtx-4090").expect("gpu");
             let _ = quick("image fit", || image::fit(&m, &s, gpu));
         }
@@ -484,7 +484,11 @@ fn image_models_at_the_limits() {
         };
         image::validate(&m, &s).expect("at the limits");
         let est = quick("image estimate", || image::estimate(&m, &s));
-        assert!(est.estimate.device_used_bytes > 80 << 30, "{}", m.id);
+        assert!(
+            est.estimate.device_used_bytes > oomkit_core::Bytes::gib(80),
+            "{}",
+            m.id
+        );
         let gpu = oomkit_core::gpus::find("rtx-4090").expect("gpu");
         let f = quick("image fit", || image::fit(&m, &s, gpu));
         assert!(!f.fits);

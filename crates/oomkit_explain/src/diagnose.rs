@@ -24,6 +24,7 @@
 //! (pytorch#20532, #28113 report 300–700 MB).
 
 use oomkit_core::Bytes;
+use oomkit_core::remedies::RemedyId;
 use oomkit_core::remedies::{self, Flavor};
 
 use crate::assemble::Finding;
@@ -532,20 +533,20 @@ fn by_app(f: &Finding) -> Vec<Flavor> {
 
 /// The capacity ladder for this framework and situation (seed 000's
 /// "Quick Reference: OOM Solutions by Situation", most effective first).
-fn ladder(f: &Finding) -> Vec<&'static str> {
+fn ladder(f: &Finding) -> Vec<RemedyId> {
     match f.sig.framework {
         Framework::Tensorflow => vec![
-            "reduce-batch",
-            "mixed-precision",
-            "tf-memory-growth",
-            "tf-cuda-malloc-async",
-            "tf-report-allocations",
-            "reduce-input-size",
+            RemedyId::ReduceBatch,
+            RemedyId::MixedPrecision,
+            RemedyId::TfMemoryGrowth,
+            RemedyId::TfCudaMallocAsync,
+            RemedyId::TfReportAllocations,
+            RemedyId::ReduceInputSize,
         ],
         // A TPU program is compiled to fit the chip's HBM: the GPU pool's
         // preallocation settings (XLA_PYTHON_CLIENT_*) do not apply.
         Framework::Jax if f.sig.format == "xla-tpu-memory-space" => {
-            vec!["jax-rematerialize", "reduce-batch"]
+            vec![RemedyId::JaxRematerialize, RemedyId::ReduceBatch]
         }
         // The platform allocator has no pool to enlarge: only the program
         // can shrink.
@@ -553,17 +554,17 @@ fn ladder(f: &Finding) -> Vec<&'static str> {
             vec!["jax-rematerialize", "reduce-batch", "free-other-processes"]
         }
         Framework::Jax => vec![
-            "jax-mem-fraction",
-            "jax-rematerialize",
-            "reduce-batch",
-            "jax-no-preallocate",
+            RemedyId::JaxMemFraction,
+            RemedyId::JaxRematerialize,
+            RemedyId::ReduceBatch,
+            RemedyId::JaxNoPreallocate,
         ],
         Framework::Vllm => vec![
-            "vllm-max-model-len",
-            "vllm-gpu-memory-utilization",
-            "vllm-kv-cache-dtype",
-            "vllm-tensor-parallel",
-            "vllm-enforce-eager",
+            RemedyId::VllmMaxModelLen,
+            RemedyId::VllmGpuMemoryUtilization,
+            RemedyId::VllmKvCacheDtype,
+            RemedyId::VllmTensorParallel,
+            RemedyId::VllmEnforceEager,
         ],
         Framework::LlamaCpp => {
             let weights = f
@@ -573,115 +574,131 @@ fn ladder(f: &Finding) -> Vec<&'static str> {
                 .contains(&Detail::Buffer(BufferKind::ModelWeights));
             if weights {
                 vec![
-                    "llamacpp-gpu-layers",
-                    "quantize-4bit",
-                    "llamacpp-context",
-                    "free-other-processes",
+                    RemedyId::LlamacppGpuLayers,
+                    RemedyId::Quantize4bit,
+                    RemedyId::LlamacppContext,
+                    RemedyId::FreeOtherProcesses,
                 ]
             } else {
                 vec![
-                    "llamacpp-context",
-                    "llamacpp-batch",
-                    "llamacpp-kv-cache-quant",
-                    "llamacpp-gpu-layers",
-                    "free-other-processes",
+                    RemedyId::LlamacppContext,
+                    RemedyId::LlamacppBatch,
+                    RemedyId::LlamacppKvCacheQuant,
+                    RemedyId::LlamacppGpuLayers,
+                    RemedyId::FreeOtherProcesses,
                 ]
             }
         }
         Framework::Paddle => vec![
-            "reduce-batch",
-            "paddle-memory-flags",
-            "free-other-processes",
-            "mixed-precision",
+            RemedyId::ReduceBatch,
+            RemedyId::PaddleMemoryFlags,
+            RemedyId::FreeOtherProcesses,
+            RemedyId::MixedPrecision,
         ],
-        Framework::Cupy => vec!["cupy-memory-pool", "reduce-batch", "free-other-processes"],
-        Framework::Onnxruntime => vec!["onnxruntime-arena", "reduce-batch", "free-other-processes"],
+        Framework::Cupy => vec![
+            RemedyId::CupyMemoryPool,
+            RemedyId::ReduceBatch,
+            RemedyId::FreeOtherProcesses,
+        ],
+        Framework::Onnxruntime => vec![
+            RemedyId::OnnxruntimeArena,
+            RemedyId::ReduceBatch,
+            RemedyId::FreeOtherProcesses,
+        ],
         Framework::Tgi => vec![
-            "tgi-max-batch-prefill-tokens",
-            "quantize-4bit",
-            "vllm-tensor-parallel",
+            RemedyId::TgiMaxBatchPrefillTokens,
+            RemedyId::Quantize4bit,
+            RemedyId::VllmTensorParallel,
         ],
         Framework::Nccl => vec![
-            "nccl-reduce-buffers",
-            "free-other-processes",
-            "reduce-batch",
-            "nccl-debug",
+            RemedyId::NcclReduceBuffers,
+            RemedyId::FreeOtherProcesses,
+            RemedyId::ReduceBatch,
+            RemedyId::NcclDebug,
         ],
-        Framework::LuaTorch => vec!["reduce-batch", "free-other-processes"],
+        Framework::LuaTorch => vec![RemedyId::ReduceBatch, RemedyId::FreeOtherProcesses],
         Framework::Comfyui | Framework::A1111 => {
-            vec!["comfyui-lowvram", "reduce-batch", "reduce-input-size"]
+            vec![
+                RemedyId::ComfyuiLowvram,
+                RemedyId::ReduceBatch,
+                RemedyId::ReduceInputSize,
+            ]
         }
         Framework::Pytorch => pytorch_ladder(f),
     }
 }
 
-fn pytorch_ladder(f: &Finding) -> Vec<&'static str> {
+fn pytorch_ladder(f: &Finding) -> Vec<RemedyId> {
     if f.sig.backend == Some(Backend::Mps) {
-        let mut v = vec!["reduce-batch", "half-precision-weights", "unload-models"];
+        let mut v = vec![
+            RemedyId::ReduceBatch,
+            RemedyId::HalfPrecisionWeights,
+            RemedyId::UnloadModels,
+        ];
         if f.app == Some(App::Diffusers) {
-            v.insert(0, "diffusers-slicing");
+            v.insert(0, RemedyId::DiffusersSlicing);
         }
-        v.push("mps-high-watermark");
+        v.push(RemedyId::MpsHighWatermark);
         return v;
     }
     match (f.app, f.phase) {
         (Some(App::A1111), _) => vec![
-            "a1111-medvram",
-            "a1111-lowvram",
-            "efficient-attention",
-            "reduce-input-size",
-            "reduce-batch",
+            RemedyId::A1111Medvram,
+            RemedyId::A1111Lowvram,
+            RemedyId::EfficientAttention,
+            RemedyId::ReduceInputSize,
+            RemedyId::ReduceBatch,
         ],
         (Some(App::Comfyui), _) => vec![
-            "comfyui-lowvram",
-            "reduce-batch",
-            "reduce-input-size",
-            "unload-models",
+            RemedyId::ComfyuiLowvram,
+            RemedyId::ReduceBatch,
+            RemedyId::ReduceInputSize,
+            RemedyId::UnloadModels,
         ],
         (Some(App::Diffusers), _) => vec![
-            "diffusers-cpu-offload",
-            "diffusers-slicing",
-            "half-precision-weights",
-            "reduce-input-size",
-            "reduce-batch",
+            RemedyId::DiffusersCpuOffload,
+            RemedyId::DiffusersSlicing,
+            RemedyId::HalfPrecisionWeights,
+            RemedyId::ReduceInputSize,
+            RemedyId::ReduceBatch,
         ],
         (Some(App::Vllm), _) => vec![
-            "vllm-gpu-memory-utilization",
-            "vllm-max-model-len",
-            "vllm-enforce-eager",
-            "vllm-tensor-parallel",
+            RemedyId::VllmGpuMemoryUtilization,
+            RemedyId::VllmMaxModelLen,
+            RemedyId::VllmEnforceEager,
+            RemedyId::VllmTensorParallel,
         ],
         (_, Some(Phase::Loading)) => vec![
-            "half-precision-weights",
-            "quantize-4bit",
-            "quantize-8bit",
-            "model-parallel",
-            "cpu-offload",
+            RemedyId::HalfPrecisionWeights,
+            RemedyId::Quantize4bit,
+            RemedyId::Quantize8bit,
+            RemedyId::ModelParallel,
+            RemedyId::CpuOffload,
         ],
         (_, Some(Phase::Inference)) => vec![
-            "inference-mode",
-            "half-precision-weights",
-            "reduce-batch",
-            "efficient-attention",
-            "quantize-4bit",
-            "cpu-offload",
+            RemedyId::InferenceMode,
+            RemedyId::HalfPrecisionWeights,
+            RemedyId::ReduceBatch,
+            RemedyId::EfficientAttention,
+            RemedyId::Quantize4bit,
+            RemedyId::CpuOffload,
         ],
         (_, Some(Phase::Training)) => vec![
-            "reduce-batch",
-            "gradient-accumulation",
-            "mixed-precision",
-            "gradient-checkpointing",
-            "optimizer-8bit",
-            "lora",
-            "zero-sharding",
+            RemedyId::ReduceBatch,
+            RemedyId::GradientAccumulation,
+            RemedyId::MixedPrecision,
+            RemedyId::GradientCheckpointing,
+            RemedyId::Optimizer8bit,
+            RemedyId::Lora,
+            RemedyId::ZeroSharding,
         ],
         _ => vec![
-            "reduce-batch",
-            "mixed-precision",
-            "gradient-checkpointing",
-            "inference-mode",
-            "quantize-4bit",
-            "cpu-offload",
+            RemedyId::ReduceBatch,
+            RemedyId::MixedPrecision,
+            RemedyId::GradientCheckpointing,
+            RemedyId::InferenceMode,
+            RemedyId::Quantize4bit,
+            RemedyId::CpuOffload,
         ],
     }
 }
@@ -692,7 +709,7 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
         && matches!(f.sig.backend, Some(Backend::Cuda | Backend::Hip));
     // (id, why override, saves)
     let mut plan: Plan = Vec::new();
-    let push_all = |plan: &mut Plan, ids: Vec<&'static str>| {
+    let push_all = |plan: &mut Plan, ids: Vec<RemedyId>| {
         for id in ids {
             plan.push((id, None, None));
         }
@@ -705,11 +722,11 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
             );
             match f.sig.framework {
                 Framework::Pytorch => {
-                    plan.push(("expandable-segments", Some(why), Some(u)));
-                    plan.push(("max-split-size", None, None));
-                    plan.push(("empty-cache-between-phases", None, None));
+                    plan.push((RemedyId::ExpandableSegments, Some(why), Some(u)));
+                    plan.push((RemedyId::MaxSplitSize, None, None));
+                    plan.push((RemedyId::EmptyCacheBetweenPhases, None, None));
                 }
-                Framework::Tensorflow => plan.push(("tf-cuda-malloc-async", None, None)),
+                Framework::Tensorflow => plan.push((RemedyId::TfCudaMallocAsync, None, None)),
                 _ => {}
             }
             push_all(&mut plan, ladder(f).into_iter().take(3).collect());
@@ -731,7 +748,7 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
                 format!(": PID {}", pids.join(", "))
             };
             plan.push((
-                "free-other-processes",
+                RemedyId::FreeOtherProcesses,
                 Some(format!("other processes hold {o}{who}")),
                 Some(o),
             ));
@@ -740,22 +757,22 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
         Cause::NonFrameworkMemory => {
             let nf = n.non_framework_bytes.unwrap_or_default();
             plan.push((
-                "unload-models",
+                RemedyId::UnloadModels,
                 Some(format!(
                     "{nf} is held outside the allocator: another library or model in this process"
                 )),
                 None,
             ));
-            plan.push(("cudnn-workspace", None, None));
-            plan.push(("nccl-reduce-buffers", None, None));
+            plan.push((RemedyId::CudnnWorkspace, None, None));
+            plan.push((RemedyId::NcclReduceBuffers, None, None));
             push_all(&mut plan, ladder(f).into_iter().take(3).collect());
         }
         Cause::ImpossibleRequest => {
             if f.sig.backend == Some(Backend::Xpu) {
-                plan.push(("xpu-relaxed-allocation-limits", None, None));
+                plan.push((RemedyId::XpuRelaxedAllocationLimits, None, None));
             }
             plan.push((
-                "reduce-input-size",
+                RemedyId::ReduceInputSize,
                 Some(format!(
                     "one tensor of {} cannot fit: split or chunk the work that creates it",
                     x.requested.unwrap_or_default()
@@ -765,10 +782,10 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
             push_all(
                 &mut plan,
                 vec![
-                    "fix-allocation-size",
-                    "model-parallel",
-                    "cpu-offload",
-                    "bigger-gpu",
+                    RemedyId::FixAllocationSize,
+                    RemedyId::ModelParallel,
+                    RemedyId::CpuOffload,
+                    RemedyId::BiggerGpu,
                 ],
             );
         }
@@ -782,14 +799,14 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
                 // one larger tensor through; chunking keeps each under it.
                 let r = x.requested.unwrap_or_default();
                 plan.push((
-                    "xpu-relaxed-allocation-limits",
+                    RemedyId::XpuRelaxedAllocationLimits,
                     Some(format!(
                         "Intel's runtime refuses single allocations over {w} by default; this one was {r}"
                     )),
                     None,
                 ));
                 plan.push((
-                    "reduce-input-size",
+                    RemedyId::ReduceInputSize,
                     Some(format!(
                         "keep each tensor under {w}: split the work that creates the {r} one"
                     )),
@@ -799,9 +816,9 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
             } else {
                 let saves = t.saturating_sub(w);
                 let id = match f.sig.framework {
-                    Framework::Jax => "jax-mem-fraction",
-                    Framework::Tensorflow => "tf-memory-limit",
-                    _ => "raise-memory-fraction",
+                    Framework::Jax => RemedyId::JaxMemFraction,
+                    Framework::Tensorflow => RemedyId::TfMemoryLimit,
+                    _ => RemedyId::RaiseMemoryFraction,
                 };
                 let why = if t.0 > 0 {
                     format!("the limit is {w}; the device has {t}")
@@ -814,27 +831,27 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
         }
         Cause::SizeOverflow => push_all(
             &mut plan,
-            vec!["fix-allocation-size", "record-memory-history"],
+            vec![RemedyId::FixAllocationSize, RemedyId::RecordMemoryHistory],
         ),
         Cause::WddmSysmemFallback => {
-            plan.push(("disable-sysmem-fallback", None, None));
+            plan.push((RemedyId::DisableSysmemFallback, None, None));
             push_all(&mut plan, ladder(f).into_iter().take(4).collect());
         }
         Cause::Preallocation => {
             let ids = match f.sig.framework {
                 Framework::Jax => vec![
-                    "jax-no-preallocate",
-                    "jax-mem-fraction",
-                    "free-other-processes",
-                    "jax-rematerialize",
-                    "jax-platform-allocator",
+                    RemedyId::JaxNoPreallocate,
+                    RemedyId::JaxMemFraction,
+                    RemedyId::FreeOtherProcesses,
+                    RemedyId::JaxRematerialize,
+                    RemedyId::JaxPlatformAllocator,
                 ],
                 _ => vec![
-                    "tf-memory-growth",
-                    "tf-memory-limit",
-                    "free-other-processes",
-                    "cudnn-workspace",
-                    "reduce-batch",
+                    RemedyId::TfMemoryGrowth,
+                    RemedyId::TfMemoryLimit,
+                    RemedyId::FreeOtherProcesses,
+                    RemedyId::CudnnWorkspace,
+                    RemedyId::ReduceBatch,
                 ],
             };
             push_all(&mut plan, ids);
@@ -844,15 +861,15 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
             let why = suggested.map(|s| {
                 format!("at most {s} tokens fit in the KV cache this engine can allocate")
             });
-            plan.push(("vllm-max-model-len", why, None));
+            plan.push((RemedyId::VllmMaxModelLen, why, None));
             push_all(
                 &mut plan,
                 vec![
-                    "vllm-gpu-memory-utilization",
-                    "vllm-kv-cache-dtype",
-                    "vllm-tensor-parallel",
-                    "free-other-processes",
-                    "vllm-enforce-eager",
+                    RemedyId::VllmGpuMemoryUtilization,
+                    RemedyId::VllmKvCacheDtype,
+                    RemedyId::VllmTensorParallel,
+                    RemedyId::FreeOtherProcesses,
+                    RemedyId::VllmEnforceEager,
                 ],
             );
         }
@@ -861,13 +878,13 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
                 match (f.sig.framework, f.app, f.phase) {
                     // An image UI or a server holds models, not a training loop's leftovers.
                     (Framework::Pytorch, Some(App::Comfyui | App::A1111 | App::Diffusers), _) => {
-                        plan.push(("unload-models", None, None));
+                        plan.push((RemedyId::UnloadModels, None, None));
                     }
                     (Framework::Pytorch, Some(App::Vllm), _)
                     | (Framework::Pytorch, _, Some(Phase::Loading | Phase::Serving)) => {}
                     (Framework::Pytorch, _, _) => push_all(
                         &mut plan,
-                        vec!["release-references", "record-memory-history"],
+                        vec![RemedyId::ReleaseReferences, RemedyId::RecordMemoryHistory],
                     ),
                     _ => {}
                 }
@@ -876,7 +893,7 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
                 let ids = ladder(f);
                 if let Some(first) = ids.first() {
                     plan.push((
-                        first,
+                        *first,
                         Some(format!("the step needed {s} more than was free")),
                         None,
                     ));
@@ -891,7 +908,7 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
             {
                 let u = n.reserved_unallocated_bytes.unwrap_or_default();
                 plan.push((
-                    "expandable-segments",
+                    RemedyId::ExpandableSegments,
                     Some(format!(
                         "{u} is reserved but unallocated and could be reused"
                     )),
@@ -900,7 +917,7 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
             }
             if n.private_pool_bytes.is_some_and(|p| p.0 > 0) {
                 plan.push((
-                    "disable-cuda-graphs",
+                    RemedyId::DisableCudaGraphs,
                     Some(format!(
                         "{} sits in CUDA-graph private pools",
                         n.private_pool_bytes.unwrap_or_default()
@@ -912,23 +929,27 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
         Cause::Unknown => {
             let ids = match f.sig.kind {
                 Kind::NcclUnhandled => {
-                    vec!["nccl-debug", "nccl-reduce-buffers", "free-other-processes"]
+                    vec![
+                        RemedyId::NcclDebug,
+                        RemedyId::NcclReduceBuffers,
+                        RemedyId::FreeOtherProcesses,
+                    ]
                 }
                 Kind::CudnnStatus => vec![
-                    "free-other-processes",
-                    "reduce-batch",
-                    "cudnn-workspace",
-                    "mixed-precision",
+                    RemedyId::FreeOtherProcesses,
+                    RemedyId::ReduceBatch,
+                    RemedyId::CudnnWorkspace,
+                    RemedyId::MixedPrecision,
                 ],
                 Kind::CublasAllocFailed | Kind::NvmlAssert | Kind::CudaErrorOom => {
-                    let mut v = vec!["free-other-processes", "reduce-batch"];
+                    let mut v = vec![RemedyId::FreeOtherProcesses, RemedyId::ReduceBatch];
                     v.extend(ladder(f).into_iter().skip(1).take(3));
-                    v.push("record-memory-history");
+                    v.push(RemedyId::RecordMemoryHistory);
                     v
                 }
                 _ => {
                     let mut v = ladder(f);
-                    v.push("free-other-processes");
+                    v.push(RemedyId::FreeOtherProcesses);
                     v
                 }
             };
@@ -990,14 +1011,14 @@ fn tailor(fixes: &mut [Fix], f: &Finding, procs: &[ProcessUse]) {
             }
         }
         match fix.id {
-            "vllm-max-model-len" => {
+            RemedyId::VllmMaxModelLen => {
                 if let Some(s) = suggested_len(x) {
                     fix.code = format!(
                         "vllm serve MODEL --max-model-len {s}  # the longest that fits, from the message\n# Python: LLM(model=MODEL_ID, max_model_len={s})"
                     );
                 }
             }
-            "reduce-batch" if f.sig.framework == Framework::Tensorflow => {
+            RemedyId::ReduceBatch if f.sig.framework == Framework::Tensorflow => {
                 if let Some(n) = leading_dim(x) {
                     let half = (n / 2).max(1);
                     fix.why = format!(
@@ -1008,7 +1029,7 @@ fn tailor(fixes: &mut [Fix], f: &Finding, procs: &[ProcessUse]) {
                     );
                 }
             }
-            "free-other-processes" => {
+            RemedyId::FreeOtherProcesses => {
                 let others: Vec<(u64, Bytes)> = procs
                     .iter()
                     .filter(|p| !p.is_self)
@@ -1029,7 +1050,7 @@ fn tailor(fixes: &mut [Fix], f: &Finding, procs: &[ProcessUse]) {
                     fix.code = code;
                 }
             }
-            "xpu-relaxed-allocation-limits" => {
+            RemedyId::XpuRelaxedAllocationLimits => {
                 // Both ways out: the runtime switch and the chunking code.
                 if let Some(r) = remedies::get(fix.id) {
                     fix.code = r
@@ -1046,7 +1067,7 @@ fn tailor(fixes: &mut [Fix], f: &Finding, procs: &[ProcessUse]) {
 }
 
 /// A fix plan as `(remedy id, why for this case, how much it frees)`.
-pub(crate) type Plan = Vec<(&'static str, Option<String>, Option<Bytes>)>;
+pub(crate) type Plan = Vec<(RemedyId, Option<String>, Option<Bytes>)>;
 
 /// Turns a plan into at most six fixes, first mention of an id wins, each
 /// with the remedy's code in the first of `prefs` it has a snippet for.
@@ -1348,7 +1369,7 @@ mod tests {
         assert!(e.fixes.iter().all(|f| !f.code.contains("kill 4242")));
     }
 
-    fn ids(e: &Event) -> Vec<&'static str> {
+    fn ids(e: &Event) -> Vec<RemedyId> {
         e.fixes.iter().map(|f| f.id).collect()
     }
 
@@ -1374,13 +1395,13 @@ mod tests {
         );
         assert_eq!(
             ids(&e).get(..2),
-            Some(&["release-references", "record-memory-history"][..])
+            Some(&[RemedyId::ReleaseReferences, RemedyId::RecordMemoryHistory][..])
         );
         let mut comfy = cuda(full.clone());
         comfy.app = Some(App::Comfyui);
         let e = diagnose(comfy);
-        assert_eq!(ids(&e).first(), Some(&"unload-models"));
-        assert!(!ids(&e).contains(&"release-references"));
+        assert_eq!(ids(&e).first(), Some(&RemedyId::UnloadModels));
+        assert!(!ids(&e).contains(&RemedyId::ReleaseReferences));
         let big = Fields {
             requested: g(4.0),
             free: g(1.0),
@@ -1388,7 +1409,7 @@ mod tests {
         };
         assert_eq!(shortage(&big), Shortage::JobTooBig);
         let e = diagnose(cuda(big));
-        assert!(!ids(&e).contains(&"release-references"));
+        assert!(!ids(&e).contains(&RemedyId::ReleaseReferences));
         assert!(
             e.evidence
                 .ends_with("the job needs more memory than the device offers")
@@ -1400,6 +1421,8 @@ mod tests {
 mod fit_tests {
     //! Fixes that fit the user: the framework that raised the error, and the
     //! numbers of the message in the snippets.
+    use oomkit_core::remedies::RemedyId;
+
     use crate::{Explainer, Framework};
 
     fn event(text: &str) -> crate::Event {
@@ -1419,7 +1442,7 @@ mod fit_tests {
         let fix = e
             .fixes
             .iter()
-            .find(|f| f.id == "vllm-max-model-len")
+            .find(|f| f.id == RemedyId::VllmMaxModelLen)
             .expect("max-model-len fix");
         assert!(fix.why.contains("21584"), "{}", fix.why);
         assert!(fix.code.contains("--max-model-len 21584"), "{}", fix.code);
@@ -1433,7 +1456,7 @@ mod fit_tests {
         let fix = e
             .fixes
             .iter()
-            .find(|f| f.id == "reduce-batch")
+            .find(|f| f.id == RemedyId::ReduceBatch)
             .expect("reduce-batch");
         assert!(fix.code.contains("batch_size=64"), "{}", fix.code);
         assert!(fix.code.contains("was 128"), "{}", fix.code);
@@ -1511,7 +1534,7 @@ mod fit_tests {
         let fix = e
             .fixes
             .iter()
-            .find(|f| f.id == "free-other-processes")
+            .find(|f| f.id == RemedyId::FreeOtherProcesses)
             .expect("free-other-processes");
         for p in e.processes.iter().filter(|p| !p.is_self) {
             let pid = p.pid.expect("pid");

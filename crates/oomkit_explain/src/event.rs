@@ -207,7 +207,7 @@ pub struct Numbers {
 #[derive(Clone, Debug, Serialize)]
 pub struct Fix {
     /// Remedy id from `oomkit_core::remedies`.
-    pub id: &'static str,
+    pub id: oomkit_core::remedies::RemedyId,
     /// Imperative title.
     pub title: String,
     /// Why it helps here (may quote this event's numbers).

@@ -44,7 +44,7 @@ pub struct Diagnostic {
     /// What to do instead.
     pub fix: String,
     /// The remedy in `oomkit_core::remedies` that this rule points to, if any.
-    pub remedy: Option<&'static str>,
+    pub remedy: Option<oomkit_core::remedies::RemedyId>,
     /// Whether `--fix` can fix it.
     pub fixable: bool,
     /// The file, as given or found.

@@ -2,6 +2,7 @@
 //! formatted only through [`oomkit_core::Bytes`]; fixes are
 //! [`oomkit_core::remedies`] ids.
 
+use oomkit_core::remedies::RemedyId;
 use std::fmt::Write as _;
 
 use oomkit_core::{Bytes, remedies};
@@ -13,7 +14,7 @@ fn b(v: u64) -> Bytes {
     Bytes(v)
 }
 
-fn remedy_line(out: &mut String, id: &str) {
+fn remedy_line(out: &mut String, id: RemedyId) {
     if let Some(r) = remedies::get(id) {
         let _ = writeln!(out, "    fix: {} [{}]", r.title, r.id);
     }
@@ -119,7 +120,7 @@ fn device(out: &mut String, d: &DeviceReport, name: &str) {
             "    {} of it is whole pages that expandable_segments:True could return for any request",
             b(f.expandable_recoverable_bytes)
         );
-        remedy_line(out, "expandable-segments");
+        remedy_line(out, RemedyId::ExpandableSegments);
     }
     if !d.leaks.is_empty() {
         let _ = writeln!(
@@ -140,7 +141,7 @@ fn device(out: &mut String, d: &DeviceReport, name: &str) {
         if let Some(l) = d.leaks.first() {
             let _ = writeln!(out, "    iterations from: {}", l.iterations_from);
         }
-        remedy_line(out, "release-references");
+        remedy_line(out, RemedyId::ReleaseReferences);
     }
     if !d.annotations.is_empty() {
         let _ = writeln!(out, "\n  Annotated ranges: {}", d.annotations.len());

@@ -2,21 +2,20 @@
 //! build the setup, run the estimate and the fit, print, and exit 1 when it
 //! does not fit the chosen GPU.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
-
 use anyhow::{Context, bail};
-use oomkit_estimate::checkpoint::{self, Checkpoint};
 use oomkit_estimate::fit::{self, Fit};
-use oomkit_estimate::gguf;
 use oomkit_estimate::image;
+use oomkit_estimate::knob::Knob;
 use oomkit_estimate::model::parse_count;
-use oomkit_estimate::serve::{VllmArgs, default_batching, plan as serve_plan, vllm};
+use oomkit_estimate::resolve::{self, ResolveError, hub::HubError};
+use oomkit_estimate::serve;
 use oomkit_estimate::{
     Attention, BareShape, Estimate, Given, LoraTargets, Method, ModelConfig, Offload, Optimizer,
     Precision, Quant, Setup, Task, catalogue, estimate, render,
 };
 use serde::Serialize;
+use std::borrow::Cow;
+use std::io::Write;
 
 use crate::cli::{
     ColorChoice, EstAttention, EstCpuOffload, EstEngine, EstKvDtype, EstMethod, EstOffload,
@@ -33,9 +32,9 @@ struct JsonOut<'a, M, S> {
     model: M,
     setup: S,
     components: &'a oomkit_estimate::Components,
-    peak_allocated_bytes: u64,
-    peak_reserved_bytes: u64,
-    device_used_bytes: u64,
+    peak_allocated_bytes: oomkit_core::Bytes,
+    peak_reserved_bytes: oomkit_core::Bytes,
+    device_used_bytes: oomkit_core::Bytes,
     peak_phase: &'a str,
     /// Warnings that did not stop the estimate (input beyond the model's
     /// context); always present, `[]` when none.
@@ -112,9 +111,45 @@ pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
         if output::is_broken_pipe(&e) {
             return e;
         }
-        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+        let parts: Vec<String> = e.chain().map(says).collect();
         anyhow::anyhow!(parts.join(": "))
     })
+}
+
+/// How the command line names a setting: its flag (README "`oomkit
+/// estimate`"); the library's messages carry [`Knob`] markers.
+pub fn flag(k: Knob) -> Cow<'static, str> {
+    match k {
+        Knob::ListModels => Cow::Borrowed("`oomkit estimate --list-models`"),
+        k => Cow::Owned(format!("--{}", k.key())),
+    }
+}
+
+/// One cause of an error, with the library's settings named by their flags.
+fn says(e: &(dyn std::error::Error + 'static)) -> String {
+    if let Some(e) = e.downcast_ref::<oomkit_estimate::SetupError>() {
+        return e.message(&flag);
+    }
+    if let Some(e) = e.downcast_ref::<oomkit_estimate::ConfigError>() {
+        return e.message(&flag);
+    }
+    if let Some(e) = e.downcast_ref::<catalogue::UnknownModel>() {
+        return e.message(&flag);
+    }
+    if let Some(ResolveError::Unknown(e)) = e.downcast_ref::<ResolveError>() {
+        return e.message(&flag);
+    }
+    e.to_string()
+}
+
+/// The error with the library's settings named by their flags, the causes
+/// joined into one line where one of them needed it.
+fn flagged(e: anyhow::Error) -> anyhow::Error {
+    let parts: Vec<String> = e.chain().map(says).collect();
+    if e.chain().map(ToString::to_string).eq(parts.iter().cloned()) {
+        return e;
+    }
+    anyhow::anyhow!(parts.join(": "))
 }
 
 fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
@@ -167,7 +202,7 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     }
     let cfg = resolve_model(&args)?;
     let setup = build_setup(&args, &cfg)?;
-    let warnings = setup.warnings(&cfg);
+    let warnings = setup.warnings_named(&cfg, &flag);
     if args.task == EstTask::Serve {
         return serve(&args, &cfg, &setup, &warnings, &mut out);
     }
@@ -212,6 +247,10 @@ pub fn engine(args: &EstimateArgs) -> EstEngine {
 /// `oomkit probe --estimate` starts (text models: `--batch`; image models:
 /// `--images`).
 pub fn max_batch(args: &EstimateArgs) -> anyhow::Result<(u64, &'static str)> {
+    max_batch_inner(args).map_err(flagged)
+}
+
+fn max_batch_inner(args: &EstimateArgs) -> anyhow::Result<(u64, &'static str)> {
     let Some(name) = &args.gpu else {
         bail!(
             "--estimate needs --gpu: the GPU to size the batch for (see `oomkit estimate --list-gpus`)"
@@ -299,11 +338,6 @@ fn image_setup(args: &EstimateArgs, m: &image::Model) -> anyhow::Result<image::I
     Ok(s)
 }
 
-/// `max_model_len` when the config names no context length: vLLM assumes
-/// 2048 then (`_get_and_verify_max_len`: "Assuming the model's maximum length
-/// is 2048"); the value used is shown in every output.
-const DEFAULT_MAX_MODEL_LEN: u64 = 2048;
-
 /// `--engine vllm --task serve`: the pool on the chosen GPU.
 fn serve(
     args: &EstimateArgs,
@@ -315,181 +349,26 @@ fn serve(
     let Some(name) = &args.gpu else {
         bail!("--task serve needs --gpu (vLLM sizes its KV pool from the GPU's memory)");
     };
-    let u = args.gpu_memory_utilization.unwrap_or(0.9);
     let gpu = oomkit_core::gpus::find(name)?;
-    let (seqs, tokens) = default_batching(gpu.id, gpu.usable().get());
-    // vLLM's default max_model_len is the model's own context
-    // (vllm/config `_get_and_verify_max_len` over max_position_embeddings and
-    // its aliases), not a round number: `vllm serve MODEL` refuses to start
-    // when the pool cannot hold one request of that length.
-    let model_len = cfg.max_positions.unwrap_or(DEFAULT_MAX_MODEL_LEN);
-    let vargs = VllmArgs {
-        gpu_memory_utilization: u,
-        max_model_len: args.max_model_len.unwrap_or(model_len),
-        max_num_batched_tokens: args.max_num_batched_tokens.unwrap_or(tokens),
-        max_num_seqs: args.max_num_seqs.unwrap_or(seqs),
+    let opts = serve::VllmOptions {
+        gpu_memory_utilization: args.gpu_memory_utilization,
+        max_model_len: args.max_model_len,
+        max_num_batched_tokens: args.max_num_batched_tokens,
+        max_num_seqs: args.max_num_seqs,
     };
-    setup.check_vllm(cfg, &vargs)?;
-    let usable = gpu.usable().get();
-    let r = vllm(cfg, setup, &vargs, usable);
-    let fits = r.fits && r.requested_bytes <= usable;
-    // The ways to start, cheapest first; each passes vLLM's start-up check.
-    let plan = if fits {
-        Vec::new()
-    } else {
-        serve_plan(cfg, setup, &vargs, gpu)
-    };
-    // Negative when it does not fit: what is missing, never a positive headroom.
-    let headroom = r.headroom_bytes(usable);
+    let served = serve::serve(cfg, setup, &opts, gpu)?;
     match args.format {
         Format::Json => {
-            let components = oomkit_estimate::Components {
-                weights_bytes: r.weights_bytes,
-                activations_bytes: r.activation_bytes,
-                kv_cache_bytes: r.kv_pool_bytes,
-                cuda_context_bytes: r.non_torch_bytes,
-                ..Default::default()
-            };
-            let allocated = r.weights_bytes + r.activation_bytes + r.kv_pool_bytes;
-            let mut model = serde_json::json!({"id": cfg.id, "params": cfg.params()});
-            for (k, v) in [
-                ("resolved_to", &cfg.resolved_to),
-                ("config_file", &cfg.config_file),
-            ] {
-                if let (Some(v), Some(m)) = (v, model.as_object_mut()) {
-                    m.insert(k.into(), v.clone().into());
-                }
-            }
-            let v = serde_json::json!({
-                "version": 1,
-                "model": model,
-                "setup": setup,
-                "components": components,
-                "peak_allocated_bytes": allocated,
-                "peak_reserved_bytes": allocated,
-                "device_used_bytes": r.requested_bytes,
-                "peak_phase": "serve",
-                "warnings": warnings,
-                "serve": r,
-                "fit": {
-                    "gpu": gpu.id,
-                    "usable_bytes": gpu.usable().get(),
-                    "fits": fits,
-                    "headroom_bytes": headroom,
-                    // Requests of max_model_len served at once, and the longest
-                    // --max-model-len one request can reach in the pool.
-                    "max_batch": r.max_concurrency.floor() as u64,
-                    "max_seq": cfg.max_positions.map_or(r.max_fit_len, |m| m.min(r.max_fit_len)),
-                    "plan": plan,
-                    "plan_fits": fits || !plan.is_empty(),
-                },
-            });
-            serde_json::to_writer_pretty(&mut *out, &v)?;
+            serde_json::to_writer_pretty(&mut *out, &served.json(cfg, setup, gpu, warnings))?;
             writeln!(out)?;
         }
         Format::Human => {
             write_warnings(&mut *out, warnings)?;
-            let per_gpu = if setup.tp * setup.pp > 1 {
-                format!(
-                    ", tensor_parallel_size {} × pipeline_parallel_size {}; per GPU",
-                    setup.tp, setup.pp
-                )
-            } else {
-                String::new()
-            };
-            writeln!(
-                out,
-                "{} on {} with vLLM (gpu_memory_utilization {u}{per_gpu})",
-                cfg.label(),
-                gpu.id
-            )?;
-            writeln!(out)?;
-            for (k, b) in [
-                ("requested", r.requested_bytes),
-                ("weights", r.weights_bytes),
-                ("activations", r.activation_bytes),
-                ("non-torch", r.non_torch_bytes),
-                ("KV pool", r.kv_pool_bytes),
-            ] {
-                writeln!(out, "  {k:<13}{:>11}", oomkit_core::Bytes(b).to_string())?;
-            }
-            if setup.tp * setup.pp > 1 {
-                writeln!(
-                    out,
-                    "  {:<13}{:>11}",
-                    "KV, all GPUs",
-                    oomkit_core::Bytes(r.kv_pool_total_bytes).to_string()
-                )?;
-            }
-            writeln!(out)?;
-            writeln!(
-                out,
-                "  {} tokens in {} blocks of 16; max concurrency {:.2}x at max_model_len {}",
-                r.kv_tokens, r.blocks, r.max_concurrency, r.max_model_len
-            )?;
-            writeln!(out, "  {}", r.command)?;
-            writeln!(out)?;
-            let non_kv = r.weights_bytes + r.activation_bytes + r.non_torch_bytes;
-            if fits {
-                writeln!(out, "fits on {}", gpu.id)?;
-            } else if non_kv >= r.requested_bytes {
-                writeln!(
-                    out,
-                    "does not fit on {}: weights, activations and non-torch memory need {} of the {} requested; vLLM would refuse to start",
-                    gpu.id,
-                    oomkit_core::Bytes(non_kv),
-                    oomkit_core::Bytes(r.requested_bytes)
-                )?;
-            } else {
-                writeln!(
-                    out,
-                    "does not fit on {}: one request of max_model_len {}{} needs {} blocks of KV cache, the pool holds {} (one kept back); vLLM would refuse to start",
-                    gpu.id,
-                    r.max_model_len,
-                    if args.max_model_len.is_none() {
-                        " (the model's context, vLLM's default)"
-                    } else {
-                        ""
-                    },
-                    r.max_model_len.div_ceil(oomkit_estimate::serve::BLOCK_SIZE),
-                    r.blocks
-                )?;
-            }
-            if !fits && plan.is_empty() {
-                writeln!(
-                    out,
-                    "no plan on one node: a GPU with more memory, or pipeline parallelism over nodes [bigger-gpu]"
-                )?;
-            }
-            if !plan.is_empty() {
-                writeln!(
-                    out,
-                    "\nplan (cheapest first; each line starts vLLM as printed):"
-                )?;
-                for (i, st) in plan.iter().enumerate() {
-                    let t = &st.serve;
-                    writeln!(
-                        out,
-                        "  {}. {} [{}]: {} tokens, {:.2}x at max_model_len {}{}\n       {}",
-                        i + 1,
-                        st.change,
-                        st.remedy,
-                        t.kv_tokens,
-                        t.max_concurrency,
-                        t.max_model_len,
-                        if st.gpus > 1 {
-                            format!(" on {} GPUs", st.gpus)
-                        } else {
-                            String::new()
-                        },
-                        st.config
-                    )?;
-                }
-            }
+            write!(out, "{}", render::serve_human(cfg, setup, gpu, &served))?;
         }
     }
     out.flush()?;
-    Ok(if fits { 0 } else { 1 })
+    Ok(if served.fits { 0 } else { 1 })
 }
 
 fn json<'a>(
@@ -577,195 +456,29 @@ pub(super) fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> 
     let Some(name) = args.model.as_deref() else {
         bail!("give a MODEL or --params");
     };
-    let path = Path::new(name);
-    if name.to_ascii_lowercase().ends_with(".gguf") {
-        return read_gguf(path);
-    }
-    let looks_like_path = path.exists() || name.ends_with(".json");
-    if looks_like_path {
-        return read_config_files(path, name);
-    }
-    // A model downloaded to the local Hugging Face cache: its own config is
-    // the truth for that id, so it comes before the catalogue (whose entry may
-    // be a base model's, or reconstructed).
-    if let Some(snapshot) = super::hf_cache::dir().and_then(|c| super::hf_cache::snapshot(&c, name))
-    {
-        let mut cfg = read_config_files(&snapshot, name.trim())?;
-        cfg.config_file = Some(snapshot.join("config.json").display().to_string());
-        return Ok(cfg);
-    }
-    // Asked for: the Hub's own config, before the catalogue's.
-    if args.hub {
-        return super::hf_hub::Hub::from_env()?.model(name);
-    }
-    catalogue::find(name).map_err(|e| match e {
+    let sources = resolve::Sources {
+        cache: resolve::hf_cache::dir(),
+        // Asked for: the Hub's own config, before the catalogue's.
+        hub: args
+            .hub
+            .then(|| Box::new(super::hub_client::Ureq::new()) as Box<dyn resolve::hub::Fetch>),
+    };
+    resolve::resolve(name, sources).map_err(|e| match e {
+        ResolveError::Hub(HubError::Offline { var }) => anyhow::anyhow!(
+            "--hub: {var} is set, so the Hugging Face Hub is not contacted (unset it, or download the model first: the local cache is read without --hub)"
+        ),
+        ResolveError::Hub(e @ HubError::InvalidRepo { .. }) => anyhow::anyhow!("--hub: {e}"),
         // A Hub-style id: say how to get its own config.
-        catalogue::UnknownModel::NotFound { .. } if name.contains('/') => {
-            anyhow::anyhow!("{e}; or add --hub to fetch its config.json from the Hugging Face Hub")
+        ResolveError::Unknown(e @ catalogue::UnknownModel::NotFound { .. })
+            if name.contains('/') =>
+        {
+            anyhow::anyhow!(
+                "{}; or add --hub to fetch its config.json from the Hugging Face Hub",
+                e.message(&flag)
+            )
         }
         e => e.into(),
     })
-}
-
-/// Reads a `config.json` given as a file, its folder, or the safetensors
-/// index beside it, with the safetensors headers (or index) found there.
-fn read_config_files(path: &Path, name: &str) -> anyhow::Result<ModelConfig> {
-    // A bare `model.safetensors.index.json` stands for its folder: the
-    // config.json beside it, and the index itself for the weights.
-    let index = is_index(path).then(|| path.to_path_buf());
-    let file = if path.is_dir() {
-        path.join("config.json")
-    } else if index.is_some() {
-        let config = path.with_file_name("config.json");
-        if !config.is_file() {
-            bail!(
-                "{}: no config.json beside this safetensors index (it gives the weights' size, not the architecture)",
-                path.display()
-            );
-        }
-        config
-    } else {
-        path.to_path_buf()
-    };
-    let bytes = crate::input::read_file_limited(&file, CONFIG_LIMIT)?;
-    let text = String::from_utf8(bytes)
-        .with_context(|| format!("{}: not a text config.json", file.display()))?;
-    let id = if path.is_dir() {
-        name
-    } else {
-        file.to_str().unwrap_or(name)
-    };
-    let mut cfg = ModelConfig::from_hf_json(id, &text)
-        .with_context(|| format!("{}: not a usable Hugging Face config.json", file.display()))?;
-    let dir = match file.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let index = index.or_else(|| {
-        let p = dir.join(INDEX_NAME);
-        p.is_file().then_some(p)
-    });
-    cfg.checkpoint = match index {
-        Some(ix) => read_index(&ix, dir, &text)?,
-        None => read_safetensors(dir)?,
-    };
-    Ok(cfg)
-}
-
-/// The most of a `config.json` read: real ones are a few KiB (the largest in
-/// the catalogue, a vision-language model's, is under 20 KiB).
-const CONFIG_LIMIT: u64 = 4 << 20;
-
-/// Reads a GGUF header: a growing prefix of the file (one open handle, so a
-/// FIFO works too) until the header parses, never more than
-/// [`gguf::MAX_HEADER`].
-fn read_gguf(path: &Path) -> anyhow::Result<ModelConfig> {
-    read_gguf_file(path).map(|f| f.model)
-}
-
-/// Reads a GGUF header with its tensor list (see [`read_gguf`]).
-pub(super) fn read_gguf_file(path: &Path) -> anyhow::Result<gguf::GgufFile> {
-    use std::io::Read;
-    let name = path.display().to_string();
-    let mut fh = std::fs::File::open(path).with_context(|| format!("cannot read {name}"))?;
-    let mut buf = Vec::new();
-    let mut want: u64 = 1 << 20;
-    loop {
-        let have = buf.len() as u64;
-        let got = (&mut fh)
-            .take(want.saturating_sub(have))
-            .read_to_end(&mut buf)
-            .with_context(|| format!("cannot read {name}"))?;
-        match gguf::parse_file(&buf, &name) {
-            Ok(f) => return Ok(f),
-            Err(gguf::GgufError::NeedMore) if (got as u64) < want.saturating_sub(have) => {
-                bail!("{name}: malformed GGUF header: the file ends inside it")
-            }
-            Err(gguf::GgufError::NeedMore) if want >= gguf::MAX_HEADER => bail!(
-                "{name}: the GGUF header does not end within {} (real headers are a few MiB; a corrupt or hostile file?)",
-                oomkit_core::Bytes(gguf::MAX_HEADER)
-            ),
-            Err(gguf::GgufError::NeedMore) => want = (want * 4).min(gguf::MAX_HEADER),
-            Err(e) => return Err(anyhow::Error::new(e).context(name)),
-        }
-    }
-}
-
-/// The index file transformers writes beside sharded safetensors.
-const INDEX_NAME: &str = "model.safetensors.index.json";
-
-/// Is this path a safetensors index (`*.safetensors.index.json`)?
-fn is_index(path: &Path) -> bool {
-    path.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.to_ascii_lowercase().ends_with(".safetensors.index.json"))
-}
-
-/// Reads a safetensors index: when every shard it names is in `dir`, their
-/// headers (exact); otherwise its `metadata.total_size`, with the config's
-/// `torch_dtype` for the element count.
-fn read_index(index: &Path, dir: &Path, config: &str) -> anyhow::Result<Option<Checkpoint>> {
-    let bytes = crate::input::read_file_limited(index, checkpoint::MAX_INDEX)?;
-    let ix = checkpoint::parse_index(&bytes).with_context(|| index.display().to_string())?;
-    let shards: Vec<_> = ix.shards.iter().map(|s| dir.join(s)).collect();
-    if shards.iter().all(|s| s.is_file()) {
-        return read_headers(shards);
-    }
-    let v: serde_json::Value = serde_json::from_str(config).unwrap_or_default();
-    let dtype = v
-        .get("torch_dtype")
-        .or_else(|| v.get("dtype"))
-        .and_then(serde_json::Value::as_str);
-    let quantized = v.get("quantization_config").is_some();
-    Ok(Some(Checkpoint::from_index(&ix, dtype, quantized)))
-}
-
-/// Sums the headers of every `*.safetensors` file in `dir` (never the data).
-fn read_safetensors(dir: &Path) -> anyhow::Result<Option<Checkpoint>> {
-    let files: Vec<_> = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot list {}", dir.display()))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
-        .collect();
-    read_headers(files)
-}
-
-/// Sums the headers of these `*.safetensors` files (never the data).
-fn read_headers(mut files: Vec<PathBuf>) -> anyhow::Result<Option<Checkpoint>> {
-    use std::io::Read;
-    if files.is_empty() {
-        return Ok(None);
-    }
-    files.sort();
-    let mut total = Checkpoint::default();
-    let mut budget = checkpoint::MAX_HEADERS_TOTAL;
-    for f in files {
-        let mut read = || -> anyhow::Result<Checkpoint> {
-            let mut fh = std::fs::File::open(&f)?;
-            let mut prefix = [0u8; 8];
-            fh.read_exact(&mut prefix)
-                .context("malformed safetensors header: file shorter than 8 bytes")?;
-            let n = checkpoint::header_len(prefix)?;
-            budget = budget.checked_sub(n).with_context(|| {
-                format!(
-                    "the safetensors headers in this folder add up to more than {}",
-                    oomkit_core::Bytes(checkpoint::MAX_HEADERS_TOTAL)
-                )
-            })?;
-            let buf = crate::input::read_limited(&f.display().to_string(), fh, n)?;
-            if buf.len() as u64 != n {
-                bail!(
-                    "malformed safetensors header: truncated ({} of {n} bytes)",
-                    buf.len()
-                );
-            }
-            Ok(checkpoint::parse_header(&buf)?)
-        };
-        let c = read().with_context(|| format!("{}", f.display()))?;
-        total.merge(c).with_context(|| format!("{}", f.display()))?;
-    }
-    Ok(Some(total))
 }
 
 /// Which setup flags were given on the command line (the library's
@@ -789,33 +502,33 @@ pub(super) fn given(a: &EstimateArgs) -> Given {
         serve: a.task == EstTask::Serve,
         vllm: engine(a) == EstEngine::Vllm,
         gpu: a.gpu.is_some(),
-        batch: a.batch != 1,
+        batch: a.batch != oomkit_estimate::setup::DEFAULT_BATCH,
         parallel: a.tp != 1 || a.pp != 1,
         no_safety_checker: a.no_safety_checker,
         kv_dtype: a.kv_dtype.is_some(),
-        vllm_flag: [
+        vllm_knob: [
             (
                 a.gpu_memory_utilization.is_some(),
-                "--gpu-memory-utilization",
+                Knob::GpuMemoryUtilization,
             ),
-            (a.max_model_len.is_some(), "--max-model-len"),
-            (a.max_num_seqs.is_some(), "--max-num-seqs"),
+            (a.max_model_len.is_some(), Knob::MaxModelLen),
+            (a.max_num_seqs.is_some(), Knob::MaxNumSeqs),
             (
                 a.max_num_batched_tokens.is_some(),
-                "--max-num-batched-tokens",
+                Knob::MaxNumBatchedTokens,
             ),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag)),
-        image_flag: [
-            (a.width.is_some(), "--width"),
-            (a.height.is_some(), "--height"),
-            (a.images.is_some(), "--images"),
-            (a.attention_slicing, "--attention-slicing"),
-            (a.vae_slicing, "--vae-slicing"),
-            (a.vae_tiling, "--vae-tiling"),
-            (a.cpu_offload.is_some(), "--cpu-offload"),
-            (a.no_safety_checker, "--no-safety-checker"),
+        image_knob: [
+            (a.width.is_some(), Knob::Width),
+            (a.height.is_some(), Knob::Height),
+            (a.images.is_some(), Knob::Images),
+            (a.attention_slicing, Knob::AttentionSlicing),
+            (a.vae_slicing, Knob::VaeSlicing),
+            (a.vae_tiling, Knob::VaeTiling),
+            (a.cpu_offload.is_some(), Knob::CpuOffload),
+            (a.no_safety_checker, Knob::NoSafetyChecker),
         ]
         .into_iter()
         .find_map(|(given, flag)| given.then_some(flag)),
@@ -824,7 +537,7 @@ pub(super) fn given(a: &EstimateArgs) -> Given {
 
 fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
     let d = Setup::default();
-    let precision = precision(a.precision.unwrap_or(EstPrecision::Bf16));
+    let precision = a.precision.map_or(d.precision, precision);
     let targets = a
         .lora_targets
         .as_deref()
@@ -891,4 +604,33 @@ fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
     let s = s.validate()?;
     s.check_model(cfg)?;
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// Every setting the library names is a real `estimate` flag, so a
+    /// message never points at a flag that does not exist.
+    #[test]
+    fn every_knob_is_an_estimate_flag() {
+        let cli = crate::cli::Cli::command();
+        let est = cli.find_subcommand("estimate");
+        let longs: Vec<String> = est
+            .map(|c| {
+                c.get_arguments()
+                    .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+                    .collect()
+            })
+            .unwrap_or_default();
+        for k in Knob::ALL {
+            let f = flag(*k);
+            assert!(
+                longs.iter().any(|l| f.contains(l.as_str())),
+                "{k:?} is named {f}, not an estimate flag"
+            );
+        }
+    }
 }

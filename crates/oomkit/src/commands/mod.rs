@@ -4,8 +4,7 @@
 mod completions;
 mod estimate;
 mod explain;
-mod hf_cache;
-mod hf_hub;
+mod hub_client;
 mod lint;
 mod llamacpp;
 mod monitor;

@@ -121,7 +121,7 @@ fn json_contract_shape_with_fit_and_plan() {
         assert!(step["change"].is_string() && step["config"].is_string());
         assert!(step["saves_bytes"].as_u64().is_some_and(|b| b > 0));
         let id = step["remedy"].as_str().expect("remedy");
-        assert!(oomkit_core::remedies::get(id).is_some(), "{id}");
+        assert!(oomkit_core::remedies::find(id).is_some(), "{id}");
     }
 }
 
@@ -707,7 +707,8 @@ fn image_models_listed() {
 fn reconstructed_models_listed_with_exact_params() {
     let list = stdout(&est(&["--list-models"]));
     let cases: &[(&str, &str, u64)] = &[
-        ("tiiuae/falcon-7b", "falcon-7b", 6_921_720_704),
+        // `falcon-7b` alone also fits Falcon3-7B (listed, not picked).
+        ("tiiuae/falcon-7b", "tiiuae/falcon-7b", 6_921_720_704),
         ("tiiuae/falcon-40b", "falcon-40b", 41_303_293_952),
         ("EleutherAI/gpt-neox-20b", "neox-20b", 20_554_567_680),
         (
@@ -739,7 +740,7 @@ fn reconstructed_models_listed_with_exact_params() {
 #[test]
 fn falcon_and_gemma_shapes() {
     let m = |name: &str| json(&est(&[name, "--format", "json"]))["model"].clone();
-    let f7 = m("falcon-7b");
+    let f7 = m("tiiuae/falcon-7b");
     assert_eq!(
         (f7["kv_heads"].as_u64(), f7["norms_per_layer"].as_u64()),
         (Some(1), Some(1))
@@ -1889,4 +1890,123 @@ fn vllm_plan_lines_on_a_4090_all_start() {
         "int4",
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+}
+
+/// The library names settings without flags (`oomkit_estimate::knob`); the
+/// binary puts its own flags back, so every message still names what to type.
+#[test]
+fn library_errors_come_back_with_flag_names() {
+    for (args, want) in [
+        (
+            &["llama-3.1-8b", "--width", "512"][..],
+            "error: --width applies to image models only (see `oomkit estimate --list-models`); drop it for a text model\n",
+        ),
+        (
+            &["llama-3.1-8b", "--tp", "3"][..],
+            "error: --tp 3 does not divide the 32 attention heads of meta-llama/Llama-3.1-8B\n",
+        ),
+        (
+            &[
+                "--params",
+                "7B",
+                "--heads",
+                "7",
+                "--kv-heads",
+                "3",
+                "--hidden",
+                "100",
+            ][..],
+            "error: --heads 7, --kv-heads 3 and --hidden 100 do not fit together\n",
+        ),
+        (
+            &["nosuchmodel"][..],
+            "error: unknown model \"nosuchmodel\" (see `oomkit estimate --list-models`, or pass a config.json path or --params)\n",
+        ),
+        (
+            &[
+                "meta-llama/Llama-3.1-8B",
+                "--engine",
+                "vllm",
+                "--task",
+                "serve",
+                "--gpu",
+                "h100-sxm",
+                "--gpu-memory-utilization",
+                "1.5",
+            ][..],
+            "error: --gpu-memory-utilization must be in (0, 1], got 1.5\n",
+        ),
+        (
+            &[
+                "llama-3.1-8b",
+                "--engine",
+                "llama.cpp",
+                "--quant",
+                "q4_k_m",
+                "--ctx-size",
+                "99999999",
+            ][..],
+            "error: --ctx-size 99999999 is above the limit of 16777216 cells\n",
+        ),
+    ] {
+        let out = est(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(stderr(&out), want, "{args:?}");
+    }
+}
+
+/// Warnings too: `--seq`/`--new-tokens` in the JSON `warnings`.
+#[test]
+fn warnings_name_flags() {
+    let out = est(&[
+        "llama-3.1-8b",
+        "--seq",
+        "100000",
+        "--new-tokens",
+        "40000",
+        "--format",
+        "json",
+    ]);
+    let w = json(&out)["warnings"][0].as_str().map(str::to_string);
+    assert!(
+        w.as_deref()
+            .is_some_and(|w| w.starts_with("--seq 100000 + --new-tokens 40000 = 140000 tokens")),
+        "{w:?}"
+    );
+}
+
+/// Models added for issue 15 resolve through the binary with their
+/// published parameter counts; fine-tune ids map to them.
+#[test]
+fn added_models_resolve_with_their_sizes() {
+    for (name, id, params) in [
+        (
+            "tiiuae/Falcon3-7B-Instruct",
+            "tiiuae/Falcon3-7B-Instruct",
+            7_455_550_464u64,
+        ),
+        ("gemma-3-4b", "google/gemma-3-4b-it", 4_300_079_472),
+        ("qwq-32b", "Qwen/QwQ-32B", 32_763_876_352),
+    ] {
+        let out = est(&[name, "--format", "json"]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+        let v = json(&out);
+        assert_eq!(v["model"]["id"], id, "{name}");
+        assert_eq!(v["model"]["params"], params, "{name}");
+    }
+    let v = json(&est(&[
+        "Qwen/Qwen2.5-Coder-1.5B-Instruct",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["model"]["resolved_to"], "Qwen/Qwen2.5-Coder-1.5B");
+    let out = est(&["falcon-7b"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("is ambiguous")
+            && err.contains("tiiuae/Falcon3-7B-Base")
+            && err.contains("tiiuae/falcon-7b"),
+        "{err}"
+    );
 }

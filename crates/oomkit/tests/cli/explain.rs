@@ -329,7 +329,7 @@ fn json_contract_has_every_field_with_integer_bytes() {
         }
         for f in e["fixes"].as_array().unwrap() {
             assert!(f["id"].is_string() && f["title"].is_string() && f["code"].is_string());
-            assert!(oomkit_core::remedies::get(f["id"].as_str().unwrap()).is_some());
+            assert!(oomkit_core::remedies::find(f["id"].as_str().unwrap()).is_some());
         }
     }
     let lookalike = &got["events"][2];

@@ -6,6 +6,8 @@ use super::params::Count;
 use super::{CpuOffload, Denoiser, ImageEstimate, ImageSetup, Model, Part, Pipeline};
 use crate::components;
 use crate::setup::{Attention, Precision, Quant};
+use oomkit_core::Bytes;
+
 use crate::{Components, Estimate};
 
 /// Bytes of `c` stored at `bytes` per element with `q` on its `nn.Linear`
@@ -346,18 +348,18 @@ pub fn estimate(m: &Model, s: &ImageSetup) -> ImageEstimate {
         Vec::new(),
     ));
     let components = Components {
-        weights_bytes: parts.iter().map(|r| r.bytes).sum(),
-        activations_bytes: p.activations.1,
-        temporaries_bytes: p.temporaries,
-        cuda_context_bytes: ctx,
+        weights_bytes: Bytes(parts.iter().map(|r| r.bytes).sum()),
+        activations_bytes: Bytes(p.activations.1),
+        temporaries_bytes: Bytes(p.temporaries),
+        cuda_context_bytes: Bytes(ctx),
         ..Components::default()
     };
     ImageEstimate {
         estimate: Estimate {
             components,
-            peak_allocated_bytes: alloc,
-            peak_reserved_bytes: reserved,
-            device_used_bytes: reserved + ctx,
+            peak_allocated_bytes: Bytes(alloc),
+            peak_reserved_bytes: Bytes(reserved),
+            device_used_bytes: Bytes(reserved + ctx),
             peak_phase: p.name,
             params: total,
             trainable_params: 0,
@@ -383,7 +385,8 @@ mod tests {
         let without = estimate(&m, &s);
         let sc = m.safety_checker.as_ref().map_or(0, |e| e.params.total);
         assert_eq!(
-            with.estimate.components.weights_bytes - without.estimate.components.weights_bytes,
+            with.estimate.components.weights_bytes.get()
+                - without.estimate.components.weights_bytes.get(),
             sc * 2
         );
     }
@@ -451,7 +454,7 @@ mod tests {
         s.vae_slicing = true;
         s.vae_tiling = true;
         let small = estimate(&m, &s);
-        assert!(small.estimate.device_used_bytes < full.estimate.device_used_bytes / 4);
+        assert!(small.estimate.device_used_bytes.get() < full.estimate.device_used_bytes.get() / 4);
     }
 
     #[test]
@@ -462,9 +465,9 @@ mod tests {
         let model = estimate(&m, &s).estimate;
         s.cpu_offload = CpuOffload::Sequential;
         let seq = estimate(&m, &s).estimate;
-        assert!(all.peak_allocated_bytes > 33_000_000_000);
+        assert!(all.peak_allocated_bytes.get() > 33_000_000_000);
         assert_eq!(model.peak_phase, "denoise");
-        assert!(model.peak_allocated_bytes > 23_800_000_000);
-        assert!(seq.peak_allocated_bytes < 2_000_000_000);
+        assert!(model.peak_allocated_bytes.get() > 23_800_000_000);
+        assert!(seq.peak_allocated_bytes.get() < 2_000_000_000);
     }
 }

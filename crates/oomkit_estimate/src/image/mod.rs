@@ -537,10 +537,10 @@ impl ImageSetup {
 /// with diffusers is modelled, one call of `--images` images on one GPU, so
 /// training, serving, text-model sizes and parallel degrees mean nothing.
 pub fn check_given(m: &Model, g: &crate::setup::Given) -> Result<(), SetupError> {
-    if let Some(flag) = g.training_flag() {
+    if let Some(knob) = g.training_knob() {
         return Err(SetupError::NotApplicable {
-            flag,
-            applies_to: "--task train on text models",
+            knob,
+            applies_to: "⟨task⟩ train on text models",
             instead: "image models are estimated for inference only: drop it",
         });
     }
@@ -550,18 +550,18 @@ pub fn check_given(m: &Model, g: &crate::setup::Given) -> Result<(), SetupError>
             "{id} is an image model: {what}"
         )))
     };
-    if g.train || g.serve || g.vllm || g.method || g.vllm_flag.is_some() {
-        return conflict("only --task infer (text-to-image with diffusers) is modelled");
+    if g.train || g.serve || g.vllm || g.method || g.vllm_knob.is_some() {
+        return conflict("only ⟨task⟩ infer (text-to-image with diffusers) is modelled");
     }
     if g.batch || g.new_tokens || g.kv_dtype {
-        return conflict("use --images N instead of --batch/--new-tokens/--kv-dtype");
+        return conflict("use ⟨images⟩ N instead of ⟨batch⟩/⟨new-tokens⟩/⟨kv-dtype⟩");
     }
     if g.parallel {
-        return conflict("--tp/--pp are modelled for text models only");
+        return conflict("⟨tp⟩/⟨pp⟩ are modelled for text models only");
     }
     if g.no_safety_checker && m.safety_checker.is_none() {
         return Err(SetupError::Conflict(format!(
-            "{id} loads no safety checker: drop --no-safety-checker"
+            "{id} loads no safety checker: drop ⟨no-safety-checker⟩"
         )));
     }
     Ok(())
@@ -579,35 +579,35 @@ pub fn validate(m: &Model, s: &ImageSetup) -> Result<(), SetupError> {
     let k = m.size_multiple();
     if s.width > MAX_SIDE || s.height > MAX_SIDE {
         return invalid(format!(
-            "--width/--height at most {MAX_SIDE} pixels (got {}×{})",
+            "⟨width⟩/⟨height⟩ at most {MAX_SIDE} pixels (got {}×{})",
             s.width, s.height
         ));
     }
     if s.images > MAX_IMAGES {
         return invalid(format!(
-            "--images {} is above the limit of {MAX_IMAGES}",
+            "⟨images⟩ {} is above the limit of {MAX_IMAGES}",
             s.images
         ));
     }
     if s.width == 0 || s.height == 0 || !s.width.is_multiple_of(k) || !s.height.is_multiple_of(k) {
         return invalid(format!(
-            "--width/--height must be positive multiples of {k} for {} (got {}×{})",
+            "⟨width⟩/⟨height⟩ must be positive multiples of {k} for {} (got {}×{})",
             m.id, s.width, s.height
         ));
     }
     if s.images == 0 {
-        return invalid("--images must be at least 1".into());
+        return invalid("⟨images⟩ must be at least 1".into());
     }
     if matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16) {
         return invalid(
-            "diffusers pipelines load one dtype: use --precision fp32, fp16 or bf16".into(),
+            "diffusers pipelines load one dtype: use ⟨precision⟩ fp32, fp16 or bf16".into(),
         );
     }
     if s.quant == Quant::Int4 {
-        return invalid("--quant int4 (GPTQ/AWQ) is not a diffusers from_pretrained quantization: use int8, nf4, nf4-dq or fp8".into());
+        return invalid("⟨quant⟩ int4 (GPTQ/AWQ) is not a diffusers from_pretrained quantization: use int8, nf4, nf4-dq or fp8".into());
     }
     if s.attention == Attention::Flash {
-        return invalid("image models: --attention sdpa (default) or eager".into());
+        return invalid("image models: ⟨attention⟩ sdpa (default) or eager".into());
     }
     if m.pipeline == Pipeline::Flux && s.attention_slicing {
         return invalid("FluxPipeline has no attention slicing; use SDPA (the default)".into());

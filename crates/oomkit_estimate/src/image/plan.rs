@@ -1,7 +1,9 @@
 //! Fit on a GPU and the plan: the ladder of diffusers switches with
 //! paste-ready code, `max_batch` (images) and `max_seq` (square side).
 
+use oomkit_core::Bytes;
 use oomkit_core::gpus::Gpu;
+use oomkit_core::remedies::RemedyId;
 
 use super::{CpuOffload, ImageSetup, Model, Pipeline, estimate};
 use crate::components;
@@ -96,7 +98,7 @@ pub fn quant_config(m: &Model, s: &ImageSetup) -> String {
 struct Rung {
     apply: fn(&Model, &mut ImageSetup) -> bool,
     change: fn(&Model, &ImageSetup) -> String,
-    remedy: &'static str,
+    remedy: RemedyId,
     config: fn(&Model, &ImageSetup) -> String,
 }
 
@@ -124,7 +126,7 @@ const LADDER: [Rung; 9] = [
             ok
         },
         change: |_, _| "attention slicing".into(),
-        remedy: "diffusers-slicing",
+        remedy: RemedyId::DiffusersSlicing,
         config: |_, _| "pipe.enable_attention_slicing()".into(),
     },
     Rung {
@@ -134,7 +136,7 @@ const LADDER: [Rung; 9] = [
             ok
         },
         change: |_, _| "VAE slicing (decode one image at a time)".into(),
-        remedy: "diffusers-slicing",
+        remedy: RemedyId::DiffusersSlicing,
         config: |_, _| "pipe.vae.enable_slicing()".into(),
     },
     Rung {
@@ -144,7 +146,7 @@ const LADDER: [Rung; 9] = [
             ok
         },
         change: |_, _| "VAE tiling".into(),
-        remedy: "diffusers-slicing",
+        remedy: RemedyId::DiffusersSlicing,
         config: |_, _| "pipe.vae.enable_tiling()".into(),
     },
     Rung {
@@ -156,7 +158,7 @@ const LADDER: [Rung; 9] = [
             ok
         },
         change: |_, t| format!("{} weights", components::precision_name(t.precision)),
-        remedy: "half-precision-weights",
+        remedy: RemedyId::HalfPrecisionWeights,
         config: load_code,
     },
     Rung {
@@ -168,7 +170,7 @@ const LADDER: [Rung; 9] = [
         change: |_, _| {
             "load without the safety checker (it stays on the GPU even with offload)".into()
         },
-        remedy: "unload-models",
+        remedy: RemedyId::UnloadModels,
         config: load_code,
     },
     Rung {
@@ -180,13 +182,13 @@ const LADDER: [Rung; 9] = [
             ok
         },
         change: |_, _| "model CPU offload (one component on the GPU at a time)".into(),
-        remedy: "diffusers-cpu-offload",
+        remedy: RemedyId::DiffusersCpuOffload,
         config: |_, _| "pipe.enable_model_cpu_offload()".into(),
     },
     Rung {
         apply: |_, t| quantize(t, Quant::Int8),
         change: |m, _| format!("8-bit {} (bitsandbytes)", m.quant_targets().join(" and ")),
-        remedy: "quantize-8bit",
+        remedy: RemedyId::Quantize8bit,
         config: load_code,
     },
     Rung {
@@ -197,7 +199,7 @@ const LADDER: [Rung; 9] = [
                 m.quant_targets().join(" and ")
             )
         },
-        remedy: "quantize-4bit",
+        remedy: RemedyId::Quantize4bit,
         config: load_code,
     },
     Rung {
@@ -207,7 +209,7 @@ const LADDER: [Rung; 9] = [
             ok
         },
         change: |_, _| "sequential CPU offload (one module at a time; slow)".into(),
-        remedy: "diffusers-cpu-offload",
+        remedy: RemedyId::DiffusersCpuOffload,
         config: |_, _| "pipe.enable_sequential_cpu_offload()".into(),
     },
 ];
@@ -220,7 +222,7 @@ const LADDER: [Rung; 9] = [
 /// [`Model::size_multiple`]; the image analogue of the longest input), other
 /// settings unchanged, 0 when none fits.
 pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> Fit {
-    let usable = gpu.usable().get();
+    let usable = gpu.usable();
     let used = |t: &ImageSetup| estimate(m, t).estimate.device_used_bytes;
     let now = used(s);
     let fits = now <= usable;
@@ -247,7 +249,7 @@ pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> Fit {
         gpu: gpu.id,
         usable_bytes: usable,
         fits,
-        headroom_bytes: usable as i64 - now as i64,
+        headroom_bytes: usable.signed_sub(now),
         max_batch: max_images,
         max_seq: max_side,
         plan,
@@ -258,12 +260,12 @@ pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> Fit {
 
 /// The plan for a setup that does not fit `usable` bytes, and whether it
 /// reaches a fit.
-fn plan(m: &Model, s: &ImageSetup, usable: u64) -> (Vec<Step>, bool) {
+fn plan(m: &Model, s: &ImageSetup, usable: Bytes) -> (Vec<Step>, bool) {
     let used = |t: &ImageSetup| estimate(m, t).estimate.device_used_bytes;
     let mut steps = Vec::new();
     let mut cur = s.clone();
     let mut last = used(s);
-    let mut push = |cur: &ImageSetup, change: String, remedy: &'static str, config: String| {
+    let mut push = |cur: &ImageSetup, change: String, remedy: RemedyId, config: String| {
         let after = used(cur);
         if after >= last {
             return None;
@@ -271,7 +273,7 @@ fn plan(m: &Model, s: &ImageSetup, usable: u64) -> (Vec<Step>, bool) {
         steps.push(Step {
             change,
             remedy,
-            saves_bytes: last - after,
+            saves_bytes: last.saturating_sub(after),
             peak_after_bytes: after,
             config,
         });
@@ -302,7 +304,7 @@ fn plan(m: &Model, s: &ImageSetup, usable: u64) -> (Vec<Step>, bool) {
         done = push(
             &cur,
             "one image per call".into(),
-            "reduce-input-size",
+            RemedyId::ReduceInputSize,
             "num_images_per_prompt=1".into(),
         )
         .unwrap_or(false);
@@ -315,7 +317,7 @@ fn plan(m: &Model, s: &ImageSetup, usable: u64) -> (Vec<Step>, bool) {
         done = push(
             &cur,
             format!("{w}×{h} pixels"),
-            "reduce-input-size",
+            RemedyId::ReduceInputSize,
             format!("width={w}, height={h}"),
         )
         .unwrap_or(false);
@@ -375,7 +377,7 @@ mod tests {
         let f = fit(&m, &s, g);
         assert!(!f.fits && f.plan_fits);
         let ids: Vec<_> = f.plan.iter().map(|p| p.remedy).collect();
-        assert_eq!(ids, ["diffusers-cpu-offload", "quantize-8bit"]);
+        assert_eq!(ids, [RemedyId::DiffusersCpuOffload, RemedyId::Quantize8bit]);
         for id in ids {
             assert!(oomkit_core::remedies::get(id).is_some());
         }

@@ -51,12 +51,12 @@ pub fn human(m: &Model, s: &ImageSetup, e: &ImageEstimate, f: Option<&Fit>) -> S
         .iter()
         .map(|p| (format!("{} weights", p.name), p.bytes))
         .collect();
-    rows.push((e.activations.clone(), c.activations_bytes));
-    if c.temporaries_bytes > 0 {
-        rows.push(("dequantized linear".into(), c.temporaries_bytes));
+    rows.push((e.activations.clone(), c.activations_bytes.get()));
+    if c.temporaries_bytes > Bytes::ZERO {
+        rows.push(("dequantized linear".into(), c.temporaries_bytes.get()));
     }
-    rows.push(("cuda context".into(), c.cuda_context_bytes));
-    crate::render::bars(&mut o, &rows, est.device_used_bytes);
+    rows.push(("cuda context".into(), c.cuda_context_bytes.get()));
+    crate::render::bars(&mut o, &rows, est.device_used_bytes.get());
     let _ = writeln!(o);
     crate::render::peaks(&mut o, est);
     if let Some(f) = f {
@@ -66,8 +66,8 @@ pub fn human(m: &Model, s: &ImageSetup, e: &ImageEstimate, f: Option<&Fit>) -> S
             "{} {}: {} of {} usable ({} {}); max images {}, max size {}×{}",
             if f.fits { "fits on" } else { "does not fit on" },
             f.gpu,
-            Bytes(est.device_used_bytes),
-            Bytes(f.usable_bytes),
+            est.device_used_bytes,
+            f.usable_bytes,
             Bytes(f.headroom_bytes.unsigned_abs()),
             if f.fits { "headroom" } else { "short" },
             f.max_batch,

@@ -12,6 +12,7 @@
 //!   pressure (the allocator freed its whole cache and tried again).
 
 use oomkit_core::remedies::Flavor;
+use oomkit_core::remedies::RemedyId;
 use oomkit_core::{Bytes, GpuReading, gpus};
 
 use super::{Reading, Source};
@@ -161,7 +162,7 @@ fn smi(r: &mut Reading) {
                         who.join(", ")
                     )
                 };
-                plan.push(("free-other-processes", Some(why), None));
+                plan.push((RemedyId::FreeOtherProcesses, Some(why), None));
             }
         }
     }
@@ -185,7 +186,7 @@ fn smi(r: &mut Reading) {
             free.index
         ));
         plan.push((
-            "model-parallel",
+            RemedyId::ModelParallel,
             Some(format!(
                 "GPU {} has room the full GPU {} lacks",
                 free.index, f.index
@@ -221,7 +222,11 @@ fn smi(r: &mut Reading) {
             "no GPU here is near full: if an OOM happened, the memory peaked between readings or was freed when the process died; watch the run (`oomkit monitor`, `nvidia-smi -l 1`)".to_string(),
         );
     } else if !full.is_empty() {
-        for id in ["reduce-batch", "mixed-precision", "gradient-checkpointing"] {
+        for id in [
+            RemedyId::ReduceBatch,
+            RemedyId::MixedPrecision,
+            RemedyId::GradientCheckpointing,
+        ] {
             plan.push((id, None, None));
         }
     }
@@ -295,19 +300,19 @@ fn torch(r: &mut Reading) {
     let pressure = ooms > 0 || retries > 0;
     if let Some(n) = non_releasable {
         plan.push((
-            "expandable-segments",
+            RemedyId::ExpandableSegments,
             Some(format!(
                 "{} is stuck in split blocks; growing segments instead of splitting them lets the allocator reuse it",
                 b(n)
             )),
             Some(b(n)),
         ));
-        plan.push(("max-split-size", None, None));
+        plan.push((RemedyId::MaxSplitSize, None, None));
     }
     if pressure {
         if peak_gap.is_some() {
             plan.push((
-                "gradient-checkpointing",
+                RemedyId::GradientCheckpointing,
                 Some(
                     "the peak, not the steady state, runs out: recomputing activations lowers it"
                         .to_string(),
@@ -315,13 +320,17 @@ fn torch(r: &mut Reading) {
                 None,
             ));
         }
-        for id in ["reduce-batch", "mixed-precision", "gradient-checkpointing"] {
+        for id in [
+            RemedyId::ReduceBatch,
+            RemedyId::MixedPrecision,
+            RemedyId::GradientCheckpointing,
+        ] {
             plan.push((id, None, None));
         }
-        plan.push(("record-memory-history", None, None));
+        plan.push((RemedyId::RecordMemoryHistory, None, None));
     } else if let Some(c) = cached.filter(|&c| c > 0 && notable(c)) {
         plan.push((
-            "empty-cache-between-phases",
+            RemedyId::EmptyCacheBetweenPhases,
             Some(format!(
                 "{} is cached: give it back when another phase or process needs the GPU",
                 b(c)
@@ -515,13 +524,15 @@ pub fn combine(f: &mut Finding, readings: &[Reading]) {
 
 #[cfg(test)]
 mod tests {
+    use oomkit_core::remedies::RemedyId;
+
     use crate::{Cause, Detail, Explainer, Report};
 
     fn explain(text: &str) -> Report {
         Explainer::new().explain_str(text)
     }
 
-    fn fix_ids(f: &[crate::Fix]) -> Vec<&'static str> {
+    fn fix_ids(f: &[crate::Fix]) -> Vec<RemedyId> {
         f.iter().map(|f| f.id).collect()
     }
 
@@ -541,8 +552,8 @@ mod tests {
         let r = explain(TABLE);
         let reading = &r.readings[0];
         let ids = fix_ids(&reading.fixes);
-        assert_eq!(ids[0], "free-other-processes", "{ids:?}");
-        assert!(ids.contains(&"model-parallel"), "{ids:?}");
+        assert_eq!(ids[0], RemedyId::FreeOtherProcesses, "{ids:?}");
+        assert!(ids.contains(&RemedyId::ModelParallel), "{ids:?}");
         assert!(reading.findings.iter().any(|f| f.contains("nearly full")));
         assert!(reading.findings.iter().any(|f| f.contains("GPU 1 has")));
     }
@@ -571,7 +582,7 @@ mod tests {
     fn retries_are_pressure_and_quiet_counters_get_no_ladder() {
         let busy = "{'allocated_bytes.all.current': 1073741824, 'reserved_bytes.all.current': 2147483648, 'num_alloc_retries': 3, 'num_ooms': 0}";
         let r = explain(busy);
-        assert!(fix_ids(&r.readings[0].fixes).contains(&"reduce-batch"));
+        assert!(fix_ids(&r.readings[0].fixes).contains(&RemedyId::ReduceBatch));
         let quiet = "{'allocated_bytes.all.current': 1073741824, 'reserved_bytes.all.current': 1107296256, 'num_alloc_retries': 0, 'num_ooms': 0}";
         let r = explain(quiet);
         assert!(r.readings[0].fixes.is_empty(), "{:?}", r.readings[0].fixes);

@@ -32,6 +32,9 @@
 
 use serde::Serialize;
 
+mod outcome;
+pub use outcome::{Layers, LlamaError, MAX_BATCH, MAX_CTX, MAX_SLOTS, Options, Outcome, Step};
+
 use crate::gguf::GgufTensor;
 use crate::model::ModelConfig;
 
