@@ -551,7 +551,11 @@ fn ladder(f: &Finding) -> Vec<RemedyId> {
         // The platform allocator has no pool to enlarge: only the program
         // can shrink.
         Framework::Jax if xla_platform_allocator(&f.sig.fields) => {
-            vec!["jax-rematerialize", "reduce-batch", "free-other-processes"]
+            vec![
+                RemedyId::JaxRematerialize,
+                RemedyId::ReduceBatch,
+                RemedyId::FreeOtherProcesses,
+            ]
         }
         Framework::Jax => vec![
             RemedyId::JaxMemFraction,
@@ -1562,7 +1566,7 @@ mod fit_tests {
         );
         assert_eq!(e.cause, crate::Cause::MemoryFractionLimit);
         let first = e.fixes.first().expect("a fix");
-        assert_eq!(first.id, "jax-mem-fraction");
+        assert_eq!(first.id, RemedyId::JaxMemFraction);
         assert!(!first.why.contains("device has"), "{}", first.why);
         assert!(e.fixes.iter().all(|f| !f.code.contains("torch")));
     }
@@ -1577,7 +1581,7 @@ mod fit_tests {
         assert!(
             e.fixes
                 .iter()
-                .all(|f| f.id != "jax-mem-fraction" && f.id != "jax-no-preallocate"),
+                .all(|f| f.id != RemedyId::JaxMemFraction && f.id != RemedyId::JaxNoPreallocate),
             "{:?}",
             e.fixes.iter().map(|f| f.id).collect::<Vec<_>>()
         );
@@ -1589,7 +1593,7 @@ mod fit_tests {
     fn a_module_call_is_not_inference() {
         let e = event(&fixture("recorded/torch_transformers_forward.log"));
         assert_ne!(e.phase, Some(crate::Phase::Inference));
-        assert_ne!(e.fixes.first().map(|f| f.id), Some("inference-mode"));
+        assert_ne!(e.fixes.first().map(|f| f.id), Some(RemedyId::InferenceMode));
         let t = event(&fixture("pytorch_1_5_malloc_location.log"));
         assert_eq!(t.phase, Some(crate::Phase::Training));
     }
