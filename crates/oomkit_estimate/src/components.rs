@@ -349,14 +349,25 @@ pub fn autocast_cache_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// Per token: PEFT casts each adapted linear's input to the fp32 adapter
 /// dtype (a separate copy per adapter, saved by `lora_A`) and saves the
 /// fp32 rank-r output for `lora_B`. Nothing when β is already fp32.
+///
+/// Under autocast (mixed precision, or HF `Trainer` with `bf16=True`/
+/// `fp16=True`, which `--trainer` on a half-precision model assumes) the
+/// adapter's linear casts that fp32 copy back to 16 bits and saves the
+/// 16-bit one: 2 bytes an element, not 4. Measured on an H200 (bench/gpu,
+/// 2026-11-26): Qwen2.5-1.5B LoRA r16 on all linears, batch 2 × 2048, peaks
+/// at 26.90 GiB in a plain loop and 21.87 GiB under `Trainer`; the logits
+/// the Trainer drops explain 1.16 GiB of the 5.03, these copies the rest.
 pub fn lora_input_copies_bytes(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
     if s.method == Method::Full || s.task != Task::Train || s.precision.act_bytes() == 4 {
         return 0;
     }
+    let autocast =
+        s.drops_output || matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16);
+    let elem = if autocast { 2 } else { 4 };
     cfg.layer_linears(layer)
         .into_iter()
         .filter(|(name, ..)| s.lora_targets.matches(name))
-        .map(|(_, input, ..)| 4 * (input + s.lora_rank))
+        .map(|(_, input, ..)| elem * (input + s.lora_rank))
         .sum()
 }
 
@@ -595,8 +606,26 @@ pub fn kv_cache_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u64 {
     sat(kv_cache_wide(cfg, s, tokens))
 }
 
+/// The cache right after the prompt pass of transformers' `DynamicCache`:
+/// a sliding-window layer (`DynamicSlidingWindowLayer`) keeps its last
+/// window of the prompt as a slice of the full-length key/value tensor, so
+/// the whole prompt's storage stays alive until the first decoding step
+/// replaces it (transformers 5.17 `cache_utils.py`; on an H200, Gemma 3 1B
+/// at 4 × 4096 tokens peaked 0.55 GiB above a window-sized cache, and a
+/// sliding layer's 511-token keys held the storage of all 1024 prompt
+/// tokens on the CPU). Every layer counts the prompt in full.
+pub fn kv_prefill_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u64 {
+    sat(kv_wide(cfg, s, tokens, false))
+}
+
 /// [`kv_cache_bytes`] in 128 bits.
 pub fn kv_cache_wide(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u128 {
+    kv_wide(cfg, s, tokens, true)
+}
+
+/// The cache of `tokens` tokens; `windowed`: sliding-window layers hold
+/// only their window.
+fn kv_wide(cfg: &ModelConfig, s: &Setup, tokens: u64, windowed: bool) -> u128 {
     let w = u128::from;
     if cfg.encoder {
         return 0;
@@ -606,7 +635,11 @@ pub fn kv_cache_wide(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u128 {
         None => 2 * cfg.kv_heads * cfg.head_dim,
     };
     let full_layers = cfg.layers.saturating_sub(cfg.sliding_layers);
-    let window = cfg.sliding_window.unwrap_or(tokens).min(tokens);
+    let window = if windowed {
+        cfg.sliding_window.unwrap_or(tokens).min(tokens)
+    } else {
+        tokens
+    };
     let elems = w(per_token_layer)
         * (w(full_layers) * w(tokens) + w(cfg.sliding_layers) * w(window))
         * w(s.batch);
@@ -709,11 +742,26 @@ pub fn cache_growth_bytes(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u64 {
 }
 
 /// CUDA context, kernels and library handles as nvidia-smi shows them before
-/// any tensor: 1,343 MB measured by the HF "model training anatomy" doc
-/// (§2.5; 0.3–2 GiB across CUDA versions, §3.9), plus the cuBLAS/cuBLASLt
-/// workspaces (PyTorch's default `CUBLAS_WORKSPACE_CONFIG` :4096:8 = 32 MiB).
-pub fn cuda_context_bytes() -> u64 {
-    1_343_000_000 + 32 * 1024 * 1024
+/// any tensor, measured on an H200 with driver 580, CUDA 13.0 and torch
+/// 2.11 (bench/gpu/peaks.py, 2026-11-26): 648,871,936 bytes for the context
+/// alone (CUDA 12.2+ loads kernels lazily, so the figure no longer grows
+/// with every library's kernels: the HF "model training anatomy" doc
+/// measured 1,343 MB on a V100 with CUDA 11, §2.5), plus 69,206,016 for the
+/// first cuBLAS handle's workspace. Training runs backward on autograd's
+/// device thread, whose cuBLAS handle takes a second workspace: the
+/// measured NVML "used" minus PyTorch's reserved was 0.68 GiB in inference
+/// and 0.75 GiB in training on every setup of that run.
+///
+/// Without lazy loading (CUDA before 12.2, `CUDA_MODULE_LOADING=EAGER`)
+/// every kernel of every library is loaded at start-up: the V100 figure,
+/// 1,343 MB, plus PyTorch's default cuBLAS workspace (`:4096:8`, 32 MiB).
+pub fn cuda_context_bytes(training: bool, lazy_loading: bool) -> u64 {
+    const CONTEXT: u64 = 648_871_936;
+    const CUBLAS_WORKSPACE: u64 = 69_206_016;
+    if !lazy_loading {
+        return 1_343_000_000 + 32 * 1024 * 1024;
+    }
+    CONTEXT + CUBLAS_WORKSPACE * if training { 2 } else { 1 }
 }
 
 /// NCCL communication buffers on each GPU when GPUs run collectives

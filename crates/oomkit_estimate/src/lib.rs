@@ -138,7 +138,8 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
     // fallback holds batch × heads × seq² scores that SDPA would not.
     s.check_model(cfg)?;
     let weights = c::weights_bytes(cfg, s);
-    let ctx = c::cuda_context_bytes().saturating_add(c::nccl_bytes(s));
+    let ctx = c::cuda_context_bytes(s.task == Task::Train, s.cuda_lazy_loading)
+        .saturating_add(c::nccl_bytes(s));
     let phases: Vec<Phase> = match s.task {
         Task::Train => {
             let (weights, grads, opt, step_tmp) = c::sharded_states(cfg, s);
@@ -223,6 +224,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
             let weights = split_share(cfg, s, weights);
             let stages = s.gpus / s.tp.max(1);
             let kv = |tokens| c::kv_share(cfg, stages, s.tp, c::kv_cache_bytes(cfg, s, tokens));
+            let kv_prompt = c::kv_share(cfg, stages, s.tp, c::kv_prefill_bytes(cfg, s, s.seq));
             // The prompt pass peaks either inside a layer (its working set)
             // or at the head (the logits beside the last hidden state), never
             // both: the layers' tensors are gone when the head runs (checked
@@ -237,7 +239,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                     weights_bytes: Bytes(weights),
                     activations_bytes: Bytes(activations),
                     logits_bytes: Bytes(logits),
-                    kv_cache_bytes: Bytes(if s.new_tokens > 0 { kv(s.seq) } else { 0 }),
+                    kv_cache_bytes: Bytes(if s.new_tokens > 0 { kv_prompt } else { 0 }),
                     temporaries_bytes: Bytes(c::dequant_bytes(cfg, s)),
                     ..Components::default()
                 },

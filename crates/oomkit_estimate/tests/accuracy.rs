@@ -1,6 +1,8 @@
 //! The accuracy tables:
 //! - `tests/accuracy.json`: every usable measured row of
 //!   `shared/reference/memory-estimation.md` §5, with its source and metric;
+//! - `tests/gpu.json`: peaks measured on a real GPU (`bench/gpu/`), compared
+//!   with `peak_allocated_bytes` (grade A);
 //! - `tests/oracle.json`: the CPU oracle's peaks (PyTorch `MemTracker` on fake
 //!   tensors running the real transformers code, written by
 //!   `bench/estimate-oracle/oracle.py --rows`), compared with
@@ -52,6 +54,13 @@ fn tolerance(kind: &str, grade: &str) -> f64 {
 #[test]
 fn accuracy_table() {
     check(include_str!("accuracy.json"), "a measured value");
+}
+
+/// Peaks measured on a real GPU (an H200, `bench/gpu/peaks.py`, written by
+/// `bench/gpu/compare.py --rows`).
+#[test]
+fn gpu_table() {
+    check(include_str!("gpu.json"), "a peak measured on a GPU");
 }
 
 #[test]

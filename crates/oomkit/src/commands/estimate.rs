@@ -588,6 +588,8 @@ fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
         lora_targets: targets,
         kv_bits,
         foreach: !a.no_foreach,
+        // CUDA 12.2 made lazy kernel loading the default.
+        cuda_lazy_loading: a.cuda.is_none_or(|v| v >= (12, 2)),
         gpus: a.gpus.unwrap_or(a.tp.saturating_mul(a.pp)),
         tp: a.tp,
         pp: a.pp,

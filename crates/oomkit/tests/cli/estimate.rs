@@ -578,8 +578,10 @@ fn image_flux_on_4090_plan() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("transformer 11.9B"), "{text}");
+    // Model offload alone fits: the transformer, a CUDA 12.2+ context and
+    // the activations (diffusers' Flux docs run it so on 24 GB cards).
     assert!(text.contains("[diffusers-cpu-offload]"), "{text}");
-    assert!(text.contains("[quantize-8bit]"), "{text}");
+    assert!(!text.contains("[quantize-8bit]"), "{text}");
     insta::assert_snapshot!(text);
 }
 
@@ -1225,9 +1227,9 @@ fn image_sd15_fp32_plan_drops_the_safety_checker() {
         "--images",
         "2",
         "--width",
-        "768",
+        "832",
         "--height",
-        "768",
+        "832",
         "--gpu",
         "rtx-2060",
     ]);

@@ -323,7 +323,7 @@ fn resident(all: &[Weights], names: &[&str], offload: CpuOffload) -> Vec<Part> {
 /// temporaries; the phase with the largest reserved memory is the peak.
 pub fn estimate(m: &Model, s: &ImageSetup) -> ImageEstimate {
     let all = weights(m, s);
-    let ctx = components::cuda_context_bytes();
+    let ctx = components::cuda_context_bytes(false, true);
     let mut best: Option<(u64, u64, Phase, Vec<Part>)> = None;
     for p in phases(m, s) {
         let parts = resident(&all, &p.components, s.cpu_offload);

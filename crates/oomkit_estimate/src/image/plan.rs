@@ -377,7 +377,10 @@ mod tests {
         let f = fit(&m, &s, g);
         assert!(!f.fits && f.plan_fits);
         let ids: Vec<_> = f.plan.iter().map(|p| p.remedy).collect();
-        assert_eq!(ids, [RemedyId::DiffusersCpuOffload, RemedyId::Quantize8bit]);
+        // Model offload alone: the 22.2 GiB transformer, 0.67 GiB of CUDA
+        // context (measured on an H200 with CUDA 13) and the activations
+        // fit the 4090, as diffusers' Flux docs run it.
+        assert_eq!(ids, [RemedyId::DiffusersCpuOffload]);
         for id in ids {
             assert!(oomkit_core::remedies::get(id).is_some());
         }
