@@ -25,7 +25,7 @@ pub use query::{
 pub(crate) use query::{any_expr, any_stmt_expr};
 use query::{chain, chain_texts, join_chain, root_name, roots};
 
-use crate::diagnostic::{Edit, Violation};
+use crate::diagnostic::Finding;
 use crate::file_facts::{self, FileFacts};
 use crate::parse::ast::{self, Expr, Stmt};
 use crate::parse::visitor::{self, Visitor};
@@ -294,7 +294,7 @@ pub struct Checker<'a> {
     /// Whole-file evidence, gathered on the first question.
     file: std::cell::OnceCell<FileFacts>,
     /// What the rules found.
-    pub violations: Vec<Violation>,
+    pub violations: Vec<Finding>,
     /// Names last bound to a model's output (`out = model(x)`; OOM114).
     pub model_outputs: HashSet<String>,
     /// How deep the walk is (statements and expressions).
@@ -319,7 +319,7 @@ impl<'a> Checker<'a> {
         module: &'a Module,
         source: &'a str,
         settings: &crate::Settings,
-    ) -> Result<(Vec<Violation>, crate::tree::Summary), ()> {
+    ) -> Result<(Vec<Finding>, crate::tree::Summary), ()> {
         let mut imports = HashMap::new();
         collect_imports(&module.body, &mut imports);
         if file_facts::is_other_framework_only(&imports) {
@@ -387,48 +387,6 @@ impl<'a> Checker<'a> {
     /// Whether a rule is selected.
     pub fn enabled(&self, rule: Rule) -> bool {
         self.rules.contains(rule)
-    }
-
-    /// Reports a violation (if the rule is selected).
-    pub fn report(
-        &mut self,
-        rule: Rule,
-        range: TextRange,
-        message: String,
-        fix_title: String,
-        edits: Vec<Edit>,
-    ) {
-        if self.enabled(rule) {
-            self.violations.push(Violation {
-                rule,
-                message,
-                fix_title,
-                range,
-                edits,
-                pending: crate::tree::Pending::default(),
-            });
-        }
-    }
-
-    /// Reports a finding that still needs evidence from the other files of the tree.
-    pub fn report_pending(
-        &mut self,
-        rule: Rule,
-        range: TextRange,
-        message: String,
-        fix_title: String,
-        pending: crate::tree::Pending,
-    ) {
-        if self.enabled(rule) {
-            self.violations.push(Violation {
-                rule,
-                message,
-                fix_title,
-                range,
-                edits: Vec::new(),
-                pending,
-            });
-        }
     }
 
     /// The innermost scope.

@@ -3,7 +3,7 @@
 use crate::context::{Checker, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -41,6 +41,29 @@ rule_doc! {
     /// ```
 }
 
+/// A graph-carrying value summed into a total that outlives the step.
+pub(crate) struct LossAccumulatedWithGraph {
+    /// The total (`total_loss`).
+    pub total: String,
+    /// The value added (`loss`).
+    pub value: String,
+    /// The value's receiver, where `.item()` goes.
+    pub receiver: String,
+}
+
+impl Violation for LossAccumulatedWithGraph {
+    const RULE: Rule = Rule::LossAccumulatedWithGraph;
+
+    fn message(&self) -> String {
+        let (t, v) = (&self.total, &self.value);
+        format!("`{t}` accumulates `{v}` with its autograd graph, keeping every step's graph alive")
+    }
+
+    fn fix_title(&self) -> String {
+        format!("Accumulate `{}.item()` instead", self.receiver)
+    }
+}
+
 fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, value: &Expr) {
     let Some(lp) = ch.innermost_loop() else {
         return;
@@ -63,14 +86,14 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
     }
     let t = ch.snippet(target.range()).to_string();
     let v = ch.snippet(value.range()).to_string();
+    let receiver = ch.receiver_snippet(value);
     ch.report(
-        Rule::LossAccumulatedWithGraph,
         range,
-        format!(
-            "`{t}` accumulates `{v}` with its autograd graph, keeping every step's graph alive"
-        ),
-        format!("Accumulate `{}.item()` instead", ch.receiver_snippet(value)),
-        Vec::new(),
+        LossAccumulatedWithGraph {
+            total: t,
+            value: v,
+            receiver,
+        },
     );
 }
 

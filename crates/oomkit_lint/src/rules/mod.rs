@@ -2,8 +2,9 @@
 //! dispatch that runs every selected rule during the single pass in `context`.
 //!
 //! To add a rule: write `rules/<name>.rs` (docs in the fixed sections through
-//! `rule_doc!`, a `check` function), add a variant and a line below, and add
-//! `tests/fixtures/OOMxxx.py`.
+//! `rule_doc!`, a `Violation` type that words its message and fix title — see
+//! `violation.rs` —, a `check` function that reports it), add a variant and a line
+//! below, and add `tests/fixtures/OOMxxx.py`.
 
 use crate::context::Checker;
 use crate::parse::ast::{Expr, ExprCall, Stmt};
@@ -37,7 +38,10 @@ mod tensor_appended_in_loop;
 mod tensor_stored_on_module;
 mod torch_load_without_map_location;
 mod unscaled_gradient_accumulation;
+mod violation;
 mod zero_grad_every_micro_step;
+
+pub(crate) use violation::Violation;
 
 /// A rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -3,7 +3,7 @@
 use crate::context::Checker;
 use crate::parse::Ranged;
 use crate::parse::ast;
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -57,6 +57,27 @@ rule_doc! {
     /// ```python
     /// state = torch.load("checkpoint.pt", map_location="cpu", weights_only=True)
     /// ```
+}
+
+/// `torch.load(...)` without `map_location` where the loaded tensors stay on a GPU.
+pub(crate) struct TorchLoadWithoutMapLocation {
+    /// The callee as written (`torch.load`).
+    pub callee: String,
+    /// Why it costs memory here.
+    pub why: String,
+}
+
+impl Violation for TorchLoadWithoutMapLocation {
+    const RULE: Rule = Rule::TorchLoadWithoutMapLocation;
+
+    fn message(&self) -> String {
+        let (t, why) = (&self.callee, &self.why);
+        format!("`{t}(...)` without `map_location`: {why}")
+    }
+
+    fn fix_title(&self) -> String {
+        "Pass `map_location=\"cpu\"` (or the target device)".to_string()
+    }
 }
 
 /// Words in a loaded file's name or its destination that mark state without CUDA tensors.
@@ -152,10 +173,8 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     };
     let t = ch.snippet(call.func.range()).to_string();
     ch.report_pending(
-        Rule::TorchLoadWithoutMapLocation,
         call.range(),
-        format!("`{t}(...)` without `map_location`: {why}"),
-        "Pass `map_location=\"cpu\"` (or the target device)".to_string(),
+        TorchLoadWithoutMapLocation { callee: t, why },
         pending,
     );
 }
