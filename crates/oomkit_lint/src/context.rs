@@ -314,7 +314,9 @@ impl<'a> Checker<'a> {
     /// Checks a parsed module with the given rules.
     /// `Err` when the tree is deeper than [`MAX_WALK_DEPTH`].
     /// A file that imports another framework and nothing of PyTorch's (JAX/Flax,
-    /// TensorFlow) is not checked: every rule is a PyTorch rule.
+    /// TensorFlow) is checked only by the rules marked `tensorflow` in the registry,
+    /// and only when that framework is TensorFlow/Keras: every other rule is a PyTorch
+    /// rule.
     pub fn check(
         module: &'a Module,
         source: &'a str,
@@ -322,8 +324,16 @@ impl<'a> Checker<'a> {
     ) -> Result<(Vec<Finding>, crate::tree::Summary), ()> {
         let mut imports = HashMap::new();
         collect_imports(&module.body, &mut imports);
+        let mut rules = settings.rules;
         if file_facts::is_other_framework_only(&imports) {
-            return Ok((Vec::new(), crate::tree::Summary::default()));
+            rules = if file_facts::imports_tensorflow(&imports) {
+                rules.intersect(RuleSet::tensorflow())
+            } else {
+                RuleSet::empty()
+            };
+            if rules.is_empty() {
+                return Ok((Vec::new(), crate::tree::Summary::default()));
+            }
         }
         let mut ch = Checker {
             source,
@@ -333,7 +343,7 @@ impl<'a> Checker<'a> {
             classes: Vec::new(),
             handled: HashSet::new(),
             module_classes: module_classes(&module.body),
-            rules: settings.rules,
+            rules,
             project: settings.project,
             module,
             file: std::cell::OnceCell::new(),
@@ -382,6 +392,11 @@ impl<'a> Checker<'a> {
     /// Whether the file mentions CUDA at all (`.cuda()`, `"cuda"`, `torch.cuda`).
     pub fn source_mentions_cuda(&self) -> bool {
         self.source.contains("cuda")
+    }
+
+    /// The module being checked.
+    pub fn module(&self) -> &'a Module {
+        self.module
     }
 
     /// Whether a rule is selected.
