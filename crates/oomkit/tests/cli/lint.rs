@@ -710,6 +710,50 @@ fn object_recreated_in_loop_runs_on_tensorflow_files_without_the_pytorch_rules()
     );
 }
 
+/// Issue 14's recall set (`bench/lint/recall/`): a total summing what a same-file step
+/// helper backpropagates and returns (transformers#6999) is OOM102, and
+/// `torch.load(args.ckpt)` in a distributed script is OOM202 (stylegan2-pytorch#31).
+#[test]
+fn recall_fixes_find_helper_returned_losses_and_args_checkpoint_paths() {
+    let dir = lint_fixtures();
+    let out = run_in(
+        &dir,
+        &[
+            "lint",
+            "--format",
+            "json",
+            "OOM102_helper_returns_backpropagated.py",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    let lines: Vec<(String, u64)> = doc["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .map(|d| {
+            (
+                d["code"].as_str().expect("code").to_string(),
+                d["line"].as_u64().expect("line"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        vec![("OOM102".to_string(), 35), ("OOM102".to_string(), 65)],
+        "{}",
+        stdout(&out)
+    );
+    let out = run_in(&dir, &["lint", "OOM202_args_path.py"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("OOM202_args_path.py:35:16: OOM202") && text.contains("Found 1 problem."),
+        "{text}"
+    );
+}
+
 /// Issue 19: a `torch.load` in a loader helper that nothing calls (a script's leftover)
 /// is not flagged; one that is called, in this file or from another file of the tree,
 /// is.

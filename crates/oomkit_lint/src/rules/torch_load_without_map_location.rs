@@ -23,7 +23,8 @@ rule_doc! {
     /// A single-process `model.load_state_dict(torch.load(path))`, whose result dies at
     /// once, is not flagged, nor is state that holds no CUDA tensors: a file or target
     /// named like an LR scheduler, AMP scaler, RNG state, sampler, arguments, config,
-    /// vocabulary, tokenizer, metadata or metrics, or an in-memory `io.BytesIO` round
+    /// vocabulary, tokenizer, metadata or metrics (a path that is an argparse field,
+    /// `torch.load(args.ckpt)`, is named by its field, not by `args`), or an in-memory `io.BytesIO` round
     /// trip (also through a name: `buffer = io.BytesIO(...)` … `torch.load(buffer)`) (transformers' `Trainer` and Lightning's strategies load these without
     /// `map_location`, correctly). Nor is a checkpoint that the file itself writes from
     /// CPU tensors (every `torch.save` saves a value moved to the CPU, or the state dicts
@@ -131,8 +132,11 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
             .flatten()
             .cloned(),
     );
+    // a path that is an argparse field (`torch.load(args.ckpt)`, stylegan2-pytorch's
+    // resume) names the file, not saved arguments: the namespace's name does not count
     if texts.iter().any(|t| {
         let t = t.to_ascii_lowercase();
+        let t = t.strip_prefix("args.").unwrap_or(&t);
         HOST_STATES.iter().any(|w| t.contains(w))
     }) {
         return;
