@@ -25,7 +25,7 @@ pub use query::{
 pub(crate) use query::{any_expr, any_stmt_expr};
 use query::{chain, chain_texts, join_chain, root_name, roots};
 
-use crate::diagnostic::{Edit, Violation};
+use crate::diagnostic::Finding;
 use crate::file_facts::{self, FileFacts};
 use crate::parse::ast::{self, Expr, Stmt};
 use crate::parse::visitor::{self, Visitor};
@@ -294,7 +294,7 @@ pub struct Checker<'a> {
     /// Whole-file evidence, gathered on the first question.
     file: std::cell::OnceCell<FileFacts>,
     /// What the rules found.
-    pub violations: Vec<Violation>,
+    pub violations: Vec<Finding>,
     /// Names last bound to a model's output (`out = model(x)`; OOM114).
     pub model_outputs: HashSet<String>,
     /// How deep the walk is (statements and expressions).
@@ -314,16 +314,26 @@ impl<'a> Checker<'a> {
     /// Checks a parsed module with the given rules.
     /// `Err` when the tree is deeper than [`MAX_WALK_DEPTH`].
     /// A file that imports another framework and nothing of PyTorch's (JAX/Flax,
-    /// TensorFlow) is not checked: every rule is a PyTorch rule.
+    /// TensorFlow) is checked only by the rules marked `tensorflow` in the registry,
+    /// and only when that framework is TensorFlow/Keras: every other rule is a PyTorch
+    /// rule.
     pub fn check(
         module: &'a Module,
         source: &'a str,
         settings: &crate::Settings,
-    ) -> Result<(Vec<Violation>, crate::tree::Summary), ()> {
+    ) -> Result<(Vec<Finding>, crate::tree::Summary), ()> {
         let mut imports = HashMap::new();
         collect_imports(&module.body, &mut imports);
+        let mut rules = settings.rules;
         if file_facts::is_other_framework_only(&imports) {
-            return Ok((Vec::new(), crate::tree::Summary::default()));
+            rules = if file_facts::imports_tensorflow(&imports) {
+                rules.intersect(RuleSet::tensorflow())
+            } else {
+                RuleSet::empty()
+            };
+            if rules.is_empty() {
+                return Ok((Vec::new(), crate::tree::Summary::default()));
+            }
         }
         let mut ch = Checker {
             source,
@@ -333,7 +343,7 @@ impl<'a> Checker<'a> {
             classes: Vec::new(),
             handled: HashSet::new(),
             module_classes: module_classes(&module.body),
-            rules: settings.rules,
+            rules,
             project: settings.project,
             module,
             file: std::cell::OnceCell::new(),
@@ -384,51 +394,14 @@ impl<'a> Checker<'a> {
         self.source.contains("cuda")
     }
 
+    /// The module being checked.
+    pub fn module(&self) -> &'a Module {
+        self.module
+    }
+
     /// Whether a rule is selected.
     pub fn enabled(&self, rule: Rule) -> bool {
         self.rules.contains(rule)
-    }
-
-    /// Reports a violation (if the rule is selected).
-    pub fn report(
-        &mut self,
-        rule: Rule,
-        range: TextRange,
-        message: String,
-        fix_title: String,
-        edits: Vec<Edit>,
-    ) {
-        if self.enabled(rule) {
-            self.violations.push(Violation {
-                rule,
-                message,
-                fix_title,
-                range,
-                edits,
-                pending: crate::tree::Pending::default(),
-            });
-        }
-    }
-
-    /// Reports a finding that still needs evidence from the other files of the tree.
-    pub fn report_pending(
-        &mut self,
-        rule: Rule,
-        range: TextRange,
-        message: String,
-        fix_title: String,
-        pending: crate::tree::Pending,
-    ) {
-        if self.enabled(rule) {
-            self.violations.push(Violation {
-                rule,
-                message,
-                fix_title,
-                range,
-                edits: Vec::new(),
-                pending,
-            });
-        }
     }
 
     /// The innermost scope.

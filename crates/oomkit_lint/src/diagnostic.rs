@@ -15,9 +15,10 @@ pub struct Edit {
     pub content: String,
 }
 
-/// A rule finding inside one file, in byte offsets (what rules produce).
+/// A rule finding inside one file, in byte offsets: what `Checker::report` makes of a
+/// rule's `Violation` (its message and fix title, formatted once).
 #[derive(Debug, Clone)]
-pub struct Violation {
+pub struct Finding {
     /// Which rule.
     pub rule: Rule,
     /// States the problem with the names from the code.

@@ -75,6 +75,16 @@ pub fn is_other_framework_only(imports: &HashMap<String, String>) -> bool {
     other && !torch
 }
 
+/// Whether a file imports TensorFlow or Keras (`tensorflow`, `keras`, `tf_keras`): the
+/// rules marked `tensorflow` in the registry run on such a file even when it imports
+/// nothing of PyTorch's.
+pub fn imports_tensorflow(imports: &HashMap<String, String>) -> bool {
+    imports.values().any(|q| {
+        let top = q.split('.').next().unwrap_or("");
+        matches!(top, "tensorflow" | "keras" | "tf_keras")
+    })
+}
+
 /// See the module docs.
 #[derive(Debug, Default)]
 pub struct FileFacts {

@@ -60,7 +60,7 @@ pub use project::Project;
 pub use rules::{Category, RULES, Rule, RuleInfo, RuleSet};
 
 use crate::context::Checker;
-use crate::diagnostic::Violation;
+use crate::diagnostic::Finding;
 use crate::parse::Lines;
 
 /// What a lint run checks.
@@ -158,7 +158,7 @@ fn violations(
     path: &str,
     source: &str,
     settings: &Settings,
-) -> Result<(Vec<Violation>, Lines, tree::Summary), Error> {
+) -> Result<(Vec<Finding>, Lines, tree::Summary), Error> {
     parse::depth::check(source).map_err(|why| Error::TooDeep {
         path: path.to_string(),
         reason: why.to_string(),
@@ -190,7 +190,7 @@ fn violations(
     Ok((found, lines, summary))
 }
 
-fn to_diagnostic(path: &str, source: &str, lines: &Lines, v: Violation) -> Diagnostic {
+fn to_diagnostic(path: &str, source: &str, lines: &Lines, v: Finding) -> Diagnostic {
     let info = v.rule.info();
     let (line, column) = lines.line_col(source, v.range.start());
     let (end_line, end_column) = lines.line_col(source, v.range.end());

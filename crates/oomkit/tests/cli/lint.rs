@@ -25,7 +25,7 @@ fn markers(source: &str) -> Vec<(String, u64)> {
 const CODES: &[&str] = &[
     "OOM101", "OOM102", "OOM103", "OOM104", "OOM105", "OOM106", "OOM107", "OOM108", "OOM109",
     "OOM110", "OOM111", "OOM112", "OOM201", "OOM202", "OOM203", "OOM204", "OOM205", "OOM206",
-    "OOM207", "OOM113", "OOM114",
+    "OOM207", "OOM113", "OOM114", "OOM115",
 ];
 
 #[test]
@@ -628,6 +628,130 @@ fn jax_and_tensorflow_files_are_not_checked_by_pytorch_rules() {
     );
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert_eq!(stdout(&out), "All checks passed!\n");
+}
+
+/// Issue 14: OOM115 (objects recreated in the training loop) runs on TensorFlow/Keras
+/// files, which every PyTorch rule skips: in a TensorFlow-only file with a PyTorch-looking
+/// leak and a Keras `compile` in a loop, only OOM115 fires, and only with `--preview`.
+#[test]
+fn object_recreated_in_loop_runs_on_tensorflow_files_without_the_pytorch_rules() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    write(
+        tmp.path(),
+        "tf_train.py",
+        "import tensorflow as tf\n\
+         losses = []\n\
+         for batch in loader:\n\
+         \x20   loss = model(batch)\n\
+         \x20   losses.append(loss)\n\
+         for episode in range(episodes):\n\
+         \x20   model.compile(optimizer=\"adam\", loss=\"mse\")\n\
+         \x20   model.fit(x, y)\n",
+    );
+    let out = run_in(tmp.path(), &["lint", "--select", "ALL", "."], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = run_in(
+        tmp.path(),
+        &[
+            "lint",
+            "--select",
+            "ALL",
+            "--preview",
+            "--format",
+            "json",
+            ".",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let found: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    let codes: Vec<(String, u64)> = found["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .map(|d| {
+            (
+                d["code"].as_str().expect("code").to_string(),
+                d["line"].as_u64().expect("line"),
+            )
+        })
+        .collect();
+    assert_eq!(codes, vec![("OOM115".to_string(), 7)], "{}", stdout(&out));
+    // the fixtures: seven findings in OOM115.py, none in the PyTorch scenario
+    let out = run_in(
+        &lint_fixtures(),
+        &[
+            "lint",
+            "--preview",
+            "--select",
+            "object-recreated-in-loop",
+            "--statistics",
+            "OOM115.py",
+            "OOM115_pytorch_optimizer.py",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out)
+            .trim_start()
+            .starts_with("7\tOOM115\tobject-recreated-in-loop"),
+        "{}",
+        stdout(&out)
+    );
+    let out = run_in(tmp.path(), &["lint", "--explain", "OOM115"], None);
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("object-recreated-in-loop (OOM115)")
+            && text.contains("## Evidence it needs")
+            && text.contains("preview"),
+        "{text}"
+    );
+}
+
+/// Issue 14's recall set (`bench/lint/recall/`): a total summing what a same-file step
+/// helper backpropagates and returns (transformers#6999) is OOM102, and
+/// `torch.load(args.ckpt)` in a distributed script is OOM202 (stylegan2-pytorch#31).
+#[test]
+fn recall_fixes_find_helper_returned_losses_and_args_checkpoint_paths() {
+    let dir = lint_fixtures();
+    let out = run_in(
+        &dir,
+        &[
+            "lint",
+            "--format",
+            "json",
+            "OOM102_helper_returns_backpropagated.py",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let doc: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("json");
+    let lines: Vec<(String, u64)> = doc["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .map(|d| {
+            (
+                d["code"].as_str().expect("code").to_string(),
+                d["line"].as_u64().expect("line"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        vec![("OOM102".to_string(), 35), ("OOM102".to_string(), 65)],
+        "{}",
+        stdout(&out)
+    );
+    let out = run_in(&dir, &["lint", "OOM202_args_path.py"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("OOM202_args_path.py:35:16: OOM202") && text.contains("Found 1 problem."),
+        "{text}"
+    );
 }
 
 /// Issue 19: a `torch.load` in a loader helper that nothing calls (a script's leftover)

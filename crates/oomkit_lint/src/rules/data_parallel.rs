@@ -3,7 +3,7 @@
 use crate::context::Checker;
 use crate::parse::Ranged;
 use crate::parse::ast;
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -30,6 +30,25 @@ rule_doc! {
     /// ```
 }
 
+/// `nn.DataParallel(...)`.
+pub(crate) struct DataParallel {
+    /// The callee as written (`nn.DataParallel`).
+    pub callee: String,
+}
+
+impl Violation for DataParallel {
+    const RULE: Rule = Rule::DataParallel;
+
+    fn message(&self) -> String {
+        let t = &self.callee;
+        format!("`{t}` gathers outputs on GPU 0, which runs out of memory first")
+    }
+
+    fn fix_title(&self) -> String {
+        "Use `DistributedDataParallel` (one process per GPU)".to_string()
+    }
+}
+
 /// Runs on every call.
 pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !ch.enabled(Rule::DataParallel) {
@@ -47,11 +66,5 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         return;
     }
     let t = ch.snippet(call.func.range()).to_string();
-    ch.report(
-        Rule::DataParallel,
-        call.range(),
-        format!("`{t}` gathers outputs on GPU 0, which runs out of memory first"),
-        "Use `DistributedDataParallel` (one process per GPU)".to_string(),
-        Vec::new(),
-    );
+    ch.report(call.range(), DataParallel { callee: t });
 }

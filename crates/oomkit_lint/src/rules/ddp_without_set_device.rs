@@ -3,7 +3,7 @@
 use crate::context::{Checker, last_segment};
 use crate::parse::Ranged;
 use crate::parse::ast;
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -42,6 +42,27 @@ rule_doc! {
     /// ```
 }
 
+/// A DDP wrapper in a file that never sets each process's device.
+pub(crate) struct DdpWithoutSetDevice {
+    /// The callee as written (`DDP`, `torch.nn.parallel.DistributedDataParallel`).
+    pub callee: String,
+}
+
+impl Violation for DdpWithoutSetDevice {
+    const RULE: Rule = Rule::DdpWithoutSetDevice;
+
+    fn message(&self) -> String {
+        let t = &self.callee;
+        format!(
+            "`{t}(...)` without `torch.cuda.set_device(local_rank)`: every process also uses GPU 0, which runs out first"
+        )
+    }
+
+    fn fix_title(&self) -> String {
+        "Call `torch.cuda.set_device(local_rank)` right after `init_process_group`".to_string()
+    }
+}
+
 /// Runs on every call.
 pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !ch.enabled(Rule::DdpWithoutSetDevice)
@@ -58,10 +79,9 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     }
     let t = ch.snippet(call.func.range());
     ch.report(
-        Rule::DdpWithoutSetDevice,
         call.range(),
-        format!("`{t}(...)` without `torch.cuda.set_device(local_rank)`: every process also uses GPU 0, which runs out first"),
-        "Call `torch.cuda.set_device(local_rank)` right after `init_process_group`".to_string(),
-        Vec::new(),
+        DdpWithoutSetDevice {
+            callee: t.to_string(),
+        },
     );
 }

@@ -4,7 +4,7 @@ use crate::context::Checker;
 use crate::diagnostic::Edit;
 use crate::parse::ast::{self, Expr, Stmt};
 use crate::parse::{Ranged, TextRange};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -37,6 +37,26 @@ rule_doc! {
     /// ```
 }
 
+/// A use of `torch.cuda.amp.autocast`/`GradScaler`.
+pub(crate) struct DeprecatedCudaAmp {
+    /// `autocast` or `GradScaler`.
+    pub member: String,
+    /// What replaces it (`torch.autocast("cuda")`).
+    pub replacement: &'static str,
+}
+
+impl Violation for DeprecatedCudaAmp {
+    const RULE: Rule = Rule::DeprecatedCudaAmp;
+
+    fn message(&self) -> String {
+        format!("`torch.cuda.amp.{}` is deprecated", self.member)
+    }
+
+    fn fix_title(&self) -> String {
+        format!("Use `{}` instead", self.replacement)
+    }
+}
+
 fn replacement(member: &str) -> Option<&'static str> {
     match member {
         "autocast" => Some("torch.autocast(\"cuda\")"),
@@ -49,11 +69,12 @@ fn report(ch: &mut Checker<'_>, range: TextRange, member: &str, edits: Vec<Edit>
     let Some(new) = replacement(member) else {
         return;
     };
-    ch.report(
-        Rule::DeprecatedCudaAmp,
+    ch.report_fix(
         range,
-        format!("`torch.cuda.amp.{member}` is deprecated"),
-        format!("Use `{new}` instead"),
+        DeprecatedCudaAmp {
+            member: member.to_string(),
+            replacement: new,
+        },
         edits,
     );
 }

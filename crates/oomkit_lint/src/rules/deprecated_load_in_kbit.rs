@@ -3,7 +3,7 @@
 use crate::context::{Checker, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -33,6 +33,26 @@ rule_doc! {
     /// ```
 }
 
+/// `load_in_8bit=`/`load_in_4bit=` passed to `from_pretrained`.
+pub(crate) struct DeprecatedLoadInKbit {
+    /// `load_in_8bit` or `load_in_4bit`.
+    pub argument: String,
+}
+
+impl Violation for DeprecatedLoadInKbit {
+    const RULE: Rule = Rule::DeprecatedLoadInKbit;
+
+    fn message(&self) -> String {
+        let a = &self.argument;
+        format!("`{a}=` in `from_pretrained` is deprecated (removed in transformers v5)")
+    }
+
+    fn fix_title(&self) -> String {
+        let a = &self.argument;
+        format!("Pass `quantization_config=BitsAndBytesConfig({a}=True)` instead")
+    }
+}
+
 /// Runs on every call.
 pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !ch.enabled(Rule::DeprecatedLoadInKbit) {
@@ -48,11 +68,10 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
             && !matches!(&k.value, Expr::BooleanLiteral(b) if !b.value)
         {
             ch.report(
-                Rule::DeprecatedLoadInKbit,
                 k.range(),
-                format!("`{a}=` in `from_pretrained` is deprecated (removed in transformers v5)"),
-                format!("Pass `quantization_config=BitsAndBytesConfig({a}=True)` instead"),
-                Vec::new(),
+                DeprecatedLoadInKbit {
+                    argument: a.to_string(),
+                },
             );
         }
     }

@@ -3,7 +3,7 @@
 use crate::context::Checker;
 use crate::parse::Ranged;
 use crate::parse::ast;
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -39,6 +39,22 @@ rule_doc! {
     /// ```
 }
 
+/// `torch.cuda.empty_cache()` in every step of a data loop.
+pub(crate) struct EmptyCacheInLoop;
+
+impl Violation for EmptyCacheInLoop {
+    const RULE: Rule = Rule::EmptyCacheInLoop;
+
+    fn message(&self) -> String {
+        "`torch.cuda.empty_cache()` runs every step: it slows each step and cannot free tensors that are still referenced".to_string()
+    }
+
+    fn fix_title(&self) -> String {
+        "Drop references to the tensors instead, and empty the cache once between phases"
+            .to_string()
+    }
+}
+
 /// Runs on every call.
 pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !ch.enabled(Rule::EmptyCacheInLoop) {
@@ -59,11 +75,5 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if ch.qualified(&call.func).as_deref() != Some("torch.cuda.empty_cache") {
         return;
     }
-    ch.report(
-        Rule::EmptyCacheInLoop,
-        call.range(),
-        "`torch.cuda.empty_cache()` runs every step: it slows each step and cannot free tensors that are still referenced".to_string(),
-        "Drop references to the tensors instead, and empty the cache once between phases".to_string(),
-        Vec::new(),
-    );
+    ch.report(call.range(), EmptyCacheInLoop);
 }

@@ -3,7 +3,7 @@
 use crate::context::{Checker, is_model_class, last_segment_of_text, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -46,6 +46,29 @@ rule_doc! {
     /// ```
 }
 
+/// A frozen model loaded in float32 by default.
+pub(crate) struct FromPretrainedDefaultDtype {
+    /// The model class (`AutoModelForCausalLM`).
+    pub class: String,
+    /// The evidence that its weights are frozen, as a clause.
+    pub why: String,
+}
+
+impl Violation for FromPretrainedDefaultDtype {
+    const RULE: Rule = Rule::FromPretrainedDefaultDtype;
+
+    fn message(&self) -> String {
+        let (class, why) = (&self.class, &self.why);
+        format!(
+            "`{class}.from_pretrained(...)` without `dtype=` loads the weights in float32, twice the memory of bf16, and {why}"
+        )
+    }
+
+    fn fix_title(&self) -> String {
+        "Pass `dtype=torch.bfloat16` (or `torch_dtype=` before transformers 4.56)".to_string()
+    }
+}
+
 /// `X.from_pretrained(...)` on a model class: the class text.
 pub(crate) fn model_class(call: &ast::ExprCall) -> Option<String> {
     let Expr::Attribute(a) = &*call.func else {
@@ -81,11 +104,11 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         return;
     };
     ch.report(
-        Rule::FromPretrainedDefaultDtype,
         call.range(),
-        format!("`{class}.from_pretrained(...)` without `dtype=` loads the weights in float32, twice the memory of bf16, and {why}"),
-        "Pass `dtype=torch.bfloat16` (or `torch_dtype=` before transformers 4.56)".to_string(),
-        Vec::new(),
+        FromPretrainedDefaultDtype {
+            class: class.to_string(),
+            why: why.to_string(),
+        },
     );
 }
 

@@ -4,7 +4,7 @@
 use crate::context::{Checker, last_segment};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -40,6 +40,27 @@ rule_doc! {
     /// ```python
     /// cfg = FullStateDictConfig(offload_to_cpu=True, rank0_only=True)
     /// ```
+}
+
+/// `FullStateDictConfig(...)` that gathers the full model on the GPU or on every rank.
+pub(crate) struct FsdpFullStateDictOnGpu {
+    /// Where the model is gathered (`on the GPU of every rank`).
+    pub place: &'static str,
+    /// The arguments it lacks, quoted (`` `offload_to_cpu=True` ``).
+    pub missing: Vec<&'static str>,
+}
+
+impl Violation for FsdpFullStateDictOnGpu {
+    const RULE: Rule = Rule::FsdpFullStateDictOnGpu;
+
+    fn message(&self) -> String {
+        let why = self.place;
+        format!("`FullStateDictConfig(...)` gathers the whole unsharded model {why} when saving")
+    }
+
+    fn fix_title(&self) -> String {
+        format!("Pass {}", self.missing.join(" and "))
+    }
 }
 
 /// Runs on every call.
@@ -94,10 +115,10 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         fix.push("`rank0_only=True`");
     }
     ch.report(
-        Rule::FsdpFullStateDictOnGpu,
         call.range(),
-        format!("`FullStateDictConfig(...)` gathers the whole unsharded model {why} when saving"),
-        format!("Pass {}", fix.join(" and ")),
-        Vec::new(),
+        FsdpFullStateDictOnGpu {
+            place: why,
+            missing: fix,
+        },
     );
 }

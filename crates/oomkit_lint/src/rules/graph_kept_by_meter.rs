@@ -3,7 +3,7 @@
 use crate::context::{Checker, last_segment, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -44,6 +44,34 @@ rule_doc! {
     /// ```
 }
 
+/// A graph-carrying value handed to an averaging meter that outlives the step.
+pub(crate) struct GraphKeptByMeter {
+    /// The meter's class (`AverageMeter`).
+    pub class: String,
+    /// The meter (`losses`).
+    pub meter: String,
+    /// The value as written (`loss`).
+    pub value: String,
+    /// The value's receiver, where `.item()` goes.
+    pub receiver: String,
+}
+
+impl Violation for GraphKeptByMeter {
+    const RULE: Rule = Rule::GraphKeptByMeter;
+
+    fn message(&self) -> String {
+        let (class, m, v) = (&self.class, &self.meter, &self.value);
+        format!(
+            "the `{class}` `{m}` keeps `{v}` and its autograd graph alive across the loop's steps"
+        )
+    }
+
+    fn fix_title(&self) -> String {
+        let (class, r) = (&self.class, &self.receiver);
+        format!("Pass `{r}.item()` to the meter (or convert in `{class}.update`)")
+    }
+}
+
 /// Runs on every call.
 pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !ch.enabled(Rule::GraphKeptByMeter) {
@@ -81,13 +109,13 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     let v = ch.snippet(value.range()).to_string();
     let r = ch.receiver_snippet(value);
     ch.report(
-        Rule::GraphKeptByMeter,
         call.range(),
-        format!(
-            "the `{class}` `{m}` keeps `{v}` and its autograd graph alive across the loop's steps"
-        ),
-        format!("Pass `{r}.item()` to the meter (or convert in `{class}.update`)"),
-        Vec::new(),
+        GraphKeptByMeter {
+            class: class.to_string(),
+            meter: m,
+            value: v,
+            receiver: r,
+        },
     );
 }
 

@@ -3,7 +3,7 @@
 use crate::context::{Checker, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -40,6 +40,32 @@ rule_doc! {
     ///     hidden = repackage_hidden(hidden)  # detach from the previous batch
     ///     output, hidden = model(x, hidden)
     /// ```
+}
+
+/// A recurrent state fed back into the model every batch without `.detach()`.
+pub(crate) struct HiddenStateNotDetached {
+    /// The carried state (`hidden`).
+    pub carried: String,
+    /// The model called (`model`).
+    pub model: String,
+}
+
+impl Violation for HiddenStateNotDetached {
+    const RULE: Rule = Rule::HiddenStateNotDetached;
+
+    fn message(&self) -> String {
+        let (carried, m) = (&self.carried, &self.model);
+        format!(
+            "`{carried}` is fed back into `{m}` every batch without `.detach()`: its graph grows through every batch since the start"
+        )
+    }
+
+    fn fix_title(&self) -> String {
+        let carried = &self.carried;
+        format!(
+            "Detach it at the start of each batch (`{carried} = {carried}.detach()`, or `repackage_hidden` for tuples)"
+        )
+    }
 }
 
 /// Whether `arg` is `name` itself or a tuple/list holding it.
@@ -101,10 +127,10 @@ pub(crate) fn check(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
     }
     let m = ch.snippet(call.func.range());
     ch.report(
-        Rule::HiddenStateNotDetached,
         a.range(),
-        format!("`{carried}` is fed back into `{m}` every batch without `.detach()`: its graph grows through every batch since the start"),
-        format!("Detach it at the start of each batch (`{carried} = {carried}.detach()`, or `repackage_hidden` for tuples)"),
-        Vec::new(),
+        HiddenStateNotDetached {
+            carried: carried.to_string(),
+            model: m.to_string(),
+        },
     );
 }

@@ -3,7 +3,7 @@
 use crate::context::{BodyFacts, Checker, mentions};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -38,6 +38,27 @@ rule_doc! {
     /// def hook(module, inputs, output):
     ///     features.append(output.detach())
     /// ```
+}
+
+/// A forward hook that stores its input or output with the graph.
+pub(crate) struct HookStoresActivation {
+    /// The hook function's name.
+    pub name: String,
+}
+
+impl Violation for HookStoresActivation {
+    const RULE: Rule = Rule::HookStoresActivation;
+
+    fn message(&self) -> String {
+        let name = &self.name;
+        format!(
+            "forward hook `{name}` stores a tensor with its autograd graph: every stored activation keeps the graph of the model up to that layer alive"
+        )
+    }
+
+    fn fix_title(&self) -> String {
+        "Store `output.detach()` (or `.cpu()` to keep it off the GPU)".to_string()
+    }
 }
 
 /// Text that cuts the graph or moves a value to the host.
@@ -87,11 +108,10 @@ pub(crate) fn check<'a>(ch: &mut Checker<'a>, f: &'a ast::StmtFunctionDef) {
     }
     let Some(range) = found else { return };
     ch.report(
-        Rule::HookStoresActivation,
         range,
-        format!("forward hook `{name}` stores a tensor with its autograd graph: every stored activation keeps the graph of the model up to that layer alive"),
-        "Store `output.detach()` (or `.cpu()` to keep it off the GPU)".to_string(),
-        Vec::new(),
+        HookStoresActivation {
+            name: name.to_string(),
+        },
     );
 }
 

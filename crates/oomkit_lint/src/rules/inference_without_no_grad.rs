@@ -3,7 +3,7 @@
 use crate::context::{Checker, backward_loss, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -52,6 +52,29 @@ rule_doc! {
     ///     for batch in loader:
     ///         preds = model(batch)
     /// ```
+}
+
+/// A model called for inference with gradients on.
+pub(crate) struct InferenceWithoutNoGrad {
+    /// The model called.
+    pub callee: String,
+    /// Where (`after `model.eval()``, `in `evaluate``).
+    pub why: String,
+}
+
+impl Violation for InferenceWithoutNoGrad {
+    const RULE: Rule = Rule::InferenceWithoutNoGrad;
+
+    fn message(&self) -> String {
+        let (callee, why) = (&self.callee, &self.why);
+        format!(
+            "`{callee}` is called {why} outside `torch.no_grad()`/`torch.inference_mode()`: autograd keeps every activation"
+        )
+    }
+
+    fn fix_title(&self) -> String {
+        "Wrap inference in `with torch.inference_mode():`".to_string()
+    }
 }
 
 const INFERENCE_WORDS: &[&str] = &[
@@ -154,10 +177,10 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     };
     ch.scope_mut().reported_inference = true;
     ch.report(
-        Rule::InferenceWithoutNoGrad,
         call.range(),
-        format!("`{callee}` is called {why} outside `torch.no_grad()`/`torch.inference_mode()`: autograd keeps every activation"),
-        "Wrap inference in `with torch.inference_mode():`".to_string(),
-        Vec::new(),
+        InferenceWithoutNoGrad {
+            callee: callee.to_string(),
+            why,
+        },
     );
 }

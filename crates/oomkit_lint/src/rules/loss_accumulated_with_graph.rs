@@ -1,9 +1,9 @@
 //! OOM102 `loss-accumulated-with-graph`.
 
-use crate::context::{Checker, text_of};
+use crate::context::{BodyFacts, Checker, backward_loss, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -16,7 +16,12 @@ rule_doc! {
     /// one, outside `no_grad`), and the total must only be accumulated in the loop (never
     /// reset per iteration) and never backpropagated or returned — except that returning
     /// it is no excuse when each added value was itself backpropagated in the loop (the
-    /// PyTorch FAQ's `total_loss += loss`: those graphs cannot be used again).
+    /// PyTorch FAQ's `total_loss += loss`: those graphs cannot be used again). The added
+    /// value may also be the result of a step helper of the same file —
+    /// `self.training_step(...)` (a method of a class of the file, called on `self`) or
+    /// `train_step(...)` (a module-level function) — called with gradients on, whose body
+    /// backpropagates the very name it returns (`loss.backward()` … `return loss`), as
+    /// transformers' `Trainer` did before huggingface/transformers#6999.
     ///
     /// ## Why it costs memory
     /// Adding a graph-carrying tensor to a running total chains every step's graph onto the
@@ -41,6 +46,29 @@ rule_doc! {
     /// ```
 }
 
+/// A graph-carrying value summed into a total that outlives the step.
+pub(crate) struct LossAccumulatedWithGraph {
+    /// The total (`total_loss`).
+    pub total: String,
+    /// The value added (`loss`).
+    pub value: String,
+    /// The value's receiver, where `.item()` goes.
+    pub receiver: String,
+}
+
+impl Violation for LossAccumulatedWithGraph {
+    const RULE: Rule = Rule::LossAccumulatedWithGraph;
+
+    fn message(&self) -> String {
+        let (t, v) = (&self.total, &self.value);
+        format!("`{t}` accumulates `{v}` with its autograd graph, keeping every step's graph alive")
+    }
+
+    fn fix_title(&self) -> String {
+        format!("Accumulate `{}.item()` instead", self.receiver)
+    }
+}
+
 fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, value: &Expr) {
     let Some(lp) = ch.innermost_loop() else {
         return;
@@ -56,21 +84,21 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
     if name.is_empty() || (lp.facts.assigned(&name) && !lp.only_accumulated(&name)) {
         return;
     }
-    if !ch.kind(value).has_graph()
+    if !(ch.kind(value).has_graph() || returns_backpropagated(ch, value))
         || (ch.consumed_as_loss(&name) && !ch.kept_after_backward(&name, value))
     {
         return;
     }
     let t = ch.snippet(target.range()).to_string();
     let v = ch.snippet(value.range()).to_string();
+    let receiver = ch.receiver_snippet(value);
     ch.report(
-        Rule::LossAccumulatedWithGraph,
         range,
-        format!(
-            "`{t}` accumulates `{v}` with its autograd graph, keeping every step's graph alive"
-        ),
-        format!("Accumulate `{}.item()` instead", ch.receiver_snippet(value)),
-        Vec::new(),
+        LossAccumulatedWithGraph {
+            total: t,
+            value: v,
+            receiver,
+        },
     );
 }
 
@@ -105,4 +133,79 @@ pub(crate) fn check_assign(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
         return;
     };
     flag(ch, a.range(), target, other);
+}
+
+/// `self.training_step(...)` / `train_step(...)` with gradients on: a method of a class
+/// of this file called on `self`, or a module-level function of this file, that
+/// backpropagates the name it returns (`loss.backward()` … `return loss`): its result
+/// carries the step's graph whatever computed it (transformers' `Trainer.train` summed
+/// `self.training_step(...)` this way, huggingface/transformers#6999).
+pub(crate) fn returns_backpropagated(ch: &Checker<'_>, value: &Expr) -> bool {
+    let Expr::Call(c) = value else {
+        return false;
+    };
+    if !ch.grad_enabled() {
+        return false;
+    }
+    let module = &ch.module().body;
+    let helper = match &*c.func {
+        Expr::Name(n) => module.iter().find_map(|s| match s {
+            ast::Stmt::FunctionDef(f) if f.name.as_str() == n.id.as_str() => Some(f),
+            _ => None,
+        }),
+        Expr::Attribute(a) if matches!(&*a.value, Expr::Name(n) if n.id.as_str() == "self") => {
+            module.iter().find_map(|s| match s {
+                ast::Stmt::ClassDef(class) => class.body.iter().find_map(|m| match m {
+                    ast::Stmt::FunctionDef(f) if f.name.as_str() == a.attr.as_str() => Some(f),
+                    _ => None,
+                }),
+                _ => None,
+            })
+        }
+        _ => None,
+    };
+    let Some(helper) = helper else {
+        return false;
+    };
+    let facts = BodyFacts::of(&helper.body);
+    let backpropagated: Vec<String> = facts
+        .all_calls()
+        .filter_map(backward_loss)
+        .map(text_of)
+        .collect();
+    let mut returned = Vec::new();
+    returned_names(&helper.body, &mut returned, 0);
+    returned.iter().any(|r| backpropagated.contains(r))
+}
+
+/// The names `return x` returns in `body` (at any nesting of `if`/`with`/`try`).
+fn returned_names(body: &[ast::Stmt], out: &mut Vec<String>, depth: usize) {
+    if depth > crate::parse::depth::MAX_NESTING {
+        return;
+    }
+    let deeper = depth.saturating_add(1);
+    for s in body {
+        match s {
+            ast::Stmt::Return(r) => {
+                if let Some(v) = &r.value
+                    && let Expr::Name(n) = &**v
+                {
+                    out.push(n.id.to_string());
+                }
+            }
+            ast::Stmt::If(i) => {
+                returned_names(&i.body, out, deeper);
+                for c in &i.elif_else_clauses {
+                    returned_names(&c.body, out, deeper);
+                }
+            }
+            ast::Stmt::With(w) => returned_names(&w.body, out, deeper),
+            ast::Stmt::Try(t) => {
+                returned_names(&t.body, out, deeper);
+                returned_names(&t.orelse, out, deeper);
+                returned_names(&t.finalbody, out, deeper);
+            }
+            _ => {}
+        }
+    }
 }

@@ -2,7 +2,7 @@
 
 use crate::context::{Checker, backward_loss, optimizer_step, zero_grad_receiver};
 use crate::parse::Ranged;
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -37,6 +37,30 @@ rule_doc! {
     /// ```
 }
 
+/// A training loop that never clears the gradients.
+pub(crate) struct MissingZeroGrad {
+    /// The step call as written (`optimizer.step()`).
+    pub step: String,
+    /// The optimizer (`optimizer`).
+    pub optimizer: String,
+}
+
+impl Violation for MissingZeroGrad {
+    const RULE: Rule = Rule::MissingZeroGrad;
+
+    fn message(&self) -> String {
+        let step = &self.step;
+        format!(
+            "`{step}` runs in a loop that calls `.backward()` but never `zero_grad()`: gradients add up across iterations"
+        )
+    }
+
+    fn fix_title(&self) -> String {
+        let opt = &self.optimizer;
+        format!("Call `{opt}.zero_grad(set_to_none=True)` once per optimizer step")
+    }
+}
+
 /// Runs when a loop's body has been visited.
 pub(crate) fn check(ch: &mut Checker<'_>) {
     if !ch.enabled(Rule::MissingZeroGrad) {
@@ -62,10 +86,10 @@ pub(crate) fn check(ch: &mut Checker<'_>) {
     };
     let step = ch.snippet(site.range()).to_string();
     ch.report(
-        Rule::MissingZeroGrad,
         site.range(),
-        format!("`{step}` runs in a loop that calls `.backward()` but never `zero_grad()`: gradients add up across iterations"),
-        format!("Call `{opt}.zero_grad(set_to_none=True)` once per optimizer step"),
-        Vec::new(),
+        MissingZeroGrad {
+            step,
+            optimizer: opt.to_string(),
+        },
     );
 }

@@ -2,8 +2,9 @@
 //! dispatch that runs every selected rule during the single pass in `context`.
 //!
 //! To add a rule: write `rules/<name>.rs` (docs in the fixed sections through
-//! `rule_doc!`, a `check` function), add a variant and a line below, and add
-//! `tests/fixtures/OOMxxx.py`.
+//! `rule_doc!`, a `Violation` type that words its message and fix title — see
+//! `violation.rs` —, a `check` function that reports it), add a variant and a line
+//! below, and add `tests/fixtures/OOMxxx.py`.
 
 use crate::context::Checker;
 use crate::parse::ast::{Expr, ExprCall, Stmt};
@@ -32,13 +33,17 @@ mod inference_without_no_grad;
 mod loss_accumulated_with_graph;
 mod missing_zero_grad;
 mod move_after_device_map;
+mod object_recreated_in_loop;
 mod outputs_kept_on_gpu;
 mod retain_graph_in_loop;
 mod tensor_appended_in_loop;
 mod tensor_stored_on_module;
 mod torch_load_without_map_location;
 mod unscaled_gradient_accumulation;
+mod violation;
 mod zero_grad_every_micro_step;
+
+pub(crate) use violation::Violation;
 
 /// A rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -65,6 +70,7 @@ pub enum Rule {
     DdpWithoutSetDevice,
     GraphKeptByMeter,
     OutputsKeptOnGpu,
+    ObjectRecreatedInLoop,
 }
 
 /// What a rule reports, as ruff groups its rules. Only [`Category::Memory`] runs by
@@ -116,6 +122,9 @@ pub struct RuleInfo {
     pub preview: bool,
     /// Whether `--fix` can fix it (some cases).
     pub fixable: bool,
+    /// Whether it also runs on TensorFlow/Keras files that import nothing of PyTorch's
+    /// (every other rule is a PyTorch rule, and such files are skipped for it).
+    pub tensorflow: bool,
     /// The documentation (`## What it does`, `## Evidence it needs`, `## Why it costs
     /// memory`, `## Example`, `## Use instead`).
     pub doc: &'static str,
@@ -133,6 +142,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: tensor_appended_in_loop::DOC,
     },
     RuleInfo {
@@ -143,6 +153,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: loss_accumulated_with_graph::DOC,
     },
     RuleInfo {
@@ -153,6 +164,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: missing_zero_grad::DOC,
     },
     RuleInfo {
@@ -163,6 +175,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: inference_without_no_grad::DOC,
     },
     RuleInfo {
@@ -173,6 +186,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: empty_cache_in_loop::DOC,
     },
     RuleInfo {
@@ -183,6 +197,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: unscaled_gradient_accumulation::DOC,
     },
     RuleInfo {
@@ -193,6 +208,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: zero_grad_every_micro_step::DOC,
     },
     RuleInfo {
@@ -203,6 +219,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: retain_graph_in_loop::DOC,
     },
     RuleInfo {
@@ -213,6 +230,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Upgrade,
         preview: false,
         fixable: true,
+        tensorflow: false,
         doc: deprecated_cuda_amp::DOC,
     },
     RuleInfo {
@@ -223,6 +241,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: tensor_stored_on_module::DOC,
     },
     RuleInfo {
@@ -233,6 +252,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: from_pretrained_default_dtype::DOC,
     },
     RuleInfo {
@@ -243,6 +263,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: torch_load_without_map_location::DOC,
     },
     RuleInfo {
@@ -253,6 +274,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Upgrade,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: deprecated_load_in_kbit::DOC,
     },
     RuleInfo {
@@ -263,6 +285,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Advice,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: data_parallel::DOC,
     },
     RuleInfo {
@@ -273,6 +296,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: move_after_device_map::DOC,
     },
     RuleInfo {
@@ -283,6 +307,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: true,
         fixable: false,
+        tensorflow: false,
         doc: hook_stores_activation::DOC,
     },
     RuleInfo {
@@ -293,6 +318,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: true,
         fixable: false,
+        tensorflow: false,
         doc: hidden_state_not_detached::DOC,
     },
     RuleInfo {
@@ -303,6 +329,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: false,
         fixable: false,
+        tensorflow: false,
         doc: fsdp_full_state_dict_on_gpu::DOC,
     },
     RuleInfo {
@@ -313,6 +340,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: true,
         fixable: false,
+        tensorflow: false,
         doc: ddp_without_set_device::DOC,
     },
     RuleInfo {
@@ -323,6 +351,7 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: true,
         fixable: false,
+        tensorflow: false,
         doc: graph_kept_by_meter::DOC,
     },
     RuleInfo {
@@ -333,7 +362,19 @@ pub static RULES: &[RuleInfo] = &[
         category: Category::Memory,
         preview: true,
         fixable: false,
+        tensorflow: false,
         doc: outputs_kept_on_gpu::DOC,
+    },
+    RuleInfo {
+        rule: R::ObjectRecreatedInLoop,
+        code: "OOM115",
+        name: "object-recreated-in-loop",
+        remedy: None,
+        category: Category::Memory,
+        preview: true,
+        fixable: false,
+        tensorflow: true,
+        doc: object_recreated_in_loop::DOC,
     },
 ];
 
@@ -364,7 +405,7 @@ const RULES_IN_ENUM_ORDER: () = {
         assert!(rule as usize == i, "RULES is out of enum order");
         i += 1;
     }
-    assert!(RULES.len() == Rule::OutputsKeptOnGpu as usize + 1);
+    assert!(RULES.len() == Rule::ObjectRecreatedInLoop as usize + 1);
 };
 const _: () = RULES_IN_ENUM_ORDER;
 
@@ -398,6 +439,15 @@ impl RuleSet {
     pub fn preview() -> Self {
         let mut set = Self::empty();
         for r in RULES.iter().filter(|r| r.preview) {
+            set.insert(r.rule);
+        }
+        set
+    }
+
+    /// The rules that also run on TensorFlow/Keras-only files ([`RuleInfo::tensorflow`]).
+    pub fn tensorflow() -> Self {
+        let mut set = Self::empty();
+        for r in RULES.iter().filter(|r| r.tensorflow) {
             set.insert(r.rule);
         }
         set
@@ -457,6 +507,11 @@ impl RuleSet {
     pub fn minus(self, other: Self) -> Self {
         Self(self.0 & !other.0)
     }
+
+    /// Intersection.
+    pub fn intersect(self, other: Self) -> Self {
+        Self(self.0 & other.0)
+    }
 }
 
 /// Statement-level rules (before the statement's own bindings take effect).
@@ -474,7 +529,10 @@ pub(crate) fn on_stmt<'a>(ch: &mut Checker<'a>, stmt: &'a Stmt) {
             tensor_stored_on_module::check(ch, a);
         }
         Stmt::Import(_) | Stmt::ImportFrom(_) => deprecated_cuda_amp::check_import(ch, stmt),
-        Stmt::FunctionDef(f) => hook_stores_activation::check(ch, f),
+        Stmt::FunctionDef(f) => {
+            hook_stores_activation::check(ch, f);
+            object_recreated_in_loop::check_function(ch, f);
+        }
         _ => {}
     }
 }
@@ -495,6 +553,7 @@ pub(crate) fn on_call<'a>(ch: &mut Checker<'a>, call: &'a ExprCall) {
     ddp_without_set_device::check(ch, call);
     graph_kept_by_meter::check(ch, call);
     outputs_kept_on_gpu::check(ch, call);
+    object_recreated_in_loop::check_call(ch, call);
 }
 
 /// Attribute-level rules (uses that are not calls).
@@ -548,6 +607,18 @@ mod tests {
         let s = RuleSet::matching("upgrade").expect("category");
         assert!(s.contains(Rule::DeprecatedCudaAmp) && s.contains(Rule::DeprecatedLoadInKbit));
         assert!(!s.contains(Rule::DataParallel));
+    }
+
+    #[test]
+    fn only_the_tensorflow_rules_run_on_tensorflow_files() {
+        let tf = RuleSet::tensorflow();
+        for r in RULES {
+            assert_eq!(tf.contains(r.rule), r.tensorflow, "{}", r.code);
+        }
+        assert!(tf.contains(Rule::ObjectRecreatedInLoop));
+        assert!(!tf.contains(Rule::TensorAppendedInLoop));
+        let s = RuleSet::all().intersect(tf);
+        assert_eq!(s, tf);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use crate::context::{Checker, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -31,6 +31,25 @@ rule_doc! {
     /// model = AutoModelForCausalLM.from_pretrained(name, device_map="auto", dtype="auto")
     /// inputs = inputs.to(model.device)  # move the inputs, not the model
     /// ```
+}
+
+/// A move of a model that `device_map=` placed.
+pub(crate) struct MoveAfterDeviceMap {
+    /// The move as written (`model.cuda()`).
+    pub call: String,
+}
+
+impl Violation for MoveAfterDeviceMap {
+    const RULE: Rule = Rule::MoveAfterDeviceMap;
+
+    fn message(&self) -> String {
+        let t = &self.call;
+        format!("`{t}` moves a model loaded with `device_map=` onto one GPU, undoing its placement")
+    }
+
+    fn fix_title(&self) -> String {
+        "Drop the move; send the inputs to `model.device` instead".to_string()
+    }
 }
 
 fn is_cuda_target(ch: &Checker<'_>, e: &Expr) -> bool {
@@ -73,13 +92,5 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         return;
     }
     let t = ch.snippet(call.range()).to_string();
-    ch.report(
-        Rule::MoveAfterDeviceMap,
-        call.range(),
-        format!(
-            "`{t}` moves a model loaded with `device_map=` onto one GPU, undoing its placement"
-        ),
-        "Drop the move; send the inputs to `model.device` instead".to_string(),
-        Vec::new(),
-    );
+    ch.report(call.range(), MoveAfterDeviceMap { call: t });
 }

@@ -3,7 +3,7 @@
 use crate::context::{Checker, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -39,6 +39,30 @@ rule_doc! {
     /// ```
 }
 
+/// A model's outputs collected on the GPU over a whole loop under `no_grad`.
+pub(crate) struct OutputsKeptOnGpu {
+    /// The list (`preds`).
+    pub list: String,
+    /// The value appended (`model(x)`).
+    pub value: String,
+}
+
+impl Violation for OutputsKeptOnGpu {
+    const RULE: Rule = Rule::OutputsKeptOnGpu;
+
+    fn message(&self) -> String {
+        let (l, v) = (&self.list, &self.value);
+        format!("`{l}` keeps every batch's `{v}` on the GPU until the loop over the data ends")
+    }
+
+    fn fix_title(&self) -> String {
+        format!(
+            "Append `{}.cpu()` (or the reduced numbers) instead",
+            self.value
+        )
+    }
+}
+
 /// Runs on every call.
 pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !ch.enabled(Rule::OutputsKeptOnGpu) || ch.grad_enabled() {
@@ -62,13 +86,7 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     }
     let l = ch.snippet(a.value.range()).to_string();
     let v = ch.snippet(value.range()).to_string();
-    ch.report(
-        Rule::OutputsKeptOnGpu,
-        call.range(),
-        format!("`{l}` keeps every batch's `{v}` on the GPU until the loop over the data ends"),
-        format!("Append `{v}.cpu()` (or the reduced numbers) instead"),
-        Vec::new(),
-    );
+    ch.report(call.range(), OutputsKeptOnGpu { list: l, value: v });
 }
 
 /// A model or `forward` call, or a name last bound to one ([`note_assign`]).

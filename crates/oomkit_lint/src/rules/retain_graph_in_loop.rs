@@ -3,7 +3,7 @@
 use crate::context::{Checker, backward_loss};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -36,6 +36,25 @@ rule_doc! {
     /// ```
 }
 
+/// `.backward(retain_graph=True)` in a data loop.
+pub(crate) struct RetainGraphInLoop {
+    /// The callee as written (`loss.backward`).
+    pub callee: String,
+}
+
+impl Violation for RetainGraphInLoop {
+    const RULE: Rule = Rule::RetainGraphInLoop;
+
+    fn message(&self) -> String {
+        let t = &self.callee;
+        format!("`{t}(retain_graph=True)` in a loop keeps each iteration's saved activations alive")
+    }
+
+    fn fix_title(&self) -> String {
+        "Drop `retain_graph=True` and detach state carried across iterations".to_string()
+    }
+}
+
 /// Runs on every call.
 pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !ch.enabled(Rule::RetainGraphInLoop) || !ch.innermost_loop().is_some_and(|l| l.is_data_loop)
@@ -52,13 +71,5 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         return;
     }
     let t = ch.snippet(call.func.range()).to_string();
-    ch.report(
-        Rule::RetainGraphInLoop,
-        call.range(),
-        format!(
-            "`{t}(retain_graph=True)` in a loop keeps each iteration's saved activations alive"
-        ),
-        "Drop `retain_graph=True` and detach state carried across iterations".to_string(),
-        Vec::new(),
-    );
+    ch.report(call.range(), RetainGraphInLoop { callee: t });
 }

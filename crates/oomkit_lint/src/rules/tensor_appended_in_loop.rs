@@ -3,7 +3,7 @@
 use crate::context::{Checker, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -44,6 +44,30 @@ rule_doc! {
     /// ```
 }
 
+/// A graph-carrying value kept in a container for every iteration of a data loop.
+pub(crate) struct TensorAppendedInLoop {
+    /// The container (`losses`).
+    pub container: String,
+    /// The value kept (`loss`).
+    pub value: String,
+    /// The value's receiver, where `.item()` goes.
+    pub receiver: String,
+}
+
+impl Violation for TensorAppendedInLoop {
+    const RULE: Rule = Rule::TensorAppendedInLoop;
+
+    fn message(&self) -> String {
+        let (c, v) = (&self.container, &self.value);
+        format!("`{c}` keeps `{v}` and its autograd graph alive for every iteration of the loop")
+    }
+
+    fn fix_title(&self) -> String {
+        let r = &self.receiver;
+        format!("Store `{r}.item()` (or `{r}.detach()`) instead")
+    }
+}
+
 fn in_loop_and_kept(ch: &Checker<'_>, container: &Expr, value: &Expr) -> bool {
     let Some(lp) = ch.innermost_loop() else {
         return false;
@@ -68,11 +92,12 @@ fn report(
     let v = ch.snippet(value.range()).to_string();
     let r = ch.receiver_snippet(value);
     ch.report(
-        Rule::TensorAppendedInLoop,
         stmt_range,
-        format!("`{c}` keeps `{v}` and its autograd graph alive for every iteration of the loop"),
-        format!("Store `{r}.item()` (or `{r}.detach()`) instead"),
-        Vec::new(),
+        TensorAppendedInLoop {
+            container: c,
+            value: v,
+            receiver: r,
+        },
     );
 }
 

@@ -3,7 +3,7 @@
 use crate::context::Checker;
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -40,6 +40,29 @@ rule_doc! {
     /// ```
 }
 
+/// A graph-carrying value stored on the module in `forward`.
+pub(crate) struct TensorStoredOnModule {
+    /// The attribute (`self.feat`).
+    pub target: String,
+    /// The value stored (`x`).
+    pub value: String,
+    /// The value's receiver, where `.detach()` goes.
+    pub receiver: String,
+}
+
+impl Violation for TensorStoredOnModule {
+    const RULE: Rule = Rule::TensorStoredOnModule;
+
+    fn message(&self) -> String {
+        let (t, v) = (&self.target, &self.value);
+        format!("`{t} = {v}` in `forward` keeps the activation and its graph alive across steps")
+    }
+
+    fn fix_title(&self) -> String {
+        format!("Store `{}.detach()` or return it instead", self.receiver)
+    }
+}
+
 /// Runs on every assignment.
 pub(crate) fn check(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
     if !ch.enabled(Rule::TensorStoredOnModule) || !ch.scope().is_forward {
@@ -64,14 +87,13 @@ pub(crate) fn check(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
     }
     let t = ch.snippet(target.range()).to_string();
     let v = ch.snippet(a.value.range()).to_string();
+    let receiver = ch.receiver_snippet(&a.value);
     ch.report(
-        Rule::TensorStoredOnModule,
         a.range(),
-        format!("`{t} = {v}` in `forward` keeps the activation and its graph alive across steps"),
-        format!(
-            "Store `{}.detach()` or return it instead",
-            ch.receiver_snippet(&a.value)
-        ),
-        Vec::new(),
+        TensorStoredOnModule {
+            target: t,
+            value: v,
+            receiver,
+        },
     );
 }

@@ -3,7 +3,7 @@
 use crate::context::Checker;
 use crate::parse::Ranged;
 use crate::parse::ast;
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -23,7 +23,8 @@ rule_doc! {
     /// A single-process `model.load_state_dict(torch.load(path))`, whose result dies at
     /// once, is not flagged, nor is state that holds no CUDA tensors: a file or target
     /// named like an LR scheduler, AMP scaler, RNG state, sampler, arguments, config,
-    /// vocabulary, tokenizer, metadata or metrics, or an in-memory `io.BytesIO` round
+    /// vocabulary, tokenizer, metadata or metrics (a path that is an argparse field,
+    /// `torch.load(args.ckpt)`, is named by its field, not by `args`), or an in-memory `io.BytesIO` round
     /// trip (also through a name: `buffer = io.BytesIO(...)` … `torch.load(buffer)`) (transformers' `Trainer` and Lightning's strategies load these without
     /// `map_location`, correctly). Nor is a checkpoint that the file itself writes from
     /// CPU tensors (every `torch.save` saves a value moved to the CPU, or the state dicts
@@ -57,6 +58,27 @@ rule_doc! {
     /// ```python
     /// state = torch.load("checkpoint.pt", map_location="cpu", weights_only=True)
     /// ```
+}
+
+/// `torch.load(...)` without `map_location` where the loaded tensors stay on a GPU.
+pub(crate) struct TorchLoadWithoutMapLocation {
+    /// The callee as written (`torch.load`).
+    pub callee: String,
+    /// Why it costs memory here.
+    pub why: String,
+}
+
+impl Violation for TorchLoadWithoutMapLocation {
+    const RULE: Rule = Rule::TorchLoadWithoutMapLocation;
+
+    fn message(&self) -> String {
+        let (t, why) = (&self.callee, &self.why);
+        format!("`{t}(...)` without `map_location`: {why}")
+    }
+
+    fn fix_title(&self) -> String {
+        "Pass `map_location=\"cpu\"` (or the target device)".to_string()
+    }
 }
 
 /// Words in a loaded file's name or its destination that mark state without CUDA tensors.
@@ -110,8 +132,11 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
             .flatten()
             .cloned(),
     );
+    // a path that is an argparse field (`torch.load(args.ckpt)`, stylegan2-pytorch's
+    // resume) names the file, not saved arguments: the namespace's name does not count
     if texts.iter().any(|t| {
         let t = t.to_ascii_lowercase();
+        let t = t.strip_prefix("args.").unwrap_or(&t);
         HOST_STATES.iter().any(|w| t.contains(w))
     }) {
         return;
@@ -152,10 +177,8 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     };
     let t = ch.snippet(call.func.range()).to_string();
     ch.report_pending(
-        Rule::TorchLoadWithoutMapLocation,
         call.range(),
-        format!("`{t}(...)` without `map_location`: {why}"),
-        "Pass `map_location=\"cpu\"` (or the target device)".to_string(),
+        TorchLoadWithoutMapLocation { callee: t, why },
         pending,
     );
 }

@@ -5,8 +5,8 @@ use std::collections::HashSet;
 use crate::context::{Checker, backward_loss, is_scaled, text_of};
 use crate::parse::Ranged;
 use crate::parse::ast::Expr;
-use crate::rules::Rule;
 use crate::rules::zero_grad_every_micro_step::accumulating_optimizers;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -45,6 +45,28 @@ rule_doc! {
     ///         optimizer.step()
     ///         optimizer.zero_grad()
     /// ```
+}
+
+/// Gradient accumulation with a loss that is not divided by the accumulation steps.
+pub(crate) struct UnscaledGradientAccumulation {
+    /// The backpropagated loss (`loss`).
+    pub loss: String,
+}
+
+impl Violation for UnscaledGradientAccumulation {
+    const RULE: Rule = Rule::UnscaledGradientAccumulation;
+
+    fn message(&self) -> String {
+        let l = &self.loss;
+        format!(
+            "`{l}` is backpropagated every iteration but the optimizer steps only under a `%` guard: the accumulated gradient is not divided by the accumulation steps"
+        )
+    }
+
+    fn fix_title(&self) -> String {
+        let l = &self.loss;
+        format!("Divide `{l}` by the number of accumulation steps before `.backward()`")
+    }
 }
 
 /// Runs when a loop's body has been visited.
@@ -107,11 +129,5 @@ pub(crate) fn check(ch: &mut Checker<'_>) {
     }
     let Some((call, loss)) = found else { return };
     let l = ch.snippet(loss.range()).to_string();
-    ch.report(
-        Rule::UnscaledGradientAccumulation,
-        call.range(),
-        format!("`{l}` is backpropagated every iteration but the optimizer steps only under a `%` guard: the accumulated gradient is not divided by the accumulation steps"),
-        format!("Divide `{l}` by the number of accumulation steps before `.backward()`"),
-        Vec::new(),
-    );
+    ch.report(call.range(), UnscaledGradientAccumulation { loss: l });
 }

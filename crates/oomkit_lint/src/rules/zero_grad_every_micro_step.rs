@@ -2,7 +2,7 @@
 
 use crate::context::{Checker, optimizer_step, zero_grad_receiver};
 use crate::parse::Ranged;
-use crate::rules::Rule;
+use crate::rules::{Rule, Violation};
 
 rule_doc! {
     /// ## What it does
@@ -40,6 +40,27 @@ rule_doc! {
     /// ```
 }
 
+/// `zero_grad()` every micro-step of gradient accumulation.
+pub(crate) struct ZeroGradEveryMicroStep {
+    /// The call as written (`optimizer.zero_grad()`).
+    pub zero_grad: String,
+}
+
+impl Violation for ZeroGradEveryMicroStep {
+    const RULE: Rule = Rule::ZeroGradEveryMicroStep;
+
+    fn message(&self) -> String {
+        let z = &self.zero_grad;
+        format!(
+            "`{z}` runs every iteration while the optimizer steps only under a `%` guard, so gradients never accumulate"
+        )
+    }
+
+    fn fix_title(&self) -> String {
+        "Move `zero_grad()` under the same guard, right after `step()`".to_string()
+    }
+}
+
 /// The optimizers of an accumulation loop: every step in the loop body (outside nested
 /// loops) sits under a `%` guard. `None` when the loop is not an accumulation loop.
 pub(crate) fn accumulating_optimizers(ch: &Checker<'_>) -> Option<Vec<String>> {
@@ -75,12 +96,6 @@ pub(crate) fn check(ch: &mut Checker<'_>) -> bool {
     let Some(site) = hit else { return false };
     let call = site.call;
     let z = ch.snippet(call.range()).to_string();
-    ch.report(
-        Rule::ZeroGradEveryMicroStep,
-        call.range(),
-        format!("`{z}` runs every iteration while the optimizer steps only under a `%` guard, so gradients never accumulate"),
-        "Move `zero_grad()` under the same guard, right after `step()`".to_string(),
-        Vec::new(),
-    );
+    ch.report(call.range(), ZeroGradEveryMicroStep { zero_grad: z });
     true
 }
