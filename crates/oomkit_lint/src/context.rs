@@ -9,8 +9,8 @@
 //! `.detach()`, `.cpu()`, `float()`, `.shape[...]`… make it safe, and anything unknown is
 //! never flagged.
 
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 mod facts;
@@ -766,7 +766,7 @@ impl<'a> Checker<'a> {
             return false;
         };
         // earliest assignment from which each name stands for `name`
-        let mut from: HashMap<&str, usize> = HashMap::from([(name, 0)]);
+        let mut from: HashMap<&str, usize> = [(name, 0)].into_iter().collect();
         let mut queue = std::collections::BinaryHeap::from([std::cmp::Reverse((0usize, name))]);
         while let Some(std::cmp::Reverse((at, n))) = queue.pop() {
             if from.get(n).is_some_and(|&f| f < at) {

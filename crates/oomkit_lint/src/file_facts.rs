@@ -7,7 +7,7 @@
 //! first question (a `from_pretrained` or `torch.load` call), and kept for the rest of
 //! the file. The framework check reads the import table only, and runs on every file.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet};
 
 use crate::context::{any_expr, last_segment, text_of};
 use crate::parse::ast::{self, Expr, Stmt};
@@ -783,7 +783,7 @@ mod tests {
     fn facts(src: &str) -> FileFacts {
         let lines = crate::parse::Lines::new(src);
         let module = crate::parse::parse_module(src, &lines).expect("parses");
-        let mut imports = HashMap::new();
+        let mut imports = HashMap::default();
         crate::context::collect_imports(&module.body, &mut imports);
         FileFacts::of(&module, &imports)
     }
@@ -808,7 +808,7 @@ mod tests {
         let imports = |src: &str| {
             let lines = crate::parse::Lines::new(src);
             let module = crate::parse::parse_module(src, &lines).expect("parses");
-            let mut imports = HashMap::new();
+            let mut imports = HashMap::default();
             crate::context::collect_imports(&module.body, &mut imports);
             imports
         };

@@ -159,14 +159,16 @@ fn violations(
     source: &str,
     settings: &Settings,
 ) -> Result<(Vec<Finding>, Lines, tree::Summary), Error> {
-    parse::depth::check(source).map_err(|why| Error::TooDeep {
-        path: path.to_string(),
-        reason: why.to_string(),
-    })?;
     let lines = Lines::new(source);
-    let module = parse::parse_module(source, &lines).map_err(|error| Error::Syntax {
-        path: path.to_string(),
-        error,
+    let module = parse::parse_checked(source, &lines).map_err(|refused| match refused {
+        parse::Refused::TooDeep(why) => Error::TooDeep {
+            path: path.to_string(),
+            reason: why.to_string(),
+        },
+        parse::Refused::Syntax(error) => Error::Syntax {
+            path: path.to_string(),
+            error,
+        },
     })?;
     let (mut found, summary) =
         Checker::check(&module, source, settings).map_err(|()| Error::TooDeep {

@@ -10,7 +10,7 @@
 //! findings whose condition holds. [`crate::lint_source`] does all of it for a tree
 //! of one file.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 use crate::Diagnostic;
 

@@ -69,6 +69,11 @@ fn deep_nesting_is_refused_per_file_and_the_others_are_still_linted() {
             format!("x = {}{}\n", "f(".repeat(n), ")".repeat(n)),
         ),
         ("minus.py", format!("x = {}a\n", "-".repeat(n))),
+        // under oomkit_lint's PARSE_FIRST_MAX: parsed before it is refused
+        (
+            "small_lists.py",
+            format!("x = {}{}\n", "[".repeat(30_000), "]".repeat(30_000)),
+        ),
     ];
     for (name, text) in &cases {
         fs::write(tmp.path().join(name), text).expect("write");

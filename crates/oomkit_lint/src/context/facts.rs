@@ -4,7 +4,7 @@
 //! scanned, so nested loops cost nothing more. Rules read these ([`Facts`]) instead
 //! of re-walking the tree.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use std::rc::Rc;
 
 use super::MAX_WALK_DEPTH;

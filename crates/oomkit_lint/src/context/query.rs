@@ -4,7 +4,7 @@
 //! `zero_grad_receiver`), model classes (`is_model_class`). Pure functions of the AST:
 //! no state.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 use crate::parse::ast::{self, Expr, Stmt};
 use crate::parse::visitor::{self, Visitor};
@@ -50,7 +50,11 @@ pub(super) fn chain(expr: &Expr) -> Option<(&str, Vec<&str>)> {
 }
 
 pub(super) fn join_chain(base: &str, attrs: &[&str]) -> String {
-    let mut out = String::from(base);
+    let len = attrs.iter().fold(base.len(), |n, a| {
+        n.saturating_add(a.len()).saturating_add(1)
+    });
+    let mut out = String::with_capacity(len);
+    out.push_str(base);
     for a in attrs {
         out.push('.');
         out.push_str(a);
@@ -61,7 +65,30 @@ pub(super) fn join_chain(base: &str, attrs: &[&str]) -> String {
 /// Dotted text of a name/attribute chain (`self.model`, `outputs.loss`); `""` otherwise
 /// (and for chains longer than [`MAX_CHAIN_ATTRS`]).
 pub fn text_of(expr: &Expr) -> String {
-    chain(expr).map_or_else(String::new, |(base, attrs)| join_chain(base, &attrs))
+    let mut out = String::new();
+    write_chain(expr, 0, &mut out);
+    out
+}
+
+/// Appends the dotted text of `expr` (with `attrs` attributes after it) to `out`;
+/// `false`, having written nothing, when it is no name/attribute chain or has more
+/// than [`MAX_CHAIN_ATTRS`] attributes in all ([`text_of`] without [`chain`]'s vector).
+fn write_chain(expr: &Expr, attrs: usize, out: &mut String) -> bool {
+    match expr {
+        Expr::Name(n) => {
+            out.push_str(n.id.as_str());
+            true
+        }
+        Expr::Attribute(a) if attrs < MAX_CHAIN_ATTRS => {
+            if !write_chain(&a.value, attrs.saturating_add(1), out) {
+                return false;
+            }
+            out.push('.');
+            out.push_str(a.attr.as_str());
+            true
+        }
+        _ => false,
+    }
 }
 
 /// The last segment of a name/attribute chain (`model` for `self.model`).

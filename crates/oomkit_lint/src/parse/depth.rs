@@ -133,7 +133,22 @@ impl Counter {
 }
 
 /// Refuses a file that nests deeper than the limits; O(n) time, O(nesting) memory.
+/// Lexes the file: for one not parsed yet.
 pub fn check(source: &str) -> Result<(), TooDeep> {
+    let mut lexer = ruff_python_parser::lexer::lex(source, Mode::Module);
+    // every token but a few zero-width ones (dedents, the end) consumes a byte; the
+    // bound only guards against a lexer that would stop advancing
+    let mut budget = source.len().saturating_mul(2).saturating_add(64);
+    check_tokens(std::iter::from_fn(|| {
+        budget = budget.saturating_sub(1);
+        let kind = lexer.next_token();
+        (budget > 0 && kind != TokenKind::EndOfFile).then_some(kind)
+    }))
+}
+
+/// [`check`] on tokens already lexed (the parser's, without the end-of-file token):
+/// the same verdict as [`check`] on the text they were lexed from.
+pub fn check_tokens(tokens: impl IntoIterator<Item = TokenKind>) -> Result<(), TooDeep> {
     use TokenKind as T;
     let mut c = Counter {
         levels: vec![Level {
@@ -144,17 +159,11 @@ pub fn check(source: &str) -> Result<(), TooDeep> {
         nesting: 0,
         depth: 0,
     };
-    let mut lexer = ruff_python_parser::lexer::lex(source, Mode::Module);
     // whether the last token ends an operand: then `-` is binary and `(` a call
     let mut after_operand = false;
-    // every token but a few zero-width ones (dedents, the end) consumes a byte; the
-    // bound only guards against a lexer that would stop advancing
-    let mut budget = source.len().saturating_mul(2).saturating_add(64);
-    loop {
-        budget = budget.saturating_sub(1);
-        let kind = lexer.next_token();
-        if budget == 0 || kind == T::EndOfFile {
-            return Ok(());
+    for kind in tokens {
+        if kind == T::EndOfFile {
+            break;
         }
         let operand_before = after_operand;
         after_operand = false;
@@ -227,6 +236,7 @@ pub fn check(source: &str) -> Result<(), TooDeep> {
             _ => {}
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! OOM106 `unscaled-gradient-accumulation`.
 
-use std::collections::HashSet;
+use foldhash::{HashSet, HashSetExt};
 
 use crate::context::{Checker, backward_loss, is_scaled, text_of};
 use crate::parse::Ranged;
