@@ -85,6 +85,8 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
     // "… KV cache is needed") begin "…'s max seq len (N)".
     ("max seq len", E),
     ("Dst tensor is not initialized", E),
+    // TF 1.x's GPU device allocator: "Ran out of GPU memory when allocating".
+    ("ut of GPU mem", E),
     ("ailed to alloc", E),
     ("nable to allocate", E),
     ("ot enough memory", E),
@@ -162,6 +164,7 @@ pub const CORES: &[&str] = &[
     "ut of mem",
     "B |",
     "illegal memory access",
+    "ut of GPU mem",
 ];
 
 /// Phrases that announce a long allocator dump whose summary comes at the end.

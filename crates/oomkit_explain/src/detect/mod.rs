@@ -73,6 +73,7 @@ pub enum Kind {
     HostPinned,
     TfDstTensor,
     TfEagerAlloc,
+    TfGpuDeviceAlloc,
     TfCudnnHandle,
     TfCudnnAlgo,
     XlaOom,
@@ -684,7 +685,7 @@ mod table {
 
     /// Every kind; `index` is an exhaustive match, so a new `Kind` does not
     /// compile until it is listed here (and then needs a row).
-    const ALL: [Kind; 48] = [
+    const ALL: [Kind; 49] = [
         Kind::PytorchAllocator,
         Kind::PytorchAllocatorHeadless,
         Kind::Ipex4gb,
@@ -733,6 +734,7 @@ mod table {
         Kind::GgmlVulkanAlloc,
         Kind::GgmlMetalOom,
         Kind::XlaCudaMallocAsync,
+        Kind::TfGpuDeviceAlloc,
     ];
 
     fn index(k: Kind) -> usize {
@@ -785,6 +787,7 @@ mod table {
             Kind::GgmlVulkanAlloc => 45,
             Kind::GgmlMetalOom => 46,
             Kind::XlaCudaMallocAsync => 47,
+            Kind::TfGpuDeviceAlloc => 48,
         }
     }
 
@@ -1032,6 +1035,17 @@ mod table {
                     Kind::TfBfcWarning,
                     F::Tensorflow,
                     'N',
+                )
+            },
+            // Kyubyong/transformer#77 (TF 1.x, gpu_device.cc's EigenAllocator).
+            Row {
+                requested: Some("1294336000 bytes"),
+                device: Some(0),
+                ..row(
+                    "tensorflow.python.framework.errors_impl.ResourceExhaustedError: Ran out of GPU memory when allocating 1294336000 bytes for \n\t [[{{node softmax_cross_entropy_with_logits}} = SoftmaxCrossEntropyWithLogits[T=DT_FLOAT, _device=\"/job:localhost/replica:0/task:0/device:GPU:0\"](a, b)]]",
+                    Kind::TfGpuDeviceAlloc,
+                    F::Tensorflow,
+                    'O',
                 )
             },
             // keras-ocr#195 (TF 2 eager).

@@ -52,6 +52,12 @@ pub(super) static DETECTORS: &[Detector] = &[
         defer_to: &[],
     },
     Detector {
+        headline: &TF_GPU_DEVICE,
+        max_span: 600,
+        parse: tf_gpu_device,
+        defer_to: &[],
+    },
+    Detector {
         headline: &TF_EAGER,
         max_span: 300,
         parse: tf_eager,
@@ -104,6 +110,14 @@ static TF_EAGER: Lazy = LazyLock::new(|| {
     re(
         r"(?:ResourceExhaustedError|RESOURCE_EXHAUSTED|Resource exhausted):? failed to allocate memory",
     )
+});
+/// TF 1.x's GPU device (`gpu_device.cc`, the Eigen allocator of an op's
+/// scratch space): `ResourceExhaustedError: Ran out of GPU memory when
+/// allocating N bytes for OP` (Kyubyong/transformer#77), or without an op
+/// context the fatal `EigenAllocator for GPU ran out of memory when
+/// allocating N`.
+static TF_GPU_DEVICE: Lazy = LazyLock::new(|| {
+    re(r"(?:Ran out of GPU memory|EigenAllocator for GPU ran out of memory) when allocating {N}")
 });
 static DST_TENSOR: Lazy = LazyLock::new(|| re(r"Dst tensor is not initialized"));
 static TF_CONV_ALGO: Lazy = LazyLock::new(|| {
@@ -159,7 +173,7 @@ static JAX_REQUEST: Lazy = LazyLock::new(|| {
 // `device:GPU:1`, `GPU_1_bfc`, and TF 1.x's `/gpu:1` (tensorflow#13591).
 static DEVICE_GPU: Lazy = LazyLock::new(|| re(r"(?:device:GPU:|GPU_|/gpu:)(\d+)"));
 static NODE: Lazy =
-    LazyLock::new(|| re(r"\[\[\{\{node ([^}]+)\}\}\]\]|\[\[Node: ([^ =]+)|\[Op:(\w+)\]"));
+    LazyLock::new(|| re(r"\[\[\{\{node ([^}]+)\}\}|\[\[Node: ([^ =]+)|\[Op:(\w+)\]"));
 static STAT_LIMIT: Lazy = LazyLock::new(|| re(r"\bLimit: {N}"));
 static STAT_INUSE: Lazy = LazyLock::new(|| re(r"\bInUse: {N}"));
 static STAT_PEAK: Lazy = LazyLock::new(|| re(r"\bMaxInUse: {N}"));
@@ -375,6 +389,28 @@ fn tf_eager(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
             .map(|g| g.as_str().to_string());
     }
     sig.version_hint = tf_version(s).or(Some("TensorFlow 2 (eager)"));
+    Some(sig)
+}
+
+fn tf_gpu_device(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        Kind::TfGpuDeviceAlloc,
+        Chain::Tf,
+        Framework::Tensorflow,
+        "tensorflow-gpu-device-allocator",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.rank = 3;
+    sig.fields.requested = int_of(m, 1).map(Bytes);
+    sig.fields.device = device_of(s.spaced);
+    if let Some(c) = s.cap(&NODE) {
+        sig.fields.op = c
+            .get(1)
+            .or_else(|| c.get(2))
+            .or_else(|| c.get(3))
+            .map(|g| g.as_str().trim().to_string());
+    }
+    sig.version_hint = tf_version(s).or(Some("TensorFlow 1.x (gpu_device.cc)"));
     Some(sig)
 }
 
