@@ -2012,3 +2012,32 @@ fn added_models_resolve_with_their_sizes() {
         "{err}"
     );
 }
+
+/// `--cuda`: builds before CUDA 12.2 load every kernel at start-up, so the
+/// context (and device used) is larger; allocated is unchanged. The default
+/// is the context measured on an H200 with CUDA 13 (bench/gpu).
+#[test]
+fn cuda_version_sets_the_context() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["meta-llama/Llama-3.2-1B", "--format", "json"];
+        args.extend_from_slice(extra);
+        let out = est(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        json(&out)
+    };
+    let ctx = |v: &serde_json::Value| v["components"]["cuda_context_bytes"].as_u64().unwrap();
+    let modern = run(&[]);
+    assert_eq!(ctx(&modern), 648_871_936 + 69_206_016);
+    assert_eq!(ctx(&run(&["--cuda", "12.4"])), ctx(&modern));
+    let old = run(&["--cuda", "11.8"]);
+    assert_eq!(ctx(&old), 1_343_000_000 + 32 * 1024 * 1024);
+    assert_eq!(old["peak_allocated_bytes"], modern["peak_allocated_bytes"]);
+    assert!(old["device_used_bytes"].as_u64() > modern["device_used_bytes"].as_u64());
+    let bad = est(&["meta-llama/Llama-3.2-1B", "--cuda", "twelve"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr(&bad).contains("not a CUDA version"),
+        "{}",
+        stderr(&bad)
+    );
+}
