@@ -2041,3 +2041,41 @@ fn cuda_version_sets_the_context() {
         stderr(&bad)
     );
 }
+
+/// Measured on an H200 (bench/gpu/results/h200-2026-11-26/peaks.jsonl):
+/// Qwen2.5-1.5B, LoRA r16 on all linears, 2 × 2048 tokens, peaked at
+/// 23,482,417,152 bytes allocated under HF Trainer (bf16=True) and
+/// 28,884,887,040 in a plain loop; the binary's estimates stay within 1 %.
+#[test]
+fn trainer_lora_matches_the_h200_measurement() {
+    let run = |trainer: bool| {
+        let mut args = vec![
+            "Qwen/Qwen2.5-1.5B",
+            "--task",
+            "train",
+            "--method",
+            "lora",
+            "--lora-rank",
+            "16",
+            "--lora-targets",
+            "all-linear",
+            "--batch",
+            "2",
+            "--seq",
+            "2048",
+            "--format",
+            "json",
+        ];
+        if trainer {
+            args.push("--trainer");
+        }
+        let out = est(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        json(&out)["peak_allocated_bytes"].as_u64().unwrap() as f64
+    };
+    for (trainer, measured) in [(true, 23_482_417_152.0), (false, 28_884_887_040.0)] {
+        let got = run(trainer);
+        let err = (got - measured).abs() / measured;
+        assert!(err < 0.01, "trainer {trainer}: {got} vs {measured}");
+    }
+}
