@@ -1,0 +1,336 @@
+//! The single walk: the [`Visitor`] over statements and expressions that keeps the
+//! context up to date (functions, classes, loops, `no_grad` regions, assignments) and
+//! calls the rules at each statement, call, attribute and loop exit.
+
+use foldhash::{HashSet, HashSetExt};
+use std::rc::Rc;
+
+use super::bindings::submodules;
+use super::kind::combine;
+use super::query::root_name;
+use super::scope::is_data_loop;
+use super::{
+    BodyFacts, Checker, Facts, Kind, LoopFrame, Scope, collect_targets, last_segment, text_of,
+};
+use crate::file_facts;
+use crate::parse::Ranged;
+use crate::parse::ast::{self, Expr, Stmt};
+use crate::parse::visitor::{self, Visitor};
+use crate::rules;
+
+impl<'a> Visitor<'a> for Checker<'a> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        if self.enter() {
+            self.visit_stmt_inner(stmt);
+        }
+        self.leave();
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if self.enter() {
+            self.visit_expr_inner(expr);
+        }
+        self.leave();
+    }
+}
+
+impl<'a> Checker<'a> {
+    fn visit_stmt_inner(&mut self, stmt: &'a Stmt) {
+        rules::on_stmt(self, stmt);
+        match stmt {
+            Stmt::FunctionDef(f) => self.visit_function(f),
+            Stmt::ClassDef(c) => {
+                for d in &c.decorator_list {
+                    self.visit_expr(&d.expression);
+                }
+                let has_bases = c.arguments.as_ref().is_some_and(|a| !a.args.is_empty());
+                self.classes.push((has_bases, submodules(&c.body)));
+                // a class body is its own namespace; its methods get their own scopes
+                self.visit_body(&c.body);
+                self.classes.pop();
+            }
+            Stmt::For(s) => {
+                self.visit_expr(&s.iter);
+                self.bind(&s.target, Kind::Unknown);
+                self.run_loop(stmt, &s.body, Some(&s.iter), Some(&s.target));
+                self.visit_body(&s.orelse);
+            }
+            Stmt::While(s) => {
+                self.visit_expr(&s.test);
+                self.run_loop(stmt, &s.body, None, None);
+                self.visit_body(&s.orelse);
+            }
+            Stmt::If(s) => {
+                self.visit_expr(&s.test);
+                self.loop_counter(|l| l.if_depth = l.if_depth.saturating_add(1));
+                self.visit_body(&s.body);
+                for clause in &s.elif_else_clauses {
+                    if let Some(t) = &clause.test {
+                        self.visit_expr(t);
+                    }
+                    self.visit_body(&clause.body);
+                }
+                self.loop_counter(|l| l.if_depth = l.if_depth.saturating_sub(1));
+            }
+            Stmt::Try(t) => {
+                self.visit_body(&t.body);
+                self.loop_counter(|l| l.except_depth = l.except_depth.saturating_add(1));
+                for h in &t.handlers {
+                    let ast::ExceptHandler::ExceptHandler(h) = h;
+                    self.visit_body(&h.body);
+                }
+                self.loop_counter(|l| l.except_depth = l.except_depth.saturating_sub(1));
+                self.visit_body(&t.orelse);
+                self.visit_body(&t.finalbody);
+            }
+            Stmt::With(w) => {
+                let off = w.items.iter().any(|i| self.is_grad_off(&i.context_expr));
+                for item in &w.items {
+                    self.visit_expr(&item.context_expr);
+                    if let Some(v) = &item.optional_vars {
+                        self.bind(v, Kind::Unknown);
+                    }
+                }
+                let grad_off = u32::from(off);
+                let s = self.scope_mut();
+                s.no_grad = s.no_grad.saturating_add(grad_off);
+                self.visit_body(&w.body);
+                let s = self.scope_mut();
+                s.no_grad = s.no_grad.saturating_sub(grad_off);
+            }
+            Stmt::Assign(a) => {
+                self.visit_expr(&a.value);
+                let kind = self.kind(&a.value);
+                self.value_without_grad = !self.grad_enabled()
+                    || root_name(&a.value)
+                        .is_some_and(|r| self.scope().bound_without_grad.contains(r));
+                if let Expr::Call(c) = &*a.value
+                    && text_of(&c.func).ends_with(".from_pretrained")
+                    && c.arguments.find_keyword("device_map").is_some()
+                {
+                    for t in &a.targets {
+                        let name = text_of(t);
+                        self.scope_mut().device_map_models.insert(name);
+                    }
+                }
+                let prepared = self.prepared_kinds(&a.value);
+                for t in &a.targets {
+                    if !matches!(t, Expr::Name(_) | Expr::Tuple(_) | Expr::List(_)) {
+                        self.visit_expr(t);
+                    }
+                    match (&prepared, t) {
+                        (Some(kinds), Expr::Tuple(tt)) if kinds.len() == tt.elts.len() => {
+                            for (e, k) in tt.elts.iter().zip(kinds) {
+                                self.bind(e, *k);
+                            }
+                        }
+                        (Some(kinds), Expr::Name(_)) if kinds.len() == 1 => {
+                            self.bind(t, kinds.first().copied().unwrap_or(Kind::Unknown));
+                        }
+                        // `loss, metrics = loss_fn(...)`: the loss carries the graph; the
+                        // other results of a loss function are usually detached metrics
+                        // (torchtune's DPOLoss returns detached rewards)
+                        (_, Expr::Tuple(tt))
+                            if kind.has_graph()
+                                && matches!(&*a.value, Expr::Call(c) if self.is_loss_callee(&c.func)) =>
+                        {
+                            for (i, e) in tt.elts.iter().enumerate() {
+                                self.bind(e, if i == 0 { kind } else { Kind::Unknown });
+                            }
+                        }
+                        // `x = x.to(...)` of a device_map model keeps it one
+                        _ => self.bind(t, kind),
+                    }
+                }
+                self.value_without_grad = false;
+            }
+            Stmt::AugAssign(a) => {
+                self.visit_expr(&a.value);
+                let k = combine(self.kind(&a.target), self.kind(&a.value));
+                self.bind(&a.target, k);
+            }
+            Stmt::AnnAssign(a) => {
+                if let Some(v) = &a.value {
+                    self.visit_expr(v);
+                    let k = self.kind(v);
+                    self.bind(&a.target, k);
+                }
+            }
+            Stmt::Expr(e) => {
+                self.visit_expr(&e.value);
+                // `torch.set_grad_enabled(False)` as a statement: grad is off from here on
+                if let Expr::Call(c) = &*e.value
+                    && matches!(
+                        self.qualified(&c.func).as_deref(),
+                        Some("torch.set_grad_enabled" | "torch.autograd.set_grad_enabled")
+                    )
+                    && self.is_grad_off(&e.value)
+                {
+                    let s = self.scope_mut();
+                    s.no_grad = s.no_grad.saturating_add(1);
+                }
+            }
+            _ => visitor::walk_stmt(self, stmt),
+        }
+    }
+
+    fn visit_expr_inner(&mut self, expr: &'a Expr) {
+        if let Expr::Call(c) = expr {
+            rules::on_call(self, c);
+        }
+        if let Expr::Attribute(_) = expr
+            && !self.handled.contains(&expr.range())
+        {
+            rules::on_attribute(self, expr);
+        }
+        visitor::walk_expr(self, expr);
+    }
+}
+
+impl<'a> Checker<'a> {
+    fn is_grad_off(&self, expr: &Expr) -> bool {
+        let call_target = match expr {
+            Expr::Call(c) => &*c.func,
+            e => e,
+        };
+        match self.qualified(call_target).as_deref() {
+            Some("torch.no_grad" | "torch.inference_mode" | "torch.autograd.no_grad") => true,
+            Some("torch.set_grad_enabled" | "torch.autograd.set_grad_enabled") => {
+                matches!(expr, Expr::Call(c) if matches!(c.arguments.args.first(), Some(Expr::BooleanLiteral(b)) if !b.value))
+            }
+            // `no_grad()`, `inference_mode()` and project wrappers named after them
+            // (YOLOv5's `@smart_inference_mode()`, `@torch_no_grad`)
+            _ => file_facts::is_grad_off_syntax(expr),
+        }
+    }
+
+    fn visit_function(&mut self, f: &'a ast::StmtFunctionDef) {
+        for d in &f.decorator_list {
+            self.visit_expr(&d.expression);
+        }
+        let outer_no_grad = self.scope().no_grad;
+        let mut scope = Scope::new(f.name.as_str(), &f.body);
+        scope.no_grad = outer_no_grad.saturating_add(u32::from(
+            f.decorator_list
+                .iter()
+                .any(|d| self.is_grad_off(&d.expression)),
+        ));
+        scope.decorators = f
+            .decorator_list
+            .iter()
+            .filter_map(|d| {
+                last_segment(match &d.expression {
+                    Expr::Call(c) => &c.func,
+                    e => e,
+                })
+                .map(str::to_string)
+            })
+            .collect();
+        let in_class = self.classes.last().map(|c| c.0);
+        let first_param = f
+            .parameters
+            .posonlyargs
+            .iter()
+            .chain(f.parameters.args.iter())
+            .next()
+            .map(|p| p.parameter.name.to_string());
+        if in_class.is_some() {
+            scope.self_name.clone_from(&first_param);
+        }
+        if in_class == Some(true) && f.name.as_str() == "forward" {
+            scope.is_forward = true;
+            for p in f.parameters.iter_non_variadic_params().skip(1) {
+                scope.env.insert(p.parameter.name.to_string(), Kind::Param);
+            }
+        }
+        let outer = std::mem::replace(&mut self.current, scope);
+        self.outer.push(outer);
+        self.visit_body(&f.body);
+        if let Some(outer) = self.outer.pop() {
+            self.current = outer;
+        }
+    }
+}
+
+impl<'a> Checker<'a> {
+    fn loop_counter(&mut self, f: impl FnOnce(&mut LoopFrame<'a>)) {
+        if let Some(l) = self.scope_mut().loops.last_mut() {
+            f(l);
+        }
+    }
+
+    fn run_loop(
+        &mut self,
+        stmt: &'a Stmt,
+        body: &'a [Stmt],
+        iter: Option<&Expr>,
+        target: Option<&Expr>,
+    ) {
+        let mut targets = HashSet::new();
+        if let Some(t) = target {
+            collect_targets(t, &mut targets);
+        }
+        // the loop's span in a scanned body, or a scan of this loop alone
+        let key = stmt.range();
+        let found = self
+            .scope()
+            .roots
+            .iter()
+            .rev()
+            .find_map(|root| root.loops.get(&key).map(|&span| (Rc::clone(root), span)));
+        let own_root = found.is_none();
+        let (all, span) = found.unwrap_or_else(|| {
+            let root = Rc::new(BodyFacts::of_loop(stmt));
+            let span = root
+                .loops
+                .get(&key)
+                .copied()
+                .unwrap_or_else(|| root.whole());
+            (root, span)
+        });
+        if own_root {
+            self.scope_mut().roots.push(Rc::clone(&all));
+        }
+        let facts = Facts {
+            all,
+            span,
+            targets: targets.clone(),
+        };
+        let frame = LoopFrame {
+            // a loop inside `forward` is model computation, never a loop over data
+            is_data_loop: !self.scope().is_forward && is_data_loop(iter, target, self.source),
+            is_epoch_loop: target
+                .is_some_and(|t| self.text(t.range()).to_ascii_lowercase().contains("epoch"))
+                || iter.is_some_and(|i| {
+                    let text = self.text(i.range()).to_ascii_lowercase();
+                    text.contains("epoch") && !text.contains("loader")
+                }),
+            targets,
+            facts,
+            if_depth: 0,
+            except_depth: 0,
+        };
+        self.scope_mut().loops.push(frame);
+        self.visit_body(body);
+        rules::on_loop_exit(self);
+        self.scope_mut().loops.pop();
+        if own_root {
+            self.scope_mut().roots.pop();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Settings, lint_source};
+
+    #[test]
+    fn no_grad_regions_and_decorators_drop_the_graph() {
+        let src = "import torch\nxs = []\nwith torch.no_grad():\n    for batch in loader:\n        xs.append(model(batch))\n@torch.inference_mode()\ndef f(loader):\n    ys = []\n    for batch in loader:\n        ys.append(model(batch))\n        def inner():\n            return model(batch)\n    return ys\n";
+        assert!(
+            lint_source("t.py", src, &Settings::default())
+                .expect("ok")
+                .is_empty()
+        );
+    }
+}
