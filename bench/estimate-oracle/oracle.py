@@ -244,6 +244,8 @@ def estimate(binary, st):
             args += ["--lora-rank", str(st["lora_rank"]), "--lora-targets", st["lora_targets"]]
         if st["ckpt"]:
             args.append("--grad-checkpointing")
+        if st.get("trainer"):  # bench/gpu's Trainer setups
+            args.append("--trainer")
     else:
         args += ["--new-tokens", str(st["new_tokens"])]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout

@@ -15,12 +15,11 @@ import argparse
 import json
 import pathlib
 import statistics
-import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "estimate-oracle"))
-from oracle import label  # noqa: E402  (one definition of a setup's label)
+from oracle import estimate, label  # noqa: E402  (one definition of each)
 
 GiB = 2**30
 
@@ -32,23 +31,6 @@ EXCLUDED = {
         "the remaining 0.25 GiB is not explained yet (the explicit sliding-window masks SDPA "
         "gets are the suspect), so the row is kept out of the table rather than fitted",
 }
-
-
-def estimate(binary, st):
-    args = [binary, "estimate", st["model"], "--task", st["task"], "--precision", st["precision"],
-            "--batch", str(st["batch"]), "--seq", str(st["seq"]), "--attention", st["attention"],
-            "--format", "json"]
-    if st["task"] == "train":
-        args += ["--method", st["method"], "--optimizer", st["optimizer"]]
-        if st["method"] == "lora":
-            args += ["--lora-rank", str(st["lora_rank"]), "--lora-targets", st["lora_targets"]]
-        if st["ckpt"]:
-            args.append("--grad-checkpointing")
-        if st.get("trainer"):
-            args.append("--trainer")
-    else:
-        args += ["--new-tokens", str(st["new_tokens"])]
-    return json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
 
 
 def setup_fields(st):
