@@ -2079,3 +2079,29 @@ fn trainer_lora_matches_the_h200_measurement() {
         assert!(err < 0.01, "trainer {trainer}: {got} vs {measured}");
     }
 }
+
+/// After the prompt pass, transformers' sliding-window cache layers keep
+/// their window as a slice of the full prompt tensor, so the prefill peak
+/// holds every layer's whole prompt (Gemma 3 1B: 26 layers × 4 × 4096 tokens
+/// × K and V × 1 KV head × 256 × 2 bytes); decoding holds only the windows.
+#[test]
+fn sliding_window_layers_pin_the_prompt_after_prefill() {
+    let out = est(&[
+        "google/gemma-3-1b-it",
+        "--batch",
+        "4",
+        "--seq",
+        "4096",
+        "--new-tokens",
+        "32",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v = json(&out);
+    assert_eq!(v["peak_phase"], "prefill");
+    assert_eq!(
+        v["components"]["kv_cache_bytes"].as_u64(),
+        Some(26 * 4 * 4096 * 2 * 256 * 2)
+    );
+}
