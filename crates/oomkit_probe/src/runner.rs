@@ -68,6 +68,10 @@ pub const STDERR_TAIL: usize = 64 * 1024;
 pub const GPU_INTERVAL: Duration = Duration::from_millis(200);
 
 const CHUNK: usize = 64 * 1024;
+/// Chunks in flight per channel (reader → supervisor, supervisor →
+/// explainer): at most 1 MiB each, so a chatty command costs oomkit a few
+/// MiB, not the output's size.
+const CHANNEL_CHUNKS: usize = 16;
 const POLL: Duration = Duration::from_millis(20);
 
 /// How to run.
@@ -194,11 +198,11 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
         }
     };
     let terminal = opts.inherit_stdin.then(|| Terminal::give(pid)).flatten();
-    let (tx, rx) = sync_channel::<Chunk>(64);
+    let (tx, rx) = sync_channel::<Chunk>(CHANNEL_CHUNKS);
     let hang_up = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
     spawn_readers(&mut child, &tx, &hang_up);
     drop(tx);
-    let (etx, erx) = sync_channel::<Vec<u8>>(64);
+    let (etx, erx) = sync_channel::<Vec<u8>>(CHANNEL_CHUNKS);
     // oomkit and its child are this job: never "other processes" to stop.
     let own = [u64::from(std::process::id()), u64::from(child.id())];
     let explainer = thread::spawn(move || {
@@ -474,11 +478,24 @@ impl Terminal {
     }
 }
 
-/// Appends `bytes` and keeps only the last `cap`.
+/// Appends `bytes` and keeps only the last `cap`. Room is made before the
+/// append, so the deque never holds more than `cap` bytes and, reserved once
+/// at `cap`, never reallocates (a doubling deque would peak at twice `cap`).
 fn keep_tail(tail: &mut VecDeque<u8>, bytes: &[u8], cap: usize) {
-    tail.extend(bytes.iter().copied());
-    let excess = tail.len().saturating_sub(cap);
+    let bytes = bytes
+        .get(bytes.len().saturating_sub(cap)..)
+        .unwrap_or_default();
+    let excess = tail
+        .len()
+        .saturating_add(bytes.len())
+        .saturating_sub(cap)
+        .min(tail.len());
     tail.drain(..excess);
+    if tail.capacity() < cap {
+        // A cap too large to reserve just grows as needed.
+        let _ = tail.try_reserve_exact(cap.saturating_sub(tail.len()));
+    }
+    tail.extend(bytes.iter().copied());
 }
 
 fn write_now(w: &mut impl Write, bytes: &[u8]) -> io::Result<()> {
@@ -603,6 +620,28 @@ mod tests {
             String::from_utf8_lossy(&f.tail)
                 .ends_with("line-2999-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n")
         );
+    }
+
+    #[test]
+    fn the_tail_never_holds_or_reserves_more_than_its_cap() {
+        let mut tail = VecDeque::new();
+        for i in 0..100u8 {
+            keep_tail(&mut tail, &[i; 7], 20);
+            assert!(tail.len() <= 20);
+            assert!(tail.capacity() < 40, "{}", tail.capacity());
+        }
+        assert_eq!(tail.iter().copied().collect::<Vec<_>>().len(), 20);
+        assert_eq!(tail.back(), Some(&99));
+        assert_eq!(tail.front(), Some(&97));
+        // One chunk larger than the cap keeps only its own end.
+        keep_tail(&mut tail, &(0..50).collect::<Vec<u8>>(), 20);
+        assert_eq!(
+            tail.iter().copied().collect::<Vec<_>>(),
+            (30..50).collect::<Vec<u8>>()
+        );
+        // A cap too large to reserve is no panic.
+        keep_tail(&mut tail, b"x", usize::MAX);
+        assert_eq!(tail.back(), Some(&b'x'));
     }
 
     #[test]
