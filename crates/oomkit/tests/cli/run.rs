@@ -309,6 +309,7 @@ fn ctrl_c_is_forwarded_and_the_status_is_130() {
 
 /// oomkit's peak resident memory (VmHWM, read while it still runs) once the
 /// command has printed `mib` MiB of output and is idle.
+#[allow(clippy::unwrap_used)] // a test helper: a failure is the test's failure
 fn run_hwm_kib_after_printing(mib: u32) -> u64 {
     let dir = tempfile::tempdir().unwrap();
     let flag = dir.path().join("printed");
