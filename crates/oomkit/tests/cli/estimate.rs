@@ -1386,6 +1386,45 @@ fn trainer_loop_drops_the_held_logits() {
     assert_eq!(peak(&held) - peak(&dropped), 2 * 2048 * 151_936 * 2);
 }
 
+/// Community fine-tunes resolve by the base in their name; a pre-quantized
+/// re-packaging says the estimate is 16-bit until --quant is set.
+#[test]
+fn community_fine_tunes_resolve_and_prequantized_names_warn() {
+    let v = json(&est(&[
+        "NousResearch/Hermes-3-Llama-3.1-8B",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["model"]["resolved_to"], "meta-llama/Llama-3.1-8B");
+    assert_eq!(v["model"]["params"], 8_030_261_248u64);
+    assert_eq!(v["warnings"].as_array().map(Vec::len), Some(0), "{v}");
+    let out = est(&["unsloth/llama-3-8b-bnb-4bit"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("warning: unsloth/llama-3-8b-bnb-4bit looks quantized before upload (bnb): the estimate is for 16-bit weights; set --quant to the checkpoint's format\nunsloth/llama-3-8b-bnb-4bit, config of catalogue entry meta-llama/Meta-Llama-3-8B"),
+        "{text}"
+    );
+    let quiet = est(&["unsloth/llama-3-8b-bnb-4bit", "--quant", "nf4"]);
+    assert!(
+        !stdout(&quiet).contains("quantized before upload"),
+        "{}",
+        stdout(&quiet)
+    );
+    let out = est(&["teknium/OpenHermes-2.5-Mistral-7B"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("is ambiguous: it fits"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("mistralai/Mistral-7B-v0.1"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// The hub ids a new user tries first (issue 15): fine-tunes resolve to the
 /// catalogue entry with their architecture, and the output names it.
 #[test]
