@@ -180,15 +180,16 @@ fn trains(s: &Setup, _name: &str) -> bool {
 /// - attention: SDPA/flash save q, k, v (after RoPE) and their output
 ///   (2q + 2·kv), which is also `o_proj`'s input; eager saves q, k, v and
 ///   `o_proj`'s input copy (when `o_proj` trains); the q/k/v projections'
-///   input (h) is saved only when those weights train (checked against the
-///   CPU oracle per layer: Llama-3.2-3B 131,168 vs 131,176 B per token);
+///   input (h) is saved only when those weights train — one shared tensor,
+///   or under autocast on an fp32 stream one 16-bit cast per projection
+///   ([`per_linear_casts`]; checked against the CPU oracle per layer:
+///   Llama-3.2-3B bf16 131,176 B per token, Qwen2.5-1.5B mixed-bf16);
 /// - MLP, gated: gate output, SiLU output and up output (3f) always, the
 ///   input (h) and the product (f, `down_proj`'s input) when they train;
 ///   fc1/GELU: fc1 output (f), plus input h and GELU output f when trained;
 ///   a composite `gelu_new` saves four f-wide tensors ([`ModelConfig::composite_gelu`]);
 ///   MoE tokens pass through `active` experts, plus fp32 router logits;
-/// - norms: RMSNorm saves its fp32-upcast input (2h) and, when its weight
-///   trains, the normalized bf16 tensor (h); LayerNorm saves its input (h).
+/// - norms: counted in bytes by [`layer_norm_token_bytes`].
 pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
     let h = cfg.hidden;
     let kv = match &cfg.mla {
@@ -197,7 +198,6 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
     };
     let q = (cfg.heads * cfg.head_dim).max(h);
     let full = s.method == Method::Full;
-    let qkv_in = trains(s, "q_proj") || trains(s, "k_proj") || trains(s, "v_proj");
     // Flash kernels (SDPA's and FlashAttention-2) return their output laid
     // out as (b, s, heads, d): the reshape for `o_proj` is a view of the
     // tensor the kernel saved. Eager attention (transformers
@@ -208,6 +208,23 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
     // whole output alive through v ([`ModelConfig::fused_qkv_rope`]).
     let heads_width = cfg.heads * cfg.head_dim;
     let fused = if cfg.fused_qkv_rope { q + kv } else { 0 };
+    // The inputs the q/k/v (and gate/up) projections save: one tensor, or
+    // one cast per projection that trains ([`per_linear_casts`]).
+    let casts = |names: &[&str]| -> u64 {
+        let n = names.iter().filter(|n| trains(s, n)).count() as u64;
+        if per_linear_casts(cfg, s) {
+            n
+        } else {
+            u64::from(n > 0)
+        }
+    };
+    let qkv_inputs = if cfg.fused_qkv_rope {
+        casts(&["qkv_proj"])
+    } else if cfg.mla.is_some() {
+        casts(&["q_a_proj", "kv_a_proj"])
+    } else {
+        casts(&["q_proj", "k_proj", "v_proj"])
+    };
     let attn = fused
         + match s.attention {
             Attention::Sdpa | Attention::Flash => 2 * q + 2 * kv,
@@ -216,8 +233,12 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
                 q + 2 * rep + if trains(s, "o_proj") { q } else { 0 }
             }
         }
-        + if qkv_in { h } else { 0 };
-    let mlp_in = trains(s, "gate_proj") || trains(s, "up_proj");
+        + qkv_inputs * h;
+    let mlp_inputs = if cfg.glu {
+        casts(&["gate_proj", "up_proj"])
+    } else {
+        casts(&["gate_proj"])
+    };
     let mlp_one = |f: u64| {
         let down = if trains(s, "down_proj") { f } else { 0 };
         if cfg.glu {
@@ -228,7 +249,7 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
             f + down + if full || down > 0 { f } else { 0 }
         }
     };
-    let input = if mlp_in { h } else { 0 };
+    let input = mlp_inputs * h;
     let mlp = match &cfg.moe {
         Some(m) if layer >= m.dense_layers => {
             input
@@ -249,36 +270,60 @@ fn layer_norm(cfg: &ModelConfig) -> bool {
 /// Is the residual stream fp32? Under autocast LayerNorm runs in fp32 and
 /// its output promotes the residual additions to fp32 (PyTorch autocast op
 /// lists: `layer_norm` is an fp32 op); in plain fp32 it is fp32 anyway.
+/// RMSNorm models under autocast with fp32 weights too: the embedding (not
+/// an autocast op) returns fp32, transformers' RMSNorm returns its input's
+/// dtype, and each residual addition of a 16-bit branch to it promotes to
+/// fp32 (checked against the CPU oracle per layer: Qwen2.5-1.5B, Llama-3.2-1B
+/// and Qwen3-0.6B mixed-bf16). Not under ZeRO/FSDP mixed precision, which
+/// holds the module itself in 16 bits.
 fn fp32_stream(cfg: &ModelConfig, s: &Setup) -> bool {
-    s.precision.act_bytes() == 4
-        || (layer_norm(cfg) && matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16))
+    let mixed = matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16);
+    s.precision.act_bytes() == 4 || (mixed && (layer_norm(cfg) || s.zero == 0))
+}
+
+/// Autocast casts an fp32 input to 16 bits per op, without caching (its
+/// cache holds only leaf tensors: the weights): on an fp32 residual stream
+/// under mixed precision every linear that reads the norm's output saves a
+/// cast of its own (q, k and v three; gate and up two), not one shared
+/// tensor.
+fn per_linear_casts(cfg: &ModelConfig, s: &Setup) -> bool {
+    fp32_stream(cfg, s) && s.precision.act_bytes() < 4
 }
 
 /// Bytes one token's norms save in one layer: RMSNorm saves its fp32-upcast
-/// input (4h) plus, when its weight trains, the normalized tensor (β·h);
+/// input (4h), its fp32 `rsqrt` row (4 B) and, when its weight trains, the
+/// normalized tensor (β·h; 4h on an fp32 stream, [`fp32_stream`]);
 /// LayerNorm saves its input (β·h, or 4h on an fp32 residual stream); per-head
 /// q/k norms ([`ModelConfig::qk_norm`]) save the same over q and k.
 pub fn layer_norm_token_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let h = cfg.hidden;
     let beta = s.precision.act_bytes();
     // The normalized tensor the weight multiply saves: β, or fp32 where the
-    // scale is applied before the cast ([`ModelConfig::fp32_norm_scale`]).
-    let scaled = if cfg.fp32_norm_scale { 4 } else { beta };
+    // scale is applied before the cast ([`ModelConfig::fp32_norm_scale`]) or
+    // the input is the fp32 stream ([`fp32_stream`]: RMSNorm returns its
+    // input's dtype).
+    let scaled = if cfg.fp32_norm_scale || fp32_stream(cfg, s) {
+        4
+    } else {
+        beta
+    };
+    // RMSNorm also saves its fp32 `rsqrt(variance + eps)`, one per row.
     let per = if layer_norm(cfg) {
         if fp32_stream(cfg, s) { 4 * h } else { beta * h }
     } else if s.method == Method::Full {
-        4 * h + scaled * h
+        4 * h + scaled * h + 4
     } else {
-        4 * h
+        4 * h + 4
     };
-    // Per-head q/k RMSNorms (Qwen3, Gemma-3) save the same per element of q and k.
+    // Per-head q/k RMSNorms (Qwen3, Gemma-3) save the same per element of q
+    // and k, on the 16-bit projection outputs, and an `rsqrt` per head.
     let qk = if cfg.qk_norm {
         let el = if s.method == Method::Full {
-            4 + scaled
+            4 + if cfg.fp32_norm_scale { 4 } else { beta }
         } else {
             4
         };
-        (cfg.heads + cfg.kv_heads) * cfg.head_dim * el
+        (cfg.heads + cfg.kv_heads) * (cfg.head_dim * el + 4)
     } else {
         0
     };
@@ -446,7 +491,17 @@ pub fn stage_activations_wide(cfg: &ModelConfig, s: &Setup, micro_batches: u64) 
         s.precision.act_bytes()
     };
     let t = w(s.batch) * w(s.seq);
-    let edges = 3 * t * w(cfg.hidden * stream);
+    // The embedding output, the final norm's input and its output. Under
+    // autocast on an RMSNorm model's fp32 stream: the final norm's fp32 input
+    // and fp32 normalized tensor, and the head's 16-bit cast of it (the
+    // embedding output is the first layer's norm input, counted there;
+    // checked against the CPU oracle: Qwen2.5-1.5B and Qwen3-0.6B
+    // mixed-bf16, one and two layers).
+    let edges = if per_linear_casts(cfg, s) && !layer_norm(cfg) {
+        t * w(cfg.hidden * (4 + 4 + s.precision.act_bytes()))
+    } else {
+        3 * t * w(cfg.hidden * stream)
+    };
     let copies = model_share(cfg, s.pp, s.tp, autocast_weight_copies_bytes(cfg, s));
     let layers = stage_layers(cfg, s);
     let saved = if s.grad_checkpointing {
@@ -1038,6 +1093,47 @@ mod tests {
         );
     }
 
+    /// Mixed precision on an RMSNorm model: the fp32 stream's norms save
+    /// fp32 outputs and every projection saves its own 16-bit cast. One
+    /// layer's saved tensors against the CPU oracle (MemTracker on fake
+    /// tensors, `bench/estimate-oracle/`): the ACT difference between a one-
+    /// and a two-layer model at batch 2 × 2048, mixed-bf16, full fine-tuning.
+    #[test]
+    fn mixed_precision_layers_match_the_oracle() {
+        let s = Setup {
+            task: Task::Train,
+            precision: Precision::MixedBf16,
+            batch: 2,
+            seq: 2048,
+            ..Setup::default()
+        };
+        for (id, oracle) in [
+            ("Qwen/Qwen2.5-1.5B", 580_354_048u64),
+            ("meta-llama/Llama-3.2-1B", 650_674_176),
+        ] {
+            let cfg = catalogue::find(id).expect(id);
+            // The layer's autocast weight copies are saved too.
+            let copies: u64 = cfg
+                .layer_linears(1)
+                .into_iter()
+                .map(|(_, input, output, n)| input * output * n * 2)
+                .sum();
+            let got = layer_activation_bytes(&cfg, &s, 1, 2, 2048) + copies;
+            assert!(got.abs_diff(oracle) <= 64, "{id}: {got} vs {oracle}");
+        }
+        // Pure bf16 is one shared input per projection group, 16-bit norms.
+        let bf16 = Setup {
+            precision: Precision::Bf16,
+            ..s.clone()
+        };
+        let cfg = catalogue::find("Qwen/Qwen2.5-1.5B").expect("qwen");
+        let h = cfg.hidden;
+        let per_token = |st: &Setup| layer_activation_bytes(&cfg, st, 1, 1, 1);
+        // Norms: +2h each (fp32 normalized tensor); casts: +2 for q/k/v and
+        // +1 for gate/up, 2 bytes each.
+        assert_eq!(per_token(&s) - per_token(&bf16), 2 * 2 * h + 3 * 2 * h);
+    }
+
     #[test]
     fn softcapping_keeps_one_more_logits_copy() {
         let g = crate::catalogue::find("gemma-2-27b").expect("gemma");
@@ -1317,16 +1413,18 @@ mod tests {
     #[test]
     fn per_layer_saved_bytes_match_the_oracle() {
         // Llama-3.2-3B, SDPA: the oracle's per-layer difference (4 vs 2
-        // layers) is 131,176 B per token.
+        // layers) is 131,176 B per token (with the two norms' fp32 `rsqrt`
+        // rows, 8 B, exactly).
         assert_eq!(
             per_token("meta-llama/Llama-3.2-3B", Attention::Sdpa),
-            131_168
+            131_176
         );
         // Gemma-2-9B, eager with soft-capping: q, repeated k and v, o_proj's
-        // input, the q/k/v input, fp32-scaled norms (4 × 8h), the MLP (h + 4f)
-        // and 2 + 4 + 2 B per score (16 heads × 512 keys).
+        // input, the q/k/v input, fp32-scaled norms (4 × (8h + an fp32
+        // `rsqrt`)), the MLP (h + 4f) and 2 + 4 + 2 B per score (16 heads ×
+        // 512 keys).
         let h = 3584;
-        let linear = 4 * 8192 + 7168 + 4 * 8 * h + 7168 + 4 * 28_672;
+        let linear = 4 * 8192 + 7168 + 4 * (8 * h + 4) + 7168 + 4 * 28_672;
         assert_eq!(
             per_token("google/gemma-2-9b", Attention::Eager),
             linear + 16 * 512 * 8
