@@ -415,7 +415,7 @@ proptest! {
             max_num_seqs: seqs,
         };
         if let Ok(s) = s.validate() && s.check_vllm(&cfg, &a).is_ok() {
-            let r = quick("vllm", || oomkit_estimate::serve::vllm(&cfg, &s, &a, 80 << 30));
+            let r = quick("vllm", || oomkit_estimate::serve::vllm(&cfg, &s, &a, oomkit_core::Bytes::gib(80)));
             prop_assert!(r.kv_pool_bytes <= r.requested_bytes);
         }
     }
