@@ -681,7 +681,8 @@ fn is_family_size(name: &str) -> bool {
             if family.chars().all(|c| c.is_ascii_alphabetic()) && is_size(size))
 }
 
-/// Finds a catalogue model, in this order:
+/// Finds a text model of the catalogue (image pipelines: [`image`]), in
+/// this order:
 ///
 /// 1. its repo id (case-insensitive), alias or repo name (`llama-3.1-8b`);
 ///    a bare family-and-size name that fits several entries (`qwen-7b`) is
