@@ -100,6 +100,8 @@ GRID = [
     S("microsoft/phi-2", task="infer", b=4, s=1024, new_tokens=32),
     S("google/gemma-2-9b", task="infer", b=1, s=4096, new_tokens=16, attention="eager"),
     S("Qwen/Qwen3-8B", task="infer", b=2, s=4096),
+    # Gemma 3: two rotary sets and an explicit SDPA sliding-window mask in the prompt pass.
+    S("google/gemma-3-1b-it", task="infer", b=4, s=4096, new_tokens=32),
 ]
 
 

@@ -16,7 +16,16 @@ For each setup below, oomkit prints its plan as JSON; every step's `config` is t
   checked against the flags and quantization methods read from vLLM's source
   (vllm/engine/arg_utils.py EngineArgs; vllm/model_executor/layers/quantization
   QUANTIZATION_METHODS), since vllm does not install without CUDA;
-- `torchrun ... pretrain_gpt.py` lines: Megatron-LM's flags (megatron/training/arguments.py).
+- `torchrun ... pretrain_gpt.py` lines: Megatron-LM's flags (megatron/training/arguments.py);
+- diffusers lines (image models): executed with the real diffusers objects. The
+  `PipelineQuantizationConfig` is the real one (its constructor validates the backend and
+  the backend's keyword arguments), torchao's `Float8WeightOnlyConfig` and diffusers' /
+  transformers' `TorchAoConfig` are real; `DiffusionPipeline.from_pretrained` is a
+  stand-in that checks its keywords against the ones diffusers' from_pretrained pops plus
+  the pipeline class's components, that each quantized component is one of the
+  pipeline's, and returns the pipeline class itself, so `pipe.enable_…()` and
+  `pipe.vae.enable_…()` must exist on the real pipeline / AutoencoderKL classes and
+  accept the call, and `pipe(prompt, …)` must match the pipeline's `__call__`.
 Prints one line per snippet and a closing 'N passed, N failed'.
 """
 
@@ -43,7 +52,18 @@ SETUPS = [
     ("meta-llama/Llama-3.1-70B-Instruct --engine vllm --task serve --gpu h100-sxm", "vLLM: fp8, AWQ, bnb, TP"),
     ("meta-llama/Llama-3.1-8B-Instruct --engine vllm --task serve --gpu rtx-4090", "vLLM: max-model-len"),
     ("Qwen/Qwen2.5-72B-Instruct --engine vllm --task serve --gpu a100-80gb", "vLLM: no fp8 on Ampere"),
+    ("flux-dev --gpu rtx-4090", "FLUX: model offload"),
+    ("flux-dev --gpu rtx-2060", "FLUX: nf4, sequential offload"),
+    ("flux-dev --quant fp8 --gpu rtx-3060", "FLUX: fp8 (torchao) on both quantized components"),
+    ("flux-dev --gpu rtx-3060 --width 2048 --height 2048", "FLUX: VAE tiling, 8-bit"),
+    ("sdxl --gpu rtx-2060 --images 4 --width 2048 --height 2048", "SDXL: slicing, tiling, smaller images"),
+    ("sdxl --quant fp8 --precision fp32 --gpu rtx-2060", "SDXL: fp16 with fp8 kept"),
+    ("sd15 --gpu rtx-2060 --precision fp32 --images 8 --attention eager", "SD 1.5: attention slicing, one image"),
+    ("sd15 --gpu rtx-2060 --images 16 --width 1024 --height 1024", "SD 1.5: safety checker off, quantized"),
 ]
+
+# diffusers pipeline classes by the `pipeline` key of oomkit's JSON.
+PIPELINES = {"sd15": "StableDiffusionPipeline", "sdxl": "StableDiffusionXLPipeline", "flux": "FluxPipeline"}
 
 # from_pretrained keyword arguments the snippets may use (transformers modeling_utils.py
 # PreTrainedModel.from_pretrained docstring: torch_dtype, device_map, max_memory,
@@ -70,6 +90,7 @@ def plans():
             raise SystemExit(f"oomkit estimate {args}: exit {out.returncode}: {out.stderr}")
         v = json.loads(out.stdout)
         for step in v.get("fit", {}).get("plan", []):
+            step["pipeline"] = v["model"].get("pipeline")
             yield args, what, step
 
 
@@ -193,6 +214,81 @@ def check_megatron(line):
     return "Megatron-LM flags"
 
 
+class Checked:
+    """Stands in for a diffusers class or instance: an attribute must exist on the real
+    class, a method call must bind to its signature, a component (`pipe.vae`) is the class
+    the pipeline's __init__ annotates."""
+
+    def __init__(self, cls):
+        self.cls = cls
+
+    def __getattr__(self, name):
+        import diffusers
+
+        init = inspect.signature(self.cls.__init__).parameters
+        if name in init:
+            ann = init[name].annotation
+            return Checked(getattr(diffusers, ann) if isinstance(ann, str) else ann)
+        attr = getattr(self.cls, name)  # AttributeError: not on the real class
+        if not callable(attr):
+            return attr
+
+        def call(*a, **kw):
+            inspect.signature(attr).bind(self, *a, **kw)
+
+        return call
+
+    def __call__(self, *a, **kw):
+        sig = inspect.signature(self.cls.__call__)
+        if not any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values()):
+            sig.bind(self, *a, **kw)
+        else:
+            unknown = set(kw) - set(sig.parameters)
+            if unknown:
+                raise TypeError(f"{self.cls.__name__}.__call__: unknown arguments {sorted(unknown)}")
+        return type("Output", (), {"images": []})()
+
+
+def from_pretrained_keywords():
+    """The keywords diffusers' DiffusionPipeline.from_pretrained reads (`kwargs.pop`)."""
+    import re
+
+    from diffusers import DiffusionPipeline
+
+    src = inspect.getsource(DiffusionPipeline.from_pretrained)
+    return set(re.findall(r'kwargs\.pop\("(\w+)"', src))
+
+
+def check_diffusers(code, pipeline):
+    import diffusers
+    import torch
+
+    cls = getattr(diffusers, PIPELINES[pipeline])
+    components = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    allowed = from_pretrained_keywords() | components
+
+    class Pipeline:
+        @staticmethod
+        def from_pretrained(model_id, **kw):
+            unknown = set(kw) - allowed
+            if unknown:
+                raise TypeError(f"from_pretrained: unknown arguments {sorted(unknown)}")
+            q = kw.get("quantization_config")
+            if q is not None:
+                if not isinstance(q, diffusers.PipelineQuantizationConfig):
+                    raise TypeError("quantization_config is not a PipelineQuantizationConfig")
+                names = set(q.components_to_quantize or []) | set(q.quant_mapping or {})
+                if not names <= components:
+                    raise KeyError(f"not components of {cls.__name__}: {sorted(names - components)}")
+            return Checked(cls)
+
+    env = {"torch": torch, "DiffusionPipeline": Pipeline,
+           "PipelineQuantizationConfig": diffusers.PipelineQuantizationConfig,
+           "pipe": Checked(cls), "prompt": "a photo of a cat"}
+    exec(compile(code, "<snippet>", "exec"), env)
+    return f"ran against diffusers {diffusers.__version__} ({cls.__name__})"
+
+
 # Snippets of the kind the issue found printed: each check must reject its own.
 BROKEN = [
     ("py", 'TrainingArguments(per_device_batch_size=8)'),
@@ -203,12 +299,18 @@ BROKEN = [
     ("ds", {"zero_optimization": {"stage": 2}, "train_micro_batch_size_per_gpu": "auto", "zero3": True}),
     ("vllm", "vllm serve m --quantization int8"),
     ("vllm", "vllm serve m --max-model-length 4096"),
+    # The fp8 line as oomkit printed it before: its import in a comment.
+    ("diffusers", 'pipe = DiffusionPipeline.from_pretrained("m", torch_dtype=torch.float16, quantization_config=PipelineQuantizationConfig(quant_mapping={"unet": diffusers.TorchAoConfig(Float8WeightOnlyConfig())}))  # from torchao.quantization import Float8WeightOnlyConfig'),
+    ("diffusers", 'pipe = DiffusionPipeline.from_pretrained("m", quantization_config=PipelineQuantizationConfig(quant_backend="bitsandbytes_4bit", quant_kwargs={"load_in_4bit": True}, components_to_quantize=["transformer"]))'),
+    ("diffusers", "pipe.vae.enable_tilling()"),
+    ("diffusers", "images = pipe(prompt, num_images=1).images"),
+    ("diffusers", "width=1152, height=1152"),
 ]
 
 
 def self_test(outdir):
     check = {"py": lambda c: check_python(c, outdir), "ds": lambda c: check_deepspeed(c, outdir),
-             "vllm": check_vllm}
+             "vllm": check_vllm, "diffusers": lambda c: check_diffusers(c, "sd15")}
     for kind, code in BROKEN:
         try:
             check[kind](code)
@@ -229,7 +331,9 @@ def main():
                 continue
             seen.add(code)
             try:
-                if code.startswith("{"):
+                if step.get("pipeline"):
+                    how = check_diffusers(code, step["pipeline"])
+                elif code.startswith("{"):
                     how = check_deepspeed(json.loads(code), outdir)
                 elif code.startswith("vllm serve "):
                     how = check_vllm(code)

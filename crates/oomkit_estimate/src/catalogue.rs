@@ -691,7 +691,10 @@ fn is_family_size(name: &str) -> bool {
 ///    entry's (`meta-llama/Llama-2-7b-chat-hf` → `meta-llama/Llama-2-7b-hf`,
 ///    `Qwen/Qwen2.5-7B-Instruct` → `Qwen/Qwen2.5-7B`); the config keeps the
 ///    name given as its `id` and names the entry in `resolved_to`;
-/// 3. otherwise the entries that have every part typed are listed
+/// 3. a community fine-tune or re-packaging named after its base
+///    ([`community_bases`]: `Hermes-3-Llama-3.1-8B` → `Llama-3.1-8B`), one
+///    entry resolved as in 2, several listed;
+/// 4. otherwise the entries that have every part typed are listed
 ///    ([`UnknownModel::Ambiguous`] when several), never picked.
 pub fn find(name: &str) -> Result<ModelConfig, UnknownModel> {
     let input = name.trim();
@@ -724,6 +727,16 @@ pub fn find(name: &str) -> Result<ModelConfig, UnknownModel> {
             });
         }
     }
+    match community_bases(input).as_slice() {
+        [(id, text)] => return load(id, text, Some(input)),
+        [] => {}
+        many => {
+            return Err(UnknownModel::Ambiguous {
+                input: input.to_string(),
+                candidates: many.iter().map(|(id, _)| *id).collect(),
+            });
+        }
+    }
     let fits = candidates(input);
     if fits.len() > 1 {
         return Err(UnknownModel::Ambiguous {
@@ -735,6 +748,86 @@ pub fn find(name: &str) -> Result<ModelConfig, UnknownModel> {
         input: name.to_string(),
         suggestions: if fits.is_empty() { suggest(name) } else { fits },
     })
+}
+
+/// A version part: `v0.1`, `v1.5`.
+fn is_version(p: &str) -> bool {
+    p.strip_prefix('v').is_some_and(|r| {
+        r.starts_with(|c: char| c.is_ascii_digit())
+            && r.chars().all(|c| c.is_ascii_digit() || c == '.')
+    })
+}
+
+/// Where `run` occurs in `parts` as consecutive parts.
+fn run_at(parts: &[String], run: &[String]) -> Option<usize> {
+    if run.is_empty() || run.len() > parts.len() {
+        return None;
+    }
+    parts.windows(run.len()).position(|w| w == run)
+}
+
+/// Community fine-tunes and re-packagings named after their base:
+/// `NousResearch/Hermes-3-Llama-3.1-8B` → `meta-llama/Llama-3.1-8B`,
+/// `unsloth/llama-3-8b-bnb-4bit` → `meta-llama/Meta-Llama-3-8B`,
+/// `Nous-Hermes-2-Mixtral-8x7B-DPO` → `mistralai/Mixtral-8x7B-v0.1`. An
+/// entry matches when its architecture name (family, generation and size;
+/// [`architecture_parts`]) appears as consecutive parts of the typed name,
+/// with something more around it (the fine-tune's own name, a packaging
+/// suffix). Without its trailing version part when no entry matches with
+/// it: `OpenHermes-2.5-Mistral-7B` then lists the Mistral 7B versions
+/// rather than pick one. Never when the rest of the name has a size of its
+/// own (`Qwen2.5-7B-Instruct-1M` is another model: a 1M-token context), nor
+/// with another version when the entry's was dropped
+/// (`TinyLlama-1.1B-Chat-v0.6` is not v1.0).
+fn community_bases(name: &str) -> Vec<(&'static str, &'static str)> {
+    let typed = architecture_parts(name);
+    let matches = |strip_version: bool| -> Vec<(&'static str, &'static str)> {
+        MODELS
+            .iter()
+            .filter(|(id, _)| {
+                let mut run = architecture_parts(id);
+                if strip_version && run.last().is_some_and(|p| is_version(p)) {
+                    run.pop();
+                }
+                let family = run.iter().any(|p| !is_size(p) && !is_version(p));
+                let sized = run.iter().any(|p| is_size(p));
+                let Some(at) = run_at(&typed, &run).filter(|_| family && sized) else {
+                    return false;
+                };
+                let rest = typed
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i < at || *i >= at.saturating_add(run.len()))
+                    .map(|(_, p)| p);
+                let mut rest = rest.peekable();
+                // Another size is another model; with the entry's version
+                // dropped, another version is another model too.
+                rest.peek().is_some()
+                    && rest.all(|p| !(is_size(p) || strip_version && is_version(p)))
+            })
+            .copied()
+            .collect()
+    };
+    let exact = matches(false);
+    if exact.is_empty() {
+        matches(true)
+    } else {
+        exact
+    }
+}
+
+/// Parts of a repo name that say its weights were quantized before upload
+/// (`-AWQ`, `-GPTQ-Int4`, unsloth's `-bnb-4bit`, `-FP8`): the catalogue entry
+/// it resolves to is 16-bit, so a setup without ⟨quant⟩ gets a warning.
+pub const QUANTIZED_PARTS: &[&str] = &[
+    "awq", "gptq", "bnb", "4bit", "8bit", "int4", "int8", "fp8", "nf4", "exl2", "gguf",
+];
+
+/// The pre-quantized packaging part of a resolved fine-tune's name, if any.
+pub fn quantized_part(name: &str) -> Option<String> {
+    parts(name)
+        .into_iter()
+        .find(|p| QUANTIZED_PARTS.contains(&p.as_str()))
 }
 
 /// Parses catalogue entry `id`; a fine-tune's name, when given, stays the
@@ -1069,6 +1162,71 @@ mod tests {
             let c = find(name).expect(name);
             assert_eq!((c.id.as_str(), c.resolved_to), (name, None));
         }
+    }
+
+    /// Community fine-tunes and re-packagings named after their base.
+    #[test]
+    fn community_fine_tunes_resolve_by_the_base_in_their_name() {
+        for (name, entry) in [
+            (
+                "NousResearch/Hermes-3-Llama-3.1-8B",
+                "meta-llama/Llama-3.1-8B",
+            ),
+            ("unsloth/llama-3-8b-bnb-4bit", "meta-llama/Meta-Llama-3-8B"),
+            (
+                "NousResearch/Nous-Hermes-2-Mixtral-8x7B-DPO",
+                "mistralai/Mixtral-8x7B-v0.1",
+            ),
+            ("Qwen/Qwen2.5-7B-Instruct-AWQ", "Qwen/Qwen2.5-7B"),
+            (
+                "TheBloke/Mistral-7B-Instruct-v0.2-GPTQ",
+                "mistralai/Mistral-7B-Instruct-v0.2",
+            ),
+            (
+                "unsloth/Qwen2.5-Coder-7B-Instruct-bnb-4bit",
+                "Qwen/Qwen2.5-Coder-7B",
+            ),
+        ] {
+            let c = find(name).expect(name);
+            assert_eq!(c.id, name);
+            assert_eq!(c.resolved_to.as_deref(), Some(entry), "{name}");
+        }
+        // The base without its version: every version is listed.
+        let Err(UnknownModel::Ambiguous { candidates, .. }) =
+            find("teknium/OpenHermes-2.5-Mistral-7B")
+        else {
+            panic!("OpenHermes");
+        };
+        assert!(
+            candidates.contains(&"mistralai/Mistral-7B-v0.1"),
+            "{candidates:?}"
+        );
+        assert!(
+            candidates.contains(&"mistralai/Mistral-7B-v0.3"),
+            "{candidates:?}"
+        );
+        // Another size or another version in the name: another model.
+        for name in [
+            "Qwen/Qwen2.5-7B-Instruct-1M",
+            "Qwen/Qwen2.5-VL-7B-Instruct",
+            "meta-llama/Llama-3.2-11B-Vision-Instruct",
+            "TinyLlama/TinyLlama-1.1B-Chat-v0.6",
+            "HuggingFaceH4/zephyr-7b-beta",
+        ] {
+            assert!(
+                !matches!(find(name), Ok(c) if c.resolved_to.is_some()),
+                "{name} resolved"
+            );
+        }
+        assert_eq!(
+            quantized_part("unsloth/llama-3-8b-bnb-4bit").as_deref(),
+            Some("bnb")
+        );
+        assert_eq!(
+            quantized_part("Qwen/Qwen2.5-7B-Instruct-AWQ").as_deref(),
+            Some("awq")
+        );
+        assert_eq!(quantized_part("NousResearch/Hermes-3-Llama-3.1-8B"), None);
     }
 
     /// A different version with a different config never falls back to

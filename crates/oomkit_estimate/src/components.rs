@@ -715,6 +715,33 @@ pub fn prefill_transient_wide(cfg: &ModelConfig, s: &Setup) -> u128 {
     2 * t * h * beta + attn.max(mlp) / w(s.tp.max(1))
 }
 
+/// What the model's forward builds once and keeps through every layer of
+/// the prompt pass, beside each layer's working set (checked against the CPU
+/// oracle, `bench/estimate-oracle/`: Gemma 3 1B, 4 × 4096 tokens, prefill —
+/// the oracle's peak was above the estimate by exactly these, to 0.2 MB):
+/// - the rotary tables, cos and sin per set, b·s·rope_dims in β each
+///   (transformers' `*RotaryEmbedding.forward` returns them in the
+///   activation dtype; Gemma 3 builds a global and a local set);
+/// - with SDPA, the boolean sliding-window mask, b·s·s bytes, when a
+///   sliding layer's window is shorter than the prompt: transformers'
+///   `create_sliding_window_causal_mask` can then not leave the masking to
+///   SDPA's `is_causal` (masking_utils.py `_ignore_causal_mask_sdpa`), and
+///   one `[b, 1, s, s]` bool mask serves every sliding layer. Full-attention
+///   layers of an unpadded prompt get `is_causal` and no mask.
+///
+/// The tables and the mask are locals of the decoder's forward, gone when
+/// the head runs.
+pub fn prompt_shared_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let w = u128::from;
+    let t = w(s.batch) * w(s.seq);
+    let tables = 2 * w(cfg.rope_sets) * t * w(cfg.rope_dims) * w(s.precision.act_bytes());
+    let windowed = cfg.sliding_layers > 0
+        && cfg.sliding_window.is_some_and(|win| win < s.seq)
+        && s.attention == Attention::Sdpa;
+    let mask = if windowed { t * w(s.seq) } else { 0 };
+    sat(tables + mask)
+}
+
 /// What is alive beside the logits when the head runs on the prompt: the
 /// last layer's output and the final norm's output, every position (β each;
 /// `logits_to_keep=1` slices a view, which keeps the whole tensor).
@@ -956,6 +983,60 @@ mod tests {
     use super::*;
     use crate::catalogue;
     use crate::setup::LoraTargets;
+
+    /// The prompt pass's shared tensors: rotary tables per set (Gemma 3 has
+    /// two), the rotated width only (GPT-NeoX rotates a quarter of a head,
+    /// phi-2 40 %), none with learned positions, and the SDPA sliding-window
+    /// mask only when a window is shorter than the prompt.
+    #[test]
+    fn prompt_pass_keeps_rotary_tables_and_the_sliding_mask() {
+        let s = |batch, seq, attention| Setup {
+            batch,
+            seq,
+            attention,
+            new_tokens: 1,
+            ..Setup::default()
+        };
+        let g3 = catalogue::find("google/gemma-3-1b-it").expect("gemma 3");
+        assert_eq!((g3.rope_sets, g3.rope_dims), (2, 256));
+        let (b, n) = (4u64, 4096u64);
+        assert_eq!(
+            prompt_shared_bytes(&g3, &s(b, n, Attention::Sdpa)),
+            2 * 2 * b * n * 256 * 2 + b * n * n
+        );
+        // Eager attention builds its own masks; the window covers 512 tokens.
+        assert_eq!(
+            prompt_shared_bytes(&g3, &s(b, n, Attention::Eager)),
+            2 * 2 * b * n * 256 * 2
+        );
+        assert_eq!(
+            prompt_shared_bytes(&g3, &s(1, 512, Attention::Sdpa)),
+            2 * 2 * 512 * 256 * 2
+        );
+        let llama = catalogue::find("meta-llama/Llama-3.2-1B").expect("llama");
+        assert_eq!((llama.rope_sets, llama.rope_dims), (1, 64));
+        assert_eq!(
+            prompt_shared_bytes(&llama, &s(2, 1024, Attention::Sdpa)),
+            2 * 2 * 1024 * 64 * 2
+        );
+        let neox = catalogue::find("EleutherAI/pythia-1b").expect("pythia");
+        assert_eq!(neox.rope_dims, neox.head_dim / 4);
+        let phi2 = catalogue::find("microsoft/phi-2").expect("phi-2");
+        assert_eq!(phi2.rope_dims, 32);
+        let gpt2 = catalogue::find("gpt2").expect("gpt2");
+        assert_eq!(prompt_shared_bytes(&gpt2, &s(1, 1024, Attention::Sdpa)), 0);
+        // Mistral v0.1's 4096-token window: a mask only past it.
+        let m = catalogue::find("mistralai/Mistral-7B-v0.1").expect("mistral");
+        let tables = |seq: u64| 2 * seq * 128 * 2;
+        assert_eq!(
+            prompt_shared_bytes(&m, &s(1, 4096, Attention::Sdpa)),
+            tables(4096)
+        );
+        assert_eq!(
+            prompt_shared_bytes(&m, &s(1, 8192, Attention::Sdpa)),
+            tables(8192) + 8192 * 8192
+        );
+    }
 
     #[test]
     fn softcapping_keeps_one_more_logits_copy() {

@@ -246,7 +246,11 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                 extra_reserved: 0,
             };
             let mut v = vec![
-                prompt(c::prefill_transient_bytes(cfg, s), 0),
+                prompt(
+                    c::prefill_transient_bytes(cfg, s)
+                        .saturating_add(c::prompt_shared_bytes(cfg, s)),
+                    0,
+                ),
                 prompt(
                     c::head_input_bytes(cfg, s),
                     c::inference_logits_bytes(cfg, s),

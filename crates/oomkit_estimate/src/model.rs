@@ -103,6 +103,17 @@ pub struct ModelConfig {
     /// Per-head RMSNorms on queries and keys (`q_norm`/`k_norm`: Gemma-3, Qwen3).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub qk_norm: bool,
+    /// Rotary (cos, sin) tables the model's forward builds once and hands to
+    /// every layer: 0 with learned or ALiBi positions (GPT-2, BERT, BLOOM,
+    /// MPT), 2 for Gemma 3 (one for its global layers, one for its local
+    /// layers: `rope_theta` and `rope_local_base_freq`), else 1.
+    #[serde(skip)]
+    pub rope_sets: u64,
+    /// Width of each rotary table: the rotated part of a head
+    /// (`partial_rotary_factor`/`rotary_pct` of `head_dim`; MLA's
+    /// `qk_rope_head_dim`).
+    #[serde(skip)]
+    pub rope_dims: u64,
     /// Sliding-window size, when some layers use one.
     pub sliding_window: Option<u64>,
     /// How many layers are sliding-window layers.
@@ -430,6 +441,25 @@ impl ModelConfig {
         let fp32_norm_scale = mt.starts_with("gemma");
         let fused_qkv_rope = matches!(mt, "phi3" | "falcon" | "gpt_neox");
         let qk_norm = matches!(mt, "gemma3_text" | "gemma3" | "qwen3" | "qwen3_moe");
+        let alibi = matches!(mt, "bloom" | "mpt") || flag("alibi") == Some(true);
+        let rope_sets = if encoder || position_rows > 0 || alibi {
+            0
+        } else if mt.starts_with("gemma3") {
+            2
+        } else {
+            1
+        };
+        let partial = v
+            .get("partial_rotary_factor")
+            .or_else(|| v.get("rotary_pct"))
+            .and_then(Value::as_f64)
+            .filter(|f| *f > 0.0 && *f <= 1.0)
+            .unwrap_or(1.0);
+        let rope_dims = match &mla {
+            Some(m) => m.rope_dim,
+            // transformers: int(head_dim * partial_rotary_factor).
+            None => (head_dim as f64 * partial) as u64,
+        };
         let cfg = ModelConfig {
             id: id.to_string(),
             model_type,
@@ -457,6 +487,8 @@ impl ModelConfig {
                 .get("final_logit_softcapping")
                 .and_then(Value::as_f64)
                 .is_some_and(|c| c > 0.0),
+            rope_sets,
+            rope_dims,
             sliding_window: if sliding_layers > 0 { window } else { None },
             sliding_layers,
             moe,
@@ -613,6 +645,8 @@ impl ModelConfig {
             fp32_norm_scale: false,
             fused_qkv_rope: false,
             composite_gelu: false,
+            rope_sets: 1,
+            rope_dims: hidden / heads.max(1),
             sliding_window: None,
             sliding_layers: 0,
             moe: None,

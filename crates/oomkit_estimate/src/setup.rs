@@ -726,6 +726,18 @@ impl Setup {
                 ));
             }
         }
+        if cfg.resolved_to.is_some()
+            && self.quant == Quant::None
+            && let Some(q) = crate::catalogue::quantized_part(&cfg.id)
+        {
+            out.push(knob::fill(
+                &format!(
+                    "{} looks quantized before upload ({q}): the estimate is for 16-bit weights; set ⟨quant⟩ to the checkpoint's format",
+                    cfg.id
+                ),
+                name,
+            ));
+        }
         if let Some(c) = crate::fit::conflict(self) {
             out.push(format!(
                 "{} and {} do not combine as usually set up: {} ({}); the estimate is for the setup given",

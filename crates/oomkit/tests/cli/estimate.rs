@@ -608,6 +608,92 @@ fn image_sdxl_eager_fp32_big_batch_plan() {
     insta::assert_snapshot!(text);
 }
 
+/// An image too large for the card: one step to the largest size that fits
+/// (aspect ratio kept, a multiple of 8), not a ladder of ever smaller sizes,
+/// and every step's code is a statement that runs (`images = pipe(…)`).
+#[test]
+fn image_plan_shrinks_the_size_in_one_step_to_the_largest_that_fits() {
+    let args = [
+        "sd15", "--gpu", "rtx-2060", "--width", "4096", "--height", "2048", "--images", "16",
+        "--format", "json",
+    ];
+    let out = est(&args);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let v = json(&out);
+    let plan = v["fit"]["plan"].as_array().unwrap();
+    let sizes: Vec<&serde_json::Value> = plan
+        .iter()
+        .filter(|s| s["config"].as_str().unwrap().contains("width="))
+        .collect();
+    assert_eq!(sizes.len(), 1, "{plan:?}");
+    let code = sizes[0]["config"].as_str().unwrap();
+    let dims: Vec<u64> = code
+        .trim_start_matches("images = pipe(prompt, width=")
+        .trim_end_matches(").images")
+        .split(", height=")
+        .map(|d| d.parse().unwrap())
+        .collect();
+    let (w, h) = (dims[0], dims[1]);
+    // Multiples of 8 (SD 1.5's VAE), about 2:1 as asked, smaller than asked.
+    let ratio = w as f64 / h as f64;
+    assert!(
+        w % 8 == 0 && h % 8 == 0 && (ratio - 2.0).abs() < 0.02 && w < 4096,
+        "{code}"
+    );
+    assert_eq!(v["fit"]["plan_fits"], true);
+    // The size is the largest: 8 pixels more per side does not fit.
+    let images_step = plan.iter().any(|s| {
+        s["config"]
+            .as_str()
+            .unwrap()
+            .contains("num_images_per_prompt=1")
+    });
+    assert!(images_step, "{plan:?}");
+    let mut rest: Vec<String> = plan
+        .iter()
+        .filter_map(|s| match s["remedy"].as_str().unwrap() {
+            "diffusers-cpu-offload" if s["config"].as_str().unwrap().contains("sequential") => {
+                Some("--cpu-offload=sequential".to_string())
+            }
+            "diffusers-cpu-offload" => Some("--cpu-offload=model".to_string()),
+            _ => None,
+        })
+        .collect();
+    rest.dedup();
+    let bigger = |w: u64, h: u64| {
+        let (ws, hs) = (w.to_string(), h.to_string());
+        let mut a: Vec<&str> = vec![
+            "sd15", "--gpu", "rtx-2060", "--width", &ws, "--height", &hs, "--format", "json",
+        ];
+        for step in plan {
+            let c = step["config"].as_str().unwrap();
+            if c.contains("vae.enable_slicing") {
+                a.push("--vae-slicing");
+            } else if c.contains("vae.enable_tiling") {
+                a.push("--vae-tiling");
+            } else if c.contains("enable_attention_slicing") {
+                a.push("--attention-slicing");
+            } else if c.contains("safety_checker=None") && !a.contains(&"--no-safety-checker") {
+                a.push("--no-safety-checker");
+            }
+            if c.contains("bitsandbytes_4bit") {
+                a.retain(|x| !x.starts_with("--quant"));
+                a.push("--quant=nf4");
+            } else if c.contains("bitsandbytes_8bit") {
+                a.retain(|x| !x.starts_with("--quant"));
+                a.push("--quant=int8");
+            }
+        }
+        for r in &rest {
+            a.retain(|x| !x.starts_with("--cpu-offload"));
+            a.push(r);
+        }
+        json(&est(&a))["fit"]["fits"].as_bool().unwrap()
+    };
+    assert!(bigger(w, h), "the step's own size does not fit");
+    assert!(!bigger(w + 8, h + 8), "a larger size fits too");
+}
+
 #[test]
 fn image_sd15_json_contract() {
     let out = est(&[
@@ -1329,6 +1415,45 @@ fn trainer_loop_drops_the_held_logits() {
     assert_eq!(dropped["setup"]["drops_output"], true);
     let peak = |v: &serde_json::Value| v["peak_allocated_bytes"].as_u64().expect("peak");
     assert_eq!(peak(&held) - peak(&dropped), 2 * 2048 * 151_936 * 2);
+}
+
+/// Community fine-tunes resolve by the base in their name; a pre-quantized
+/// re-packaging says the estimate is 16-bit until --quant is set.
+#[test]
+fn community_fine_tunes_resolve_and_prequantized_names_warn() {
+    let v = json(&est(&[
+        "NousResearch/Hermes-3-Llama-3.1-8B",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(v["model"]["resolved_to"], "meta-llama/Llama-3.1-8B");
+    assert_eq!(v["model"]["params"], 8_030_261_248u64);
+    assert_eq!(v["warnings"].as_array().map(Vec::len), Some(0), "{v}");
+    let out = est(&["unsloth/llama-3-8b-bnb-4bit"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("warning: unsloth/llama-3-8b-bnb-4bit looks quantized before upload (bnb): the estimate is for 16-bit weights; set --quant to the checkpoint's format\nunsloth/llama-3-8b-bnb-4bit, config of catalogue entry meta-llama/Meta-Llama-3-8B"),
+        "{text}"
+    );
+    let quiet = est(&["unsloth/llama-3-8b-bnb-4bit", "--quant", "nf4"]);
+    assert!(
+        !stdout(&quiet).contains("quantized before upload"),
+        "{}",
+        stdout(&quiet)
+    );
+    let out = est(&["teknium/OpenHermes-2.5-Mistral-7B"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("is ambiguous: it fits"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("mistralai/Mistral-7B-v0.1"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// The hub ids a new user tries first (issue 15): fine-tunes resolve to the

@@ -36,14 +36,30 @@ pub fn load_code(m: &Model, s: &ImageSetup) -> String {
     if s.quant != Quant::None {
         args.push(format!("quantization_config={}", quant_config(m, s)));
     }
-    let import = if s.quant == Quant::Fp8 {
-        "  # from torchao.quantization import Float8WeightOnlyConfig"
-    } else {
-        ""
-    };
     format!(
-        "pipe = DiffusionPipeline.from_pretrained({}){import}",
+        "{}pipe = DiffusionPipeline.from_pretrained({})",
+        imports(m, s),
         args.join(", ")
+    )
+}
+
+/// The imports a load line needs beyond what every diffusers script has
+/// (`torch`, `DiffusionPipeline`, `PipelineQuantizationConfig`), on the same
+/// line so the snippet runs as pasted: torchao's float8 config, and the
+/// `diffusers`/`transformers` modules whose two `TorchAoConfig`s it names.
+fn imports(m: &Model, s: &ImageSetup) -> String {
+    if s.quant != Quant::Fp8 {
+        return String::new();
+    }
+    let den = m.denoiser_name();
+    let targets = m.quant_targets();
+    let mut modules = vec!["diffusers"];
+    if targets.iter().any(|t| *t != den) {
+        modules.push("transformers");
+    }
+    format!(
+        "import {}; from torchao.quantization import Float8WeightOnlyConfig; ",
+        modules.join(", ")
     )
 }
 
@@ -305,22 +321,41 @@ fn plan(m: &Model, s: &ImageSetup, usable: Bytes) -> (Vec<Step>, bool) {
             &cur,
             "one image per call".into(),
             RemedyId::ReduceInputSize,
-            "num_images_per_prompt=1".into(),
+            "images = pipe(prompt, num_images_per_prompt=1).images".into(),
         )
         .unwrap_or(false);
     }
-    let k = m.size_multiple();
-    while !done && cur.width.max(cur.height) > 4 * k {
-        cur.width = (cur.width * 3 / 4 / k).max(1) * k;
-        cur.height = (cur.height * 3 / 4 / k).max(1) * k;
-        let (w, h) = (cur.width, cur.height);
-        done = push(
-            &cur,
-            format!("{w}×{h} pixels"),
-            RemedyId::ReduceInputSize,
-            format!("width={w}, height={h}"),
-        )
-        .unwrap_or(false);
+    if !done {
+        // One step to the largest size that fits, the aspect ratio kept: not a
+        // ladder of ever smaller sizes.
+        let k = m.size_multiple().max(1);
+        let long = cur.width.max(cur.height);
+        let scaled = |n: u64| {
+            let side = |x: u64| {
+                let v = u128::from(x) * u128::from(n) / u128::from(long.max(1));
+                u64::try_from(v)
+                    .unwrap_or(u64::MAX)
+                    .max(1)
+                    .saturating_mul(k)
+            };
+            ImageSetup {
+                width: side(cur.width),
+                height: side(cur.height),
+                ..cur.clone()
+            }
+        };
+        let n = largest_where((long / k).saturating_sub(1), |n| used(&scaled(n)) <= usable);
+        if n > 0 {
+            let t = scaled(n);
+            let (w, h) = (t.width, t.height);
+            done = push(
+                &t,
+                format!("{w}×{h} pixels"),
+                RemedyId::ReduceInputSize,
+                format!("images = pipe(prompt, width={w}, height={h}).images"),
+            )
+            .unwrap_or(false);
+        }
     }
     (steps, done)
 }
@@ -344,7 +379,14 @@ mod tests {
         let code = load_code(&m, &s);
         assert!(code.contains("\"unet\": diffusers.TorchAoConfig(Float8WeightOnlyConfig())"));
         assert!(code.contains("safety_checker=None") && !code.contains("text_encoder"));
-        assert!(code.ends_with("# from torchao.quantization import Float8WeightOnlyConfig"));
+        assert!(code.starts_with(
+            "import diffusers; from torchao.quantization import Float8WeightOnlyConfig; pipe = "
+        ));
+        let (m, mut s) = base(Pipeline::Flux);
+        s.quant = Quant::Fp8;
+        let code = load_code(&m, &s);
+        assert!(code.starts_with("import diffusers, transformers; from torchao"));
+        assert!(code.contains("\"text_encoder_2\": transformers.TorchAoConfig("));
     }
 
     #[test]
@@ -383,6 +425,216 @@ mod tests {
         assert_eq!(ids, [RemedyId::DiffusersCpuOffload]);
         for id in ids {
             assert!(oomkit_core::remedies::get(id).is_some());
+        }
+    }
+
+    /// Every snippet an image plan prints parses as Python and only uses
+    /// what diffusers has: `DiffusionPipeline.from_pretrained`'s keywords
+    /// (diffusers pipeline_utils.py: the `kwargs.pop` names, plus a
+    /// component override such as `safety_checker=None`),
+    /// `PipelineQuantizationConfig.__init__`'s
+    /// (diffusers quantizers/pipe_quant_config.py), the pipeline's offload and
+    /// slicing methods (pipeline_utils.py, pipeline_stable_diffusion.py) and
+    /// `AutoencoderKL`'s (autoencoder_kl.py), and names a diffusers script has
+    /// or the snippet imports itself. `bench/estimate/check_snippets.sh` runs
+    /// them against diffusers itself.
+    mod snippets {
+        use ruff_python_ast::visitor::{self, Visitor};
+        use ruff_python_ast::{self as ast, Expr, Stmt};
+
+        use super::*;
+        use crate::image::CpuOffload;
+
+        const FROM_PRETRAINED: &[&str] = &["torch_dtype", "safety_checker", "quantization_config"];
+        const PIPELINE_QUANT: &[&str] = &[
+            "quant_backend",
+            "quant_kwargs",
+            "components_to_quantize",
+            "quant_mapping",
+        ];
+        const PIPE_METHODS: &[&str] = &[
+            "enable_model_cpu_offload",
+            "enable_sequential_cpu_offload",
+            "enable_attention_slicing",
+        ];
+        const VAE_METHODS: &[&str] = &["enable_slicing", "enable_tiling"];
+        /// `__call__` arguments a reduce-input step may set.
+        const CALL_ARGS: &[&str] = &["num_images_per_prompt", "width", "height"];
+        /// Names every diffusers script has imported.
+        const SCRIPT: &[&str] = &[
+            "torch",
+            "DiffusionPipeline",
+            "PipelineQuantizationConfig",
+            "pipe",
+            "prompt",
+        ];
+
+        #[derive(Default)]
+        struct Check {
+            names: Vec<String>,
+            errors: Vec<String>,
+        }
+
+        fn attr_chain(e: &Expr) -> Vec<&str> {
+            match e {
+                Expr::Name(n) => vec![n.id.as_str()],
+                Expr::Attribute(a) => {
+                    let mut v = attr_chain(&a.value);
+                    v.push(a.attr.as_str());
+                    v
+                }
+                _ => vec![],
+            }
+        }
+
+        impl<'a> Visitor<'a> for Check {
+            fn visit_stmt(&mut self, stmt: &'a Stmt) {
+                match stmt {
+                    Stmt::Import(i) => {
+                        for a in &i.names {
+                            self.names.push(a.name.to_string());
+                        }
+                    }
+                    Stmt::ImportFrom(i) => {
+                        for a in &i.names {
+                            self.names.push(a.name.to_string());
+                        }
+                    }
+                    Stmt::Assign(a) => {
+                        for t in &a.targets {
+                            let chain = attr_chain(t);
+                            let ok = chain == ["pipe"] || chain == ["images"];
+                            if !ok {
+                                self.errors.push(format!("assigns {chain:?}"));
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                visitor::walk_stmt(self, stmt);
+            }
+
+            fn visit_expr(&mut self, expr: &'a Expr) {
+                match expr {
+                    Expr::Name(n) if n.ctx == ast::ExprContext::Load => {
+                        let id = n.id.as_str();
+                        if !SCRIPT.contains(&id) && !self.names.iter().any(|k| k == id) {
+                            self.errors.push(format!("undefined name {id}"));
+                        }
+                    }
+                    Expr::Call(call) => {
+                        let chain = attr_chain(&call.func);
+                        let kw: Vec<&str> = call
+                            .arguments
+                            .keywords
+                            .iter()
+                            .filter_map(|k| k.arg.as_ref().map(ast::Identifier::as_str))
+                            .collect();
+                        let allowed: Option<&[&str]> = match chain.as_slice() {
+                            ["DiffusionPipeline", "from_pretrained"] => Some(FROM_PRETRAINED),
+                            ["PipelineQuantizationConfig"] => Some(PIPELINE_QUANT),
+                            [_, "TorchAoConfig"] | ["Float8WeightOnlyConfig"] => Some(&[]),
+                            ["pipe"] => Some(CALL_ARGS),
+                            ["pipe", m] if PIPE_METHODS.contains(m) => Some(&[]),
+                            ["pipe", "vae", m] if VAE_METHODS.contains(m) => Some(&[]),
+                            _ => None,
+                        };
+                        match allowed {
+                            None => self.errors.push(format!("unknown call {chain:?}")),
+                            Some(a) => {
+                                for k in kw.iter().filter(|k| !a.contains(k)) {
+                                    self.errors.push(format!("{chain:?}({k}=…)"));
+                                }
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+                visitor::walk_expr(self, expr);
+            }
+        }
+
+        fn check(code: &str) -> Result<(), String> {
+            let parsed = ruff_python_parser::parse_module(code).map_err(|e| e.to_string())?;
+            let mut c = Check::default();
+            c.visit_body(&parsed.syntax().body);
+            if c.errors.is_empty() {
+                Ok(())
+            } else {
+                Err(c.errors.join("; "))
+            }
+        }
+
+        #[test]
+        fn every_image_plan_snippet_parses_and_names_only_diffusers_api() {
+            let mut seen = std::collections::BTreeSet::new();
+            for p in [Pipeline::Sd15, Pipeline::Sdxl, Pipeline::Flux] {
+                for quant in [
+                    Quant::None,
+                    Quant::Int8,
+                    Quant::Nf4,
+                    Quant::Nf4Dq,
+                    Quant::Fp8,
+                ] {
+                    for precision in [Precision::Fp32, Precision::Fp16, Precision::Bf16] {
+                        for (images, side) in [(1, 0), (8, 0), (4, 2048)] {
+                            for (gpu, attention) in [
+                                ("rtx-2060", Attention::Eager),
+                                ("rtx-2060", Attention::Sdpa),
+                                ("rtx-3060", Attention::Sdpa),
+                                ("rtx-4090", Attention::Sdpa),
+                            ] {
+                                let (m, mut s) = base(p);
+                                s.attention = attention;
+                                s.quant = quant;
+                                s.precision = precision;
+                                s.images = images;
+                                if side > 0 {
+                                    s.width = side;
+                                    s.height = side;
+                                }
+                                s.cpu_offload = CpuOffload::None;
+                                let Ok(g) = oomkit_core::gpus::find(gpu) else {
+                                    panic!("{gpu}");
+                                };
+                                for step in fit(&m, &s, g).plan {
+                                    seen.insert(step.config);
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            // Every rung is reached, so every kind of snippet is checked.
+            for want in [
+                "enable_model_cpu_offload",
+                "enable_sequential_cpu_offload",
+                "enable_attention_slicing",
+                "enable_slicing",
+                "enable_tiling",
+                "bitsandbytes_4bit",
+                "bitsandbytes_8bit",
+                "Float8WeightOnlyConfig",
+                "num_images_per_prompt",
+                "pipe(prompt, width=",
+                "safety_checker=None",
+            ] {
+                assert!(
+                    seen.iter().any(|c| c.contains(want)),
+                    "no snippet has {want}"
+                );
+            }
+            for code in &seen {
+                assert_eq!(check(code), Ok(()), "{code}");
+            }
+            // The check rejects what the old fp8 line printed (the import in a
+            // comment) and a misspelt keyword.
+            assert!(check("pipe = DiffusionPipeline.from_pretrained(\"m\", quantization_config=PipelineQuantizationConfig(quant_mapping={\"unet\": diffusers.TorchAoConfig(Float8WeightOnlyConfig())}))  # from torchao.quantization import Float8WeightOnlyConfig").is_err());
+            assert!(
+                check("pipe = DiffusionPipeline.from_pretrained(\"m\", dtype_torch=torch.float16)")
+                    .is_err()
+            );
+            assert!(check("pipe.vae.enable_tilling()").is_err());
         }
     }
 }
