@@ -692,7 +692,7 @@ fn is_family_size(name: &str) -> bool {
 ///    `Qwen/Qwen2.5-7B-Instruct` → `Qwen/Qwen2.5-7B`); the config keeps the
 ///    name given as its `id` and names the entry in `resolved_to`;
 /// 3. a community fine-tune or re-packaging named after its base
-///    ([`community_bases`]: `Hermes-3-Llama-3.1-8B` → `Llama-3.1-8B`), one
+///    (`community_bases`: `Hermes-3-Llama-3.1-8B` → `Llama-3.1-8B`), one
 ///    entry resolved as in 2, several listed;
 /// 4. otherwise the entries that have every part typed are listed
 ///    ([`UnknownModel::Ambiguous`] when several), never picked.
