@@ -1,7 +1,18 @@
-//! The embedded model catalogue: published `config.json` files copied from
-//! `shared/reference/model-configs/` (see its README for each file's source
-//! and confidence) into `models/`, compiled in with `include_str!`. No network.
+//! The embedded model catalogue, text and image models in one place:
+//! published `config.json` files copied from `shared/reference/model-configs/`
+//! (see its README for each file's source and confidence) into `models/`,
+//! compiled in with `include_str!`. No network.
+//!
+//! - [`MODELS`]: text models (one `config.json` each), found by [`find`];
+//! - [`IMAGE_MODELS`]: text-to-image pipelines (their components' configs
+//!   under `models/image/`), found by [`image`] with the same name rules;
+//! - [`list`]: both, as `--list-models` prints them; unknown names get
+//!   suggestions from both ([`UnknownModel::NotFound`]).
+//!
+//! [`crate::resolve::resolve`] is the one entry point that turns a name into
+//! either kind.
 
+use crate::image::Pipeline;
 use crate::model::{ConfigError, ModelConfig};
 
 /// (Hugging Face repo id, config.json text).
@@ -670,7 +681,8 @@ fn is_family_size(name: &str) -> bool {
             if family.chars().all(|c| c.is_ascii_alphabetic()) && is_size(size))
 }
 
-/// Finds a catalogue model, in this order:
+/// Finds a text model of the catalogue (image pipelines: [`image`]), in
+/// this order:
 ///
 /// 1. its repo id (case-insensitive), alias or repo name (`llama-3.1-8b`);
 ///    a bare family-and-size name that fits several entries (`qwen-7b`) is
@@ -680,7 +692,7 @@ fn is_family_size(name: &str) -> bool {
 ///    `Qwen/Qwen2.5-7B-Instruct` → `Qwen/Qwen2.5-7B`); the config keeps the
 ///    name given as its `id` and names the entry in `resolved_to`;
 /// 3. a community fine-tune or re-packaging named after its base
-///    ([`community_bases`]: `Hermes-3-Llama-3.1-8B` → `Llama-3.1-8B`), one
+///    (`community_bases`: `Hermes-3-Llama-3.1-8B` → `Llama-3.1-8B`), one
 ///    entry resolved as in 2, several listed;
 /// 4. otherwise the entries that have every part typed are listed
 ///    ([`UnknownModel::Ambiguous`] when several), never picked.
@@ -833,15 +845,160 @@ fn load(
     Ok(c)
 }
 
+/// A text-to-image pipeline of the catalogue and its embedded component
+/// configs (`models/image/`, copied from the pipeline's repo folders).
+#[derive(Debug)]
+pub struct ImageEntry {
+    /// Hugging Face repo id.
+    pub id: &'static str,
+    /// Short name (`sd15`).
+    pub alias: &'static str,
+    /// Other repo ids of the same weights (SD 1.5 moved to
+    /// `stable-diffusion-v1-5/stable-diffusion-v1-5`).
+    pub other_ids: &'static [&'static str],
+    /// The diffusers pipeline class.
+    pub pipeline: Pipeline,
+    /// The denoiser's config: `unet/config.json` or `transformer/config.json`.
+    pub denoiser: &'static str,
+    /// `vae/config.json`.
+    pub vae: &'static str,
+    /// `text_encoder/config.json` and `text_encoder_2/config.json`, where present.
+    pub text_encoders: [Option<&'static str>; 2],
+    /// `model_index.json`, where the reference folder has it (it names the
+    /// safety checker).
+    pub model_index: Option<&'static str>,
+    /// The safety checker's config, loaded when `model_index.json` names one.
+    pub safety_checker: Option<&'static str>,
+}
+
+/// The text-to-image pipelines (see [`crate::image`]).
+pub static IMAGE_MODELS: &[ImageEntry] = &[
+    ImageEntry {
+        id: "runwayml/stable-diffusion-v1-5",
+        alias: "sd15",
+        other_ids: &["stable-diffusion-v1-5/stable-diffusion-v1-5"],
+        pipeline: Pipeline::Sd15,
+        denoiser: include_str!("../models/image/runwayml__stable-diffusion-v1-5__unet.json"),
+        vae: include_str!("../models/image/runwayml__stable-diffusion-v1-5__vae.json"),
+        text_encoders: [
+            Some(include_str!(
+                "../models/image/runwayml__stable-diffusion-v1-5__text_encoder.json"
+            )),
+            None,
+        ],
+        model_index: Some(include_str!(
+            "../models/image/runwayml__stable-diffusion-v1-5__model_index.json"
+        )),
+        // Reconstructed: see its `_oomkit_provenance`.
+        safety_checker: Some(include_str!(
+            "../models/image/runwayml__stable-diffusion-v1-5__safety_checker.json"
+        )),
+    },
+    ImageEntry {
+        id: "stabilityai/stable-diffusion-xl-base-1.0",
+        alias: "sdxl",
+        other_ids: &[],
+        pipeline: Pipeline::Sdxl,
+        denoiser: include_str!(
+            "../models/image/stabilityai__stable-diffusion-xl-base-1.0__unet.json"
+        ),
+        vae: include_str!("../models/image/stabilityai__stable-diffusion-xl-base-1.0__vae.json"),
+        text_encoders: [
+            Some(include_str!(
+                "../models/image/stabilityai__stable-diffusion-xl-base-1.0__text_encoder.json"
+            )),
+            Some(include_str!(
+                "../models/image/stabilityai__stable-diffusion-xl-base-1.0__text_encoder_2.json"
+            )),
+        ],
+        model_index: None,
+        safety_checker: None,
+    },
+    ImageEntry {
+        id: "black-forest-labs/FLUX.1-dev",
+        alias: "flux-dev",
+        other_ids: &[],
+        pipeline: Pipeline::Flux,
+        denoiser: include_str!("../models/image/black-forest-labs__FLUX.1-dev__transformer.json"),
+        vae: include_str!("../models/image/black-forest-labs__FLUX.1-dev__vae.json"),
+        text_encoders: [
+            Some(include_str!(
+                "../models/image/black-forest-labs__FLUX.1-dev__text_encoder.json"
+            )),
+            Some(include_str!(
+                "../models/image/black-forest-labs__FLUX.1-dev__text_encoder_2.json"
+            )),
+        ],
+        model_index: None,
+        safety_checker: None,
+    },
+];
+
+/// Finds an image pipeline by the same rules as a text model's exact names
+/// ([`find`] step 1): its repo id (case-insensitive), alias, the part after
+/// `/`, or another id of the same weights; punctuation is ignored
+/// (`SD-15`, `flux.1-dev`).
+pub fn image(name: &str) -> Option<&'static ImageEntry> {
+    let want = norm(name.trim());
+    IMAGE_MODELS.iter().find(|e| {
+        norm(e.id) == want
+            || norm(e.alias) == want
+            || norm(&base_name(e.id)) == want
+            || e.other_ids.iter().any(|o| norm(o) == want)
+    })
+}
+
+/// One catalogue entry as `--list-models` prints it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Listed {
+    /// Hugging Face repo id.
+    pub id: &'static str,
+    /// Its short name.
+    pub alias: String,
+    /// Parameters (an image pipeline: every component it loads by default).
+    pub params: u64,
+    /// The config was reconstructed rather than copied ([`RECONSTRUCTED`]).
+    pub reconstructed: bool,
+    /// A text-to-image pipeline ([`IMAGE_MODELS`]).
+    pub image: bool,
+}
+
+/// Every catalogue entry: the text models, then the image pipelines.
+pub fn list() -> Result<Vec<Listed>, UnknownModel> {
+    let mut out = Vec::with_capacity(MODELS.len() + IMAGE_MODELS.len());
+    for (id, text) in MODELS {
+        let cfg = load(id, text, None)?;
+        out.push(Listed {
+            id,
+            alias: alias(id),
+            params: cfg.params(),
+            reconstructed: cfg.reconstructed,
+            image: false,
+        });
+    }
+    for e in IMAGE_MODELS {
+        out.push(Listed {
+            id: e.id,
+            alias: e.alias.to_string(),
+            params: crate::image::Model::load(e).params(),
+            reconstructed: false,
+            image: true,
+        });
+    }
+    Ok(out)
+}
+
 /// Catalogue ids (text and image models) close to `name`: those whose alias
 /// contains what was typed (`flux` → FLUX.1-dev, `llama-3.1` → the three
 /// Llama 3.1 models), else the nearest aliases by edit distance.
 fn suggest(name: &str) -> Vec<&'static str> {
     let key = norm(&alias(name.trim()));
+    // Text models by their alias; image pipelines by their short name and
+    // their repo name (a text model's alias is its repo name).
     let names = MODELS.iter().map(|(id, _)| (*id, norm(&alias(id)))).chain(
-        crate::image::MODELS
+        IMAGE_MODELS
             .iter()
-            .map(|(id, short, _)| (*id, norm(short))),
+            .flat_map(|e| [(e.id, norm(e.alias)), (e.id, norm(&base_name(e.id)))]),
     );
     let mut scored: Vec<(usize, &'static str)> = names
         .map(|(id, a)| {
@@ -855,12 +1012,17 @@ fn suggest(name: &str) -> Vec<&'static str> {
         .collect();
     scored.sort();
     let best = scored.first().map_or(usize::MAX, |s| s.0);
-    scored
+    let mut out: Vec<&'static str> = Vec::new();
+    for (_, id) in scored
         .into_iter()
         .filter(|(d, _)| *d <= best.max(1) && *d <= key.len() / 2 + 1)
-        .map(|(_, id)| id)
-        .take(3)
-        .collect()
+    {
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    out.truncate(3);
+    out
 }
 
 #[cfg(test)]
@@ -873,6 +1035,51 @@ mod tests {
             let c = ModelConfig::from_hf_json(id, text).expect(id);
             assert!(c.params() > 1_000_000, "{id}");
         }
+    }
+
+    /// Image pipelines answer to the same kinds of names as text models,
+    /// and no name of one is a text model's.
+    #[test]
+    fn image_names_resolve_like_text_names() {
+        for (name, id) in [
+            ("sd15", "runwayml/stable-diffusion-v1-5"),
+            ("SD-15", "runwayml/stable-diffusion-v1-5"),
+            (
+                "stable-diffusion-v1-5/stable-diffusion-v1-5",
+                "runwayml/stable-diffusion-v1-5",
+            ),
+            (
+                "stable-diffusion-xl-base-1.0",
+                "stabilityai/stable-diffusion-xl-base-1.0",
+            ),
+            ("SDXL", "stabilityai/stable-diffusion-xl-base-1.0"),
+            ("flux.1-dev", "black-forest-labs/FLUX.1-dev"),
+            (
+                " black-forest-labs/flux.1-DEV ",
+                "black-forest-labs/FLUX.1-dev",
+            ),
+        ] {
+            assert_eq!(image(name).map(|e| e.id), Some(id), "{name}");
+        }
+        assert!(image("flux").is_none() && image("llama-3.1-8b").is_none());
+        for e in IMAGE_MODELS {
+            for name in [e.id, e.alias].iter().chain(e.other_ids) {
+                assert!(find(name).is_err(), "{name} is also a text model");
+            }
+        }
+    }
+
+    /// `--list-models`: every text entry, then every image pipeline, each id once.
+    #[test]
+    fn list_has_text_then_image_models() {
+        let l = list().expect("embedded configs parse");
+        assert_eq!(l.len(), MODELS.len() + IMAGE_MODELS.len());
+        assert!(l.iter().take(MODELS.len()).all(|e| !e.image));
+        assert!(l.iter().skip(MODELS.len()).all(|e| e.image && e.params > 0));
+        let mut ids: Vec<&str> = l.iter().map(|e| e.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), l.len());
     }
 
     #[test]

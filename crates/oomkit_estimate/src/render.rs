@@ -222,14 +222,14 @@ pub fn serve_human(cfg: &ModelConfig, setup: &Setup, gpu: &Gpu, sv: &Served) -> 
         ("non-torch", r.non_torch_bytes),
         ("KV pool", r.kv_pool_bytes),
     ] {
-        let _ = writeln!(o, "  {k:<13}{:>11}", oomkit_core::Bytes(b).to_string());
+        let _ = writeln!(o, "  {k:<13}{:>11}", b.to_string());
     }
     if setup.tp * setup.pp > 1 {
         let _ = writeln!(
             o,
             "  {:<13}{:>11}",
             "KV, all GPUs",
-            oomkit_core::Bytes(r.kv_pool_total_bytes).to_string()
+            r.kv_pool_total_bytes.to_string()
         );
     }
     let _ = writeln!(o);
@@ -240,16 +240,17 @@ pub fn serve_human(cfg: &ModelConfig, setup: &Setup, gpu: &Gpu, sv: &Served) -> 
     );
     let _ = writeln!(o, "  {}", r.command);
     let _ = writeln!(o);
-    let non_kv = r.weights_bytes + r.activation_bytes + r.non_torch_bytes;
+    let non_kv = r
+        .weights_bytes
+        .saturating_add(r.activation_bytes)
+        .saturating_add(r.non_torch_bytes);
     if fits {
         let _ = writeln!(o, "fits on {}", gpu.id);
     } else if non_kv >= r.requested_bytes {
         let _ = writeln!(
             o,
             "does not fit on {}: weights, activations and non-torch memory need {} of the {} requested; vLLM would refuse to start",
-            gpu.id,
-            oomkit_core::Bytes(non_kv),
-            oomkit_core::Bytes(r.requested_bytes)
+            gpu.id, non_kv, r.requested_bytes
         );
     } else {
         let _ = writeln!(

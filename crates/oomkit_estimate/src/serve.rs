@@ -85,7 +85,7 @@ impl VllmArgs {
     /// `vllm serve MODEL` refuses to start when the pool cannot hold one
     /// request of that length.
     pub fn with_defaults(o: &VllmOptions, cfg: &ModelConfig, gpu: &Gpu) -> VllmArgs {
-        let (seqs, tokens) = default_batching(gpu.id, gpu.usable().get());
+        let (seqs, tokens) = default_batching(gpu.id, gpu.usable());
         VllmArgs {
             gpu_memory_utilization: o
                 .gpu_memory_utilization
@@ -106,8 +106,8 @@ impl VllmArgs {
 /// tokens; smaller GPUs and A100s get 256 and 2048. The llm-d report's
 /// activation rows are taken at "8192 batched tokens" on H100 (§5.8 K8).
 /// Returns (max_num_seqs, max_num_batched_tokens).
-pub fn default_batching(gpu_id: &str, total_bytes: u64) -> (u64, u64) {
-    if total_bytes >= 70 << 30 && !gpu_id.contains("a100") {
+pub fn default_batching(gpu_id: &str, total: Bytes) -> (u64, u64) {
+    if total >= Bytes::gib(70) && !gpu_id.contains("a100") {
         (1024, 8192)
     } else {
         (256, 2048)
@@ -118,17 +118,17 @@ pub fn default_batching(gpu_id: &str, total_bytes: u64) -> (u64, u64) {
 #[derive(Clone, Debug, Serialize)]
 pub struct ServeReport {
     /// total × utilization.
-    pub requested_bytes: u64,
+    pub requested_bytes: Bytes,
     /// Weights.
-    pub weights_bytes: u64,
+    pub weights_bytes: Bytes,
     /// The profile run's torch peak above the weights.
-    pub activation_bytes: u64,
+    pub activation_bytes: Bytes,
     /// CUDA context and allocations outside torch that vLLM counts.
-    pub non_torch_bytes: u64,
+    pub non_torch_bytes: Bytes,
     /// The KV-cache pool.
-    pub kv_pool_bytes: u64,
+    pub kv_pool_bytes: Bytes,
     /// Bytes of one 16-token block across all layers.
-    pub block_bytes: u64,
+    pub block_bytes: Bytes,
     /// Blocks in the pool.
     pub blocks: u64,
     /// Tokens the pool holds.
@@ -140,7 +140,7 @@ pub struct ServeReport {
     /// Pipeline-parallel size.
     pub pipeline_parallel_size: u64,
     /// The KV pool over all `tp · pp` GPUs.
-    pub kv_pool_total_bytes: u64,
+    pub kv_pool_total_bytes: Bytes,
     /// Requests of `max_model_len` tokens served at once.
     pub max_concurrency: f64,
     /// The longest `--max-model-len` vLLM's start-up check accepts with this
@@ -214,18 +214,18 @@ pub fn profile_activation_bytes(cfg: &ModelConfig, s: &Setup, a: &VllmArgs) -> u
     forward.max(sampler)
 }
 
-/// The pool on a GPU with `total_bytes` of memory.
-pub fn vllm(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total_bytes: u64) -> ServeReport {
-    let requested = (total_bytes as f64 * a.gpu_memory_utilization).ceil() as u64;
-    let weights = c::model_share(cfg, s.pp, s.tp, c::weights_bytes(cfg, s));
-    let activation = profile_activation_bytes(cfg, s, a);
-    let non_torch = non_torch_bytes(s);
+/// The pool on a GPU with `total` memory.
+pub fn vllm(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total: Bytes) -> ServeReport {
+    let requested = Bytes((total.get() as f64 * a.gpu_memory_utilization).ceil() as u64);
+    let weights = Bytes(c::model_share(cfg, s.pp, s.tp, c::weights_bytes(cfg, s)));
+    let activation = Bytes(profile_activation_bytes(cfg, s, a));
+    let non_torch = Bytes(non_torch_bytes(s));
     let pool =
         requested.saturating_sub(weights.saturating_add(activation).saturating_add(non_torch));
-    let bb = block_bytes(cfg, s).max(1);
-    let blocks = pool / bb;
-    let tokens = blocks * BLOCK_SIZE;
-    let max_fit_len = blocks.saturating_sub(1) * BLOCK_SIZE;
+    let bb = Bytes(block_bytes(cfg, s).max(1));
+    let blocks = pool.get().checked_div(bb.get()).unwrap_or(0);
+    let tokens = blocks.saturating_mul(BLOCK_SIZE);
+    let max_fit_len = blocks.saturating_sub(1).saturating_mul(BLOCK_SIZE);
     ServeReport {
         requested_bytes: requested,
         weights_bytes: weights,
@@ -238,7 +238,7 @@ pub fn vllm(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total_bytes: u64) -> Ser
         max_model_len: a.max_model_len,
         tensor_parallel_size: s.tp,
         pipeline_parallel_size: s.pp,
-        kv_pool_total_bytes: pool * s.tp * s.pp,
+        kv_pool_total_bytes: pool.saturating_mul(s.tp.saturating_mul(s.pp)),
         max_concurrency: tokens as f64 / a.max_model_len.max(1) as f64,
         max_fit_len,
         fits: a.max_model_len <= max_fit_len,
@@ -251,18 +251,22 @@ impl ServeReport {
     /// the request lacks: weights, activations, non-torch memory and the
     /// ⌈max_model_len / 16⌉ blocks of one request plus the null block, less
     /// the requested memory (never positive then).
-    pub fn headroom_bytes(&self, usable: u64) -> i64 {
+    pub fn headroom_bytes(&self, usable: Bytes) -> i64 {
         if self.fits && self.requested_bytes <= usable {
-            return usable as i64 - self.requested_bytes as i64;
+            return usable.signed_sub(self.requested_bytes);
         }
-        let kv = (self.max_model_len.div_ceil(BLOCK_SIZE) + 1).saturating_mul(self.block_bytes);
+        let kv = self
+            .block_bytes
+            .saturating_mul(self.max_model_len.div_ceil(BLOCK_SIZE).saturating_add(1));
         let need = self
             .weights_bytes
             .saturating_add(self.activation_bytes)
             .saturating_add(self.non_torch_bytes)
             .saturating_add(kv);
-        let short = need.saturating_sub(self.requested_bytes.min(usable)).max(1);
-        -(short.min(i64::MAX as u64) as i64)
+        let short = need
+            .saturating_sub(self.requested_bytes.min(usable))
+            .max(Bytes(1));
+        -i64::try_from(short.get()).unwrap_or(i64::MAX)
     }
 }
 
@@ -274,7 +278,7 @@ pub fn smallest_tp(
     cfg: &ModelConfig,
     s: &Setup,
     a: &VllmArgs,
-    total_bytes: u64,
+    total: Bytes,
 ) -> Option<(u64, ServeReport)> {
     if s.tp > 1 || s.pp > 1 {
         return None;
@@ -286,7 +290,7 @@ pub fn smallest_tp(
             ..s.clone()
         };
         t.check_model(cfg).ok()?;
-        let r = vllm(cfg, &t, a, total_bytes);
+        let r = vllm(cfg, &t, a, total);
         r.fits.then_some((tp, r))
     })
 }
@@ -439,9 +443,9 @@ pub struct ServeStep {
     /// The `oomkit_core::remedies` id.
     pub remedy: RemedyId,
     /// Weights bytes per GPU saved against the setup as given.
-    pub saves_bytes: u64,
+    pub saves_bytes: Bytes,
     /// The memory vLLM requests per GPU under this step.
-    pub peak_after_bytes: u64,
+    pub peak_after_bytes: Bytes,
     /// The paste-ready `vllm serve` line.
     pub config: String,
     /// GPUs it uses.
@@ -453,7 +457,7 @@ pub struct ServeStep {
 /// `a` with `--max-model-len` lowered to the longest that starts (at least
 /// [`SHORTEST_USEFUL_LEN`]); `None` when the full length starts or nothing
 /// useful does.
-fn capped(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total: u64) -> Option<ServeReport> {
+fn capped(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total: Bytes) -> Option<ServeReport> {
     let r = vllm(cfg, s, a, total);
     if r.fits || r.max_fit_len < SHORTEST_USEFUL_LEN {
         return None;
@@ -466,7 +470,7 @@ fn capped(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total: u64) -> Option<Serv
 }
 
 /// The report at the full length when it starts, else capped ([`capped`]).
-fn full_or_capped(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total: u64) -> Option<ServeReport> {
+fn full_or_capped(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total: Bytes) -> Option<ServeReport> {
     let r = vllm(cfg, s, a, total);
     if r.fits {
         Some(r)
@@ -489,12 +493,12 @@ fn full_or_capped(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total: u64) -> Opt
 /// 3. more GPUs: the smallest `--tensor-parallel-size` ([`smallest_tp`]) at
 ///    the full length.
 pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeStep> {
-    let total = gpu.usable().get();
+    let total = gpu.usable();
     let base = vllm(cfg, s, a, total);
     if base.fits {
         return Vec::new();
     }
-    let gpus = s.tp * s.pp;
+    let gpus = s.tp.saturating_mul(s.pp);
     let step = |change: String, remedy, r: ServeReport, gpus| ServeStep {
         change,
         remedy,
@@ -614,7 +618,7 @@ pub struct Served {
     /// The pool.
     pub report: ServeReport,
     /// The GPU's usable bytes.
-    pub usable_bytes: u64,
+    pub usable_bytes: Bytes,
     /// vLLM's start-up check passes and the request fits the GPU.
     pub fits: bool,
     /// The ways to start, cheapest first; each passes vLLM's start-up check
@@ -635,7 +639,7 @@ pub fn serve(
 ) -> Result<Served, SetupError> {
     let args = VllmArgs::with_defaults(o, cfg, gpu);
     s.check_vllm(cfg, &args)?;
-    let usable = gpu.usable().get();
+    let usable = gpu.usable();
     let report = vllm(cfg, s, &args, usable);
     let fits = report.fits && report.requested_bytes <= usable;
     let plan = if fits {
@@ -666,13 +670,16 @@ impl Served {
     ) -> serde_json::Value {
         let r = &self.report;
         let components = crate::Components {
-            weights_bytes: Bytes(r.weights_bytes),
-            activations_bytes: Bytes(r.activation_bytes),
-            kv_cache_bytes: Bytes(r.kv_pool_bytes),
-            cuda_context_bytes: Bytes(r.non_torch_bytes),
+            weights_bytes: r.weights_bytes,
+            activations_bytes: r.activation_bytes,
+            kv_cache_bytes: r.kv_pool_bytes,
+            cuda_context_bytes: r.non_torch_bytes,
             ..Default::default()
         };
-        let allocated = r.weights_bytes + r.activation_bytes + r.kv_pool_bytes;
+        let allocated = r
+            .weights_bytes
+            .saturating_add(r.activation_bytes)
+            .saturating_add(r.kv_pool_bytes);
         let mut model = serde_json::json!({"id": cfg.id, "params": cfg.params()});
         for (k, v) in [
             ("resolved_to", &cfg.resolved_to),
@@ -727,14 +734,14 @@ mod tests {
     /// 476,016 tokens; K5: Qwen2.5-7B 58.53 GiB = 1,096,000 tokens.
     #[test]
     fn pools_match_llm_d_measurements() {
-        let total = (79.19 * (1u64 << 30) as f64) as u64;
+        let total = Bytes((79.19 * (1u64 << 30) as f64) as u64);
         for (id, gib, tokens) in [
             ("meta-llama/Llama-3.1-8B", 58.11, 476_016.0),
             ("Qwen/Qwen2.5-7B", 58.53, 1_096_000.0),
         ] {
             let cfg = catalogue::find(id).expect("model");
             let r = vllm(&cfg, &Setup::default(), &args(0.95), total);
-            let pool = r.kv_pool_bytes as f64 / (1u64 << 30) as f64;
+            let pool = r.kv_pool_bytes.get() as f64 / (1u64 << 30) as f64;
             assert!((pool - gib).abs() / gib < 0.03, "{id}: {pool} GiB vs {gib}");
             let t = r.kv_tokens as f64;
             assert!(
@@ -750,7 +757,7 @@ mod tests {
     #[test]
     fn tensor_parallel_pool_per_gpu() {
         let cfg = catalogue::find("meta-llama/Llama-3.1-8B").expect("model");
-        let total = (79.19 * (1u64 << 30) as f64) as u64;
+        let total = Bytes((79.19 * (1u64 << 30) as f64) as u64);
         let one = vllm(&cfg, &Setup::default(), &args(0.9), total);
         let s = Setup {
             gpus: 2,
@@ -758,13 +765,16 @@ mod tests {
             ..Setup::default()
         };
         let two = vllm(&cfg, &s, &args(0.9), total);
-        assert_eq!(two.weights_bytes, one.weights_bytes / 2);
-        assert_eq!(two.block_bytes, one.block_bytes / 2);
-        assert_eq!(two.non_torch_bytes, one.non_torch_bytes + c::nccl_bytes(&s));
-        assert_eq!(two.kv_pool_total_bytes, 2 * two.kv_pool_bytes);
+        assert_eq!(two.weights_bytes.get(), one.weights_bytes.get() / 2);
+        assert_eq!(two.block_bytes.get(), one.block_bytes.get() / 2);
+        assert_eq!(
+            two.non_torch_bytes.get(),
+            one.non_torch_bytes.get() + c::nccl_bytes(&s)
+        );
+        assert_eq!(two.kv_pool_total_bytes.get(), 2 * two.kv_pool_bytes.get());
         assert_eq!(
             two.kv_tokens,
-            two.kv_pool_bytes / two.block_bytes * BLOCK_SIZE
+            two.kv_pool_bytes.get() / two.block_bytes.get() * BLOCK_SIZE
         );
         assert!(two.kv_tokens > 2 * one.kv_tokens);
         assert!(two.command.contains("--tensor-parallel-size 2"));
@@ -793,7 +803,7 @@ mod tests {
     #[test]
     fn start_up_check_keeps_the_null_block() {
         let (cfg, a) = full_len("meta-llama/Llama-3.1-8B");
-        let total = gpu("rtx-4090").usable().get();
+        let total = gpu("rtx-4090").usable();
         let r = vllm(&cfg, &Setup::default(), &a, total);
         assert!(!r.fits);
         assert_eq!(r.max_fit_len, (r.blocks - 1) * BLOCK_SIZE);
@@ -820,8 +830,8 @@ mod tests {
         let (mut cfg, a) = full_len("meta-llama/Llama-3.1-70B");
         cfg.id = "meta-llama/Llama-3.1-70B-Instruct".into();
         let h100 = gpu("h100-sxm");
-        let base = vllm(&cfg, &Setup::default(), &a, h100.usable().get());
-        assert!(base.headroom_bytes(h100.usable().get()) < 0);
+        let base = vllm(&cfg, &Setup::default(), &a, h100.usable());
+        assert!(base.headroom_bytes(h100.usable()) < 0);
         let p = plan(&cfg, &Setup::default(), &a, h100);
         let ids: Vec<RemedyId> = p.iter().map(|st| st.remedy).collect();
         assert_eq!(
@@ -835,7 +845,7 @@ mod tests {
         );
         assert!(
             p.iter()
-                .all(|st| st.serve.fits && st.peak_after_bytes <= h100.usable().get())
+                .all(|st| st.serve.fits && st.peak_after_bytes <= h100.usable())
         );
         assert!(
             p[0].config.ends_with("--quantization fp8"),
@@ -854,7 +864,7 @@ mod tests {
         // Quantized lines cap the context where the full one does not start.
         for st in &p[..3] {
             assert!(st.serve.max_model_len <= a.max_model_len);
-            assert!(st.saves_bytes > 0);
+            assert!(st.saves_bytes > Bytes::ZERO);
         }
         // Ampere has no FP8 kernels: no FP8 line on an A100.
         let a100 = plan(&cfg, &Setup::default(), &a, gpu("a100-80gb"));
@@ -878,7 +888,7 @@ mod tests {
                 gpu_memory_utilization: MAX_UTILIZATION,
                 ..a.clone()
             },
-            g.usable().get(),
+            g.usable(),
         );
         let a = VllmArgs {
             max_model_len: at95.max_fit_len,
@@ -918,7 +928,7 @@ mod tests {
         let mut inst = cfg.clone();
         inst.id = "meta-llama/Meta-Llama-3.1-8B-Instruct".into();
         assert!(check_quant(&inst, &q(Quant::Int4)).is_ok());
-        let r = vllm(&inst, &q(Quant::Int4), &args(0.9), 24 << 30);
+        let r = vllm(&inst, &q(Quant::Int4), &args(0.9), Bytes::gib(24));
         assert!(
             r.command
                 .starts_with("vllm serve hugging-quants/Meta-Llama-3.1-8B-Instruct-AWQ-INT4 ")

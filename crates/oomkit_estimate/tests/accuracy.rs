@@ -108,19 +108,19 @@ fn check(json: &str, what: &str) {
             m if m.starts_with("vllm_") => {
                 let gpu = oomkit_core::gpus::find(row.gpu.as_deref().unwrap()).unwrap();
                 let (max_num_seqs, max_num_batched_tokens) =
-                    serve::default_batching(gpu.id, gpu.usable().get());
+                    serve::default_batching(gpu.id, gpu.usable());
                 let args = serve::VllmArgs {
                     gpu_memory_utilization: row.vllm_util.unwrap(),
                     max_model_len: 8192,
                     max_num_batched_tokens,
                     max_num_seqs,
                 };
-                let r = serve::vllm(&cfg, &s, &args, gpu.usable().get());
+                let r = serve::vllm(&cfg, &s, &args, gpu.usable());
                 match m {
-                    "vllm_pool" => r.kv_pool_bytes,
+                    "vllm_pool" => r.kv_pool_bytes.get(),
                     "vllm_tokens" => r.kv_tokens,
-                    "vllm_weights" => r.weights_bytes,
-                    "vllm_activation" => r.activation_bytes,
+                    "vllm_weights" => r.weights_bytes.get(),
+                    "vllm_activation" => r.activation_bytes.get(),
                     _ => panic!("unknown metric {m}"),
                 }
             }

@@ -156,12 +156,12 @@ fn checks() -> Vec<Check> {
             n_parallel: Some(1),
         };
         let r = llamacpp::buffers(&m, &a);
-        let mib = |b: u64| b as f64 / f64::from(1u32 << 20);
+        let mib = |b: oomkit_core::Bytes| b.get() as f64 / f64::from(1u32 << 20);
         for (buffer, printed) in &row.printed_mib {
             let (ours, tolerance) = match buffer.as_str() {
                 "model_gpu" => (mib(r.model_gpu_bytes), 0.005),
                 "model_cpu" => (mib(r.model_cpu_bytes), 0.005),
-                "kv" => (mib(r.k_bytes + r.v_bytes), 0.0),
+                "kv" => (mib(r.k_bytes.saturating_add(r.v_bytes)), 0.0),
                 // The device that runs the output layer: CUDA0, or the CPU
                 // backend when nothing is offloaded (same graph allocator).
                 "compute_gpu" | "compute_cpu" => (mib(r.compute_gpu_bytes), 0.01),
@@ -177,7 +177,8 @@ fn checks() -> Vec<Check> {
             });
         }
         if let Some(gib) = row.file_gib {
-            let total: u64 = m.tensors.iter().map(|t| t.bytes).sum();
+            let total: oomkit_core::Bytes =
+                m.tensors.iter().map(|t| oomkit_core::Bytes(t.bytes)).sum();
             out.push(Check {
                 id: row.id.clone(),
                 buffer: "file".into(),

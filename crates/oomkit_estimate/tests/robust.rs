@@ -415,7 +415,7 @@ proptest! {
             max_num_seqs: seqs,
         };
         if let Ok(s) = s.validate() && s.check_vllm(&cfg, &a).is_ok() {
-            let r = quick("vllm", || oomkit_estimate::serve::vllm(&cfg, &s, &a, 80 << 30));
+            let r = quick("vllm", || oomkit_estimate::serve::vllm(&cfg, &s, &a, oomkit_core::Bytes::gib(80)));
             prop_assert!(r.kv_pool_bytes <= r.requested_bytes);
         }
     }
@@ -429,9 +429,8 @@ proptest! {
     }
 
     #[test]
-    fn image_any_size(i in 0usize..3, w in number(), h in number(), n in number(), eager in any::<bool>()) {
-        let (_, _, p) = image::MODELS[i];
-        let m = image::Model::load(p);
+    fn image_any_size(i in 0..oomkit_estimate::catalogue::IMAGE_MODELS.len(), w in number(), h in number(), n in number(), eager in any::<bool>()) {
+        let m = image::Model::load(&oomkit_estimate::catalogue::IMAGE_MODELS[i]);
         let mut s = image::ImageSetup::default_for(&m);
         let k = m.size_multiple();
         s.width = w % (image::MAX_SIDE * 2) / k * k;
@@ -471,8 +470,8 @@ fn gguf_nested_arrays_hit_the_depth_limit() {
 /// eager attention in fp32, estimated and fitted without overflow.
 #[test]
 fn image_models_at_the_limits() {
-    for (_, _, p) in image::MODELS {
-        let m = image::Model::load(p);
+    for e in oomkit_estimate::catalogue::IMAGE_MODELS {
+        let m = image::Model::load(e);
         let k = m.size_multiple();
         let s = image::ImageSetup {
             width: image::MAX_SIDE / k * k,

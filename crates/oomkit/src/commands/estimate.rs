@@ -1,4 +1,5 @@
-//! `oomkit estimate`: resolve the model (catalogue, config.json, --params),
+//! `oomkit estimate`: resolve the model (the library decides: an image
+//! pipeline, or a text model from the catalogue, a config.json or --params),
 //! build the setup, run the estimate and the fit, print, and exit 1 when it
 //! does not fit the chosen GPU.
 
@@ -7,7 +8,7 @@ use oomkit_estimate::fit::{self, Fit};
 use oomkit_estimate::image;
 use oomkit_estimate::knob::Knob;
 use oomkit_estimate::model::parse_count;
-use oomkit_estimate::resolve::{self, ResolveError, hub::HubError};
+use oomkit_estimate::resolve::{self, ResolveError, Resolved, hub::HubError};
 use oomkit_estimate::serve;
 use oomkit_estimate::{
     Attention, BareShape, Estimate, Given, LoraTargets, Method, ModelConfig, Offload, Optimizer,
@@ -155,26 +156,18 @@ fn flagged(e: anyhow::Error) -> anyhow::Error {
 fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let mut out = output::stdout(color);
     if args.list_models {
-        for (id, _) in catalogue::MODELS {
-            let cfg = catalogue::find(id)?;
+        for m in catalogue::list()? {
             writeln!(
                 out,
-                "{id:<40} {:<16} {:>8}{}",
-                catalogue::alias(id),
-                oomkit_estimate::model::human_count(cfg.params()),
-                if cfg.reconstructed {
+                "{:<40} {:<16} {:>8}{}",
+                m.id,
+                m.alias,
+                oomkit_estimate::model::human_count(m.params),
+                if m.reconstructed {
                     "  (reconstructed config)"
                 } else {
                     ""
                 }
-            )?;
-        }
-        for (id, alias, p) in image::MODELS {
-            let m = image::Model::load(p);
-            writeln!(
-                out,
-                "{id:<40} {alias:<16} {:>8}",
-                oomkit_estimate::model::human_count(m.params())
             )?;
         }
         out.flush()?;
@@ -197,10 +190,10 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     if engine(&args) == EstEngine::LlamaCpp {
         return super::llamacpp::run(&args, &mut out);
     }
-    if let Some((_, pipeline)) = args.model.as_deref().and_then(image::find) {
-        return image_run(&args, pipeline, &mut out);
-    }
-    let cfg = resolve_model(&args)?;
+    let cfg = match resolve_model(&args)? {
+        Resolved::Image(m) => return image_run(&args, &m, &mut out),
+        Resolved::Text(cfg) => *cfg,
+    };
     let setup = build_setup(&args, &cfg)?;
     let warnings = setup.warnings_named(&cfg, &flag);
     if args.task == EstTask::Serve {
@@ -257,17 +250,18 @@ fn max_batch_inner(args: &EstimateArgs) -> anyhow::Result<(u64, &'static str)> {
         );
     };
     let gpu = oomkit_core::gpus::find(name)?;
-    if let Some((_, pipeline)) = args.model.as_deref().and_then(image::find) {
-        let m = image::Model::load(pipeline);
-        let s = image_setup(args, &m)?;
-        return Ok((image::fit(&m, &s, gpu).max_batch, gpu.id));
-    }
+    let cfg = match resolve_model(args)? {
+        Resolved::Image(m) => {
+            let s = image_setup(args, &m)?;
+            return Ok((image::fit(&m, &s, gpu).max_batch, gpu.id));
+        }
+        Resolved::Text(cfg) => *cfg,
+    };
     if args.task == EstTask::Serve || engine(args) != EstEngine::Hf {
         bail!(
             "--estimate sizes training and inference batches; a vLLM or llama.cpp server has no batch size to probe"
         );
     }
-    let cfg = resolve_model(args)?;
     let setup = build_setup(args, &cfg)?;
     let est = estimate(&cfg, &setup)?;
     Ok((fit::fit(&cfg, &setup, gpu, &est).max_batch, gpu.id))
@@ -275,16 +269,11 @@ fn max_batch_inner(args: &EstimateArgs) -> anyhow::Result<(u64, &'static str)> {
 
 /// Text-to-image pipelines (`oomkit_estimate::image`): the same JSON as text
 /// models, with the per-component detail under `image`.
-fn image_run(
-    args: &EstimateArgs,
-    pipeline: image::Pipeline,
-    out: &mut impl Write,
-) -> anyhow::Result<u8> {
-    let m = image::Model::load(pipeline);
-    let s = image_setup(args, &m)?;
-    let est = image::estimate(&m, &s);
+fn image_run(args: &EstimateArgs, m: &image::Model, out: &mut impl Write) -> anyhow::Result<u8> {
+    let s = image_setup(args, m)?;
+    let est = image::estimate(m, &s);
     let fit = match &args.gpu {
-        Some(name) => Some(image::fit(&m, &s, oomkit_core::gpus::find(name)?)),
+        Some(name) => Some(image::fit(m, &s, oomkit_core::gpus::find(name)?)),
         None => None,
     };
     match args.format {
@@ -307,7 +296,7 @@ fn image_run(
             serde_json::to_writer_pretty(&mut *out, &j)?;
             writeln!(out)?;
         }
-        Format::Human => write!(out, "{}", image::human(&m, &s, &est, fit.as_ref()))?,
+        Format::Human => write!(out, "{}", image::human(m, &s, &est, fit.as_ref()))?,
     }
     out.flush()?;
     Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
@@ -431,7 +420,9 @@ fn attention(a: EstAttention) -> Attention {
     }
 }
 
-pub(super) fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> {
+/// The model named: `--params` (a bare text model), else what the library
+/// resolves MODEL to (an image pipeline or a text model).
+pub(super) fn resolve_model(args: &EstimateArgs) -> anyhow::Result<Resolved> {
     if let Some(p) = &args.params {
         let n = parse_count(p).with_context(|| {
             format!("--params {p:?}: expected a positive count like 7B or 350M")
@@ -451,7 +442,7 @@ pub(super) fn resolve_model(args: &EstimateArgs) -> anyhow::Result<ModelConfig> 
             vocab: args.vocab,
             intermediate: args.intermediate,
         };
-        return Ok(ModelConfig::bare(n, &shape)?);
+        return Ok(Resolved::Text(Box::new(ModelConfig::bare(n, &shape)?)));
     }
     let Some(name) = args.model.as_deref() else {
         bail!("give a MODEL or --params");

@@ -11,6 +11,8 @@ use oomkit_estimate::llamacpp::{
     Outcome,
 };
 
+use oomkit_estimate::resolve::Resolved;
+
 use super::estimate::{engine, given, resolve_model};
 use crate::cli::{EstCacheType, EstEngine, EstOnOff, EstQuant, EstTask, EstimateArgs, Format};
 
@@ -133,7 +135,13 @@ fn load_model(a: &EstimateArgs) -> anyhow::Result<Model> {
             "--engine llama.cpp with a model that is not a .gguf file needs --quant: the GGUF type (f16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0)"
         );
     };
-    Ok(Model::from_config(resolve_model(a)?, ft))
+    match resolve_model(a)? {
+        Resolved::Text(cfg) => Ok(Model::from_config(*cfg, ft)),
+        Resolved::Image(m) => bail!(
+            "{} is an image model: llama.cpp runs text models (drop --engine llama.cpp to estimate it with diffusers)",
+            m.id
+        ),
+    }
 }
 
 /// The library's error in the command line's words.

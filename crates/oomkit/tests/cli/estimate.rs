@@ -788,6 +788,37 @@ fn image_models_listed() {
     }
 }
 
+/// Image pipelines answer to the names text models do (the repo id, its
+/// part after `/`, the short name, punctuation ignored), a typo gets a
+/// suggestion, and an engine for text models refuses them by name.
+#[test]
+fn image_models_resolve_like_text_models() {
+    for (typed, id) in [
+        (
+            "stable-diffusion-xl-base-1.0",
+            "stabilityai/stable-diffusion-xl-base-1.0",
+        ),
+        ("FLUX.1-dev", "black-forest-labs/FLUX.1-dev"),
+        ("SD-15", "runwayml/stable-diffusion-v1-5"),
+    ] {
+        let o = est(&[typed, "--format", "json"]);
+        assert_eq!(o.status.code(), Some(0), "{typed}: {}", stderr(&o));
+        assert_eq!(json(&o)["model"]["id"], id, "{typed}");
+    }
+    let o = est(&["stable-diffusion-xl-bas"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: unknown model \"stable-diffusion-xl-bas\" (did you mean stabilityai/stable-diffusion-xl-base-1.0?)\n"
+    );
+    let o = est(&["sd15", "--engine", "llama.cpp", "--quant", "q4_k_m"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "error: runwayml/stable-diffusion-v1-5 is an image model: llama.cpp runs text models (drop --engine llama.cpp to estimate it with diffusers)\n"
+    );
+}
+
 /// The reconstructed catalogue configs: listed and marked, reachable by their
 /// short names, with the parameter counts transformers builds from them
 /// (bench/estimate-oracle/param_counts.py: sum of p.numel() on the meta device).

@@ -393,7 +393,7 @@ mod tests {
 
     #[test]
     fn quantized_weights_follow_the_bits_per_weight() {
-        let m = Model::load(Pipeline::Flux);
+        let m = crate::image::test_model(Pipeline::Flux);
         let c = m.denoiser_params;
         let full = weight_bytes(&c, 2, Quant::None);
         let rest = (c.total - c.linear) * 2;
@@ -413,7 +413,7 @@ mod tests {
         let r = weight_bytes(&c, 2, Quant::Nf4) as f64 / full as f64;
         assert!((0.28..0.30).contains(&r), "{r}");
         // SD 1.5's UNet keeps its convolutions (and 1×1 conv projections) in fp16.
-        let u = Model::load(Pipeline::Sd15).denoiser_params;
+        let u = crate::image::test_model(Pipeline::Sd15).denoiser_params;
         assert!(u.linear * 10 < u.total * 8, "{} of {}", u.linear, u.total);
     }
 

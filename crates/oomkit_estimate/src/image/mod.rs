@@ -2,7 +2,8 @@
 //! and FLUX.1-dev, `--task infer` only.
 //!
 //! **Parameters** are counted from the component configs embedded from
-//! `shared/reference/model-configs/` (`models/image/*.json`): the UNet
+//! `shared/reference/model-configs/` (`models/image/*.json`, listed with the
+//! text models in [`crate::catalogue::IMAGE_MODELS`]): the UNet
 //! (`UNet2DConditionModel`), the transformer (`FluxTransformer2DModel`), the
 //! VAE (`AutoencoderKL`) and the text encoders (CLIP text towers, T5 encoder)
 //! are walked module by module exactly as diffusers/transformers build them;
@@ -63,7 +64,7 @@
 //! context and allocator slack: [`crate::components::cuda_context_bytes`],
 //! [`crate::components::reserved_bytes`].
 //!
-//! **Layout.** This file: the catalogue, the parsed [`Model`], the
+//! **Layout.** This file: the parsed [`Model`] (from a catalogue entry), the
 //! [`ImageSetup`] and its validation; `params.rs` the parameter walks;
 //! `memory.rs` the bytes per phase and [`estimate`]; `plan.rs` [`fit`], the
 //! ladder and the diffusers code; `render.rs` [`human`].
@@ -77,6 +78,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::Estimate;
+use crate::catalogue::ImageEntry;
 use crate::setup::{Attention, Precision, Quant, SetupError};
 
 pub use memory::{estimate, flux_transient, unet_transient, vae_transient};
@@ -99,30 +101,6 @@ pub enum Pipeline {
     Sdxl,
     /// `FluxPipeline`.
     Flux,
-}
-
-/// Catalogue ids, aliases and pipelines.
-pub const MODELS: [(&str, &str, Pipeline); 3] = [
-    ("runwayml/stable-diffusion-v1-5", "sd15", Pipeline::Sd15),
-    (
-        "stabilityai/stable-diffusion-xl-base-1.0",
-        "sdxl",
-        Pipeline::Sdxl,
-    ),
-    ("black-forest-labs/FLUX.1-dev", "flux-dev", Pipeline::Flux),
-];
-
-/// Finds an image model by id (case-insensitive), alias, or SD 1.5's current
-/// id `stable-diffusion-v1-5/stable-diffusion-v1-5`.
-pub fn find(name: &str) -> Option<(&'static str, Pipeline)> {
-    let n = name.trim().to_ascii_lowercase();
-    if n == "stable-diffusion-v1-5/stable-diffusion-v1-5" {
-        return Some((MODELS[0].0, Pipeline::Sd15));
-    }
-    MODELS
-        .iter()
-        .find(|(id, alias, _)| id.to_ascii_lowercase() == n || *alias == n)
-        .map(|(id, _, p)| (*id, *p))
 }
 
 fn cfg(text: &str) -> Value {
@@ -236,73 +214,6 @@ pub struct Model {
     pub default_precision: Precision,
 }
 
-/// The embedded config texts of one pipeline: denoiser, VAE, text encoders,
-/// `model_index.json` where the reference folder has it.
-struct Texts {
-    id: &'static str,
-    denoiser: &'static str,
-    vae: &'static str,
-    text_encoders: [Option<&'static str>; 2],
-    model_index: Option<&'static str>,
-}
-
-fn texts(p: Pipeline) -> Texts {
-    match p {
-        Pipeline::Sd15 => Texts {
-            id: MODELS[0].0,
-            denoiser: include_str!("../../models/image/runwayml__stable-diffusion-v1-5__unet.json"),
-            vae: include_str!("../../models/image/runwayml__stable-diffusion-v1-5__vae.json"),
-            text_encoders: [
-                Some(include_str!(
-                    "../../models/image/runwayml__stable-diffusion-v1-5__text_encoder.json"
-                )),
-                None,
-            ],
-            model_index: Some(include_str!(
-                "../../models/image/runwayml__stable-diffusion-v1-5__model_index.json"
-            )),
-        },
-        Pipeline::Sdxl => Texts {
-            id: MODELS[1].0,
-            denoiser: include_str!(
-                "../../models/image/stabilityai__stable-diffusion-xl-base-1.0__unet.json"
-            ),
-            vae: include_str!(
-                "../../models/image/stabilityai__stable-diffusion-xl-base-1.0__vae.json"
-            ),
-            text_encoders: [
-                Some(include_str!(
-                    "../../models/image/stabilityai__stable-diffusion-xl-base-1.0__text_encoder.json"
-                )),
-                Some(include_str!(
-                    "../../models/image/stabilityai__stable-diffusion-xl-base-1.0__text_encoder_2.json"
-                )),
-            ],
-            model_index: None,
-        },
-        Pipeline::Flux => Texts {
-            id: MODELS[2].0,
-            denoiser: include_str!(
-                "../../models/image/black-forest-labs__FLUX.1-dev__transformer.json"
-            ),
-            vae: include_str!("../../models/image/black-forest-labs__FLUX.1-dev__vae.json"),
-            text_encoders: [
-                Some(include_str!(
-                    "../../models/image/black-forest-labs__FLUX.1-dev__text_encoder.json"
-                )),
-                Some(include_str!(
-                    "../../models/image/black-forest-labs__FLUX.1-dev__text_encoder_2.json"
-                )),
-            ],
-            model_index: None,
-        },
-    }
-}
-
-/// The safety-checker config (reconstructed: see its `_oomkit_provenance`).
-const SAFETY_CHECKER: &str =
-    include_str!("../../models/image/runwayml__stable-diffusion-v1-5__safety_checker.json");
-
 /// A text encoder from its config: T5 (`d_model`) or CLIP text.
 fn text_encoder(name: &'static str, t: &Value) -> Encoder {
     if u(t, "d_model") > 0 {
@@ -328,16 +239,13 @@ fn text_encoder(name: &'static str, t: &Value) -> Encoder {
 }
 
 /// The safety checker when `model_index.json` names one (`[library, class]`,
-/// `null` when a repo ships without it).
-fn safety_checker(model_index: Option<&str>) -> Option<Encoder> {
+/// `null` when a repo ships without it) and its config is embedded.
+fn safety_checker(model_index: Option<&str>, config: Option<&str>) -> Option<Encoder> {
     let named = model_index
         .map(cfg)
         .and_then(|mi| mi.get("safety_checker").cloned())
         .is_some_and(|v| v.as_array().is_some_and(|a| a.iter().all(Value::is_string)));
-    if !named {
-        return None;
-    }
-    let v = cfg(SAFETY_CHECKER);
+    let v = cfg(config.filter(|_| named)?);
     let vc = v.get("vision_config").cloned().unwrap_or(Value::Null);
     Some(Encoder {
         name: "safety_checker",
@@ -371,9 +279,9 @@ fn unet_levels(den: &Value) -> Vec<(u64, u64, bool)> {
 }
 
 impl Model {
-    /// Builds the model from the embedded configs.
-    pub fn load(p: Pipeline) -> Model {
-        let t = texts(p);
+    /// Builds the model from a catalogue entry's embedded configs.
+    pub fn load(t: &'static ImageEntry) -> Model {
+        let p = t.pipeline;
         let (den, vae) = (cfg(t.denoiser), cfg(t.vae));
         let vae_channels = list(&vae, "block_out_channels");
         let vae_scale = 1u64 << vae_channels.len().saturating_sub(1);
@@ -408,7 +316,7 @@ impl Model {
             denoiser_params,
             vae_params: vae_params(&vae),
             text_encoders,
-            safety_checker: safety_checker(t.model_index),
+            safety_checker: safety_checker(t.model_index, t.safety_checker),
             vae_tile: u(&vae, "sample_size"),
             vae_channels,
             vae_scale,
@@ -653,10 +561,19 @@ pub struct ImageEstimate {
     pub activations: String,
 }
 
+/// The catalogue's pipeline of class `p`, for tests.
+#[cfg(test)]
+pub(crate) fn test_model(p: Pipeline) -> Model {
+    let e = crate::catalogue::IMAGE_MODELS
+        .iter()
+        .find(|e| e.pipeline == p);
+    Model::load(e.expect("one catalogue entry per pipeline"))
+}
+
 /// A pipeline and its default setup, for tests.
 #[cfg(test)]
 pub(crate) fn base(p: Pipeline) -> (Model, ImageSetup) {
-    let m = Model::load(p);
+    let m = test_model(p);
     let s = ImageSetup::default_for(&m);
     (m, s)
 }
@@ -667,8 +584,8 @@ mod tests {
 
     #[test]
     fn configs_parse() {
-        for (_, _, p) in MODELS {
-            let m = Model::load(p);
+        for e in crate::catalogue::IMAGE_MODELS {
+            let m = Model::load(e);
             assert!(m.denoiser_params.total > 0 && m.vae_params.total > 0);
             assert!(!m.text_encoders.is_empty() && m.vae_channels.len() == 4);
             assert!(m.denoiser_params.largest_linear > 0);
@@ -684,7 +601,7 @@ mod tests {
 
     #[test]
     fn sd15_counts() {
-        let m = Model::load(Pipeline::Sd15);
+        let m = test_model(Pipeline::Sd15);
         // diffusers `unet.num_parameters()` for SD 1.5 / the SD VAE / CLIP ViT-L/14 text.
         assert_eq!(m.denoiser_params.total, 859_520_964);
         assert_eq!(m.vae_params.total, 83_653_863);
@@ -695,7 +612,7 @@ mod tests {
 
     #[test]
     fn sdxl_counts() {
-        let m = Model::load(Pipeline::Sdxl);
+        let m = test_model(Pipeline::Sdxl);
         assert_eq!(m.denoiser_params.total, 2_567_463_684);
         assert_eq!(m.vae_params.total, 83_653_863);
         assert_eq!(m.text_encoders[1].params.total, 694_659_840);
@@ -704,7 +621,7 @@ mod tests {
 
     #[test]
     fn flux_counts() {
-        let m = Model::load(Pipeline::Flux);
+        let m = test_model(Pipeline::Flux);
         assert_eq!(m.denoiser_params.total, 11_901_408_320);
         // 23.8 GB bf16 transformer safetensors (reference sheet).
         let gb = m.denoiser_params.total * 2 / 100_000_000;
@@ -716,7 +633,7 @@ mod tests {
 
     #[test]
     fn safety_checker_counts() {
-        let m = Model::load(Pipeline::Sd15);
+        let m = test_model(Pipeline::Sd15);
         let sc = m.safety_checker.as_ref().expect("SD 1.5 names one");
         // CLIP ViT-L/14 vision: embeddings (class, 3·1024·14² patch conv,
         // 257 positions), pre/post LayerNorm, 24 layers of 2 LayerNorms, 4
@@ -728,8 +645,8 @@ mod tests {
         assert_eq!(vision, 303_179_776);
         assert_eq!(sc.params.total, vision + h * 768 + 20 * 768 + 20);
         assert_eq!(sc.tokens, 257);
-        assert!(Model::load(Pipeline::Sdxl).safety_checker.is_none());
-        assert!(Model::load(Pipeline::Flux).safety_checker.is_none());
+        assert!(test_model(Pipeline::Sdxl).safety_checker.is_none());
+        assert!(test_model(Pipeline::Flux).safety_checker.is_none());
     }
 
     #[test]
@@ -749,10 +666,5 @@ mod tests {
         let (m, mut s) = base(Pipeline::Sd15);
         s.quant = Quant::Nf4;
         assert!(validate(&m, &s).is_ok());
-        assert_eq!(find("SDXL").map(|x| x.1), Some(Pipeline::Sdxl));
-        assert_eq!(
-            find("stable-diffusion-v1-5/stable-diffusion-v1-5").map(|x| x.0),
-            Some("runwayml/stable-diffusion-v1-5")
-        );
     }
 }

@@ -30,6 +30,7 @@
 //! - element sizes: ggml's type table (`ggml/src/ggml.c` `type_traits`:
 //!   block bytes / elements per block), also in [`crate::gguf::ggml_type_size`].
 
+use oomkit_core::Bytes;
 use serde::Serialize;
 
 mod outcome;
@@ -220,27 +221,27 @@ fn slot(name: &str) -> Slot {
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     /// `CUDA0 model buffer size`.
-    pub model_gpu_bytes: u64,
+    pub model_gpu_bytes: Bytes,
     /// The weights left in host memory (`CPU_Mapped model buffer`).
-    pub model_cpu_bytes: u64,
+    pub model_cpu_bytes: Bytes,
     /// `CUDA0 KV buffer size` (K and V of the layers on the GPU).
-    pub kv_gpu_bytes: u64,
+    pub kv_gpu_bytes: Bytes,
     /// KV of the layers left on the CPU.
-    pub kv_cpu_bytes: u64,
+    pub kv_cpu_bytes: Bytes,
     /// All K (`K (f16): X MiB` in `llama_kv_cache: size = …`).
-    pub k_bytes: u64,
+    pub k_bytes: Bytes,
     /// All V.
-    pub v_bytes: u64,
+    pub v_bytes: Bytes,
     /// `CUDA0 compute buffer size`.
-    pub compute_gpu_bytes: u64,
+    pub compute_gpu_bytes: Bytes,
     /// `CUDA_Host compute buffer size` (pinned host memory).
-    pub compute_host_bytes: u64,
+    pub compute_host_bytes: Bytes,
     /// CUDA context, cuBLAS and pool ([`OVERHEAD_BYTES`]), plus the f16 copy
     /// of one layer's quantized K/V that the CUDA flash-attention kernel
     /// converts into the pool.
-    pub overhead_bytes: u64,
+    pub overhead_bytes: Bytes,
     /// Everything on the GPU.
-    pub gpu_total_bytes: u64,
+    pub gpu_total_bytes: Bytes,
     /// Context cells after padding (all slots).
     pub n_ctx: u64,
     /// Cells one slot can reach (`n_ctx_seq`).
@@ -467,16 +468,16 @@ pub fn buffers(m: &Model, a: &Args) -> Report {
         .saturating_add(compute)
         .saturating_add(overhead);
     Report {
-        model_gpu_bytes: gpu,
-        model_cpu_bytes: cpu,
-        kv_gpu_bytes: kv_gpu,
-        kv_cpu_bytes: kv_all.saturating_sub(kv_gpu),
-        k_bytes,
-        v_bytes,
-        compute_gpu_bytes: compute,
-        compute_host_bytes: compute_host_bytes(m, a, seq),
-        overhead_bytes: overhead,
-        gpu_total_bytes: total,
+        model_gpu_bytes: Bytes(gpu),
+        model_cpu_bytes: Bytes(cpu),
+        kv_gpu_bytes: Bytes(kv_gpu),
+        kv_cpu_bytes: Bytes(kv_all.saturating_sub(kv_gpu)),
+        k_bytes: Bytes(k_bytes),
+        v_bytes: Bytes(v_bytes),
+        compute_gpu_bytes: Bytes(compute),
+        compute_host_bytes: Bytes(compute_host_bytes(m, a, seq)),
+        overhead_bytes: Bytes(overhead),
+        gpu_total_bytes: Bytes(total),
         n_ctx,
         n_ctx_seq: seq,
         n_parallel: a.n_parallel.unwrap_or(AUTO_SLOTS),
@@ -522,7 +523,7 @@ pub struct Plan {
     /// Everything fits in `usable_bytes`.
     pub fits: bool,
     /// The GPU's usable memory.
-    pub usable_bytes: u64,
+    pub usable_bytes: Bytes,
     /// usable − needed (negative: missing).
     pub headroom_bytes: i64,
     /// The largest `-c` (a multiple of 256, at most the model's context)
@@ -533,15 +534,15 @@ pub struct Plan {
     pub max_ngl: Option<Report>,
 }
 
-/// Checks `a` against `usable` bytes and searches the largest context and
+/// Checks `a` against `usable` memory and searches the largest context and
 /// the largest `-ngl` that fit. Both are monotone (more cells or more
 /// layers never need less memory), so a bisection finds them.
-pub fn plan(m: &Model, a: &Args, usable: u64) -> Plan {
+pub fn plan(m: &Model, a: &Args, usable: Bytes) -> Plan {
     let r = buffers(m, a);
     let fits = r.gpu_total_bytes <= usable;
-    let headroom = i64::try_from(usable)
+    let headroom = i64::try_from(usable.get())
         .unwrap_or(i64::MAX)
-        .saturating_sub(i64::try_from(r.gpu_total_bytes).unwrap_or(i64::MAX));
+        .saturating_sub(i64::try_from(r.gpu_total_bytes.get()).unwrap_or(i64::MAX));
     let with_ctx = |cells: u64| {
         buffers(
             m,
@@ -743,7 +744,7 @@ mod tests {
             ..args()
         };
         let r = buffers(&m, &a);
-        assert_eq!(r.kv_gpu_bytes, 1 << 30);
+        assert_eq!(r.kv_gpu_bytes, Bytes::gib(1));
         assert_eq!(r.k_bytes, r.v_bytes);
         let q = buffers(
             &m,
@@ -753,7 +754,7 @@ mod tests {
                 ..a.clone()
             },
         );
-        assert_eq!(q.kv_gpu_bytes, (1u64 << 30) / 64 * 34);
+        assert_eq!(q.kv_gpu_bytes, Bytes((1u64 << 30) / 64 * 34));
         // -c 0: the model's context (131,072 for Llama 3.1), padded to 256.
         assert_eq!(buffers(&m, &args()).n_ctx, 131_072);
         assert_eq!(
@@ -782,7 +783,7 @@ mod tests {
             .find(|t| t.name == "token_embd.weight")
             .expect("embd")
             .bytes;
-        assert_eq!(all.model_cpu_bytes, embd);
+        assert_eq!(all.model_cpu_bytes, Bytes(embd));
         let one = buffers(
             &m,
             &Args {
@@ -799,7 +800,7 @@ mod tests {
             },
         );
         assert_eq!(ten.blocks_on_gpu, 9);
-        assert_eq!(ten.kv_gpu_bytes * 32, all.kv_gpu_bytes * 9);
+        assert_eq!(ten.kv_gpu_bytes.get() * 32, all.kv_gpu_bytes.get() * 9);
         let none = buffers(
             &m,
             &Args {
@@ -807,7 +808,10 @@ mod tests {
                 ..args()
             },
         );
-        assert_eq!((none.model_gpu_bytes, none.kv_gpu_bytes), (0, 0));
+        assert_eq!(
+            (none.model_gpu_bytes, none.kv_gpu_bytes),
+            (Bytes::ZERO, Bytes::ZERO)
+        );
         assert!(ten.model_gpu_bytes < all.model_gpu_bytes);
     }
 
@@ -822,7 +826,7 @@ mod tests {
             n_ctx: 8192,
             ..args()
         };
-        let fa = buffers(&m, &a).compute_gpu_bytes;
+        let fa = buffers(&m, &a).compute_gpu_bytes.get();
         assert_eq!(fa, 512 * (128_256 + 4096) * 4);
         let no = buffers(
             &m,
@@ -831,7 +835,8 @@ mod tests {
                 ..a
             },
         )
-        .compute_gpu_bytes;
+        .compute_gpu_bytes
+        .get();
         assert_eq!(no, (512u64 << 20) + 8192 * 512 * 4 + 4 * 512 * 4096 * 4);
     }
 
@@ -877,7 +882,7 @@ mod tests {
             },
         );
         assert_eq!((three.n_ctx_seq, three.n_ctx), (3584, 3 * 3584));
-        assert_eq!(three.kv_gpu_bytes, 3 * 3584 * (128 << 10));
+        assert_eq!(three.kv_gpu_bytes, Bytes(3 * 3584 * (128 << 10)));
         assert!(three.command.ends_with("-np 3"));
         let g = model("google/gemma-2-9b", FileType::Q4KM);
         assert_eq!((g.cfg.layers, g.cfg.sliding_layers), (42, 21));
@@ -892,6 +897,7 @@ mod tests {
                 },
             )
             .kv_gpu_bytes
+            .get()
         };
         // auto: 4 slots share the window: pad(4 · 4096 + 512) = 16,896 cells.
         assert_eq!(at(None), 21 * per_cell * (32_768 + 16_896));
@@ -914,7 +920,7 @@ mod tests {
             };
             let r = buffers(&m, &a);
             assert!(r.gpu_total_bytes >= r.kv_gpu_bytes);
-            let p = plan(&m, &a, 24 << 30);
+            let p = plan(&m, &a, Bytes::gib(24));
             assert!(!p.fits);
         }
     }
@@ -931,7 +937,7 @@ mod tests {
     #[test]
     fn plans_find_the_largest_context_and_layers() {
         let m = model("meta-llama/Llama-3.1-8B", FileType::Q4KM);
-        let usable = 16_000u64 << 20;
+        let usable = Bytes::mib(16_000);
         let p = plan(&m, &args(), usable);
         // 131,072 cells of f16 cache are 16 GiB on top of 4.6 GiB of weights.
         assert!(!p.fits && p.headroom_bytes < 0);

@@ -167,7 +167,7 @@ pub struct Step {
     /// The remedy id.
     pub remedy: RemedyId,
     /// The GPU's total after the change.
-    pub after_bytes: u64,
+    pub after_bytes: Bytes,
     /// The `llama-server` line.
     pub config: String,
 }
@@ -187,7 +187,7 @@ pub struct Outcome<'a> {
     /// Warnings that did not stop the estimate.
     pub warnings: Vec<String>,
     /// Stored weight bytes per tensor type.
-    pub by_type: BTreeMap<&'static str, u64>,
+    pub by_type: BTreeMap<&'static str, Bytes>,
 }
 
 /// The JSON output.
@@ -198,7 +198,7 @@ struct JsonOut<'a> {
     model: serde_json::Value,
     setup: &'a Args,
     components: crate::Components,
-    device_used_bytes: u64,
+    device_used_bytes: Bytes,
     warnings: &'a [String],
     llamacpp: &'a Report,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -209,7 +209,7 @@ impl<'a> Outcome<'a> {
     /// Runs the estimate (and the plan on `gpu`).
     pub fn new(m: &'a Model, args: &'a Args, gpu: Option<&'a Gpu>) -> Outcome<'a> {
         let report = buffers(m, args);
-        let fit = gpu.map(|g| (g, plan(m, args, g.usable().get())));
+        let fit = gpu.map(|g| (g, plan(m, args, g.usable())));
         let mut warnings = Vec::new();
         if report.n_ctx > m.n_ctx_train {
             warnings.push(format!(
@@ -217,10 +217,10 @@ impl<'a> Outcome<'a> {
                 report.n_ctx, m.n_ctx_train
             ));
         }
-        let mut by_type: BTreeMap<&'static str, u64> = BTreeMap::new();
+        let mut by_type: BTreeMap<&'static str, Bytes> = BTreeMap::new();
         for t in &m.tensors {
             let e = by_type.entry(t.ggml_type).or_default();
-            *e = e.saturating_add(t.bytes);
+            *e = e.saturating_add(Bytes(t.bytes));
         }
         Outcome {
             model: m,
@@ -273,7 +273,7 @@ impl<'a> Outcome<'a> {
     /// contract's field order.
     pub fn json(&self) -> impl Serialize + '_ {
         let (m, r) = (self.model, &self.report);
-        let weights: u64 = self.by_type.values().fold(0, |s, b| s.saturating_add(*b));
+        let weights: Bytes = self.by_type.values().copied().sum();
         let fit = self.fit.as_ref().map(|(g, p)| {
             serde_json::json!({
                 "gpu": g.id,
@@ -306,10 +306,10 @@ impl<'a> Outcome<'a> {
             }),
             setup: self.args,
             components: crate::Components {
-                weights_bytes: Bytes(r.model_gpu_bytes),
-                kv_cache_bytes: Bytes(r.kv_gpu_bytes),
-                activations_bytes: Bytes(r.compute_gpu_bytes),
-                cuda_context_bytes: Bytes(r.overhead_bytes),
+                weights_bytes: r.model_gpu_bytes,
+                kv_cache_bytes: r.kv_gpu_bytes,
+                activations_bytes: r.compute_gpu_bytes,
+                cuda_context_bytes: r.overhead_bytes,
                 ..Default::default()
             },
             device_used_bytes: r.gpu_total_bytes,
@@ -328,7 +328,7 @@ impl<'a> Outcome<'a> {
             .iter()
             .rev()
             .filter(|(t, _)| **t != "F32")
-            .map(|(t, b)| format!("{t} {}", Bytes(*b)))
+            .map(|(t, b)| format!("{t} {b}"))
             .collect();
         let _ = writeln!(
             o,
@@ -368,14 +368,12 @@ impl<'a> Outcome<'a> {
             ("overhead", r.overhead_bytes, "CUDA context, cuBLAS, pool"),
             ("total", r.gpu_total_bytes, "on the GPU"),
         ] {
-            let _ = writeln!(o, "  {k:<10}{:>12}   ({note})", Bytes(b).to_string());
+            let _ = writeln!(o, "  {k:<10}{:>12}   ({note})", b.to_string());
         }
         let _ = writeln!(
             o,
             "  host: {} of weights, {} of KV cache, {} compute buffer (CUDA_Host)",
-            Bytes(r.model_cpu_bytes),
-            Bytes(r.kv_cpu_bytes),
-            Bytes(r.compute_host_bytes)
+            r.model_cpu_bytes, r.kv_cpu_bytes, r.compute_host_bytes
         );
         let _ = writeln!(o);
         let _ = writeln!(o, "  {}", r.command);
@@ -388,9 +386,9 @@ impl<'a> Outcome<'a> {
                 o,
                 "fits on {}: {} of {} usable ({} free)",
                 g.id,
-                Bytes(r.gpu_total_bytes),
-                Bytes(p.usable_bytes),
-                Bytes(p.usable_bytes.saturating_sub(r.gpu_total_bytes))
+                r.gpu_total_bytes,
+                p.usable_bytes,
+                p.usable_bytes.saturating_sub(r.gpu_total_bytes)
             );
             return o;
         }
@@ -398,9 +396,9 @@ impl<'a> Outcome<'a> {
             o,
             "does not fit on {}: needs {}, {} usable ({} short)",
             g.id,
-            Bytes(r.gpu_total_bytes),
-            Bytes(p.usable_bytes),
-            Bytes(r.gpu_total_bytes.saturating_sub(p.usable_bytes))
+            r.gpu_total_bytes,
+            p.usable_bytes,
+            r.gpu_total_bytes.saturating_sub(p.usable_bytes)
         );
         let s = self.steps();
         if s.is_empty() {
@@ -419,7 +417,7 @@ impl<'a> Outcome<'a> {
                 i + 1,
                 st.change,
                 st.remedy,
-                Bytes(st.after_bytes)
+                st.after_bytes
             );
             let _ = writeln!(o, "       {}", st.config);
         }

@@ -1,10 +1,14 @@
-//! Model resolution: what the user named → a [`ModelConfig`].
+//! Model resolution: what the user named → a text model's [`ModelConfig`]
+//! or an image pipeline ([`Resolved`]); the one place that decides which.
 //!
-//! In order: a `.gguf` file (its header); a `config.json`, its folder or the
+//! In order: an image pipeline of the catalogue ([`catalogue::image`]: its
+//! repo has no `config.json` for the later steps to read, so it comes
+//! first); a `.gguf` file (its header); a `config.json`, its folder or the
 //! safetensors index beside it (with the safetensors headers found there); a
 //! model downloaded to the local Hugging Face cache ([`hf_cache`]: its own
 //! config is the truth for that id, so it comes before the catalogue); the
-//! Hub, when asked ([`hub`]); then the embedded [`catalogue`].
+//! Hub, when asked ([`hub`]); then the embedded [`catalogue`]'s text models
+//! (an unknown name gets suggestions from both kinds).
 //!
 //! This module reads local files (bounded: [`CONFIG_LIMIT`],
 //! [`crate::checkpoint::MAX_HEADERS_TOTAL`], [`crate::gguf::MAX_HEADER`]); the network is
@@ -20,6 +24,7 @@ use std::path::{Path, PathBuf};
 use crate::catalogue::{self, UnknownModel};
 use crate::checkpoint::{HeaderError, IndexError};
 use crate::gguf::{self, GgufError};
+use crate::image;
 use crate::model::{ConfigError, ModelConfig};
 
 pub use files::{CONFIG_LIMIT, read_gguf_file};
@@ -162,6 +167,16 @@ impl ResolveError {
     }
 }
 
+/// What a model name resolved to.
+#[derive(Clone, Debug)]
+pub enum Resolved {
+    /// A text model: a catalogue entry, a `config.json`, a GGUF header, the
+    /// cache's or the Hub's config.
+    Text(Box<ModelConfig>),
+    /// A text-to-image pipeline of the catalogue ([`crate::image`]).
+    Image(Box<image::Model>),
+}
+
 /// Where a name may be looked up besides the catalogue.
 #[derive(Default)]
 pub struct Sources {
@@ -177,10 +192,19 @@ pub fn is_gguf(name: &str) -> bool {
     name.to_ascii_lowercase().ends_with(".gguf")
 }
 
-/// Resolves a model name: a `.gguf` file, a `config.json` (file, folder or
-/// safetensors index), a model in the local cache, the Hub (when
-/// `sources.hub` is given), else the catalogue.
-pub fn resolve(name: &str, sources: Sources) -> Result<ModelConfig, ResolveError> {
+/// Resolves a model name: an image pipeline of the catalogue, a `.gguf`
+/// file, a `config.json` (file, folder or safetensors index), a model in the
+/// local cache, the Hub (when `sources.hub` is given), else a text model of
+/// the catalogue.
+pub fn resolve(name: &str, sources: Sources) -> Result<Resolved, ResolveError> {
+    if let Some(e) = catalogue::image(name) {
+        return Ok(Resolved::Image(Box::new(image::Model::load(e))));
+    }
+    text(name, sources).map(|c| Resolved::Text(Box::new(c)))
+}
+
+/// [`resolve`]'s steps for text models.
+fn text(name: &str, sources: Sources) -> Result<ModelConfig, ResolveError> {
     let path = Path::new(name);
     if is_gguf(name) {
         return read_gguf_file(path).map(|f| f.model);
