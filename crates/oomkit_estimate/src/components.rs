@@ -182,7 +182,7 @@ fn trains(s: &Setup, _name: &str) -> bool {
 ///   `o_proj`'s input copy (when `o_proj` trains); the q/k/v projections'
 ///   input (h) is saved only when those weights train — one shared tensor,
 ///   or under autocast on an fp32 stream one 16-bit cast per projection
-///   ([`per_linear_casts`]; checked against the CPU oracle per layer:
+///   (`per_linear_casts`; checked against the CPU oracle per layer:
 ///   Llama-3.2-3B bf16 131,176 B per token, Qwen2.5-1.5B mixed-bf16);
 /// - MLP, gated: gate output, SiLU output and up output (3f) always, the
 ///   input (h) and the product (f, `down_proj`'s input) when they train;
@@ -292,7 +292,7 @@ fn per_linear_casts(cfg: &ModelConfig, s: &Setup) -> bool {
 
 /// Bytes one token's norms save in one layer: RMSNorm saves its fp32-upcast
 /// input (4h), its fp32 `rsqrt` row (4 B) and, when its weight trains, the
-/// normalized tensor (β·h; 4h on an fp32 stream, [`fp32_stream`]);
+/// normalized tensor (β·h; 4h on an fp32 stream, `fp32_stream`);
 /// LayerNorm saves its input (β·h, or 4h on an fp32 residual stream); per-head
 /// q/k norms ([`ModelConfig::qk_norm`]) save the same over q and k.
 pub fn layer_norm_token_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
