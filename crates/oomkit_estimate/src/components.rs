@@ -218,7 +218,10 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
             u64::from(n > 0)
         }
     };
-    let qkv_inputs = if cfg.fused_qkv_rope {
+    // One fused projection: Phi-3's `qkv_proj`, Falcon's and GPT-NeoX's
+    // `query_key_value`, GPT-2's `c_attn` (checked against the CPU oracle per
+    // layer: GPT-2 mixed-bf16).
+    let qkv_inputs = if cfg.fused_qkv_rope || cfg.model_type == "gpt2" {
         casts(&["qkv_proj"])
     } else if cfg.mla.is_some() {
         casts(&["q_a_proj", "kv_a_proj"])
