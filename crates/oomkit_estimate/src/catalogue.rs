@@ -7,6 +7,14 @@ use crate::model::{ConfigError, ModelConfig};
 /// (Hugging Face repo id, config.json text).
 pub static MODELS: &[(&str, &str)] = &[
     (
+        "01-ai/Yi-1.5-34B",
+        include_str!("../models/01-ai__Yi-1.5-34B.json"),
+    ),
+    (
+        "01-ai/Yi-1.5-6B",
+        include_str!("../models/01-ai__Yi-1.5-6B.json"),
+    ),
+    (
         "EleutherAI/gpt-neox-20b",
         include_str!("../models/EleutherAI__gpt-neox-20b.json"),
     ),
@@ -71,6 +79,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/HuggingFaceTB__SmolLM2-360M.json"),
     ),
     ("Qwen/QwQ-32B", include_str!("../models/Qwen__QwQ-32B.json")),
+    (
+        "Qwen/QwQ-32B-Preview",
+        include_str!("../models/Qwen__QwQ-32B-Preview.json"),
+    ),
     ("Qwen/Qwen-7B", include_str!("../models/Qwen__Qwen-7B.json")),
     (
         "Qwen/Qwen2-0.5B-Instruct",
@@ -97,6 +109,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/Qwen__Qwen2.5-14B.json"),
     ),
     (
+        "Qwen/Qwen2.5-14B-Instruct-1M",
+        include_str!("../models/Qwen__Qwen2.5-14B-Instruct-1M.json"),
+    ),
+    (
         "Qwen/Qwen2.5-32B",
         include_str!("../models/Qwen__Qwen2.5-32B.json"),
     ),
@@ -111,6 +127,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "Qwen/Qwen2.5-7B",
         include_str!("../models/Qwen__Qwen2.5-7B.json"),
+    ),
+    (
+        "Qwen/Qwen2.5-7B-Instruct-1M",
+        include_str!("../models/Qwen__Qwen2.5-7B-Instruct-1M.json"),
     ),
     (
         "Qwen/Qwen2.5-Coder-0.5B",
@@ -165,8 +185,24 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/Qwen__Qwen3-235B-A22B.json"),
     ),
     (
+        "Qwen/Qwen3-235B-A22B-Instruct-2507",
+        include_str!("../models/Qwen__Qwen3-235B-A22B-Instruct-2507.json"),
+    ),
+    (
+        "Qwen/Qwen3-235B-A22B-Thinking-2507",
+        include_str!("../models/Qwen__Qwen3-235B-A22B-Thinking-2507.json"),
+    ),
+    (
         "Qwen/Qwen3-30B-A3B",
         include_str!("../models/Qwen__Qwen3-30B-A3B.json"),
+    ),
+    (
+        "Qwen/Qwen3-30B-A3B-Instruct-2507",
+        include_str!("../models/Qwen__Qwen3-30B-A3B-Instruct-2507.json"),
+    ),
+    (
+        "Qwen/Qwen3-30B-A3B-Thinking-2507",
+        include_str!("../models/Qwen__Qwen3-30B-A3B-Thinking-2507.json"),
     ),
     (
         "Qwen/Qwen3-32B",
@@ -177,12 +213,32 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/Qwen__Qwen3-4B.json"),
     ),
     (
+        "Qwen/Qwen3-4B-Instruct-2507",
+        include_str!("../models/Qwen__Qwen3-4B-Instruct-2507.json"),
+    ),
+    (
+        "Qwen/Qwen3-4B-Thinking-2507",
+        include_str!("../models/Qwen__Qwen3-4B-Thinking-2507.json"),
+    ),
+    (
         "Qwen/Qwen3-8B",
         include_str!("../models/Qwen__Qwen3-8B.json"),
     ),
     (
+        "Qwen/Qwen3-Coder-480B-A35B-Instruct",
+        include_str!("../models/Qwen__Qwen3-Coder-480B-A35B-Instruct.json"),
+    ),
+    (
         "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
         include_str!("../models/TinyLlama__TinyLlama-1.1B-Chat-v1.0.json"),
+    ),
+    (
+        "allenai/OLMo-1B-hf",
+        include_str!("../models/allenai__OLMo-1B-hf.json"),
+    ),
+    (
+        "allenai/OLMo-2-0325-32B",
+        include_str!("../models/allenai__OLMo-2-0325-32B.json"),
     ),
     (
         "allenai/OLMo-2-1124-13B",
@@ -193,20 +249,40 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/allenai__OLMo-2-1124-7B.json"),
     ),
     (
+        "allenai/OLMo-7B-hf",
+        include_str!("../models/allenai__OLMo-7B-hf.json"),
+    ),
+    (
         "bigcode/starcoder2-7b",
         include_str!("../models/bigcode__starcoder2-7b.json"),
+    ),
+    (
+        "codellama/CodeLlama-13b-Python-hf",
+        include_str!("../models/codellama__CodeLlama-13b-Python-hf.json"),
     ),
     (
         "codellama/CodeLlama-13b-hf",
         include_str!("../models/codellama__CodeLlama-13b-hf.json"),
     ),
     (
+        "codellama/CodeLlama-34b-Python-hf",
+        include_str!("../models/codellama__CodeLlama-34b-Python-hf.json"),
+    ),
+    (
         "codellama/CodeLlama-34b-hf",
         include_str!("../models/codellama__CodeLlama-34b-hf.json"),
     ),
     (
+        "codellama/CodeLlama-70b-Python-hf",
+        include_str!("../models/codellama__CodeLlama-70b-Python-hf.json"),
+    ),
+    (
         "codellama/CodeLlama-70b-hf",
         include_str!("../models/codellama__CodeLlama-70b-hf.json"),
+    ),
+    (
+        "codellama/CodeLlama-7b-Python-hf",
+        include_str!("../models/codellama__CodeLlama-7b-Python-hf.json"),
     ),
     (
         "codellama/CodeLlama-7b-hf",
@@ -245,6 +321,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/deepseek-ai__DeepSeek-V3.json"),
     ),
     (
+        "deepseek-ai/deepseek-llm-7b-base",
+        include_str!("../models/deepseek-ai__deepseek-llm-7b-base.json"),
+    ),
+    (
         "google-bert/bert-base-uncased",
         include_str!("../models/google-bert__bert-base-uncased.json"),
     ),
@@ -253,12 +333,20 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/google-bert__bert-large-uncased.json"),
     ),
     (
+        "google/codegemma-7b-it",
+        include_str!("../models/google__codegemma-7b-it.json"),
+    ),
+    (
         "google/gemma-2-27b",
         include_str!("../models/google__gemma-2-27b.json"),
     ),
     (
         "google/gemma-2-2b",
         include_str!("../models/google__gemma-2-2b.json"),
+    ),
+    (
+        "google/gemma-2-2b-jpn-it",
+        include_str!("../models/google__gemma-2-2b-jpn-it.json"),
     ),
     (
         "google/gemma-2-9b",
@@ -333,12 +421,36 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/meta-llama__Meta-Llama-3-8B.json"),
     ),
     (
+        "microsoft/Phi-3-mini-128k-instruct",
+        include_str!("../models/microsoft__Phi-3-mini-128k-instruct.json"),
+    ),
+    (
         "microsoft/Phi-3-mini-4k-instruct",
         include_str!("../models/microsoft__Phi-3-mini-4k-instruct.json"),
     ),
     (
         "microsoft/Phi-3.5-mini-instruct",
         include_str!("../models/microsoft__Phi-3.5-mini-instruct.json"),
+    ),
+    (
+        "microsoft/Phi-4-mini-instruct",
+        include_str!("../models/microsoft__Phi-4-mini-instruct.json"),
+    ),
+    (
+        "microsoft/Phi-4-mini-reasoning",
+        include_str!("../models/microsoft__Phi-4-mini-reasoning.json"),
+    ),
+    (
+        "microsoft/Phi-4-reasoning",
+        include_str!("../models/microsoft__Phi-4-reasoning.json"),
+    ),
+    (
+        "microsoft/Phi-4-reasoning-plus",
+        include_str!("../models/microsoft__Phi-4-reasoning-plus.json"),
+    ),
+    (
+        "microsoft/phi-1",
+        include_str!("../models/microsoft__phi-1.json"),
     ),
     (
         "microsoft/phi-1_5",
@@ -353,6 +465,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/microsoft__phi-4.json"),
     ),
     (
+        "mistralai/Mathstral-7B-v0.1",
+        include_str!("../models/mistralai__Mathstral-7B-v0.1.json"),
+    ),
+    (
         "mistralai/Mistral-7B-Instruct-v0.2",
         include_str!("../models/mistralai__Mistral-7B-Instruct-v0.2.json"),
     ),
@@ -365,6 +481,14 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/mistralai__Mistral-7B-v0.3.json"),
     ),
     (
+        "mistralai/Mistral-Large-Instruct-2407",
+        include_str!("../models/mistralai__Mistral-Large-Instruct-2407.json"),
+    ),
+    (
+        "mistralai/Mistral-Large-Instruct-2411",
+        include_str!("../models/mistralai__Mistral-Large-Instruct-2411.json"),
+    ),
+    (
         "mistralai/Mistral-Nemo-Base-2407",
         include_str!("../models/mistralai__Mistral-Nemo-Base-2407.json"),
     ),
@@ -375,6 +499,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "mistralai/Mixtral-8x7B-v0.1",
         include_str!("../models/mistralai__Mixtral-8x7B-v0.1.json"),
+    ),
+    (
+        "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF",
+        include_str!("../models/nvidia__Llama-3.1-Nemotron-70B-Instruct-HF.json"),
     ),
     (
         "openai-community/gpt2",
@@ -391,6 +519,18 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "openai/gpt-oss-20b",
         include_str!("../models/openai__gpt-oss-20b.json"),
+    ),
+    (
+        "openlm-research/open_llama_13b",
+        include_str!("../models/openlm-research__open_llama_13b.json"),
+    ),
+    (
+        "openlm-research/open_llama_3b",
+        include_str!("../models/openlm-research__open_llama_3b.json"),
+    ),
+    (
+        "openlm-research/open_llama_7b",
+        include_str!("../models/openlm-research__open_llama_7b.json"),
     ),
     (
         "stabilityai/stablelm-base-alpha-3b",
@@ -461,7 +601,10 @@ pub static RECONSTRUCTED: &[&str] = &[
     "HuggingFaceTB/SmolLM2-135M",
     "HuggingFaceTB/SmolLM2-360M",
     "Qwen/QwQ-32B",
+    "Qwen/QwQ-32B-Preview",
+    "Qwen/Qwen2.5-14B-Instruct-1M",
     "Qwen/Qwen2.5-72B",
+    "Qwen/Qwen2.5-7B-Instruct-1M",
     "Qwen/Qwen2.5-Coder-0.5B",
     "Qwen/Qwen2.5-Coder-1.5B",
     "Qwen/Qwen2.5-Coder-14B",
@@ -472,9 +615,21 @@ pub static RECONSTRUCTED: &[&str] = &[
     "Qwen/Qwen2.5-Math-72B",
     "Qwen/Qwen2.5-Math-7B",
     "Qwen/Qwen3-235B-A22B",
+    "Qwen/Qwen3-235B-A22B-Instruct-2507",
+    "Qwen/Qwen3-235B-A22B-Thinking-2507",
+    "Qwen/Qwen3-30B-A3B-Instruct-2507",
+    "Qwen/Qwen3-30B-A3B-Thinking-2507",
+    "Qwen/Qwen3-4B-Instruct-2507",
+    "Qwen/Qwen3-4B-Thinking-2507",
+    "allenai/OLMo-1B-hf",
+    "allenai/OLMo-7B-hf",
+    "codellama/CodeLlama-13b-Python-hf",
     "codellama/CodeLlama-13b-hf",
+    "codellama/CodeLlama-34b-Python-hf",
     "codellama/CodeLlama-34b-hf",
+    "codellama/CodeLlama-70b-Python-hf",
     "codellama/CodeLlama-70b-hf",
+    "codellama/CodeLlama-7b-Python-hf",
     "deepseek-ai/DeepSeek-R1",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
@@ -482,14 +637,27 @@ pub static RECONSTRUCTED: &[&str] = &[
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
     "deepseek-ai/DeepSeek-V2-Lite",
+    "google/codegemma-7b-it",
     "google/gemma-2-27b",
     "google/gemma-3-12b-it",
     "google/gemma-3-27b-it",
     "google/gemma-3-4b-it",
     "google/gemma-7b",
     "meta-llama/Meta-Llama-3-70B",
+    "microsoft/Phi-3-mini-128k-instruct",
+    "microsoft/Phi-4-mini-instruct",
+    "microsoft/Phi-4-mini-reasoning",
+    "microsoft/Phi-4-reasoning",
+    "microsoft/Phi-4-reasoning-plus",
+    "mistralai/Mathstral-7B-v0.1",
     "mistralai/Mistral-7B-Instruct-v0.2",
+    "mistralai/Mistral-Large-Instruct-2407",
+    "mistralai/Mistral-Large-Instruct-2411",
     "mistralai/Mixtral-8x22B-v0.1",
+    "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF",
+    "openlm-research/open_llama_13b",
+    "openlm-research/open_llama_3b",
+    "openlm-research/open_llama_7b",
     "stabilityai/stablelm-base-alpha-3b",
     "tiiuae/Falcon3-10B-Base",
     "tiiuae/Falcon3-10B-Instruct",

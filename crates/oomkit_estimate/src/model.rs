@@ -429,7 +429,10 @@ impl ModelConfig {
         let hidden_dropout = positive(&["hidden_dropout_prob", "resid_pdrop", "hidden_dropout"]);
         let fp32_norm_scale = mt.starts_with("gemma");
         let fused_qkv_rope = matches!(mt, "phi3" | "falcon" | "gpt_neox");
-        let qk_norm = matches!(mt, "gemma3_text" | "gemma3" | "qwen3" | "qwen3_moe");
+        let qk_norm = matches!(
+            mt,
+            "gemma3_text" | "gemma3" | "qwen3" | "qwen3_moe" | "olmo2"
+        );
         let cfg = ModelConfig {
             id: id.to_string(),
             model_type,
@@ -682,9 +685,14 @@ impl ModelConfig {
         )
     }
 
-    /// Parameters of one norm: LayerNorm has a weight and a bias.
+    /// Parameters of one norm: LayerNorm has a weight and a bias; OLMo's
+    /// LayerNorm has neither (modeling_olmo.py: `OlmoLayerNorm`, no
+    /// parameters; it normalizes in fp32 and casts back, so its saved
+    /// activations are counted as an RMSNorm's).
     fn norm_width(&self) -> u64 {
-        if self.layer_norm() {
+        if self.model_type == "olmo" {
+            0
+        } else if self.layer_norm() {
             2 * self.hidden
         } else {
             self.hidden
@@ -758,7 +766,14 @@ impl ModelConfig {
             0
         };
         let norm_width = self.norm_width();
-        let qk_norms = if self.qk_norm { 2 * self.head_dim } else { 0 };
+        // Per-head q/k norms (Qwen3, Gemma-3) have head_dim weights each;
+        // OLMo 2's span all of q and k (modeling_olmo2.py: q_norm over
+        // heads × head_dim, k_norm over kv_heads × head_dim).
+        let qk_norms = match (self.qk_norm, self.model_type.as_str()) {
+            (false, _) => 0,
+            (true, "olmo2") => (self.heads + self.kv_heads) * self.head_dim,
+            (true, _) => 2 * self.head_dim,
+        };
         // gpt-oss keeps one learned attention-sink logit per head (`sinks`).
         let sinks = if self.model_type == "gpt_oss" {
             self.heads
