@@ -253,6 +253,14 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/allenai__OLMo-7B-hf.json"),
     ),
     (
+        "bigcode/starcoder2-15b",
+        include_str!("../models/bigcode__starcoder2-15b.json"),
+    ),
+    (
+        "bigcode/starcoder2-3b",
+        include_str!("../models/bigcode__starcoder2-3b.json"),
+    ),
+    (
         "bigcode/starcoder2-7b",
         include_str!("../models/bigcode__starcoder2-7b.json"),
     ),
@@ -319,6 +327,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "deepseek-ai/DeepSeek-V3",
         include_str!("../models/deepseek-ai__DeepSeek-V3.json"),
+    ),
+    (
+        "deepseek-ai/deepseek-coder-1.3b-instruct",
+        include_str!("../models/deepseek-ai__deepseek-coder-1.3b-instruct.json"),
     ),
     (
         "deepseek-ai/deepseek-llm-7b-base",
@@ -421,6 +433,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/meta-llama__Meta-Llama-3-8B.json"),
     ),
     (
+        "microsoft/Phi-3-medium-4k-instruct",
+        include_str!("../models/microsoft__Phi-3-medium-4k-instruct.json"),
+    ),
+    (
         "microsoft/Phi-3-mini-128k-instruct",
         include_str!("../models/microsoft__Phi-3-mini-128k-instruct.json"),
     ),
@@ -469,6 +485,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/mistralai__Mathstral-7B-v0.1.json"),
     ),
     (
+        "mistralai/Ministral-8B-Instruct-2410",
+        include_str!("../models/mistralai__Ministral-8B-Instruct-2410.json"),
+    ),
+    (
         "mistralai/Mistral-7B-Instruct-v0.2",
         include_str!("../models/mistralai__Mistral-7B-Instruct-v0.2.json"),
     ),
@@ -491,6 +511,14 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "mistralai/Mistral-Nemo-Base-2407",
         include_str!("../models/mistralai__Mistral-Nemo-Base-2407.json"),
+    ),
+    (
+        "mistralai/Mistral-Small-24B-Base-2501",
+        include_str!("../models/mistralai__Mistral-Small-24B-Base-2501.json"),
+    ),
+    (
+        "mistralai/Mistral-Small-Instruct-2409",
+        include_str!("../models/mistralai__Mistral-Small-Instruct-2409.json"),
     ),
     (
         "mistralai/Mixtral-8x22B-v0.1",
@@ -623,6 +651,8 @@ pub static RECONSTRUCTED: &[&str] = &[
     "Qwen/Qwen3-4B-Thinking-2507",
     "allenai/OLMo-1B-hf",
     "allenai/OLMo-7B-hf",
+    "bigcode/starcoder2-15b",
+    "bigcode/starcoder2-3b",
     "codellama/CodeLlama-13b-Python-hf",
     "codellama/CodeLlama-13b-hf",
     "codellama/CodeLlama-34b-Python-hf",
@@ -644,6 +674,7 @@ pub static RECONSTRUCTED: &[&str] = &[
     "google/gemma-3-4b-it",
     "google/gemma-7b",
     "meta-llama/Meta-Llama-3-70B",
+    "microsoft/Phi-3-medium-4k-instruct",
     "microsoft/Phi-3-mini-128k-instruct",
     "microsoft/Phi-4-mini-instruct",
     "microsoft/Phi-4-mini-reasoning",
@@ -653,6 +684,8 @@ pub static RECONSTRUCTED: &[&str] = &[
     "mistralai/Mistral-7B-Instruct-v0.2",
     "mistralai/Mistral-Large-Instruct-2407",
     "mistralai/Mistral-Large-Instruct-2411",
+    "mistralai/Mistral-Small-24B-Base-2501",
+    "mistralai/Mistral-Small-Instruct-2409",
     "mistralai/Mixtral-8x22B-v0.1",
     "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF",
     "openlm-research/open_llama_13b",
