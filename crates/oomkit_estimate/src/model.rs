@@ -317,7 +317,7 @@ impl ModelConfig {
             .unwrap_or("");
         let glu = match mt {
             "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon" | "gpt_bigcode"
-            | "starcoder2" => false,
+            | "starcoder2" | "gptj" => false,
             "qwen" => {
                 // Qwen v1 states the sum of w1 and w2 (modeling_qwen.py: ff_dim_in = intermediate_size // 2).
                 intermediate /= 2;
@@ -325,7 +325,7 @@ impl ModelConfig {
             }
             _ => act != "gelu" && act != "gelu_new" || mt.starts_with("gemma"),
         };
-        let bias = matches!(mt, "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox")
+        let bias = matches!(mt, "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "gptj")
             || (mt == "falcon" && flag("bias") == Some(true))
             || v.get("attention_bias").and_then(Value::as_bool) == Some(true)
             || mt == "qwen2"
@@ -342,6 +342,7 @@ impl ModelConfig {
                 | "gemma3_text"
                 | "falcon"
                 | "starcoder2"
+                | "cohere"
         );
         let tied_embeddings = v
             .get("tie_word_embeddings")
@@ -355,7 +356,9 @@ impl ModelConfig {
             _ => 0,
         };
         let norms_per_layer = match mt {
-            "phi" => 1,
+            // Phi-1/2, GPT-J (ln_1) and Cohere (input_layernorm) feed one
+            // norm to attention and MLP in parallel.
+            "phi" | "gptj" | "cohere" => 1,
             // FalconDecoderLayer: one input_layernorm for the parallel block,
             // ln_attn + ln_mlp for the new decoder architecture.
             "falcon" if !new_decoder && flag("parallel_attn") != Some(false) => 1,
@@ -663,8 +666,9 @@ impl ModelConfig {
         } else {
             self.vocab * self.hidden
         };
-        // Phi-1/2's LM head carries a bias (modeling_phi.py).
-        let head_bias = if self.model_type == "phi" {
+        // Phi-1/2's and GPT-J's LM heads carry a bias (modeling_phi.py,
+        // modeling_gptj.py).
+        let head_bias = if matches!(self.model_type.as_str(), "phi" | "gptj") {
             self.vocab
         } else {
             0
@@ -681,7 +685,7 @@ impl ModelConfig {
     pub fn layer_norm(&self) -> bool {
         matches!(
             self.model_type.as_str(),
-            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon" | "starcoder2"
+            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon" | "starcoder2" | "gptj"
         )
     }
 
@@ -755,11 +759,16 @@ impl ModelConfig {
     pub fn layer_params(&self, i: u64) -> u64 {
         let lin = self.layer_linears(i);
         let weights: u64 = lin.iter().map(|(_, a, b, n)| a * b * n).sum();
-        // Qwen2 (modeling_qwen2.py) has biases on q/k/v only.
-        let qkv_only = self.model_type == "qwen2";
+        // Qwen2 (modeling_qwen2.py) has biases on q/k/v only; GPT-J
+        // (modeling_gptj.py) on its MLP's fc_in/fc_out only.
+        let has_bias = |name: &str| match self.model_type.as_str() {
+            "qwen2" => matches!(name, "q_proj" | "k_proj" | "v_proj"),
+            "gptj" => matches!(name, "up_proj" | "down_proj"),
+            _ => true,
+        };
         let biases: u64 = if self.bias {
             lin.iter()
-                .filter(|(name, ..)| !qkv_only || matches!(*name, "q_proj" | "k_proj" | "v_proj"))
+                .filter(|(name, ..)| has_bias(name))
                 .map(|(_, _, b, n)| b * n)
                 .sum()
         } else {
