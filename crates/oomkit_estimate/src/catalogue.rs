@@ -63,6 +63,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/FacebookAI__roberta-large.json"),
     ),
     (
+        "HuggingFaceH4/zephyr-7b-beta",
+        include_str!("../models/HuggingFaceH4__zephyr-7b-beta.json"),
+    ),
+    (
         "HuggingFaceTB/SmolLM-1.7B",
         include_str!("../models/HuggingFaceTB__SmolLM-1.7B.json"),
     ),
@@ -87,11 +91,11 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/HuggingFaceTB__SmolLM2-360M.json"),
     ),
     ("Qwen/QwQ-32B", include_str!("../models/Qwen__QwQ-32B.json")),
-    (
-        "Qwen/QwQ-32B-Preview",
-        include_str!("../models/Qwen__QwQ-32B-Preview.json"),
-    ),
     ("Qwen/Qwen-7B", include_str!("../models/Qwen__Qwen-7B.json")),
+    (
+        "Qwen/Qwen1.5-MoE-A2.7B-Chat",
+        include_str!("../models/Qwen__Qwen1.5-MoE-A2.7B-Chat.json"),
+    ),
     (
         "Qwen/Qwen2-0.5B-Instruct",
         include_str!("../models/Qwen__Qwen2-0.5B-Instruct.json"),
@@ -99,6 +103,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "Qwen/Qwen2-1.5B-Instruct",
         include_str!("../models/Qwen__Qwen2-1.5B-Instruct.json"),
+    ),
+    (
+        "Qwen/Qwen2-57B-A14B",
+        include_str!("../models/Qwen__Qwen2-57B-A14B.json"),
     ),
     (
         "Qwen/Qwen2-7B-Instruct",
@@ -633,11 +641,11 @@ pub static RECONSTRUCTED: &[&str] = &[
     "EleutherAI/pythia-6.9b",
     "EleutherAI/pythia-70m",
     "FacebookAI/roberta-large",
+    "HuggingFaceH4/zephyr-7b-beta",
     "HuggingFaceTB/SmolLM2-1.7B",
     "HuggingFaceTB/SmolLM2-135M",
     "HuggingFaceTB/SmolLM2-360M",
     "Qwen/QwQ-32B",
-    "Qwen/QwQ-32B-Preview",
     "Qwen/Qwen2.5-14B-Instruct-1M",
     "Qwen/Qwen2.5-72B",
     "Qwen/Qwen2.5-7B-Instruct-1M",
@@ -1272,7 +1280,6 @@ mod tests {
             // pinned against transformers in `TRANSFORMERS_PARAMS`.
             ("Qwen/Qwen2.5-7B-Instruct-1M", 7.61e9),
             ("Qwen/Qwen2.5-14B-Instruct-1M", 14.7e9),
-            ("Qwen/QwQ-32B-Preview", 32.5e9),
             ("Qwen/Qwen3-235B-A22B-Instruct-2507", 235.0e9),
             ("Qwen/Qwen3-30B-A3B-Thinking-2507", 30.5e9),
             ("Qwen/Qwen3-4B-Instruct-2507", 4.0e9),
@@ -1303,6 +1310,10 @@ mod tests {
             // tensor-parallel size 2 (673,286,144), less the 49 RMSNorms
             // (2,048 each) both ranks hold.
             ("deepseek-ai/deepseek-coder-1.3b-instruct", 1_346_471_936.0),
+            ("Qwen/Qwen2-57B-A14B", 57.41e9),
+            ("Qwen/Qwen1.5-MoE-A2.7B-Chat", 14.3e9),
+            // Zephyr is a fine-tune of Mistral-7B-v0.1 (7.24B).
+            ("HuggingFaceH4/zephyr-7b-beta", 7.242e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
@@ -1332,6 +1343,7 @@ mod tests {
         ("EleutherAI/pythia-410m", 405_334_016),
         ("EleutherAI/pythia-6.9b", 6_857_302_016),
         ("EleutherAI/pythia-70m", 70_426_624),
+        ("HuggingFaceH4/zephyr-7b-beta", 7_241_732_096),
         ("HuggingFaceTB/SmolLM-1.7B", 1_711_376_384),
         ("HuggingFaceTB/SmolLM-135M", 134_515_008),
         ("HuggingFaceTB/SmolLM-360M", 361_821_120),
@@ -1339,9 +1351,10 @@ mod tests {
         ("HuggingFaceTB/SmolLM2-135M", 134_515_008),
         ("HuggingFaceTB/SmolLM2-360M", 361_821_120),
         ("Qwen/QwQ-32B", 32_763_876_352),
-        ("Qwen/QwQ-32B-Preview", 32_763_876_352),
+        ("Qwen/Qwen1.5-MoE-A2.7B-Chat", 14_315_784_192),
         ("Qwen/Qwen2-0.5B-Instruct", 494_032_768),
         ("Qwen/Qwen2-1.5B-Instruct", 1_543_714_304),
+        ("Qwen/Qwen2-57B-A14B", 57_408_658_944),
         ("Qwen/Qwen2-7B-Instruct", 7_615_616_512),
         ("Qwen/Qwen2.5-0.5B", 494_032_768),
         ("Qwen/Qwen2.5-1.5B", 1_543_714_304),

@@ -33,8 +33,11 @@ pub struct Moe {
     pub active: u64,
     /// Intermediate size of one expert.
     pub intermediate: u64,
-    /// Always-on shared experts (DeepSeek).
+    /// Always-on shared experts (DeepSeek; Qwen2-MoE's one shared expert).
     pub shared: u64,
+    /// Intermediate size of one shared expert: `intermediate` (DeepSeek),
+    /// or Qwen2-MoE's `shared_expert_intermediate_size`.
+    pub shared_intermediate: u64,
     /// Leading layers that keep a dense MLP (`first_k_dense_replace`).
     pub dense_layers: u64,
 }
@@ -329,6 +332,7 @@ impl ModelConfig {
             || (mt == "falcon" && flag("bias") == Some(true))
             || v.get("attention_bias").and_then(Value::as_bool) == Some(true)
             || mt == "qwen2"
+            || mt == "qwen2_moe"
             // Starcoder2Config: use_bias defaults to true (q/k/v/o and c_fc/c_proj).
             || (mt == "starcoder2" && flag("use_bias") != Some(false))
             || (mt == "qwen" && v.get("no_bias").and_then(Value::as_bool) == Some(false));
@@ -370,12 +374,17 @@ impl ModelConfig {
             &["num_local_experts", "num_experts", "n_routed_experts"],
         )
         .unwrap_or(0);
+        // Qwen2-MoE (modeling_qwen2_moe.py): one shared expert of
+        // `shared_expert_intermediate_size` with a 1-output sigmoid gate.
+        let qwen_shared = int(&v, &["shared_expert_intermediate_size"]).filter(|n| *n > 0);
         let moe = if experts > 1 {
+            let routed = int(&v, &["moe_intermediate_size"]).unwrap_or(intermediate);
             Some(Moe {
                 experts,
                 active: int(&v, &["num_experts_per_tok", "experts_per_token"]).unwrap_or(2),
-                intermediate: int(&v, &["moe_intermediate_size"]).unwrap_or(intermediate),
-                shared: int(&v, &["n_shared_experts"]).unwrap_or(0),
+                intermediate: routed,
+                shared: int(&v, &["n_shared_experts"]).unwrap_or(u64::from(qwen_shared.is_some())),
+                shared_intermediate: qwen_shared.unwrap_or(routed),
                 dense_layers: int(&v, &["first_k_dense_replace"]).unwrap_or(0),
             })
         } else {
@@ -511,6 +520,11 @@ impl ModelConfig {
             limit("num_experts_per_tok", m.active, m.experts)?;
             limit("n_shared_experts", m.shared, l::EXPERTS)?;
             limit("moe_intermediate_size", m.intermediate, l::INTERMEDIATE)?;
+            limit(
+                "shared_expert_intermediate_size",
+                m.shared_intermediate,
+                l::INTERMEDIATE,
+            )?;
         }
         if let Some(m) = &self.mla {
             limit("q_lora_rank", m.q_lora_rank, l::MLA_RANK)?;
@@ -747,8 +761,16 @@ impl ModelConfig {
         };
         match &self.moe {
             Some(moe) if i >= moe.dense_layers => {
-                mlp(&mut out, moe.intermediate, moe.experts + moe.shared);
+                if moe.shared_intermediate == moe.intermediate {
+                    mlp(&mut out, moe.intermediate, moe.experts + moe.shared);
+                } else {
+                    mlp(&mut out, moe.intermediate, moe.experts);
+                    mlp(&mut out, moe.shared_intermediate, moe.shared);
+                }
                 out.push(("router", h, moe.experts, 1));
+                if self.model_type == "qwen2_moe" && moe.shared > 0 {
+                    out.push(("shared_expert_gate", h, 1, 1));
+                }
             }
             _ => mlp(&mut out, self.intermediate, 1),
         }
@@ -762,7 +784,7 @@ impl ModelConfig {
         // Qwen2 (modeling_qwen2.py) has biases on q/k/v only; GPT-J
         // (modeling_gptj.py) on its MLP's fc_in/fc_out only.
         let has_bias = |name: &str| match self.model_type.as_str() {
-            "qwen2" => matches!(name, "q_proj" | "k_proj" | "v_proj"),
+            "qwen2" | "qwen2_moe" => matches!(name, "q_proj" | "k_proj" | "v_proj"),
             "gptj" => matches!(name, "up_proj" | "down_proj"),
             _ => true,
         };
@@ -843,7 +865,9 @@ impl ModelConfig {
     /// all experts: `(active + shared) / (experts + shared)`; 1 for dense.
     pub fn active_expert_fraction(&self) -> f64 {
         self.moe.as_ref().map_or(1.0, |m| {
-            (m.active + m.shared) as f64 / (m.experts + m.shared) as f64
+            let (routed, shared) = (m.intermediate as f64, m.shared_intermediate as f64);
+            (m.active as f64 * routed + m.shared as f64 * shared)
+                / (m.experts as f64 * routed + m.shared as f64 * shared)
         })
     }
 }
@@ -1002,6 +1026,25 @@ mod tests {
         for (id, want) in cases {
             assert_eq!(p(id), *want, "{id}");
         }
+    }
+
+    /// Qwen2-MoE's one shared expert has its own size and a 1-output gate
+    /// (modeling_qwen2_moe.py), q/k/v carry biases; Qwen3-MoE's
+    /// `shared_expert_intermediate_size: 0` means no shared expert.
+    #[test]
+    fn qwen2_moe_shared_expert() {
+        let q = catalogue::find("Qwen/Qwen1.5-MoE-A2.7B-Chat").expect("qwen1.5-moe");
+        let m = q.moe.as_ref().expect("moe");
+        assert_eq!((m.experts, m.active, m.shared), (60, 4, 1));
+        assert_eq!((m.intermediate, m.shared_intermediate), (1408, 5632));
+        // (4 × 1408 + 5632) / (60 × 1408 + 5632) = 1/8.
+        assert!((q.active_expert_fraction() - 0.125).abs() < 1e-12);
+        let lin = q.layer_linears(0);
+        assert!(lin.contains(&("shared_expert_gate", 2048, 1, 1)));
+        assert!(lin.contains(&("up_proj", 2048, 5632, 1)));
+        assert!(lin.contains(&("up_proj", 2048, 1408, 60)));
+        let coder = catalogue::find("Qwen/Qwen3-Coder-480B-A35B-Instruct").expect("coder");
+        assert_eq!(coder.moe.as_ref().expect("moe").shared, 0);
     }
 
     #[test]
