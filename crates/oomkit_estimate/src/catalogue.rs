@@ -393,6 +393,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/google__gemma-3-1b-it.json"),
     ),
     (
+        "google/gemma-3-270m",
+        include_str!("../models/google__gemma-3-270m.json"),
+    ),
+    (
         "google/gemma-3-27b-it",
         include_str!("../models/google__gemma-3-27b-it.json"),
     ),
@@ -403,6 +407,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "google/gemma-7b",
         include_str!("../models/google__gemma-7b.json"),
+    ),
+    (
+        "ibm-granite/granite-3.3-8b-instruct",
+        include_str!("../models/ibm-granite__granite-3.3-8b-instruct.json"),
     ),
     (
         "meta-llama/Llama-2-13b-hf",
@@ -686,6 +694,7 @@ pub static RECONSTRUCTED: &[&str] = &[
     "google/codegemma-7b-it",
     "google/gemma-2-27b",
     "google/gemma-3-12b-it",
+    "google/gemma-3-270m",
     "google/gemma-3-27b-it",
     "google/gemma-3-4b-it",
     "google/gemma-7b",
@@ -1314,6 +1323,10 @@ mod tests {
             ("Qwen/Qwen1.5-MoE-A2.7B-Chat", 14.3e9),
             // Zephyr is a fine-tune of Mistral-7B-v0.1 (7.24B).
             ("HuggingFaceH4/zephyr-7b-beta", 7.242e9),
+            ("ibm-granite/granite-3.3-8b-instruct", 8.17e9),
+            // Gemma 3 270M: 170M embedding + 100M transformer parameters
+            // (Google's release post); 268M on the model card.
+            ("google/gemma-3-270m", 0.268e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
@@ -1424,9 +1437,11 @@ mod tests {
         ("google/gemma-2b", 2_506_172_416),
         ("google/gemma-3-12b-it", 12_187_325_040),
         ("google/gemma-3-1b-it", 999_885_952),
+        ("google/gemma-3-270m", 268_098_176),
         ("google/gemma-3-27b-it", 27_432_406_640),
         ("google/gemma-3-4b-it", 4_300_079_472),
         ("google/gemma-7b", 8_537_680_896),
+        ("ibm-granite/granite-3.3-8b-instruct", 8_170_864_640),
         ("meta-llama/Llama-2-13b-hf", 13_015_864_320),
         ("meta-llama/Llama-2-70b-hf", 68_976_648_192),
         ("meta-llama/Llama-2-7b-hf", 6_738_415_616),
