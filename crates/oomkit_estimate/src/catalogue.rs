@@ -585,6 +585,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/openlm-research__open_llama_7b.json"),
     ),
     (
+        "stabilityai/stablelm-2-zephyr-1_6b",
+        include_str!("../models/stabilityai__stablelm-2-zephyr-1_6b.json"),
+    ),
+    (
         "stabilityai/stablelm-base-alpha-3b",
         include_str!("../models/stabilityai__stablelm-base-alpha-3b.json"),
     ),
@@ -1327,6 +1331,7 @@ mod tests {
             // Gemma 3 270M: 170M embedding + 100M transformer parameters
             // (Google's release post); 268M on the model card.
             ("google/gemma-3-270m", 0.268e9),
+            ("stabilityai/stablelm-2-zephyr-1_6b", 1.64e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
@@ -1485,6 +1490,7 @@ mod tests {
         ("openlm-research/open_llama_13b", 13_015_864_320),
         ("openlm-research/open_llama_3b", 3_426_473_600),
         ("openlm-research/open_llama_7b", 6_738_415_616),
+        ("stabilityai/stablelm-2-zephyr-1_6b", 1_644_515_328),
         ("stabilityai/stablelm-base-alpha-3b", 3_637_321_728),
         ("tiiuae/Falcon3-10B-Base", 10_305_653_760),
         ("tiiuae/Falcon3-10B-Instruct", 10_305_653_760),

@@ -333,6 +333,8 @@ impl ModelConfig {
             || v.get("attention_bias").and_then(Value::as_bool) == Some(true)
             || mt == "qwen2"
             || mt == "qwen2_moe"
+            // StableLmConfig: q/k/v biases when `use_qkv_bias`.
+            || (mt == "stablelm" && flag("use_qkv_bias") == Some(true))
             // Starcoder2Config: use_bias defaults to true (q/k/v/o and c_fc/c_proj).
             || (mt == "starcoder2" && flag("use_bias") != Some(false))
             || (mt == "qwen" && v.get("no_bias").and_then(Value::as_bool) == Some(false));
@@ -699,7 +701,15 @@ impl ModelConfig {
     pub fn layer_norm(&self) -> bool {
         matches!(
             self.model_type.as_str(),
-            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon" | "starcoder2" | "gptj"
+            "gpt2"
+                | "bert"
+                | "roberta"
+                | "phi"
+                | "gpt_neox"
+                | "falcon"
+                | "starcoder2"
+                | "gptj"
+                | "stablelm"
         )
     }
 
@@ -784,7 +794,7 @@ impl ModelConfig {
         // Qwen2 (modeling_qwen2.py) has biases on q/k/v only; GPT-J
         // (modeling_gptj.py) on its MLP's fc_in/fc_out only.
         let has_bias = |name: &str| match self.model_type.as_str() {
-            "qwen2" | "qwen2_moe" => matches!(name, "q_proj" | "k_proj" | "v_proj"),
+            "qwen2" | "qwen2_moe" | "stablelm" => matches!(name, "q_proj" | "k_proj" | "v_proj"),
             "gptj" => matches!(name, "up_proj" | "down_proj"),
             _ => true,
         };
