@@ -18,6 +18,22 @@ use crate::model::{ConfigError, ModelConfig};
 /// (Hugging Face repo id, config.json text).
 pub static MODELS: &[(&str, &str)] = &[
     (
+        "01-ai/Yi-1.5-34B",
+        include_str!("../models/01-ai__Yi-1.5-34B.json"),
+    ),
+    (
+        "01-ai/Yi-1.5-6B",
+        include_str!("../models/01-ai__Yi-1.5-6B.json"),
+    ),
+    (
+        "CohereForAI/aya-23-8B",
+        include_str!("../models/CohereForAI__aya-23-8B.json"),
+    ),
+    (
+        "EleutherAI/gpt-j-6b",
+        include_str!("../models/EleutherAI__gpt-j-6b.json"),
+    ),
+    (
         "EleutherAI/gpt-neox-20b",
         include_str!("../models/EleutherAI__gpt-neox-20b.json"),
     ),
@@ -58,6 +74,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/FacebookAI__roberta-large.json"),
     ),
     (
+        "HuggingFaceH4/zephyr-7b-beta",
+        include_str!("../models/HuggingFaceH4__zephyr-7b-beta.json"),
+    ),
+    (
         "HuggingFaceTB/SmolLM-1.7B",
         include_str!("../models/HuggingFaceTB__SmolLM-1.7B.json"),
     ),
@@ -84,12 +104,20 @@ pub static MODELS: &[(&str, &str)] = &[
     ("Qwen/QwQ-32B", include_str!("../models/Qwen__QwQ-32B.json")),
     ("Qwen/Qwen-7B", include_str!("../models/Qwen__Qwen-7B.json")),
     (
+        "Qwen/Qwen1.5-MoE-A2.7B-Chat",
+        include_str!("../models/Qwen__Qwen1.5-MoE-A2.7B-Chat.json"),
+    ),
+    (
         "Qwen/Qwen2-0.5B-Instruct",
         include_str!("../models/Qwen__Qwen2-0.5B-Instruct.json"),
     ),
     (
         "Qwen/Qwen2-1.5B-Instruct",
         include_str!("../models/Qwen__Qwen2-1.5B-Instruct.json"),
+    ),
+    (
+        "Qwen/Qwen2-57B-A14B",
+        include_str!("../models/Qwen__Qwen2-57B-A14B.json"),
     ),
     (
         "Qwen/Qwen2-7B-Instruct",
@@ -108,6 +136,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/Qwen__Qwen2.5-14B.json"),
     ),
     (
+        "Qwen/Qwen2.5-14B-Instruct-1M",
+        include_str!("../models/Qwen__Qwen2.5-14B-Instruct-1M.json"),
+    ),
+    (
         "Qwen/Qwen2.5-32B",
         include_str!("../models/Qwen__Qwen2.5-32B.json"),
     ),
@@ -122,6 +154,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "Qwen/Qwen2.5-7B",
         include_str!("../models/Qwen__Qwen2.5-7B.json"),
+    ),
+    (
+        "Qwen/Qwen2.5-7B-Instruct-1M",
+        include_str!("../models/Qwen__Qwen2.5-7B-Instruct-1M.json"),
     ),
     (
         "Qwen/Qwen2.5-Coder-0.5B",
@@ -176,8 +212,24 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/Qwen__Qwen3-235B-A22B.json"),
     ),
     (
+        "Qwen/Qwen3-235B-A22B-Instruct-2507",
+        include_str!("../models/Qwen__Qwen3-235B-A22B-Instruct-2507.json"),
+    ),
+    (
+        "Qwen/Qwen3-235B-A22B-Thinking-2507",
+        include_str!("../models/Qwen__Qwen3-235B-A22B-Thinking-2507.json"),
+    ),
+    (
         "Qwen/Qwen3-30B-A3B",
         include_str!("../models/Qwen__Qwen3-30B-A3B.json"),
+    ),
+    (
+        "Qwen/Qwen3-30B-A3B-Instruct-2507",
+        include_str!("../models/Qwen__Qwen3-30B-A3B-Instruct-2507.json"),
+    ),
+    (
+        "Qwen/Qwen3-30B-A3B-Thinking-2507",
+        include_str!("../models/Qwen__Qwen3-30B-A3B-Thinking-2507.json"),
     ),
     (
         "Qwen/Qwen3-32B",
@@ -188,12 +240,32 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/Qwen__Qwen3-4B.json"),
     ),
     (
+        "Qwen/Qwen3-4B-Instruct-2507",
+        include_str!("../models/Qwen__Qwen3-4B-Instruct-2507.json"),
+    ),
+    (
+        "Qwen/Qwen3-4B-Thinking-2507",
+        include_str!("../models/Qwen__Qwen3-4B-Thinking-2507.json"),
+    ),
+    (
         "Qwen/Qwen3-8B",
         include_str!("../models/Qwen__Qwen3-8B.json"),
     ),
     (
+        "Qwen/Qwen3-Coder-480B-A35B-Instruct",
+        include_str!("../models/Qwen__Qwen3-Coder-480B-A35B-Instruct.json"),
+    ),
+    (
         "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
         include_str!("../models/TinyLlama__TinyLlama-1.1B-Chat-v1.0.json"),
+    ),
+    (
+        "allenai/OLMo-1B-hf",
+        include_str!("../models/allenai__OLMo-1B-hf.json"),
+    ),
+    (
+        "allenai/OLMo-2-0325-32B",
+        include_str!("../models/allenai__OLMo-2-0325-32B.json"),
     ),
     (
         "allenai/OLMo-2-1124-13B",
@@ -204,20 +276,48 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/allenai__OLMo-2-1124-7B.json"),
     ),
     (
+        "allenai/OLMo-7B-hf",
+        include_str!("../models/allenai__OLMo-7B-hf.json"),
+    ),
+    (
+        "bigcode/starcoder2-15b",
+        include_str!("../models/bigcode__starcoder2-15b.json"),
+    ),
+    (
+        "bigcode/starcoder2-3b",
+        include_str!("../models/bigcode__starcoder2-3b.json"),
+    ),
+    (
         "bigcode/starcoder2-7b",
         include_str!("../models/bigcode__starcoder2-7b.json"),
+    ),
+    (
+        "codellama/CodeLlama-13b-Python-hf",
+        include_str!("../models/codellama__CodeLlama-13b-Python-hf.json"),
     ),
     (
         "codellama/CodeLlama-13b-hf",
         include_str!("../models/codellama__CodeLlama-13b-hf.json"),
     ),
     (
+        "codellama/CodeLlama-34b-Python-hf",
+        include_str!("../models/codellama__CodeLlama-34b-Python-hf.json"),
+    ),
+    (
         "codellama/CodeLlama-34b-hf",
         include_str!("../models/codellama__CodeLlama-34b-hf.json"),
     ),
     (
+        "codellama/CodeLlama-70b-Python-hf",
+        include_str!("../models/codellama__CodeLlama-70b-Python-hf.json"),
+    ),
+    (
         "codellama/CodeLlama-70b-hf",
         include_str!("../models/codellama__CodeLlama-70b-hf.json"),
+    ),
+    (
+        "codellama/CodeLlama-7b-Python-hf",
+        include_str!("../models/codellama__CodeLlama-7b-Python-hf.json"),
     ),
     (
         "codellama/CodeLlama-7b-hf",
@@ -256,6 +356,14 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/deepseek-ai__DeepSeek-V3.json"),
     ),
     (
+        "deepseek-ai/deepseek-coder-1.3b-instruct",
+        include_str!("../models/deepseek-ai__deepseek-coder-1.3b-instruct.json"),
+    ),
+    (
+        "deepseek-ai/deepseek-llm-7b-base",
+        include_str!("../models/deepseek-ai__deepseek-llm-7b-base.json"),
+    ),
+    (
         "google-bert/bert-base-uncased",
         include_str!("../models/google-bert__bert-base-uncased.json"),
     ),
@@ -264,12 +372,20 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/google-bert__bert-large-uncased.json"),
     ),
     (
+        "google/codegemma-7b-it",
+        include_str!("../models/google__codegemma-7b-it.json"),
+    ),
+    (
         "google/gemma-2-27b",
         include_str!("../models/google__gemma-2-27b.json"),
     ),
     (
         "google/gemma-2-2b",
         include_str!("../models/google__gemma-2-2b.json"),
+    ),
+    (
+        "google/gemma-2-2b-jpn-it",
+        include_str!("../models/google__gemma-2-2b-jpn-it.json"),
     ),
     (
         "google/gemma-2-9b",
@@ -288,6 +404,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/google__gemma-3-1b-it.json"),
     ),
     (
+        "google/gemma-3-270m",
+        include_str!("../models/google__gemma-3-270m.json"),
+    ),
+    (
         "google/gemma-3-27b-it",
         include_str!("../models/google__gemma-3-27b-it.json"),
     ),
@@ -298,6 +418,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "google/gemma-7b",
         include_str!("../models/google__gemma-7b.json"),
+    ),
+    (
+        "ibm-granite/granite-3.3-8b-instruct",
+        include_str!("../models/ibm-granite__granite-3.3-8b-instruct.json"),
     ),
     (
         "meta-llama/Llama-2-13b-hf",
@@ -344,12 +468,40 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/meta-llama__Meta-Llama-3-8B.json"),
     ),
     (
+        "microsoft/Phi-3-medium-4k-instruct",
+        include_str!("../models/microsoft__Phi-3-medium-4k-instruct.json"),
+    ),
+    (
+        "microsoft/Phi-3-mini-128k-instruct",
+        include_str!("../models/microsoft__Phi-3-mini-128k-instruct.json"),
+    ),
+    (
         "microsoft/Phi-3-mini-4k-instruct",
         include_str!("../models/microsoft__Phi-3-mini-4k-instruct.json"),
     ),
     (
         "microsoft/Phi-3.5-mini-instruct",
         include_str!("../models/microsoft__Phi-3.5-mini-instruct.json"),
+    ),
+    (
+        "microsoft/Phi-4-mini-instruct",
+        include_str!("../models/microsoft__Phi-4-mini-instruct.json"),
+    ),
+    (
+        "microsoft/Phi-4-mini-reasoning",
+        include_str!("../models/microsoft__Phi-4-mini-reasoning.json"),
+    ),
+    (
+        "microsoft/Phi-4-reasoning",
+        include_str!("../models/microsoft__Phi-4-reasoning.json"),
+    ),
+    (
+        "microsoft/Phi-4-reasoning-plus",
+        include_str!("../models/microsoft__Phi-4-reasoning-plus.json"),
+    ),
+    (
+        "microsoft/phi-1",
+        include_str!("../models/microsoft__phi-1.json"),
     ),
     (
         "microsoft/phi-1_5",
@@ -364,6 +516,14 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/microsoft__phi-4.json"),
     ),
     (
+        "mistralai/Mathstral-7B-v0.1",
+        include_str!("../models/mistralai__Mathstral-7B-v0.1.json"),
+    ),
+    (
+        "mistralai/Ministral-8B-Instruct-2410",
+        include_str!("../models/mistralai__Ministral-8B-Instruct-2410.json"),
+    ),
+    (
         "mistralai/Mistral-7B-Instruct-v0.2",
         include_str!("../models/mistralai__Mistral-7B-Instruct-v0.2.json"),
     ),
@@ -376,8 +536,24 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/mistralai__Mistral-7B-v0.3.json"),
     ),
     (
+        "mistralai/Mistral-Large-Instruct-2407",
+        include_str!("../models/mistralai__Mistral-Large-Instruct-2407.json"),
+    ),
+    (
+        "mistralai/Mistral-Large-Instruct-2411",
+        include_str!("../models/mistralai__Mistral-Large-Instruct-2411.json"),
+    ),
+    (
         "mistralai/Mistral-Nemo-Base-2407",
         include_str!("../models/mistralai__Mistral-Nemo-Base-2407.json"),
+    ),
+    (
+        "mistralai/Mistral-Small-24B-Instruct-2501",
+        include_str!("../models/mistralai__Mistral-Small-24B-Instruct-2501.json"),
+    ),
+    (
+        "mistralai/Mistral-Small-Instruct-2409",
+        include_str!("../models/mistralai__Mistral-Small-Instruct-2409.json"),
     ),
     (
         "mistralai/Mixtral-8x22B-v0.1",
@@ -386,6 +562,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "mistralai/Mixtral-8x7B-v0.1",
         include_str!("../models/mistralai__Mixtral-8x7B-v0.1.json"),
+    ),
+    (
+        "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF",
+        include_str!("../models/nvidia__Llama-3.1-Nemotron-70B-Instruct-HF.json"),
     ),
     (
         "openai-community/gpt2",
@@ -402,6 +582,22 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "openai/gpt-oss-20b",
         include_str!("../models/openai__gpt-oss-20b.json"),
+    ),
+    (
+        "openlm-research/open_llama_13b",
+        include_str!("../models/openlm-research__open_llama_13b.json"),
+    ),
+    (
+        "openlm-research/open_llama_3b",
+        include_str!("../models/openlm-research__open_llama_3b.json"),
+    ),
+    (
+        "openlm-research/open_llama_7b",
+        include_str!("../models/openlm-research__open_llama_7b.json"),
+    ),
+    (
+        "stabilityai/stablelm-2-zephyr-1_6b",
+        include_str!("../models/stabilityai__stablelm-2-zephyr-1_6b.json"),
     ),
     (
         "stabilityai/stablelm-base-alpha-3b",
@@ -468,11 +664,14 @@ pub static RECONSTRUCTED: &[&str] = &[
     "EleutherAI/pythia-6.9b",
     "EleutherAI/pythia-70m",
     "FacebookAI/roberta-large",
+    "HuggingFaceH4/zephyr-7b-beta",
     "HuggingFaceTB/SmolLM2-1.7B",
     "HuggingFaceTB/SmolLM2-135M",
     "HuggingFaceTB/SmolLM2-360M",
     "Qwen/QwQ-32B",
+    "Qwen/Qwen2.5-14B-Instruct-1M",
     "Qwen/Qwen2.5-72B",
+    "Qwen/Qwen2.5-7B-Instruct-1M",
     "Qwen/Qwen2.5-Coder-0.5B",
     "Qwen/Qwen2.5-Coder-1.5B",
     "Qwen/Qwen2.5-Coder-14B",
@@ -483,9 +682,23 @@ pub static RECONSTRUCTED: &[&str] = &[
     "Qwen/Qwen2.5-Math-72B",
     "Qwen/Qwen2.5-Math-7B",
     "Qwen/Qwen3-235B-A22B",
+    "Qwen/Qwen3-235B-A22B-Instruct-2507",
+    "Qwen/Qwen3-235B-A22B-Thinking-2507",
+    "Qwen/Qwen3-30B-A3B-Instruct-2507",
+    "Qwen/Qwen3-30B-A3B-Thinking-2507",
+    "Qwen/Qwen3-4B-Instruct-2507",
+    "Qwen/Qwen3-4B-Thinking-2507",
+    "allenai/OLMo-1B-hf",
+    "allenai/OLMo-7B-hf",
+    "bigcode/starcoder2-15b",
+    "bigcode/starcoder2-3b",
+    "codellama/CodeLlama-13b-Python-hf",
     "codellama/CodeLlama-13b-hf",
+    "codellama/CodeLlama-34b-Python-hf",
     "codellama/CodeLlama-34b-hf",
+    "codellama/CodeLlama-70b-Python-hf",
     "codellama/CodeLlama-70b-hf",
+    "codellama/CodeLlama-7b-Python-hf",
     "deepseek-ai/DeepSeek-R1",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
@@ -493,14 +706,31 @@ pub static RECONSTRUCTED: &[&str] = &[
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
     "deepseek-ai/DeepSeek-V2-Lite",
+    "google/codegemma-7b-it",
     "google/gemma-2-27b",
     "google/gemma-3-12b-it",
+    "google/gemma-3-270m",
     "google/gemma-3-27b-it",
     "google/gemma-3-4b-it",
     "google/gemma-7b",
     "meta-llama/Meta-Llama-3-70B",
+    "microsoft/Phi-3-medium-4k-instruct",
+    "microsoft/Phi-3-mini-128k-instruct",
+    "microsoft/Phi-4-mini-instruct",
+    "microsoft/Phi-4-mini-reasoning",
+    "microsoft/Phi-4-reasoning",
+    "microsoft/Phi-4-reasoning-plus",
+    "mistralai/Mathstral-7B-v0.1",
     "mistralai/Mistral-7B-Instruct-v0.2",
+    "mistralai/Mistral-Large-Instruct-2407",
+    "mistralai/Mistral-Large-Instruct-2411",
+    "mistralai/Mistral-Small-24B-Instruct-2501",
+    "mistralai/Mistral-Small-Instruct-2409",
     "mistralai/Mixtral-8x22B-v0.1",
+    "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF",
+    "openlm-research/open_llama_13b",
+    "openlm-research/open_llama_3b",
+    "openlm-research/open_llama_7b",
     "stabilityai/stablelm-base-alpha-3b",
     "tiiuae/Falcon3-10B-Base",
     "tiiuae/Falcon3-10B-Instruct",
@@ -1146,6 +1376,14 @@ mod tests {
                 "HuggingFaceTB/SmolLM-360M-Instruct",
                 "HuggingFaceTB/SmolLM-360M",
             ),
+            ("01-ai/Yi-1.5-34B-Chat", "01-ai/Yi-1.5-34B"),
+            ("google/codegemma-7b", "google/codegemma-7b-it"),
+            // LitGPT gives OLMo-7B-Instruct-hf OLMo-7B-hf's shape.
+            ("allenai/OLMo-7B-Instruct-hf", "allenai/OLMo-7B-hf"),
+            (
+                "mistralai/Mistral-Large-2407",
+                "mistralai/Mistral-Large-Instruct-2407",
+            ),
         ];
         for (name, entry) in cases {
             let c = find(name).expect(name);
@@ -1158,6 +1396,10 @@ mod tests {
             "mistralai/Mistral-7B-Instruct-v0.2",
             "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
             "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
+            "Qwen/Qwen3-4B-Instruct-2507",
+            "Qwen/Qwen3-4B-Thinking-2507",
+            "codellama/CodeLlama-7b-Python-hf",
+            "microsoft/Phi-4-mini-instruct",
         ] {
             let c = find(name).expect(name);
             assert_eq!((c.id.as_str(), c.resolved_to), (name, None));
@@ -1211,7 +1453,7 @@ mod tests {
             "Qwen/Qwen2.5-VL-7B-Instruct",
             "meta-llama/Llama-3.2-11B-Vision-Instruct",
             "TinyLlama/TinyLlama-1.1B-Chat-v0.6",
-            "HuggingFaceH4/zephyr-7b-beta",
+            "lmsys/vicuna-7b-v1.5",
         ] {
             assert!(
                 !matches!(find(name), Ok(c) if c.resolved_to.is_some()),
@@ -1410,11 +1652,243 @@ mod tests {
             ("tiiuae/falcon-180B", 180.0e9),
             ("codellama/CodeLlama-13b-hf", 13.02e9),
             ("codellama/CodeLlama-70b-hf", 68.98e9),
+            // Added for the catalogue growth (cat200). Totals from each model
+            // card ("Number of Parameters" / "Model size") or the size in the
+            // name where that is all the card gives; the exact counts are
+            // pinned against transformers in `TRANSFORMERS_PARAMS`.
+            ("Qwen/Qwen2.5-7B-Instruct-1M", 7.61e9),
+            ("Qwen/Qwen2.5-14B-Instruct-1M", 14.7e9),
+            ("Qwen/Qwen3-235B-A22B-Instruct-2507", 235.0e9),
+            ("Qwen/Qwen3-30B-A3B-Thinking-2507", 30.5e9),
+            ("Qwen/Qwen3-4B-Instruct-2507", 4.0e9),
+            ("Qwen/Qwen3-Coder-480B-A35B-Instruct", 480.0e9),
+            ("microsoft/Phi-3-mini-128k-instruct", 3.8e9),
+            ("microsoft/Phi-3-medium-4k-instruct", 14.0e9),
+            ("microsoft/Phi-4-mini-instruct", 3.8e9),
+            ("microsoft/Phi-4-reasoning", 14.7e9),
+            ("mistralai/Mistral-Large-Instruct-2407", 123.0e9),
+            ("mistralai/Mistral-Small-Instruct-2409", 22.2e9),
+            ("mistralai/Ministral-8B-Instruct-2410", 8.02e9),
+            ("mistralai/Mathstral-7B-v0.1", 7.25e9),
+            ("codellama/CodeLlama-34b-Python-hf", 33.74e9),
+            ("nvidia/Llama-3.1-Nemotron-70B-Instruct-HF", 70.55e9),
+            ("openlm-research/open_llama_7b", 6.74e9),
+            ("openlm-research/open_llama_13b", 13.02e9),
+            ("allenai/OLMo-1B-hf", 1.18e9),
+            ("allenai/OLMo-7B-hf", 6.89e9),
+            ("allenai/OLMo-2-0325-32B", 32.2e9),
+            ("google/gemma-2-2b-jpn-it", 2.614e9),
+            ("google/codegemma-7b-it", 8.538e9),
+            ("CohereForAI/aya-23-8B", 8.03e9),
+            ("EleutherAI/gpt-j-6b", 6_053_381_344.0),
+            ("bigcode/starcoder2-3b", 3.03e9),
+            ("01-ai/Yi-1.5-6B", 6.0e9),
+            ("01-ai/Yi-1.5-34B", 34.0e9),
+            // Twice the per-rank count a verl/Megatron log printed at
+            // tensor-parallel size 2 (673,286,144), less the 49 RMSNorms
+            // (2,048 each) both ranks hold.
+            ("deepseek-ai/deepseek-coder-1.3b-instruct", 1_346_471_936.0),
+            ("Qwen/Qwen2-57B-A14B", 57.41e9),
+            ("Qwen/Qwen1.5-MoE-A2.7B-Chat", 14.3e9),
+            // Zephyr is a fine-tune of Mistral-7B-v0.1 (7.24B).
+            ("HuggingFaceH4/zephyr-7b-beta", 7.242e9),
+            ("ibm-granite/granite-3.3-8b-instruct", 8.17e9),
+            // Gemma 3 270M: 170M embedding + 100M transformer parameters
+            // (Google's release post); 268M on the model card.
+            ("google/gemma-3-270m", 0.268e9),
+            ("stabilityai/stablelm-2-zephyr-1_6b", 1.64e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
             let err = (got - want).abs() / want;
             assert!(err < 0.015, "{id}: {got} vs {want} ({:.2} %)", err * 100.0);
+        }
+    }
+
+    /// `sum(p.numel())` of each entry's transformers model (built on the
+    /// meta device by `bench/estimate-oracle/param_counts.py`, transformers
+    /// 5.17.0; tied weights once), pinned: oomkit's count must equal it
+    /// exactly. Every catalogue entry is here except the encoders (BERT and
+    /// RoBERTa: oomkit leaves out `BertModel`'s pooler and the embedding
+    /// LayerNorm's bias, see `bench/README.md`) and Qwen-7B (remote code,
+    /// no transformers class), so a new entry needs its verified count.
+    const TRANSFORMERS_PARAMS: &[(&str, u64)] = &[
+        ("01-ai/Yi-1.5-34B", 34_388_917_248),
+        ("01-ai/Yi-1.5-6B", 6_061_035_520),
+        ("CohereForAI/aya-23-8B", 8_028_033_024),
+        ("EleutherAI/gpt-j-6b", 6_050_882_784),
+        ("EleutherAI/gpt-neox-20b", 20_554_567_680),
+        ("EleutherAI/pythia-1.4b", 1_414_647_808),
+        ("EleutherAI/pythia-12b", 11_846_072_320),
+        ("EleutherAI/pythia-160m", 162_322_944),
+        ("EleutherAI/pythia-1b", 1_011_781_632),
+        ("EleutherAI/pythia-2.8b", 2_775_208_960),
+        ("EleutherAI/pythia-410m", 405_334_016),
+        ("EleutherAI/pythia-6.9b", 6_857_302_016),
+        ("EleutherAI/pythia-70m", 70_426_624),
+        ("HuggingFaceH4/zephyr-7b-beta", 7_241_732_096),
+        ("HuggingFaceTB/SmolLM-1.7B", 1_711_376_384),
+        ("HuggingFaceTB/SmolLM-135M", 134_515_008),
+        ("HuggingFaceTB/SmolLM-360M", 361_821_120),
+        ("HuggingFaceTB/SmolLM2-1.7B", 1_711_376_384),
+        ("HuggingFaceTB/SmolLM2-135M", 134_515_008),
+        ("HuggingFaceTB/SmolLM2-360M", 361_821_120),
+        ("Qwen/QwQ-32B", 32_763_876_352),
+        ("Qwen/Qwen1.5-MoE-A2.7B-Chat", 14_315_784_192),
+        ("Qwen/Qwen2-0.5B-Instruct", 494_032_768),
+        ("Qwen/Qwen2-1.5B-Instruct", 1_543_714_304),
+        ("Qwen/Qwen2-57B-A14B", 57_408_658_944),
+        ("Qwen/Qwen2-7B-Instruct", 7_615_616_512),
+        ("Qwen/Qwen2.5-0.5B", 494_032_768),
+        ("Qwen/Qwen2.5-1.5B", 1_543_714_304),
+        ("Qwen/Qwen2.5-14B", 14_770_033_664),
+        ("Qwen/Qwen2.5-14B-Instruct-1M", 14_770_033_664),
+        ("Qwen/Qwen2.5-32B", 32_763_876_352),
+        ("Qwen/Qwen2.5-3B", 3_085_938_688),
+        ("Qwen/Qwen2.5-72B", 72_706_203_648),
+        ("Qwen/Qwen2.5-7B", 7_615_616_512),
+        ("Qwen/Qwen2.5-7B-Instruct-1M", 7_615_616_512),
+        ("Qwen/Qwen2.5-Coder-0.5B", 494_032_768),
+        ("Qwen/Qwen2.5-Coder-1.5B", 1_543_714_304),
+        ("Qwen/Qwen2.5-Coder-14B", 14_770_033_664),
+        ("Qwen/Qwen2.5-Coder-32B", 32_763_876_352),
+        ("Qwen/Qwen2.5-Coder-3B", 3_085_938_688),
+        ("Qwen/Qwen2.5-Coder-7B", 7_615_616_512),
+        ("Qwen/Qwen2.5-Math-1.5B", 1_543_714_304),
+        ("Qwen/Qwen2.5-Math-72B", 72_706_203_648),
+        ("Qwen/Qwen2.5-Math-7B", 7_615_616_512),
+        ("Qwen/Qwen3-0.6B", 596_049_920),
+        ("Qwen/Qwen3-1.7B", 1_720_574_976),
+        ("Qwen/Qwen3-14B", 14_768_307_200),
+        ("Qwen/Qwen3-235B-A22B", 235_093_634_560),
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507", 235_093_634_560),
+        ("Qwen/Qwen3-235B-A22B-Thinking-2507", 235_093_634_560),
+        ("Qwen/Qwen3-30B-A3B", 30_532_122_624),
+        ("Qwen/Qwen3-30B-A3B-Instruct-2507", 30_532_122_624),
+        ("Qwen/Qwen3-30B-A3B-Thinking-2507", 30_532_122_624),
+        ("Qwen/Qwen3-32B", 32_762_123_264),
+        ("Qwen/Qwen3-4B", 4_022_468_096),
+        ("Qwen/Qwen3-4B-Instruct-2507", 4_022_468_096),
+        ("Qwen/Qwen3-4B-Thinking-2507", 4_022_468_096),
+        ("Qwen/Qwen3-8B", 8_190_735_360),
+        ("Qwen/Qwen3-Coder-480B-A35B-Instruct", 480_154_875_392),
+        ("TinyLlama/TinyLlama-1.1B-Chat-v1.0", 1_100_048_384),
+        ("allenai/OLMo-1B-hf", 1_176_764_416),
+        ("allenai/OLMo-2-0325-32B", 32_234_279_936),
+        ("allenai/OLMo-2-1124-13B", 13_716_198_400),
+        ("allenai/OLMo-2-1124-7B", 7_298_617_344),
+        ("allenai/OLMo-7B-hf", 6_888_095_744),
+        ("bigcode/starcoder2-15b", 15_655_899_136),
+        ("bigcode/starcoder2-3b", 3_030_371_328),
+        ("bigcode/starcoder2-7b", 7_173_923_840),
+        ("codellama/CodeLlama-13b-Python-hf", 13_015_864_320),
+        ("codellama/CodeLlama-13b-hf", 13_016_028_160),
+        ("codellama/CodeLlama-34b-Python-hf", 33_743_970_304),
+        ("codellama/CodeLlama-34b-hf", 33_743_970_304),
+        ("codellama/CodeLlama-70b-Python-hf", 68_976_910_336),
+        ("codellama/CodeLlama-70b-hf", 68_976_910_336),
+        ("codellama/CodeLlama-7b-Python-hf", 6_738_415_616),
+        ("codellama/CodeLlama-7b-hf", 6_738_546_688),
+        ("deepseek-ai/DeepSeek-R1", 671_026_404_352),
+        ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", 70_553_706_496),
+        ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", 8_030_261_248),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", 14_770_033_664),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", 32_763_876_352),
+        ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", 7_615_616_512),
+        ("deepseek-ai/DeepSeek-V2-Lite", 15_706_484_224),
+        ("deepseek-ai/DeepSeek-V3", 671_026_404_352),
+        ("deepseek-ai/deepseek-coder-1.3b-instruct", 1_346_471_936),
+        ("deepseek-ai/deepseek-llm-7b-base", 6_910_365_696),
+        ("google/codegemma-7b-it", 8_537_680_896),
+        ("google/gemma-2-27b", 27_227_128_320),
+        ("google/gemma-2-2b", 2_614_341_888),
+        ("google/gemma-2-2b-jpn-it", 2_614_341_888),
+        ("google/gemma-2-9b", 9_241_705_984),
+        ("google/gemma-2b", 2_506_172_416),
+        ("google/gemma-3-12b-it", 12_187_325_040),
+        ("google/gemma-3-1b-it", 999_885_952),
+        ("google/gemma-3-270m", 268_098_176),
+        ("google/gemma-3-27b-it", 27_432_406_640),
+        ("google/gemma-3-4b-it", 4_300_079_472),
+        ("google/gemma-7b", 8_537_680_896),
+        ("ibm-granite/granite-3.3-8b-instruct", 8_170_864_640),
+        ("meta-llama/Llama-2-13b-hf", 13_015_864_320),
+        ("meta-llama/Llama-2-70b-hf", 68_976_648_192),
+        ("meta-llama/Llama-2-7b-hf", 6_738_415_616),
+        ("meta-llama/Llama-3.1-405B", 405_853_388_800),
+        ("meta-llama/Llama-3.1-70B", 70_553_706_496),
+        ("meta-llama/Llama-3.1-8B", 8_030_261_248),
+        ("meta-llama/Llama-3.2-1B", 1_235_814_400),
+        ("meta-llama/Llama-3.2-3B", 3_212_749_824),
+        ("meta-llama/Llama-3.3-70B-Instruct", 70_553_706_496),
+        ("meta-llama/Meta-Llama-3-70B", 70_553_706_496),
+        ("meta-llama/Meta-Llama-3-8B", 8_030_261_248),
+        ("microsoft/Phi-3-medium-4k-instruct", 13_960_238_080),
+        ("microsoft/Phi-3-mini-128k-instruct", 3_821_079_552),
+        ("microsoft/Phi-3-mini-4k-instruct", 3_821_079_552),
+        ("microsoft/Phi-3.5-mini-instruct", 3_821_079_552),
+        ("microsoft/Phi-4-mini-instruct", 3_836_021_760),
+        ("microsoft/Phi-4-mini-reasoning", 3_836_021_760),
+        ("microsoft/Phi-4-reasoning", 14_659_507_200),
+        ("microsoft/Phi-4-reasoning-plus", 14_659_507_200),
+        ("microsoft/phi-1", 1_418_270_720),
+        ("microsoft/phi-1_5", 1_418_270_720),
+        ("microsoft/phi-2", 2_779_683_840),
+        ("microsoft/phi-4", 14_659_507_200),
+        ("mistralai/Mathstral-7B-v0.1", 7_248_023_552),
+        ("mistralai/Ministral-8B-Instruct-2410", 8_019_808_256),
+        ("mistralai/Mistral-7B-Instruct-v0.2", 7_241_732_096),
+        ("mistralai/Mistral-7B-v0.1", 7_241_732_096),
+        ("mistralai/Mistral-7B-v0.3", 7_248_023_552),
+        ("mistralai/Mistral-Large-Instruct-2407", 122_610_069_504),
+        ("mistralai/Mistral-Large-Instruct-2411", 122_610_069_504),
+        ("mistralai/Mistral-Nemo-Base-2407", 12_247_782_400),
+        ("mistralai/Mistral-Small-24B-Instruct-2501", 23_572_403_200),
+        ("mistralai/Mistral-Small-Instruct-2409", 22_247_282_688),
+        ("mistralai/Mixtral-8x22B-v0.1", 140_630_071_296),
+        ("mistralai/Mixtral-8x7B-v0.1", 46_702_792_704),
+        ("nvidia/Llama-3.1-Nemotron-70B-Instruct-HF", 70_553_706_496),
+        ("openai-community/gpt2", 124_439_808),
+        ("openai-community/gpt2-xl", 1_557_611_200),
+        ("openai/gpt-oss-120b", 116_829_156_672),
+        ("openai/gpt-oss-20b", 20_914_757_184),
+        ("openlm-research/open_llama_13b", 13_015_864_320),
+        ("openlm-research/open_llama_3b", 3_426_473_600),
+        ("openlm-research/open_llama_7b", 6_738_415_616),
+        ("stabilityai/stablelm-2-zephyr-1_6b", 1_644_515_328),
+        ("stabilityai/stablelm-base-alpha-3b", 3_637_321_728),
+        ("tiiuae/Falcon3-10B-Base", 10_305_653_760),
+        ("tiiuae/Falcon3-10B-Instruct", 10_305_653_760),
+        ("tiiuae/Falcon3-1B-Base", 1_669_408_768),
+        ("tiiuae/Falcon3-1B-Instruct", 1_669_408_768),
+        ("tiiuae/Falcon3-3B-Base", 3_227_655_168),
+        ("tiiuae/Falcon3-3B-Instruct", 3_227_655_168),
+        ("tiiuae/Falcon3-7B-Base", 7_455_550_464),
+        ("tiiuae/Falcon3-7B-Instruct", 7_455_550_464),
+        ("tiiuae/falcon-180B", 178_557_088_768),
+        ("tiiuae/falcon-40b", 41_303_293_952),
+        ("tiiuae/falcon-7b", 6_921_720_704),
+    ];
+
+    #[test]
+    fn every_entry_matches_its_transformers_count() {
+        let unverified = [
+            "FacebookAI/roberta-large",
+            "Qwen/Qwen-7B",
+            "google-bert/bert-base-uncased",
+            "google-bert/bert-large-uncased",
+        ];
+        for (id, _) in MODELS {
+            let pinned = TRANSFORMERS_PARAMS.iter().find(|(i, _)| i == id);
+            match pinned {
+                Some((_, want)) => {
+                    assert_eq!(find(id).expect(id).params(), *want, "{id}");
+                }
+                None => assert!(unverified.contains(id), "{id}: no verified count"),
+            }
+        }
+        for (id, _) in TRANSFORMERS_PARAMS {
+            assert!(MODELS.iter().any(|(m, _)| m == id), "{id}");
         }
     }
 

@@ -257,7 +257,7 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
         Some(m) if layer >= m.dense_layers => {
             input
                 + m.active * (h + mlp_one(m.intermediate))
-                + m.shared * mlp_one(m.intermediate)
+                + m.shared * mlp_one(m.shared_intermediate)
                 + 2 * m.experts
         }
         _ => input + mlp_one(cfg.intermediate),
@@ -761,7 +761,7 @@ pub fn prefill_transient_wide(cfg: &ModelConfig, s: &Setup) -> u128 {
         }
     }
     let f = match &cfg.moe {
-        Some(m) => m.intermediate * m.active.max(1) + m.intermediate * m.shared,
+        Some(m) => m.intermediate * m.active.max(1) + m.shared_intermediate * m.shared,
         None => cfg.intermediate,
     };
     let live = if cfg.glu || cfg.composite_gelu {

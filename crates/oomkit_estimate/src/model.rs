@@ -33,8 +33,11 @@ pub struct Moe {
     pub active: u64,
     /// Intermediate size of one expert.
     pub intermediate: u64,
-    /// Always-on shared experts (DeepSeek).
+    /// Always-on shared experts (DeepSeek; Qwen2-MoE's one shared expert).
     pub shared: u64,
+    /// Intermediate size of one shared expert: `intermediate` (DeepSeek),
+    /// or Qwen2-MoE's `shared_expert_intermediate_size`.
+    pub shared_intermediate: u64,
     /// Leading layers that keep a dense MLP (`first_k_dense_replace`).
     pub dense_layers: u64,
 }
@@ -328,7 +331,7 @@ impl ModelConfig {
             .unwrap_or("");
         let glu = match mt {
             "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon" | "gpt_bigcode"
-            | "starcoder2" => false,
+            | "starcoder2" | "gptj" => false,
             "qwen" => {
                 // Qwen v1 states the sum of w1 and w2 (modeling_qwen.py: ff_dim_in = intermediate_size // 2).
                 intermediate /= 2;
@@ -336,10 +339,13 @@ impl ModelConfig {
             }
             _ => act != "gelu" && act != "gelu_new" || mt.starts_with("gemma"),
         };
-        let bias = matches!(mt, "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox")
+        let bias = matches!(mt, "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "gptj")
             || (mt == "falcon" && flag("bias") == Some(true))
             || v.get("attention_bias").and_then(Value::as_bool) == Some(true)
             || mt == "qwen2"
+            || mt == "qwen2_moe"
+            // StableLmConfig: q/k/v biases when `use_qkv_bias`.
+            || (mt == "stablelm" && flag("use_qkv_bias") == Some(true))
             // Starcoder2Config: use_bias defaults to true (q/k/v/o and c_fc/c_proj).
             || (mt == "starcoder2" && flag("use_bias") != Some(false))
             || (mt == "qwen" && v.get("no_bias").and_then(Value::as_bool) == Some(false));
@@ -353,6 +359,7 @@ impl ModelConfig {
                 | "gemma3_text"
                 | "falcon"
                 | "starcoder2"
+                | "cohere"
         );
         let tied_embeddings = v
             .get("tie_word_embeddings")
@@ -366,7 +373,9 @@ impl ModelConfig {
             _ => 0,
         };
         let norms_per_layer = match mt {
-            "phi" => 1,
+            // Phi-1/2, GPT-J (ln_1) and Cohere (input_layernorm) feed one
+            // norm to attention and MLP in parallel.
+            "phi" | "gptj" | "cohere" => 1,
             // FalconDecoderLayer: one input_layernorm for the parallel block,
             // ln_attn + ln_mlp for the new decoder architecture.
             "falcon" if !new_decoder && flag("parallel_attn") != Some(false) => 1,
@@ -378,12 +387,17 @@ impl ModelConfig {
             &["num_local_experts", "num_experts", "n_routed_experts"],
         )
         .unwrap_or(0);
+        // Qwen2-MoE (modeling_qwen2_moe.py): one shared expert of
+        // `shared_expert_intermediate_size` with a 1-output sigmoid gate.
+        let qwen_shared = int(&v, &["shared_expert_intermediate_size"]).filter(|n| *n > 0);
         let moe = if experts > 1 {
+            let routed = int(&v, &["moe_intermediate_size"]).unwrap_or(intermediate);
             Some(Moe {
                 experts,
                 active: int(&v, &["num_experts_per_tok", "experts_per_token"]).unwrap_or(2),
-                intermediate: int(&v, &["moe_intermediate_size"]).unwrap_or(intermediate),
-                shared: int(&v, &["n_shared_experts"]).unwrap_or(0),
+                intermediate: routed,
+                shared: int(&v, &["n_shared_experts"]).unwrap_or(u64::from(qwen_shared.is_some())),
+                shared_intermediate: qwen_shared.unwrap_or(routed),
                 dense_layers: int(&v, &["first_k_dense_replace"]).unwrap_or(0),
             })
         } else {
@@ -440,7 +454,10 @@ impl ModelConfig {
         let hidden_dropout = positive(&["hidden_dropout_prob", "resid_pdrop", "hidden_dropout"]);
         let fp32_norm_scale = mt.starts_with("gemma");
         let fused_qkv_rope = matches!(mt, "phi3" | "falcon" | "gpt_neox");
-        let qk_norm = matches!(mt, "gemma3_text" | "gemma3" | "qwen3" | "qwen3_moe");
+        let qk_norm = matches!(
+            mt,
+            "gemma3_text" | "gemma3" | "qwen3" | "qwen3_moe" | "olmo2"
+        );
         let alibi = matches!(mt, "bloom" | "mpt") || flag("alibi") == Some(true);
         let rope_sets = if encoder || position_rows > 0 || alibi {
             0
@@ -537,6 +554,11 @@ impl ModelConfig {
             limit("num_experts_per_tok", m.active, m.experts)?;
             limit("n_shared_experts", m.shared, l::EXPERTS)?;
             limit("moe_intermediate_size", m.intermediate, l::INTERMEDIATE)?;
+            limit(
+                "shared_expert_intermediate_size",
+                m.shared_intermediate,
+                l::INTERMEDIATE,
+            )?;
         }
         if let Some(m) = &self.mla {
             limit("q_lora_rank", m.q_lora_rank, l::MLA_RANK)?;
@@ -694,8 +716,9 @@ impl ModelConfig {
         } else {
             self.vocab * self.hidden
         };
-        // Phi-1/2's LM head carries a bias (modeling_phi.py).
-        let head_bias = if self.model_type == "phi" {
+        // Phi-1/2's and GPT-J's LM heads carry a bias (modeling_phi.py,
+        // modeling_gptj.py).
+        let head_bias = if matches!(self.model_type.as_str(), "phi" | "gptj") {
             self.vocab
         } else {
             0
@@ -712,13 +735,26 @@ impl ModelConfig {
     pub fn layer_norm(&self) -> bool {
         matches!(
             self.model_type.as_str(),
-            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon" | "starcoder2"
+            "gpt2"
+                | "bert"
+                | "roberta"
+                | "phi"
+                | "gpt_neox"
+                | "falcon"
+                | "starcoder2"
+                | "gptj"
+                | "stablelm"
         )
     }
 
-    /// Parameters of one norm: LayerNorm has a weight and a bias.
+    /// Parameters of one norm: LayerNorm has a weight and a bias; OLMo's
+    /// LayerNorm has neither (modeling_olmo.py: `OlmoLayerNorm`, no
+    /// parameters; it normalizes in fp32 and casts back, so its saved
+    /// activations are counted as an RMSNorm's).
     fn norm_width(&self) -> u64 {
-        if self.layer_norm() {
+        if self.model_type == "olmo" {
+            0
+        } else if self.layer_norm() {
             2 * self.hidden
         } else {
             self.hidden
@@ -769,8 +805,16 @@ impl ModelConfig {
         };
         match &self.moe {
             Some(moe) if i >= moe.dense_layers => {
-                mlp(&mut out, moe.intermediate, moe.experts + moe.shared);
+                if moe.shared_intermediate == moe.intermediate {
+                    mlp(&mut out, moe.intermediate, moe.experts + moe.shared);
+                } else {
+                    mlp(&mut out, moe.intermediate, moe.experts);
+                    mlp(&mut out, moe.shared_intermediate, moe.shared);
+                }
                 out.push(("router", h, moe.experts, 1));
+                if self.model_type == "qwen2_moe" && moe.shared > 0 {
+                    out.push(("shared_expert_gate", h, 1, 1));
+                }
             }
             _ => mlp(&mut out, self.intermediate, 1),
         }
@@ -781,18 +825,30 @@ impl ModelConfig {
     pub fn layer_params(&self, i: u64) -> u64 {
         let lin = self.layer_linears(i);
         let weights: u64 = lin.iter().map(|(_, a, b, n)| a * b * n).sum();
-        // Qwen2 (modeling_qwen2.py) has biases on q/k/v only.
-        let qkv_only = self.model_type == "qwen2";
+        // Qwen2 (modeling_qwen2.py) has biases on q/k/v only; GPT-J
+        // (modeling_gptj.py) on its MLP's fc_in/fc_out only.
+        let has_bias = |name: &str| match self.model_type.as_str() {
+            "qwen2" | "qwen2_moe" | "stablelm" => matches!(name, "q_proj" | "k_proj" | "v_proj"),
+            "gptj" => matches!(name, "up_proj" | "down_proj"),
+            _ => true,
+        };
         let biases: u64 = if self.bias {
             lin.iter()
-                .filter(|(name, ..)| !qkv_only || matches!(*name, "q_proj" | "k_proj" | "v_proj"))
+                .filter(|(name, ..)| has_bias(name))
                 .map(|(_, _, b, n)| b * n)
                 .sum()
         } else {
             0
         };
         let norm_width = self.norm_width();
-        let qk_norms = if self.qk_norm { 2 * self.head_dim } else { 0 };
+        // Per-head q/k norms (Qwen3, Gemma-3) have head_dim weights each;
+        // OLMo 2's span all of q and k (modeling_olmo2.py: q_norm over
+        // heads × head_dim, k_norm over kv_heads × head_dim).
+        let qk_norms = match (self.qk_norm, self.model_type.as_str()) {
+            (false, _) => 0,
+            (true, "olmo2") => (self.heads + self.kv_heads) * self.head_dim,
+            (true, _) => 2 * self.head_dim,
+        };
         // gpt-oss keeps one learned attention-sink logit per head (`sinks`).
         let sinks = if self.model_type == "gpt_oss" {
             self.heads
@@ -853,7 +909,9 @@ impl ModelConfig {
     /// all experts: `(active + shared) / (experts + shared)`; 1 for dense.
     pub fn active_expert_fraction(&self) -> f64 {
         self.moe.as_ref().map_or(1.0, |m| {
-            (m.active + m.shared) as f64 / (m.experts + m.shared) as f64
+            let (routed, shared) = (m.intermediate as f64, m.shared_intermediate as f64);
+            (m.active as f64 * routed + m.shared as f64 * shared)
+                / (m.experts as f64 * routed + m.shared as f64 * shared)
         })
     }
 }
@@ -1012,6 +1070,25 @@ mod tests {
         for (id, want) in cases {
             assert_eq!(p(id), *want, "{id}");
         }
+    }
+
+    /// Qwen2-MoE's one shared expert has its own size and a 1-output gate
+    /// (modeling_qwen2_moe.py), q/k/v carry biases; Qwen3-MoE's
+    /// `shared_expert_intermediate_size: 0` means no shared expert.
+    #[test]
+    fn qwen2_moe_shared_expert() {
+        let q = catalogue::find("Qwen/Qwen1.5-MoE-A2.7B-Chat").expect("qwen1.5-moe");
+        let m = q.moe.as_ref().expect("moe");
+        assert_eq!((m.experts, m.active, m.shared), (60, 4, 1));
+        assert_eq!((m.intermediate, m.shared_intermediate), (1408, 5632));
+        // (4 × 1408 + 5632) / (60 × 1408 + 5632) = 1/8.
+        assert!((q.active_expert_fraction() - 0.125).abs() < 1e-12);
+        let lin = q.layer_linears(0);
+        assert!(lin.contains(&("shared_expert_gate", 2048, 1, 1)));
+        assert!(lin.contains(&("up_proj", 2048, 5632, 1)));
+        assert!(lin.contains(&("up_proj", 2048, 1408, 60)));
+        let coder = catalogue::find("Qwen/Qwen3-Coder-480B-A35B-Instruct").expect("coder");
+        assert_eq!(coder.moe.as_ref().expect("moe").shared, 0);
     }
 
     #[test]

@@ -177,7 +177,8 @@ fn unknown_model_suggests() {
     for (typed, wanted) in [
         ("flux", "black-forest-labs/FLUX.1-dev"),
         ("llama-3.1", "meta-llama/Llama-3.1-70B"),
-        ("gemma3", "google/gemma-3-27b-it"),
+        // The first three Gemma 3 entries by id (12b-it, 1b-it, 270m).
+        ("gemma3", "google/gemma-3-12b-it"),
     ] {
         let out = est(&[typed]);
         assert_eq!(out.status.code(), Some(2));
@@ -2145,6 +2146,13 @@ fn added_models_resolve_with_their_sizes() {
         ),
         ("gemma-3-4b", "google/gemma-3-4b-it", 4_300_079_472),
         ("qwq-32b", "Qwen/QwQ-32B", 32_763_876_352),
+        (
+            "granite-3.3-8b-instruct",
+            "ibm-granite/granite-3.3-8b-instruct",
+            8_170_864_640,
+        ),
+        ("Qwen/Qwen2-57B-A14B", "Qwen/Qwen2-57B-A14B", 57_408_658_944),
+        ("gpt-j-6b", "EleutherAI/gpt-j-6b", 6_050_882_784),
     ] {
         let out = est(&[name, "--format", "json"]);
         assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
@@ -2158,6 +2166,9 @@ fn added_models_resolve_with_their_sizes() {
         "json",
     ]));
     assert_eq!(v["model"]["resolved_to"], "Qwen/Qwen2.5-Coder-1.5B");
+    let v = json(&est(&["google/gemma-3-270m-it", "--format", "json"]));
+    assert_eq!(v["model"]["resolved_to"], "google/gemma-3-270m");
+    assert_eq!(v["model"]["params"], 268_098_176u64);
     let out = est(&["falcon-7b"]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
