@@ -62,6 +62,18 @@ pub fn trainable_params(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// in bf16), which is how gpt-oss-20b/120b weigh 12.8/60.8 GiB (gpt-oss
 /// model card, arXiv 2508.10925, Table 1) and not a 4-bit total.
 pub fn weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    quantized_weights_bytes(cfg, s).saturating_add(bnb_unquantized_experts_bytes(cfg, s))
+}
+
+/// [`weights_bytes`] as vLLM loads them: its bitsandbytes method quantizes
+/// MoE experts too (`BitsAndBytesMoEMethod`).
+pub fn vllm_weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    quantized_weights_bytes(cfg, s)
+}
+
+/// The weights with every block linear, MoE experts included, in the
+/// chosen format.
+fn quantized_weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let p = cfg.params();
     let base = if let Some(ck) = cfg.checkpoint.as_ref().filter(|_| s.quant == Quant::None) {
         // Exact sizes from the safetensors headers: stored bytes for a
@@ -98,6 +110,47 @@ pub fn weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
         0
     };
     base + adapters
+}
+
+/// What bitsandbytes leaves in 16 bits under transformers 5 beyond what
+/// [`weights_bytes`] quantizes: transformers' `replace_with_bnb_linear`
+/// (integrations/bitsandbytes.py, 5.17) replaces only `nn.Linear`/`Conv1D`
+/// modules, and transformers 5 stores an MoE layer's routed experts as fused
+/// 3-D `nn.Parameter`s (`MixtralExperts`, `Qwen3MoeExperts`,
+/// `DeepseekV3…Experts`: `gate_up_proj`, `down_proj`) and its router as a
+/// parameter of its own module, so `load_in_4bit`/`load_in_8bit` (and QLoRA)
+/// skip them silently (bitsandbytes#1849, open; PR #1965 proposes
+/// `Experts4bit`). Shared experts are `nn.Linear` and are quantized. vLLM
+/// quantizes MoE experts itself (`BitsAndBytesMoEMethod`): its serving
+/// estimate uses [`vllm_weights_bytes`]. Zero for dense models and other
+/// formats.
+pub fn bnb_unquantized_experts_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let Some(m) = &cfg.moe else {
+        return 0;
+    };
+    if !matches!(s.quant, Quant::Int8 | Quant::Nf4 | Quant::Nf4Dq) {
+        return 0;
+    }
+    let w = u128::from;
+    let moe_layers = w(cfg.layers.saturating_sub(m.dense_layers));
+    let h = w(cfg.hidden);
+    let f = w(m.intermediate);
+    let mats = if cfg.glu { 3 } else { 2 };
+    let routed = moe_layers * w(m.experts) * w(mats) * h * f;
+    let router = moe_layers * w(m.experts) * h;
+    // What weights_bytes counted for them, as for every block linear: the
+    // quantized weights and, for LLM.int8, one fp32 scale per output row
+    // (per expert gate and up f rows each, down h rows; the router one row
+    // per expert).
+    let out_rows = if cfg.glu { 2 * f + h } else { f + h };
+    let row_scales = if s.quant == Quant::Int8 {
+        moe_layers * w(m.experts) * (out_rows + 1) * 4
+    } else {
+        0
+    };
+    let counted = (routed + router) * w(quant_bits_x1000(s.quant)) / 8_000 + row_scales;
+    let kept = (routed + router) * 2;
+    sat(kept.saturating_sub(counted))
 }
 
 /// Bytes per trainable parameter (and per gradient and AdamW state element):
@@ -1135,6 +1188,48 @@ mod tests {
         // Norms: +2h each (fp32 normalized tensor); casts: +2 for q/k/v and
         // +1 for gate/up, 2 bytes each.
         assert_eq!(per_token(&s) - per_token(&bf16), 2 * 2 * h + 3 * 2 * h);
+    }
+
+    /// bitsandbytes under transformers 5 leaves routed experts (fused 3-D
+    /// parameters) and routers in 16 bits; vLLM quantizes them.
+    #[test]
+    fn bitsandbytes_skips_fused_moe_experts_under_transformers() {
+        let m = catalogue::find("mistralai/Mixtral-8x7B-v0.1").expect("mixtral");
+        let s = |quant| Setup {
+            quant,
+            ..Setup::default()
+        };
+        let (layers, experts, h, f) = (32u64, 8u64, 4096u64, 14_336u64);
+        let routed = layers * experts * 3 * h * f;
+        let router = layers * experts * h;
+        for q in [Quant::Nf4, Quant::Nf4Dq, Quant::Int8] {
+            let extra = weights_bytes(&m, &s(q)) - vllm_weights_bytes(&m, &s(q));
+            assert_eq!(extra, bnb_unquantized_experts_bytes(&m, &s(q)));
+            assert!(extra > 0);
+        }
+        // NF4: the experts and routers back at 2 bytes instead of 4.127 bits.
+        assert_eq!(
+            bnb_unquantized_experts_bytes(&m, &s(Quant::Nf4)),
+            (routed + router) * 2 - (routed + router) * quant_bits_x1000(Quant::Nf4) / 8_000
+        );
+        // Everything but the 16-bit rest is what a 16-bit load weighs.
+        let full = weights_bytes(&m, &s(Quant::None));
+        let nf4 = weights_bytes(&m, &s(Quant::Nf4));
+        assert!(nf4 < full && nf4 > full * 9 / 10, "{nf4} vs {full}");
+        // Dense models, GPTQ/AWQ and FP8 checkpoints: nothing added.
+        let dense = catalogue::find("meta-llama/Llama-3.1-8B").expect("llama");
+        assert_eq!(bnb_unquantized_experts_bytes(&dense, &s(Quant::Nf4)), 0);
+        for q in [Quant::None, Quant::Int4, Quant::Fp8] {
+            assert_eq!(bnb_unquantized_experts_bytes(&m, &s(q)), 0);
+        }
+        // DeepSeek-V2-Lite: the first layer is dense, shared experts are nn.Linear.
+        let ds = catalogue::find("deepseek-ai/DeepSeek-V2-Lite").expect("ds");
+        let moe = ds.moe.clone().expect("moe");
+        let mats = (ds.layers - moe.dense_layers) * moe.experts;
+        assert_eq!(bnb_unquantized_experts_bytes(&ds, &s(Quant::Nf4)), {
+            let w = mats * (3 * ds.hidden * moe.intermediate + ds.hidden);
+            w * 2 - w * quant_bits_x1000(Quant::Nf4) / 8_000
+        });
     }
 
     #[test]

@@ -217,7 +217,12 @@ pub fn profile_activation_bytes(cfg: &ModelConfig, s: &Setup, a: &VllmArgs) -> u
 /// The pool on a GPU with `total` memory.
 pub fn vllm(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, total: Bytes) -> ServeReport {
     let requested = Bytes((total.get() as f64 * a.gpu_memory_utilization).ceil() as u64);
-    let weights = Bytes(c::model_share(cfg, s.pp, s.tp, c::weights_bytes(cfg, s)));
+    let weights = Bytes(c::model_share(
+        cfg,
+        s.pp,
+        s.tp,
+        c::vllm_weights_bytes(cfg, s),
+    ));
     let activation = Bytes(profile_activation_bytes(cfg, s, a));
     let non_torch = Bytes(non_torch_bytes(s));
     let pool =

@@ -747,6 +747,21 @@ impl Setup {
         out
     }
 
+    /// Warnings that hold for transformers (training and `generate`) but
+    /// not for vLLM: bitsandbytes leaves an MoE model's routed experts in 16
+    /// bits under transformers 5 ([`crate::components::bnb_unquantized_experts_bytes`]).
+    pub fn transformers_warnings(&self, cfg: &crate::model::ModelConfig) -> Vec<String> {
+        let skipped = crate::components::bnb_unquantized_experts_bytes(cfg, self);
+        if skipped == 0 {
+            return Vec::new();
+        }
+        vec![format!(
+            "bitsandbytes quantizes only nn.Linear layers, and transformers 5 keeps {}'s routed experts as fused parameters: they stay 16-bit ({} more than if they were quantized, as under transformers 4; bitsandbytes#1849)",
+            cfg.id,
+            oomkit_core::Bytes(skipped)
+        )]
+    }
+
     /// The size bounds alone (no model): what [`Setup::validate`] checks
     /// and [`Setup::check_model`] repeats for setups built in code.
     pub fn check_sizes(&self) -> Result<(), SetupError> {

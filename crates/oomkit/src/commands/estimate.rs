@@ -195,10 +195,11 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
         Resolved::Text(cfg) => *cfg,
     };
     let setup = build_setup(&args, &cfg)?;
-    let warnings = setup.warnings_named(&cfg, &flag);
+    let mut warnings = setup.warnings_named(&cfg, &flag);
     if args.task == EstTask::Serve {
         return serve(&args, &cfg, &setup, &warnings, &mut out);
     }
+    warnings.extend(setup.transformers_warnings(&cfg));
     let est = estimate(&cfg, &setup)?;
     let gpu = match &args.gpu {
         Some(name) => Some(oomkit_core::gpus::find(name)?),

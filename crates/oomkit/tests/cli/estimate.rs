@@ -1418,6 +1418,52 @@ fn trainer_loop_drops_the_held_logits() {
     assert_eq!(peak(&held) - peak(&dropped), 2 * 2048 * 151_936 * 2);
 }
 
+/// bitsandbytes under transformers 5 leaves an MoE's routed experts in 16
+/// bits (fused parameters, not nn.Linear): the transformers estimate keeps
+/// them and says so; vLLM's own bitsandbytes method quantizes them.
+#[test]
+fn bitsandbytes_keeps_moe_experts_16_bit_under_transformers_not_vllm() {
+    let id = "mistralai/Mixtral-8x7B-v0.1";
+    let hf = json(&est(&[id, "--quant", "nf4", "--format", "json"]));
+    let warnings = hf["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains("routed experts as fused parameters: they stay 16-bit")),
+        "{warnings:?}"
+    );
+    let plain = json(&est(&[id, "--format", "json"]));
+    let w = |v: &serde_json::Value| v["components"]["weights_bytes"].as_u64().unwrap();
+    // Only attention, shared parts and norms shrink: well over 90 % remains.
+    assert!(
+        w(&hf) > w(&plain) * 9 / 10 && w(&hf) < w(&plain),
+        "{} vs {}",
+        w(&hf),
+        w(&plain)
+    );
+    let vllm = json(&est(&[
+        id, "--task", "serve", "--engine", "vllm", "--quant", "nf4", "--gpu", "h100-sxm",
+        "--format", "json",
+    ]));
+    assert!(
+        w(&vllm) < w(&plain) * 4 / 10,
+        "{} vs {}",
+        w(&vllm),
+        w(&plain)
+    );
+    assert!(!vllm.to_string().contains("fused parameters"));
+    // A dense model quantizes as before, with no such warning.
+    let dense = json(&est(&[
+        "meta-llama/Llama-3.1-8B",
+        "--quant",
+        "nf4",
+        "--format",
+        "json",
+    ]));
+    assert!(!dense.to_string().contains("fused parameters"));
+}
+
 /// Community fine-tunes resolve by the base in their name; a pre-quantized
 /// re-packaging says the estimate is 16-bit until --quant is set.
 #[test]
