@@ -943,29 +943,16 @@ pub fn find(name: &str) -> Result<ModelConfig, UnknownModel> {
         return load(id, text, None);
     }
     let arch = architecture_parts(input);
-    let same: Vec<&(&'static str, &'static str)> = MODELS
+    let same: Vec<(&'static str, &'static str)> = MODELS
         .iter()
         .filter(|(id, _)| architecture_parts(id) == arch)
+        .copied()
         .collect();
-    match same.as_slice() {
-        [(id, text)] => return load(id, text, Some(input)),
-        [] => {}
-        many => {
-            return Err(UnknownModel::Ambiguous {
-                input: input.to_string(),
-                candidates: many.iter().map(|(id, _)| *id).collect(),
-            });
-        }
+    if let Some(found) = one_or_listed(input, &same) {
+        return found;
     }
-    match community_bases(input).as_slice() {
-        [(id, text)] => return load(id, text, Some(input)),
-        [] => {}
-        many => {
-            return Err(UnknownModel::Ambiguous {
-                input: input.to_string(),
-                candidates: many.iter().map(|(id, _)| *id).collect(),
-            });
-        }
+    if let Some(found) = one_or_listed(input, &community_bases(input)) {
+        return found;
     }
     let fits = candidates(input);
     if fits.len() > 1 {
@@ -978,6 +965,22 @@ pub fn find(name: &str) -> Result<ModelConfig, UnknownModel> {
         input: name.to_string(),
         suggestions: if fits.is_empty() { suggest(name) } else { fits },
     })
+}
+
+/// The entry `input` resolves to when exactly one was found (its name kept
+/// as the config's id), the list when several were, nothing when none.
+fn one_or_listed(
+    input: &str,
+    found: &[(&'static str, &'static str)],
+) -> Option<Result<ModelConfig, UnknownModel>> {
+    match found {
+        [] => None,
+        [(id, text)] => Some(load(id, text, Some(input))),
+        many => Some(Err(UnknownModel::Ambiguous {
+            input: input.to_string(),
+            candidates: many.iter().map(|(id, _)| *id).collect(),
+        })),
+    }
 }
 
 /// A version part: `v0.1`, `v1.5`.
