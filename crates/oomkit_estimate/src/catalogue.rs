@@ -292,6 +292,30 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/bigcode__starcoder2-7b.json"),
     ),
     (
+        "bigscience/bloom",
+        include_str!("../models/bigscience__bloom.json"),
+    ),
+    (
+        "bigscience/bloom-1b1",
+        include_str!("../models/bigscience__bloom-1b1.json"),
+    ),
+    (
+        "bigscience/bloom-1b7",
+        include_str!("../models/bigscience__bloom-1b7.json"),
+    ),
+    (
+        "bigscience/bloom-3b",
+        include_str!("../models/bigscience__bloom-3b.json"),
+    ),
+    (
+        "bigscience/bloom-560m",
+        include_str!("../models/bigscience__bloom-560m.json"),
+    ),
+    (
+        "bigscience/bloom-7b1",
+        include_str!("../models/bigscience__bloom-7b1.json"),
+    ),
+    (
         "codellama/CodeLlama-13b-Python-hf",
         include_str!("../models/codellama__CodeLlama-13b-Python-hf.json"),
     ),
@@ -362,6 +386,38 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "deepseek-ai/deepseek-llm-7b-base",
         include_str!("../models/deepseek-ai__deepseek-llm-7b-base.json"),
+    ),
+    (
+        "facebook/opt-1.3b",
+        include_str!("../models/facebook__opt-1.3b.json"),
+    ),
+    (
+        "facebook/opt-125m",
+        include_str!("../models/facebook__opt-125m.json"),
+    ),
+    (
+        "facebook/opt-13b",
+        include_str!("../models/facebook__opt-13b.json"),
+    ),
+    (
+        "facebook/opt-2.7b",
+        include_str!("../models/facebook__opt-2.7b.json"),
+    ),
+    (
+        "facebook/opt-30b",
+        include_str!("../models/facebook__opt-30b.json"),
+    ),
+    (
+        "facebook/opt-350m",
+        include_str!("../models/facebook__opt-350m.json"),
+    ),
+    (
+        "facebook/opt-6.7b",
+        include_str!("../models/facebook__opt-6.7b.json"),
+    ),
+    (
+        "facebook/opt-66b",
+        include_str!("../models/facebook__opt-66b.json"),
     ),
     (
         "google-bert/bert-base-uncased",
@@ -692,6 +748,11 @@ pub static RECONSTRUCTED: &[&str] = &[
     "allenai/OLMo-7B-hf",
     "bigcode/starcoder2-15b",
     "bigcode/starcoder2-3b",
+    "bigscience/bloom",
+    "bigscience/bloom-1b1",
+    "bigscience/bloom-1b7",
+    "bigscience/bloom-3b",
+    "bigscience/bloom-7b1",
     "codellama/CodeLlama-13b-Python-hf",
     "codellama/CodeLlama-13b-hf",
     "codellama/CodeLlama-34b-Python-hf",
@@ -706,6 +767,9 @@ pub static RECONSTRUCTED: &[&str] = &[
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
     "deepseek-ai/DeepSeek-V2-Lite",
+    "facebook/opt-125m",
+    "facebook/opt-2.7b",
+    "facebook/opt-30b",
     "google/codegemma-7b-it",
     "google/gemma-2-27b",
     "google/gemma-3-12b-it",
@@ -1697,6 +1761,24 @@ mod tests {
             // (Google's release post); 268M on the model card.
             ("google/gemma-3-270m", 0.268e9),
             ("stabilityai/stablelm-2-zephyr-1_6b", 1.64e9),
+            // BLOOM: each model card's parameter count.
+            ("bigscience/bloom-560m", 559_214_592.0),
+            ("bigscience/bloom-1b1", 1_065_314_304.0),
+            ("bigscience/bloom-1b7", 1_722_408_960.0),
+            ("bigscience/bloom-3b", 3_002_557_440.0),
+            ("bigscience/bloom-7b1", 7_069_016_064.0),
+            ("bigscience/bloom", 176_247_271_424.0),
+            // OPT: half the fp16 weight bytes an independent OPT weight
+            // estimator's tests pin (125m to 6.7b; see SOURCES.md), the
+            // OPT paper's nominal sizes for 13b, 30b and 66b.
+            ("facebook/opt-125m", 125_239_296.0),
+            ("facebook/opt-350m", 331_196_416.0),
+            ("facebook/opt-1.3b", 1_315_758_080.0),
+            ("facebook/opt-2.7b", 2_651_596_800.0),
+            ("facebook/opt-6.7b", 6_658_473_984.0),
+            ("facebook/opt-13b", 13.0e9),
+            ("facebook/opt-30b", 30.0e9),
+            ("facebook/opt-66b", 66.0e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
@@ -1781,6 +1863,12 @@ mod tests {
         ("bigcode/starcoder2-15b", 15_655_899_136),
         ("bigcode/starcoder2-3b", 3_030_371_328),
         ("bigcode/starcoder2-7b", 7_173_923_840),
+        ("bigscience/bloom", 176_247_271_424),
+        ("bigscience/bloom-1b1", 1_065_314_304),
+        ("bigscience/bloom-1b7", 1_722_408_960),
+        ("bigscience/bloom-3b", 3_002_557_440),
+        ("bigscience/bloom-560m", 559_214_592),
+        ("bigscience/bloom-7b1", 7_069_016_064),
         ("codellama/CodeLlama-13b-Python-hf", 13_015_864_320),
         ("codellama/CodeLlama-13b-hf", 13_016_028_160),
         ("codellama/CodeLlama-34b-Python-hf", 33_743_970_304),
@@ -1799,6 +1887,14 @@ mod tests {
         ("deepseek-ai/DeepSeek-V3", 671_026_404_352),
         ("deepseek-ai/deepseek-coder-1.3b-instruct", 1_346_471_936),
         ("deepseek-ai/deepseek-llm-7b-base", 6_910_365_696),
+        ("facebook/opt-1.3b", 1_315_758_080),
+        ("facebook/opt-125m", 125_239_296),
+        ("facebook/opt-13b", 12_853_473_280),
+        ("facebook/opt-2.7b", 2_651_596_800),
+        ("facebook/opt-30b", 29_974_540_288),
+        ("facebook/opt-350m", 331_196_416),
+        ("facebook/opt-6.7b", 6_658_473_984),
+        ("facebook/opt-66b", 65_719_701_504),
         ("google/codegemma-7b-it", 8_537_680_896),
         ("google/gemma-2-27b", 27_227_128_320),
         ("google/gemma-2-2b", 2_614_341_888),
