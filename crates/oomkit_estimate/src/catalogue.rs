@@ -316,6 +316,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/bigscience__bloom-7b1.json"),
     ),
     (
+        "bigscience/bloomz-7b1",
+        include_str!("../models/bigscience__bloom-7b1.json"),
+    ),
+    (
         "codellama/CodeLlama-13b-Python-hf",
         include_str!("../models/codellama__CodeLlama-13b-Python-hf.json"),
     ),
@@ -753,6 +757,7 @@ pub static RECONSTRUCTED: &[&str] = &[
     "bigscience/bloom-1b7",
     "bigscience/bloom-3b",
     "bigscience/bloom-7b1",
+    "bigscience/bloomz-7b1",
     "codellama/CodeLlama-13b-Python-hf",
     "codellama/CodeLlama-13b-hf",
     "codellama/CodeLlama-34b-Python-hf",
@@ -1761,13 +1766,13 @@ mod tests {
             // (Google's release post); 268M on the model card.
             ("google/gemma-3-270m", 0.268e9),
             ("stabilityai/stablelm-2-zephyr-1_6b", 1.64e9),
-            // BLOOM: each model card's parameter count.
-            ("bigscience/bloom-560m", 559_214_592.0),
-            ("bigscience/bloom-1b1", 1_065_314_304.0),
-            ("bigscience/bloom-1b7", 1_722_408_960.0),
-            ("bigscience/bloom-3b", 3_002_557_440.0),
-            ("bigscience/bloom-7b1", 7_069_016_064.0),
-            ("bigscience/bloom", 176_247_271_424.0),
+            // BLOOM: the model table's sizes (SOURCES.md), in millions.
+            ("bigscience/bloom-560m", 559e6),
+            ("bigscience/bloom-1b1", 1_065e6),
+            ("bigscience/bloom-1b7", 1_722e6),
+            ("bigscience/bloom-3b", 3_003e6),
+            ("bigscience/bloom-7b1", 7_069e6),
+            ("bigscience/bloom", 176_247e6),
             // OPT: half the fp16 weight bytes an independent OPT weight
             // estimator's tests pin (125m to 6.7b; see SOURCES.md), the
             // OPT paper's nominal sizes for 13b, 30b and 66b.
@@ -1869,6 +1874,7 @@ mod tests {
         ("bigscience/bloom-3b", 3_002_557_440),
         ("bigscience/bloom-560m", 559_214_592),
         ("bigscience/bloom-7b1", 7_069_016_064),
+        ("bigscience/bloomz-7b1", 7_069_016_064),
         ("codellama/CodeLlama-13b-Python-hf", 13_015_864_320),
         ("codellama/CodeLlama-13b-hf", 13_016_028_160),
         ("codellama/CodeLlama-34b-Python-hf", 33_743_970_304),
