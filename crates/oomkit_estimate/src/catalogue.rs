@@ -624,6 +624,14 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/mistralai__Mixtral-8x7B-v0.1.json"),
     ),
     (
+        "mosaicml/mpt-30b",
+        include_str!("../models/mosaicml__mpt-30b.json"),
+    ),
+    (
+        "mosaicml/mpt-7b",
+        include_str!("../models/mosaicml__mpt-7b.json"),
+    ),
+    (
         "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF",
         include_str!("../models/nvidia__Llama-3.1-Nemotron-70B-Instruct-HF.json"),
     ),
@@ -796,6 +804,8 @@ pub static RECONSTRUCTED: &[&str] = &[
     "mistralai/Mistral-Small-24B-Instruct-2501",
     "mistralai/Mistral-Small-Instruct-2409",
     "mistralai/Mixtral-8x22B-v0.1",
+    "mosaicml/mpt-30b",
+    "mosaicml/mpt-7b",
     "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF",
     "openlm-research/open_llama_13b",
     "openlm-research/open_llama_3b",
@@ -1784,6 +1794,9 @@ mod tests {
             ("facebook/opt-13b", 13.0e9),
             ("facebook/opt-30b", 30.0e9),
             ("facebook/opt-66b", 66.0e9),
+            // MPT: the model cards' sizes (MPT-7B 6.7B, MPT-30B 30B).
+            ("mosaicml/mpt-7b", 6.7e9),
+            ("mosaicml/mpt-30b", 30.0e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
@@ -1949,6 +1962,8 @@ mod tests {
         ("mistralai/Mistral-Small-Instruct-2409", 22_247_282_688),
         ("mistralai/Mixtral-8x22B-v0.1", 140_630_071_296),
         ("mistralai/Mixtral-8x7B-v0.1", 46_702_792_704),
+        ("mosaicml/mpt-30b", 29_957_200_896),
+        ("mosaicml/mpt-7b", 6_649_286_656),
         ("nvidia/Llama-3.1-Nemotron-70B-Instruct-HF", 70_553_706_496),
         ("openai-community/gpt2", 124_439_808),
         ("openai-community/gpt2-xl", 1_557_611_200),

@@ -220,15 +220,16 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
     };
     // One fused projection: Phi-3's `qkv_proj`, Falcon's and GPT-NeoX's
     // `query_key_value`, GPT-2's `c_attn` (checked against the CPU oracle per
-    // layer: GPT-2 mixed-bf16), BLOOM's `query_key_value` (no rotary: q, k
-    // and v stay views of its output).
-    let qkv_inputs = if cfg.fused_qkv_rope || matches!(cfg.model_type.as_str(), "gpt2" | "bloom") {
-        casts(&["qkv_proj"])
-    } else if cfg.mla.is_some() {
-        casts(&["q_a_proj", "kv_a_proj"])
-    } else {
-        casts(&["q_proj", "k_proj", "v_proj"])
-    };
+    // layer: GPT-2 mixed-bf16), BLOOM's `query_key_value` and MPT's `Wqkv`
+    // (no rotary: q, k and v stay views of their output).
+    let qkv_inputs =
+        if cfg.fused_qkv_rope || matches!(cfg.model_type.as_str(), "gpt2" | "bloom" | "mpt") {
+            casts(&["qkv_proj"])
+        } else if cfg.mla.is_some() {
+            casts(&["q_a_proj", "kv_a_proj"])
+        } else {
+            casts(&["q_proj", "k_proj", "v_proj"])
+        };
     let attn = fused
         + match s.attention {
             Attention::Sdpa | Attention::Flash => 2 * q + 2 * kv,
@@ -1043,14 +1044,14 @@ mod tests {
     use crate::catalogue;
     use crate::setup::LoraTargets;
 
-    /// OPT and BLOOM estimate sanely: full bf16 AdamW training holds the
-    /// 16-bit weights, gradients and two moments (8 B per parameter) and
-    /// peaks below 12 B per parameter at batch 1 × 512; BLOOM runs eager attention even
-    /// when SDPA is asked for (no SDPA path in transformers), OPT learned
-    /// positions (no rotary tables); BLOOM's fused `query_key_value` saves
-    /// one input cast.
+    /// OPT, BLOOM and MPT estimate sanely: full bf16 AdamW training holds
+    /// the 16-bit weights, gradients and two moments (8 B per parameter) and
+    /// peaks below 12 B per parameter at batch 1 × 512; BLOOM and MPT run
+    /// eager attention even when SDPA is asked for (no SDPA path in
+    /// transformers), OPT learned positions (no rotary tables); BLOOM's
+    /// fused `query_key_value` saves one input cast.
     #[test]
-    fn opt_and_bloom_estimates_are_sane() {
+    fn opt_bloom_and_mpt_estimates_are_sane() {
         let train = Setup {
             task: Task::Train,
             precision: Precision::Bf16,
@@ -1062,6 +1063,7 @@ mod tests {
             "facebook/opt-1.3b",
             "facebook/opt-350m",
             "bigscience/bloom-560m",
+            "mosaicml/mpt-7b",
         ] {
             let cfg = catalogue::find(id).expect(id);
             let est = crate::estimate(&cfg, &train).expect(id);
@@ -1073,6 +1075,8 @@ mod tests {
         }
         let bloom = catalogue::find("bigscience/bloom-560m").expect("bloom");
         assert!(crate::sdpa_falls_back_to_eager(&bloom, &train));
+        let mpt = catalogue::find("mosaicml/mpt-7b").expect("mpt");
+        assert!(crate::sdpa_falls_back_to_eager(&mpt, &train));
         let eager = Setup {
             attention: Attention::Eager,
             ..train.clone()

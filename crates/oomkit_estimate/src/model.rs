@@ -320,8 +320,12 @@ impl ModelConfig {
         // BLOOM-560m's config states its width as `n_embed` (BloomConfig
         // maps it to `hidden_size`).
         let hidden = need(&v, &["hidden_size", "n_embd", "d_model", "n_embed"])?;
-        let layers = need(&v, &["num_hidden_layers", "n_layer", "num_layers"])?;
-        let heads = need(&v, &["num_attention_heads", "n_head"])?;
+        // MPT: `n_layers`, `n_heads` (MptConfig).
+        let layers = need(
+            &v,
+            &["num_hidden_layers", "n_layer", "num_layers", "n_layers"],
+        )?;
+        let heads = need(&v, &["num_attention_heads", "n_head", "n_heads"])?;
         let vocab = need(&v, &["vocab_size"])?;
         let flag = |k: &str| v.get(k).and_then(Value::as_bool);
         // Falcon (modeling_falcon.py, FalconAttention): the new decoder
@@ -352,7 +356,7 @@ impl ModelConfig {
             .unwrap_or("");
         let glu = match mt {
             "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon" | "gpt_bigcode"
-            | "starcoder2" | "gptj" | "opt" | "bloom" => false,
+            | "starcoder2" | "gptj" | "opt" | "bloom" | "mpt" => false,
             "qwen" => {
                 // Qwen v1 states the sum of w1 and w2 (modeling_qwen.py: ff_dim_in = intermediate_size // 2).
                 intermediate /= 2;
@@ -388,6 +392,7 @@ impl ModelConfig {
                 | "cohere"
                 | "opt"
                 | "bloom"
+                | "mpt"
         );
         let tied_embeddings = v
             .get("tie_word_embeddings")
@@ -564,7 +569,12 @@ impl ModelConfig {
             hidden_dropout,
             max_positions: int(
                 &v,
-                &["max_position_embeddings", "n_positions", "seq_length"],
+                &[
+                    "max_position_embeddings",
+                    "n_positions",
+                    "seq_length",
+                    "max_seq_len",
+                ],
             ),
             native_quant,
             vision_params,
@@ -802,16 +812,20 @@ impl ModelConfig {
                 | "stablelm"
                 | "opt"
                 | "bloom"
+                | "mpt"
         )
     }
 
     /// Parameters of one norm: LayerNorm has a weight and a bias; OLMo's
     /// LayerNorm has neither (modeling_olmo.py: `OlmoLayerNorm`, no
     /// parameters; it normalizes in fp32 and casts back, so its saved
-    /// activations are counted as an RMSNorm's).
+    /// activations are counted as an RMSNorm's); MPT's has a weight only
+    /// (modeling_mpt.py sets each LayerNorm's `bias` to None).
     fn norm_width(&self) -> u64 {
         if self.model_type == "olmo" {
             0
+        } else if self.model_type == "mpt" {
+            self.hidden
         } else if self.layer_norm() {
             2 * self.hidden
         } else {
@@ -1201,6 +1215,27 @@ mod tests {
             catalogue::find("bigscience/bloom").expect("bloom").params(),
             176_247_271_424
         );
+    }
+
+    /// MPT (modeling_mpt.py): `d_model`/`n_heads`/`n_layers`, ALiBi, a
+    /// bias-free fused `Wqkv` and `out_proj`, a bias-free 4h GELU MLP,
+    /// LayerNorms with a weight only, a tied head.
+    #[test]
+    fn mpt_parameters() {
+        let m = catalogue::find("mosaicml/mpt-7b").expect("mpt-7b");
+        assert_eq!(
+            (m.hidden, m.heads, m.layers, m.intermediate),
+            (4096, 32, 32, 16384)
+        );
+        assert!(!m.glu && !m.bias && m.tied_embeddings && m.layer_norm());
+        assert_eq!(
+            (m.position_rows, m.rope_sets, m.max_positions),
+            (0, 0, Some(2048))
+        );
+        let h = 4096;
+        assert_eq!(m.layer_params(0), 12 * h * h + 2 * h);
+        assert_eq!(m.params(), 32 * (12 * h * h + 2 * h) + 50_432 * h + h);
+        assert_eq!(m.params(), 6_649_286_656);
     }
 
     #[test]
