@@ -124,6 +124,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/Qwen__Qwen2-7B-Instruct.json"),
     ),
     (
+        "Qwen/Qwen2-72B-Instruct",
+        include_str!("../models/Qwen__Qwen2-72B-Instruct.json"),
+    ),
+    (
         "Qwen/Qwen2.5-0.5B",
         include_str!("../models/Qwen__Qwen2.5-0.5B.json"),
     ),
@@ -516,6 +520,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/meta-llama__Llama-3.2-3B.json"),
     ),
     (
+        "meta-llama/Llama-Guard-3-8B",
+        include_str!("../models/meta-llama__Llama-3.1-8B.json"),
+    ),
+    (
         "meta-llama/Llama-3.3-70B-Instruct",
         include_str!("../models/meta-llama__Llama-3.3-70B-Instruct.json"),
     ),
@@ -790,6 +798,7 @@ pub static RECONSTRUCTED: &[&str] = &[
     "google/gemma-3-27b-it",
     "google/gemma-3-4b-it",
     "google/gemma-7b",
+    "meta-llama/Llama-Guard-3-8B",
     "meta-llama/Meta-Llama-3-70B",
     "microsoft/Phi-3-medium-4k-instruct",
     "microsoft/Phi-3-mini-128k-instruct",
@@ -1797,6 +1806,10 @@ mod tests {
             // MPT: the model cards' sizes (MPT-7B 6.7B, MPT-30B 30B).
             ("mosaicml/mpt-7b", 6.7e9),
             ("mosaicml/mpt-30b", 30.0e9),
+            // Qwen2-72B-Instruct: its model card's 72.7B; Llama Guard 3 is a
+            // fine-tune of Llama-3.1-8B (8.03B).
+            ("Qwen/Qwen2-72B-Instruct", 72.7e9),
+            ("meta-llama/Llama-Guard-3-8B", 8.03e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
@@ -1839,6 +1852,7 @@ mod tests {
         ("Qwen/Qwen2-1.5B-Instruct", 1_543_714_304),
         ("Qwen/Qwen2-57B-A14B", 57_408_658_944),
         ("Qwen/Qwen2-7B-Instruct", 7_615_616_512),
+        ("Qwen/Qwen2-72B-Instruct", 72_706_203_648),
         ("Qwen/Qwen2.5-0.5B", 494_032_768),
         ("Qwen/Qwen2.5-1.5B", 1_543_714_304),
         ("Qwen/Qwen2.5-14B", 14_770_033_664),
@@ -1933,6 +1947,7 @@ mod tests {
         ("meta-llama/Llama-3.1-405B", 405_853_388_800),
         ("meta-llama/Llama-3.1-70B", 70_553_706_496),
         ("meta-llama/Llama-3.1-8B", 8_030_261_248),
+        ("meta-llama/Llama-Guard-3-8B", 8_030_261_248),
         ("meta-llama/Llama-3.2-1B", 1_235_814_400),
         ("meta-llama/Llama-3.2-3B", 3_212_749_824),
         ("meta-llama/Llama-3.3-70B-Instruct", 70_553_706_496),
