@@ -101,6 +101,14 @@ pub static MODELS: &[(&str, &str)] = &[
         "HuggingFaceTB/SmolLM2-360M",
         include_str!("../models/HuggingFaceTB__SmolLM2-360M.json"),
     ),
+    (
+        "HuggingFaceTB/SmolLM3-3B",
+        include_str!("../models/HuggingFaceTB__SmolLM3-3B.json"),
+    ),
+    (
+        "HuggingFaceTB/SmolLM3-3B-Base",
+        include_str!("../models/HuggingFaceTB__SmolLM3-3B.json"),
+    ),
     ("Qwen/QwQ-32B", include_str!("../models/Qwen__QwQ-32B.json")),
     ("Qwen/Qwen-7B", include_str!("../models/Qwen__Qwen-7B.json")),
     (
@@ -354,6 +362,14 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "codellama/CodeLlama-7b-hf",
         include_str!("../models/codellama__CodeLlama-7b-hf.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-Coder-V2-Lite-Base",
+        include_str!("../models/deepseek-ai__DeepSeek-V2-Lite.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct",
+        include_str!("../models/deepseek-ai__DeepSeek-V2-Lite.json"),
     ),
     (
         "deepseek-ai/DeepSeek-R1",
@@ -744,6 +760,8 @@ pub static RECONSTRUCTED: &[&str] = &[
     "HuggingFaceTB/SmolLM2-1.7B",
     "HuggingFaceTB/SmolLM2-135M",
     "HuggingFaceTB/SmolLM2-360M",
+    "HuggingFaceTB/SmolLM3-3B",
+    "HuggingFaceTB/SmolLM3-3B-Base",
     "Qwen/QwQ-32B",
     "Qwen/Qwen2.5-14B-Instruct-1M",
     "Qwen/Qwen2.5-72B",
@@ -781,6 +799,8 @@ pub static RECONSTRUCTED: &[&str] = &[
     "codellama/CodeLlama-70b-Python-hf",
     "codellama/CodeLlama-70b-hf",
     "codellama/CodeLlama-7b-Python-hf",
+    "deepseek-ai/DeepSeek-Coder-V2-Lite-Base",
+    "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct",
     "deepseek-ai/DeepSeek-R1",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
@@ -1810,6 +1830,9 @@ mod tests {
             // fine-tune of Llama-3.1-8B (8.03B).
             ("Qwen/Qwen2-72B-Instruct", 72.7e9),
             ("meta-llama/Llama-Guard-3-8B", 8.03e9),
+            // DeepSeek-Coder-V2-Lite: DeepSeek-V2-Lite's 15.7B (its README
+            // rounds to 16B).
+            ("deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct", 15.7e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
@@ -1846,6 +1869,8 @@ mod tests {
         ("HuggingFaceTB/SmolLM2-1.7B", 1_711_376_384),
         ("HuggingFaceTB/SmolLM2-135M", 134_515_008),
         ("HuggingFaceTB/SmolLM2-360M", 361_821_120),
+        ("HuggingFaceTB/SmolLM3-3B", 3_075_098_624),
+        ("HuggingFaceTB/SmolLM3-3B-Base", 3_075_098_624),
         ("Qwen/QwQ-32B", 32_763_876_352),
         ("Qwen/Qwen1.5-MoE-A2.7B-Chat", 14_315_784_192),
         ("Qwen/Qwen2-0.5B-Instruct", 494_032_768),
@@ -1910,6 +1935,11 @@ mod tests {
         ("codellama/CodeLlama-70b-hf", 68_976_910_336),
         ("codellama/CodeLlama-7b-Python-hf", 6_738_415_616),
         ("codellama/CodeLlama-7b-hf", 6_738_546_688),
+        ("deepseek-ai/DeepSeek-Coder-V2-Lite-Base", 15_706_484_224),
+        (
+            "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct",
+            15_706_484_224,
+        ),
         ("deepseek-ai/DeepSeek-R1", 671_026_404_352),
         ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", 70_553_706_496),
         ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", 8_030_261_248),
