@@ -30,6 +30,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/CohereForAI__aya-23-8B.json"),
     ),
     (
+        "CohereForAI/c4ai-command-r-v01",
+        include_str!("../models/CohereForAI__c4ai-command-r-v01.json"),
+    ),
+    (
         "EleutherAI/gpt-j-6b",
         include_str!("../models/EleutherAI__gpt-j-6b.json"),
     ),
@@ -746,6 +750,7 @@ pub static MODELS: &[(&str, &str)] = &[
 /// `shared/reference/model-configs/README.md`). `--list-models` and the JSON
 /// model object mark them.
 pub static RECONSTRUCTED: &[&str] = &[
+    "CohereForAI/c4ai-command-r-v01",
     "EleutherAI/gpt-neox-20b",
     "EleutherAI/pythia-1.4b",
     "EleutherAI/pythia-12b",
@@ -1833,6 +1838,8 @@ mod tests {
             // DeepSeek-Coder-V2-Lite: DeepSeek-V2-Lite's 15.7B (its README
             // rounds to 16B).
             ("deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct", 15.7e9),
+            // Command R: "35 billion parameters" (its model card).
+            ("CohereForAI/c4ai-command-r-v01", 35.0e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
@@ -1852,6 +1859,7 @@ mod tests {
         ("01-ai/Yi-1.5-34B", 34_388_917_248),
         ("01-ai/Yi-1.5-6B", 6_061_035_520),
         ("CohereForAI/aya-23-8B", 8_028_033_024),
+        ("CohereForAI/c4ai-command-r-v01", 34_980_831_232),
         ("EleutherAI/gpt-j-6b", 6_050_882_784),
         ("EleutherAI/gpt-neox-20b", 20_554_567_680),
         ("EleutherAI/pythia-1.4b", 1_414_647_808),
