@@ -400,6 +400,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Qwen-7B.json"),
     ),
     (
+        "deepseek-ai/DeepSeek-V2",
+        include_str!("../models/deepseek-ai__DeepSeek-V2.json"),
+    ),
+    (
         "deepseek-ai/DeepSeek-V2-Lite",
         include_str!("../models/deepseek-ai__DeepSeek-V2-Lite.json"),
     ),
@@ -1840,6 +1844,8 @@ mod tests {
             ("deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct", 15.7e9),
             // Command R: "35 billion parameters" (its model card).
             ("CohereForAI/c4ai-command-r-v01", 35.0e9),
+            // DeepSeek-V2: 236B total (DeepSeek-V2 paper, arXiv 2405.04434).
+            ("deepseek-ai/DeepSeek-V2", 236.0e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
@@ -1954,6 +1960,7 @@ mod tests {
         ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", 14_770_033_664),
         ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", 32_763_876_352),
         ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", 7_615_616_512),
+        ("deepseek-ai/DeepSeek-V2", 235_741_434_880),
         ("deepseek-ai/DeepSeek-V2-Lite", 15_706_484_224),
         ("deepseek-ai/DeepSeek-V3", 671_026_404_352),
         ("deepseek-ai/deepseek-coder-1.3b-instruct", 1_346_471_936),
