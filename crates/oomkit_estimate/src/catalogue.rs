@@ -829,7 +829,6 @@ pub static RECONSTRUCTED: &[&str] = &[
     "google/gemma-7b",
     "meta-llama/Llama-Guard-3-8B",
     "meta-llama/Meta-Llama-3-70B",
-    "microsoft/Phi-3-medium-4k-instruct",
     "microsoft/Phi-3-mini-128k-instruct",
     "microsoft/Phi-4-mini-instruct",
     "microsoft/Phi-4-mini-reasoning",
