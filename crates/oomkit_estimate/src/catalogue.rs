@@ -30,6 +30,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/CohereForAI__aya-23-8B.json"),
     ),
     (
+        "CohereForAI/c4ai-command-r-v01",
+        include_str!("../models/CohereForAI__c4ai-command-r-v01.json"),
+    ),
+    (
         "EleutherAI/gpt-j-6b",
         include_str!("../models/EleutherAI__gpt-j-6b.json"),
     ),
@@ -101,6 +105,14 @@ pub static MODELS: &[(&str, &str)] = &[
         "HuggingFaceTB/SmolLM2-360M",
         include_str!("../models/HuggingFaceTB__SmolLM2-360M.json"),
     ),
+    (
+        "HuggingFaceTB/SmolLM3-3B",
+        include_str!("../models/HuggingFaceTB__SmolLM3-3B.json"),
+    ),
+    (
+        "HuggingFaceTB/SmolLM3-3B-Base",
+        include_str!("../models/HuggingFaceTB__SmolLM3-3B.json"),
+    ),
     ("Qwen/QwQ-32B", include_str!("../models/Qwen__QwQ-32B.json")),
     ("Qwen/Qwen-7B", include_str!("../models/Qwen__Qwen-7B.json")),
     (
@@ -122,6 +134,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "Qwen/Qwen2-7B-Instruct",
         include_str!("../models/Qwen__Qwen2-7B-Instruct.json"),
+    ),
+    (
+        "Qwen/Qwen2-72B-Instruct",
+        include_str!("../models/Qwen__Qwen2-72B-Instruct.json"),
     ),
     (
         "Qwen/Qwen2.5-0.5B",
@@ -292,6 +308,34 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/bigcode__starcoder2-7b.json"),
     ),
     (
+        "bigscience/bloom",
+        include_str!("../models/bigscience__bloom.json"),
+    ),
+    (
+        "bigscience/bloom-1b1",
+        include_str!("../models/bigscience__bloom-1b1.json"),
+    ),
+    (
+        "bigscience/bloom-1b7",
+        include_str!("../models/bigscience__bloom-1b7.json"),
+    ),
+    (
+        "bigscience/bloom-3b",
+        include_str!("../models/bigscience__bloom-3b.json"),
+    ),
+    (
+        "bigscience/bloom-560m",
+        include_str!("../models/bigscience__bloom-560m.json"),
+    ),
+    (
+        "bigscience/bloom-7b1",
+        include_str!("../models/bigscience__bloom-7b1.json"),
+    ),
+    (
+        "bigscience/bloomz-7b1",
+        include_str!("../models/bigscience__bloom-7b1.json"),
+    ),
+    (
         "codellama/CodeLlama-13b-Python-hf",
         include_str!("../models/codellama__CodeLlama-13b-Python-hf.json"),
     ),
@@ -324,6 +368,14 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/codellama__CodeLlama-7b-hf.json"),
     ),
     (
+        "deepseek-ai/DeepSeek-Coder-V2-Lite-Base",
+        include_str!("../models/deepseek-ai__DeepSeek-V2-Lite.json"),
+    ),
+    (
+        "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct",
+        include_str!("../models/deepseek-ai__DeepSeek-V2-Lite.json"),
+    ),
+    (
         "deepseek-ai/DeepSeek-R1",
         include_str!("../models/deepseek-ai__DeepSeek-R1.json"),
     ),
@@ -348,6 +400,10 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Qwen-7B.json"),
     ),
     (
+        "deepseek-ai/DeepSeek-V2",
+        include_str!("../models/deepseek-ai__DeepSeek-V2.json"),
+    ),
+    (
         "deepseek-ai/DeepSeek-V2-Lite",
         include_str!("../models/deepseek-ai__DeepSeek-V2-Lite.json"),
     ),
@@ -362,6 +418,38 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "deepseek-ai/deepseek-llm-7b-base",
         include_str!("../models/deepseek-ai__deepseek-llm-7b-base.json"),
+    ),
+    (
+        "facebook/opt-1.3b",
+        include_str!("../models/facebook__opt-1.3b.json"),
+    ),
+    (
+        "facebook/opt-125m",
+        include_str!("../models/facebook__opt-125m.json"),
+    ),
+    (
+        "facebook/opt-13b",
+        include_str!("../models/facebook__opt-13b.json"),
+    ),
+    (
+        "facebook/opt-2.7b",
+        include_str!("../models/facebook__opt-2.7b.json"),
+    ),
+    (
+        "facebook/opt-30b",
+        include_str!("../models/facebook__opt-30b.json"),
+    ),
+    (
+        "facebook/opt-350m",
+        include_str!("../models/facebook__opt-350m.json"),
+    ),
+    (
+        "facebook/opt-6.7b",
+        include_str!("../models/facebook__opt-6.7b.json"),
+    ),
+    (
+        "facebook/opt-66b",
+        include_str!("../models/facebook__opt-66b.json"),
     ),
     (
         "google-bert/bert-base-uncased",
@@ -454,6 +542,10 @@ pub static MODELS: &[(&str, &str)] = &[
     (
         "meta-llama/Llama-3.2-3B",
         include_str!("../models/meta-llama__Llama-3.2-3B.json"),
+    ),
+    (
+        "meta-llama/Llama-Guard-3-8B",
+        include_str!("../models/meta-llama__Llama-3.1-8B.json"),
     ),
     (
         "meta-llama/Llama-3.3-70B-Instruct",
@@ -564,6 +656,14 @@ pub static MODELS: &[(&str, &str)] = &[
         include_str!("../models/mistralai__Mixtral-8x7B-v0.1.json"),
     ),
     (
+        "mosaicml/mpt-30b",
+        include_str!("../models/mosaicml__mpt-30b.json"),
+    ),
+    (
+        "mosaicml/mpt-7b",
+        include_str!("../models/mosaicml__mpt-7b.json"),
+    ),
+    (
         "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF",
         include_str!("../models/nvidia__Llama-3.1-Nemotron-70B-Instruct-HF.json"),
     ),
@@ -654,6 +754,7 @@ pub static MODELS: &[(&str, &str)] = &[
 /// `shared/reference/model-configs/README.md`). `--list-models` and the JSON
 /// model object mark them.
 pub static RECONSTRUCTED: &[&str] = &[
+    "CohereForAI/c4ai-command-r-v01",
     "EleutherAI/gpt-neox-20b",
     "EleutherAI/pythia-1.4b",
     "EleutherAI/pythia-12b",
@@ -668,6 +769,8 @@ pub static RECONSTRUCTED: &[&str] = &[
     "HuggingFaceTB/SmolLM2-1.7B",
     "HuggingFaceTB/SmolLM2-135M",
     "HuggingFaceTB/SmolLM2-360M",
+    "HuggingFaceTB/SmolLM3-3B",
+    "HuggingFaceTB/SmolLM3-3B-Base",
     "Qwen/QwQ-32B",
     "Qwen/Qwen2.5-14B-Instruct-1M",
     "Qwen/Qwen2.5-72B",
@@ -692,6 +795,12 @@ pub static RECONSTRUCTED: &[&str] = &[
     "allenai/OLMo-7B-hf",
     "bigcode/starcoder2-15b",
     "bigcode/starcoder2-3b",
+    "bigscience/bloom",
+    "bigscience/bloom-1b1",
+    "bigscience/bloom-1b7",
+    "bigscience/bloom-3b",
+    "bigscience/bloom-7b1",
+    "bigscience/bloomz-7b1",
     "codellama/CodeLlama-13b-Python-hf",
     "codellama/CodeLlama-13b-hf",
     "codellama/CodeLlama-34b-Python-hf",
@@ -699,6 +808,8 @@ pub static RECONSTRUCTED: &[&str] = &[
     "codellama/CodeLlama-70b-Python-hf",
     "codellama/CodeLlama-70b-hf",
     "codellama/CodeLlama-7b-Python-hf",
+    "deepseek-ai/DeepSeek-Coder-V2-Lite-Base",
+    "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct",
     "deepseek-ai/DeepSeek-R1",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
     "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
@@ -706,6 +817,9 @@ pub static RECONSTRUCTED: &[&str] = &[
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
     "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
     "deepseek-ai/DeepSeek-V2-Lite",
+    "facebook/opt-125m",
+    "facebook/opt-2.7b",
+    "facebook/opt-30b",
     "google/codegemma-7b-it",
     "google/gemma-2-27b",
     "google/gemma-3-12b-it",
@@ -713,8 +827,8 @@ pub static RECONSTRUCTED: &[&str] = &[
     "google/gemma-3-27b-it",
     "google/gemma-3-4b-it",
     "google/gemma-7b",
+    "meta-llama/Llama-Guard-3-8B",
     "meta-llama/Meta-Llama-3-70B",
-    "microsoft/Phi-3-medium-4k-instruct",
     "microsoft/Phi-3-mini-128k-instruct",
     "microsoft/Phi-4-mini-instruct",
     "microsoft/Phi-4-mini-reasoning",
@@ -727,6 +841,8 @@ pub static RECONSTRUCTED: &[&str] = &[
     "mistralai/Mistral-Small-24B-Instruct-2501",
     "mistralai/Mistral-Small-Instruct-2409",
     "mistralai/Mixtral-8x22B-v0.1",
+    "mosaicml/mpt-30b",
+    "mosaicml/mpt-7b",
     "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF",
     "openlm-research/open_llama_13b",
     "openlm-research/open_llama_3b",
@@ -1700,6 +1816,38 @@ mod tests {
             // (Google's release post); 268M on the model card.
             ("google/gemma-3-270m", 0.268e9),
             ("stabilityai/stablelm-2-zephyr-1_6b", 1.64e9),
+            // BLOOM: the model table's sizes (SOURCES.md), in millions.
+            ("bigscience/bloom-560m", 559e6),
+            ("bigscience/bloom-1b1", 1_065e6),
+            ("bigscience/bloom-1b7", 1_722e6),
+            ("bigscience/bloom-3b", 3_003e6),
+            ("bigscience/bloom-7b1", 7_069e6),
+            ("bigscience/bloom", 176_247e6),
+            // OPT: half the fp16 weight bytes an independent OPT weight
+            // estimator's tests pin (125m to 6.7b; see SOURCES.md), the
+            // OPT paper's nominal sizes for 13b, 30b and 66b.
+            ("facebook/opt-125m", 125_239_296.0),
+            ("facebook/opt-350m", 331_196_416.0),
+            ("facebook/opt-1.3b", 1_315_758_080.0),
+            ("facebook/opt-2.7b", 2_651_596_800.0),
+            ("facebook/opt-6.7b", 6_658_473_984.0),
+            ("facebook/opt-13b", 13.0e9),
+            ("facebook/opt-30b", 30.0e9),
+            ("facebook/opt-66b", 66.0e9),
+            // MPT: the model cards' sizes (MPT-7B 6.7B, MPT-30B 30B).
+            ("mosaicml/mpt-7b", 6.7e9),
+            ("mosaicml/mpt-30b", 30.0e9),
+            // Qwen2-72B-Instruct: its model card's 72.7B; Llama Guard 3 is a
+            // fine-tune of Llama-3.1-8B (8.03B).
+            ("Qwen/Qwen2-72B-Instruct", 72.7e9),
+            ("meta-llama/Llama-Guard-3-8B", 8.03e9),
+            // DeepSeek-Coder-V2-Lite: DeepSeek-V2-Lite's 15.7B (its README
+            // rounds to 16B).
+            ("deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct", 15.7e9),
+            // Command R: "35 billion parameters" (its model card).
+            ("CohereForAI/c4ai-command-r-v01", 35.0e9),
+            // DeepSeek-V2: 236B total (DeepSeek-V2 paper, arXiv 2405.04434).
+            ("deepseek-ai/DeepSeek-V2", 236.0e9),
         ];
         for (id, want) in cases {
             let got = find(id).expect(id).params() as f64;
@@ -1719,6 +1867,7 @@ mod tests {
         ("01-ai/Yi-1.5-34B", 34_388_917_248),
         ("01-ai/Yi-1.5-6B", 6_061_035_520),
         ("CohereForAI/aya-23-8B", 8_028_033_024),
+        ("CohereForAI/c4ai-command-r-v01", 34_980_831_232),
         ("EleutherAI/gpt-j-6b", 6_050_882_784),
         ("EleutherAI/gpt-neox-20b", 20_554_567_680),
         ("EleutherAI/pythia-1.4b", 1_414_647_808),
@@ -1736,12 +1885,15 @@ mod tests {
         ("HuggingFaceTB/SmolLM2-1.7B", 1_711_376_384),
         ("HuggingFaceTB/SmolLM2-135M", 134_515_008),
         ("HuggingFaceTB/SmolLM2-360M", 361_821_120),
+        ("HuggingFaceTB/SmolLM3-3B", 3_075_098_624),
+        ("HuggingFaceTB/SmolLM3-3B-Base", 3_075_098_624),
         ("Qwen/QwQ-32B", 32_763_876_352),
         ("Qwen/Qwen1.5-MoE-A2.7B-Chat", 14_315_784_192),
         ("Qwen/Qwen2-0.5B-Instruct", 494_032_768),
         ("Qwen/Qwen2-1.5B-Instruct", 1_543_714_304),
         ("Qwen/Qwen2-57B-A14B", 57_408_658_944),
         ("Qwen/Qwen2-7B-Instruct", 7_615_616_512),
+        ("Qwen/Qwen2-72B-Instruct", 72_706_203_648),
         ("Qwen/Qwen2.5-0.5B", 494_032_768),
         ("Qwen/Qwen2.5-1.5B", 1_543_714_304),
         ("Qwen/Qwen2.5-14B", 14_770_033_664),
@@ -1784,6 +1936,13 @@ mod tests {
         ("bigcode/starcoder2-15b", 15_655_899_136),
         ("bigcode/starcoder2-3b", 3_030_371_328),
         ("bigcode/starcoder2-7b", 7_173_923_840),
+        ("bigscience/bloom", 176_247_271_424),
+        ("bigscience/bloom-1b1", 1_065_314_304),
+        ("bigscience/bloom-1b7", 1_722_408_960),
+        ("bigscience/bloom-3b", 3_002_557_440),
+        ("bigscience/bloom-560m", 559_214_592),
+        ("bigscience/bloom-7b1", 7_069_016_064),
+        ("bigscience/bloomz-7b1", 7_069_016_064),
         ("codellama/CodeLlama-13b-Python-hf", 13_015_864_320),
         ("codellama/CodeLlama-13b-hf", 13_016_028_160),
         ("codellama/CodeLlama-34b-Python-hf", 33_743_970_304),
@@ -1792,16 +1951,30 @@ mod tests {
         ("codellama/CodeLlama-70b-hf", 68_976_910_336),
         ("codellama/CodeLlama-7b-Python-hf", 6_738_415_616),
         ("codellama/CodeLlama-7b-hf", 6_738_546_688),
+        ("deepseek-ai/DeepSeek-Coder-V2-Lite-Base", 15_706_484_224),
+        (
+            "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct",
+            15_706_484_224,
+        ),
         ("deepseek-ai/DeepSeek-R1", 671_026_404_352),
         ("deepseek-ai/DeepSeek-R1-Distill-Llama-70B", 70_553_706_496),
         ("deepseek-ai/DeepSeek-R1-Distill-Llama-8B", 8_030_261_248),
         ("deepseek-ai/DeepSeek-R1-Distill-Qwen-14B", 14_770_033_664),
         ("deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", 32_763_876_352),
         ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", 7_615_616_512),
+        ("deepseek-ai/DeepSeek-V2", 235_741_434_880),
         ("deepseek-ai/DeepSeek-V2-Lite", 15_706_484_224),
         ("deepseek-ai/DeepSeek-V3", 671_026_404_352),
         ("deepseek-ai/deepseek-coder-1.3b-instruct", 1_346_471_936),
         ("deepseek-ai/deepseek-llm-7b-base", 6_910_365_696),
+        ("facebook/opt-1.3b", 1_315_758_080),
+        ("facebook/opt-125m", 125_239_296),
+        ("facebook/opt-13b", 12_853_473_280),
+        ("facebook/opt-2.7b", 2_651_596_800),
+        ("facebook/opt-30b", 29_974_540_288),
+        ("facebook/opt-350m", 331_196_416),
+        ("facebook/opt-6.7b", 6_658_473_984),
+        ("facebook/opt-66b", 65_719_701_504),
         ("google/codegemma-7b-it", 8_537_680_896),
         ("google/gemma-2-27b", 27_227_128_320),
         ("google/gemma-2-2b", 2_614_341_888),
@@ -1821,6 +1994,7 @@ mod tests {
         ("meta-llama/Llama-3.1-405B", 405_853_388_800),
         ("meta-llama/Llama-3.1-70B", 70_553_706_496),
         ("meta-llama/Llama-3.1-8B", 8_030_261_248),
+        ("meta-llama/Llama-Guard-3-8B", 8_030_261_248),
         ("meta-llama/Llama-3.2-1B", 1_235_814_400),
         ("meta-llama/Llama-3.2-3B", 3_212_749_824),
         ("meta-llama/Llama-3.3-70B-Instruct", 70_553_706_496),
@@ -1850,6 +2024,8 @@ mod tests {
         ("mistralai/Mistral-Small-Instruct-2409", 22_247_282_688),
         ("mistralai/Mixtral-8x22B-v0.1", 140_630_071_296),
         ("mistralai/Mixtral-8x7B-v0.1", 46_702_792_704),
+        ("mosaicml/mpt-30b", 29_957_200_896),
+        ("mosaicml/mpt-7b", 6_649_286_656),
         ("nvidia/Llama-3.1-Nemotron-70B-Instruct-HF", 70_553_706_496),
         ("openai-community/gpt2", 124_439_808),
         ("openai-community/gpt2-xl", 1_557_611_200),

@@ -273,14 +273,16 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
     };
     // One fused projection: Phi-3's `qkv_proj`, Falcon's and GPT-NeoX's
     // `query_key_value`, GPT-2's `c_attn` (checked against the CPU oracle per
-    // layer: GPT-2 mixed-bf16).
-    let qkv_inputs = if cfg.fused_qkv_rope || cfg.model_type == "gpt2" {
-        casts(&["qkv_proj"])
-    } else if cfg.mla.is_some() {
-        casts(&["q_a_proj", "kv_a_proj"])
-    } else {
-        casts(&["q_proj", "k_proj", "v_proj"])
-    };
+    // layer: GPT-2 mixed-bf16), BLOOM's `query_key_value` and MPT's `Wqkv`
+    // (no rotary: q, k and v stay views of their output).
+    let qkv_inputs =
+        if cfg.fused_qkv_rope || matches!(cfg.model_type.as_str(), "gpt2" | "bloom" | "mpt") {
+            casts(&["qkv_proj"])
+        } else if cfg.mla.is_some() {
+            casts(&["q_a_proj", "kv_a_proj"])
+        } else {
+            casts(&["q_proj", "k_proj", "v_proj"])
+        };
     let attn = fused
         + match s.attention {
             Attention::Sdpa | Attention::Flash => 2 * q + 2 * kv,
@@ -1094,6 +1096,69 @@ mod tests {
     use super::*;
     use crate::catalogue;
     use crate::setup::LoraTargets;
+
+    /// OPT, BLOOM and MPT estimate sanely: full bf16 AdamW training holds
+    /// the 16-bit weights, gradients and two moments (8 B per parameter) and
+    /// peaks below 12 B per parameter at batch 1 × 512; BLOOM and MPT run
+    /// eager attention even when SDPA is asked for (no SDPA path in
+    /// transformers), OPT learned positions (no rotary tables); BLOOM's
+    /// fused `query_key_value` saves one input cast.
+    #[test]
+    fn opt_bloom_and_mpt_estimates_are_sane() {
+        let train = Setup {
+            task: Task::Train,
+            precision: Precision::Bf16,
+            batch: 1,
+            seq: 512,
+            ..Setup::default()
+        };
+        for id in [
+            "facebook/opt-1.3b",
+            "facebook/opt-350m",
+            "bigscience/bloom-560m",
+            "mosaicml/mpt-7b",
+        ] {
+            let cfg = catalogue::find(id).expect(id);
+            let est = crate::estimate(&cfg, &train).expect(id);
+            let c = &est.components;
+            assert_eq!(c.weights_bytes.0, 2 * cfg.params(), "{id}");
+            let peak = est.peak_allocated_bytes.0;
+            let p = cfg.params();
+            assert!(peak > 8 * p && peak < 12 * p, "{id}: {peak}");
+        }
+        let bloom = catalogue::find("bigscience/bloom-560m").expect("bloom");
+        assert!(crate::sdpa_falls_back_to_eager(&bloom, &train));
+        let mpt = catalogue::find("mosaicml/mpt-7b").expect("mpt");
+        assert!(crate::sdpa_falls_back_to_eager(&mpt, &train));
+        let eager = Setup {
+            attention: Attention::Eager,
+            ..train.clone()
+        };
+        let (a, b) = (
+            crate::estimate(&bloom, &train).expect("sdpa"),
+            crate::estimate(&bloom, &eager).expect("eager"),
+        );
+        assert_eq!(a.components, b.components);
+        assert_eq!(a.peak_allocated_bytes, b.peak_allocated_bytes);
+        let opt = catalogue::find("facebook/opt-1.3b").expect("opt");
+        assert!(!crate::sdpa_falls_back_to_eager(&opt, &train));
+        assert_eq!(prompt_shared_bytes(&opt, &train), 0);
+        // Mixed bf16 (fp32 LayerNorm stream): one cast for the fused
+        // projection, three for OPT's separate q/k/v.
+        let mixed = Setup {
+            precision: Precision::MixedBf16,
+            ..train
+        };
+        let h = bloom.hidden;
+        let plain = ModelConfig {
+            model_type: "gpt_neox".into(),
+            ..bloom.clone()
+        };
+        assert_eq!(
+            layer_token_elems(&plain, &mixed, 0) - layer_token_elems(&bloom, &mixed, 0),
+            2 * h
+        );
+    }
 
     /// The prompt pass's shared tensors: rotary tables per set (Gemma 3 has
     /// two), the rotated width only (GPT-NeoX rotates a quarter of a head,

@@ -329,7 +329,14 @@ pub fn split_share(cfg: &ModelConfig, s: &Setup, weights: u64) -> u64 {
 }
 
 /// transformers has no SDPA path for attention soft-capping (Gemma-2
-/// refuses `attn_implementation="sdpa"`): SDPA there means eager attention.
+/// refuses `attn_implementation="sdpa"`) nor for BLOOM and MPT
+/// (modeling_bloom.py and modeling_mpt.py always build the ALiBi scores and
+/// a softmax over them): SDPA there means eager attention.
 pub fn sdpa_falls_back_to_eager(cfg: &ModelConfig, s: &Setup) -> bool {
-    cfg.attn_softcap && s.attention == Attention::Sdpa
+    (cfg.attn_softcap || alibi_eager(cfg)) && s.attention == Attention::Sdpa
+}
+
+/// BLOOM and MPT: transformers computes their ALiBi attention eagerly.
+pub fn alibi_eager(cfg: &ModelConfig) -> bool {
+    matches!(cfg.model_type.as_str(), "bloom" | "mpt")
 }

@@ -78,6 +78,18 @@ pub struct ModelConfig {
     pub bias: bool,
     /// Learned absolute position (and token-type) embedding rows.
     pub position_rows: u64,
+    /// OPT's `word_embed_proj_dim` where it differs from `hidden_size`
+    /// (opt-350m: 512 vs 1024): the token embedding and the tied head are
+    /// that wide, with bias-free `project_in`/`project_out` between them and
+    /// the blocks (modeling_opt.py). 0 otherwise.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub embed_proj: u64,
+    /// Norms outside the blocks: 1 (the final norm); BLOOM 2 (its
+    /// `word_embeddings_layernorm` and `ln_f`); OPT 0 when its LayerNorms
+    /// come after each sublayer (`do_layer_norm_before` false, opt-350m) or
+    /// `_remove_final_layer_norm` is set.
+    #[serde(skip_serializing_if = "is_one")]
+    pub outer_norms: u64,
     /// Norms per layer (2; Gemma-2 has 4; Phi-1/2 and Falcon-7B's parallel
     /// block have 1).
     pub norms_per_layer: u64,
@@ -257,6 +269,10 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+fn is_one(n: &u64) -> bool {
+    *n == 1
+}
+
 fn int(v: &Value, keys: &[&'static str]) -> Option<u64> {
     keys.iter().find_map(|k| v.get(*k).and_then(Value::as_u64))
 }
@@ -301,9 +317,15 @@ impl ModelConfig {
             .unwrap_or("")
             .to_string();
         let mt = model_type.as_str();
-        let hidden = need(&v, &["hidden_size", "n_embd", "d_model"])?;
-        let layers = need(&v, &["num_hidden_layers", "n_layer", "num_layers"])?;
-        let heads = need(&v, &["num_attention_heads", "n_head"])?;
+        // BLOOM-560m's config states its width as `n_embed` (BloomConfig
+        // maps it to `hidden_size`).
+        let hidden = need(&v, &["hidden_size", "n_embd", "d_model", "n_embed"])?;
+        // MPT: `n_layers`, `n_heads` (MptConfig).
+        let layers = need(
+            &v,
+            &["num_hidden_layers", "n_layer", "num_layers", "n_layers"],
+        )?;
+        let heads = need(&v, &["num_attention_heads", "n_head", "n_heads"])?;
         let vocab = need(&v, &["vocab_size"])?;
         let flag = |k: &str| v.get(k).and_then(Value::as_bool);
         // Falcon (modeling_falcon.py, FalconAttention): the new decoder
@@ -322,8 +344,11 @@ impl ModelConfig {
             )));
         }
         let head_dim = int(&v, &["head_dim", "kv_channels"]).unwrap_or(hidden / heads);
-        let mut intermediate = int(&v, &["intermediate_size", "n_inner", "ffn_hidden_size"])
-            .unwrap_or(hidden.saturating_mul(4));
+        let mut intermediate = int(
+            &v,
+            &["intermediate_size", "n_inner", "ffn_hidden_size", "ffn_dim"],
+        )
+        .unwrap_or(hidden.saturating_mul(4));
         let act = v
             .get("hidden_act")
             .or_else(|| v.get("activation_function"))
@@ -331,7 +356,7 @@ impl ModelConfig {
             .unwrap_or("");
         let glu = match mt {
             "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon" | "gpt_bigcode"
-            | "starcoder2" | "gptj" => false,
+            | "starcoder2" | "gptj" | "opt" | "bloom" | "mpt" => false,
             "qwen" => {
                 // Qwen v1 states the sum of w1 and w2 (modeling_qwen.py: ff_dim_in = intermediate_size // 2).
                 intermediate /= 2;
@@ -339,7 +364,12 @@ impl ModelConfig {
             }
             _ => act != "gelu" && act != "gelu_new" || mt.starts_with("gemma"),
         };
-        let bias = matches!(mt, "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "gptj")
+        let bias = matches!(
+            mt,
+            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "gptj" | "bloom"
+        )
+            // OPTConfig: `enable_bias` defaults to true.
+            || (mt == "opt" && flag("enable_bias") != Some(false))
             || (mt == "falcon" && flag("bias") == Some(true))
             || v.get("attention_bias").and_then(Value::as_bool) == Some(true)
             || mt == "qwen2"
@@ -360,6 +390,9 @@ impl ModelConfig {
                 | "falcon"
                 | "starcoder2"
                 | "cohere"
+                | "opt"
+                | "bloom"
+                | "mpt"
         );
         let tied_embeddings = v
             .get("tie_word_embeddings")
@@ -367,6 +400,11 @@ impl ModelConfig {
             .unwrap_or(tied_default);
         let position_rows = match mt {
             "gpt2" => int(&v, &["n_positions"]).unwrap_or(1024),
+            // OPTLearnedPositionalEmbedding: max_position_embeddings + 2 rows
+            // (positions start at offset 2).
+            "opt" => int(&v, &["max_position_embeddings"])
+                .unwrap_or(2048)
+                .saturating_add(2),
             "bert" | "roberta" => int(&v, &["max_position_embeddings"])
                 .unwrap_or(512)
                 .saturating_add(int(&v, &["type_vocab_size"]).unwrap_or(2)),
@@ -381,6 +419,20 @@ impl ModelConfig {
             "falcon" if !new_decoder && flag("parallel_attn") != Some(false) => 1,
             m if m.starts_with("gemma2") || m.starts_with("gemma3") => 4,
             _ => 2,
+        };
+        let embed_proj = match int(&v, &["word_embed_proj_dim"]) {
+            Some(p) if mt == "opt" && p != hidden => p,
+            _ => 0,
+        };
+        let outer_norms = match mt {
+            "bloom" => 2,
+            "opt"
+                if flag("do_layer_norm_before") == Some(false)
+                    || flag("_remove_final_layer_norm") == Some(true) =>
+            {
+                0
+            }
+            _ => 1,
         };
         let experts = int(
             &v,
@@ -492,6 +544,8 @@ impl ModelConfig {
             composite_gelu: !glu && act == "gelu_new",
             bias,
             position_rows,
+            embed_proj,
+            outer_norms,
             norms_per_layer,
             qk_norm,
             attn_softcap: v
@@ -515,7 +569,12 @@ impl ModelConfig {
             hidden_dropout,
             max_positions: int(
                 &v,
-                &["max_position_embeddings", "n_positions", "seq_length"],
+                &[
+                    "max_position_embeddings",
+                    "n_positions",
+                    "seq_length",
+                    "max_seq_len",
+                ],
             ),
             native_quant,
             vision_params,
@@ -660,6 +719,8 @@ impl ModelConfig {
             glu: true,
             bias: false,
             position_rows: 0,
+            embed_proj: 0,
+            outer_norms: 1,
             norms_per_layer: 2,
             qk_norm: false,
             logit_softcap: false,
@@ -710,11 +771,16 @@ impl ModelConfig {
 
     /// Embedding, LM head and final norm parameters.
     pub fn embedding_params(&self) -> u64 {
-        let emb = self.vocab * self.hidden;
+        // OPT-350m: a narrower embedding and head, projected in and out.
+        let (width, projections) = match self.embed_proj {
+            0 => (self.hidden, 0),
+            p => (p, 2 * p * self.hidden),
+        };
+        let emb = self.vocab * width;
         let head = if self.tied_embeddings || self.encoder {
             0
         } else {
-            self.vocab * self.hidden
+            self.vocab * width
         };
         // Phi-1/2's and GPT-J's LM heads carry a bias (modeling_phi.py,
         // modeling_gptj.py).
@@ -726,9 +792,9 @@ impl ModelConfig {
         let final_norm = if self.encoder {
             self.hidden
         } else {
-            self.norm_width()
+            self.outer_norms * self.norm_width()
         };
-        emb + head + head_bias + self.position_rows * self.hidden + final_norm
+        emb + head + head_bias + projections + self.position_rows * self.hidden + final_norm
     }
 
     /// LayerNorm (weight and bias) rather than RMSNorm.
@@ -744,16 +810,22 @@ impl ModelConfig {
                 | "starcoder2"
                 | "gptj"
                 | "stablelm"
+                | "opt"
+                | "bloom"
+                | "mpt"
         )
     }
 
     /// Parameters of one norm: LayerNorm has a weight and a bias; OLMo's
     /// LayerNorm has neither (modeling_olmo.py: `OlmoLayerNorm`, no
     /// parameters; it normalizes in fp32 and casts back, so its saved
-    /// activations are counted as an RMSNorm's).
+    /// activations are counted as an RMSNorm's); MPT's has a weight only
+    /// (modeling_mpt.py sets each LayerNorm's `bias` to None).
     fn norm_width(&self) -> u64 {
         if self.model_type == "olmo" {
             0
+        } else if self.model_type == "mpt" {
+            self.hidden
         } else if self.layer_norm() {
             2 * self.hidden
         } else {
@@ -1089,6 +1161,81 @@ mod tests {
         assert!(lin.contains(&("up_proj", 2048, 1408, 60)));
         let coder = catalogue::find("Qwen/Qwen3-Coder-480B-A35B-Instruct").expect("coder");
         assert_eq!(coder.moe.as_ref().expect("moe").shared, 0);
+    }
+
+    /// OPT (modeling_opt.py): learned positions with 2 extra rows, biased
+    /// q/k/v/out_proj and fc1/fc2 (ReLU, not gated), LayerNorms with bias, a
+    /// tied head; opt-350m's 512-wide embedding with `project_in`/`project_out`
+    /// and no final LayerNorm (post-LN). Counts from transformers
+    /// (`bench/estimate-oracle/param_counts.py`).
+    #[test]
+    fn opt_parameters() {
+        let small = catalogue::find("facebook/opt-125m").expect("opt-125m");
+        assert!(!small.glu && small.bias && small.tied_embeddings && small.layer_norm());
+        assert_eq!((small.position_rows, small.rope_sets), (2050, 0));
+        assert_eq!((small.embed_proj, small.outer_norms), (0, 1));
+        // 12 × (4 × (768² + 768) + 2 × 768 × 3072 + 3072 + 768 + 2 × 1536)
+        // + 50272 × 768 + 2050 × 768 + 1536.
+        assert_eq!(small.params(), 125_239_296);
+        let mid = catalogue::find("facebook/opt-350m").expect("opt-350m");
+        assert_eq!((mid.embed_proj, mid.outer_norms), (512, 0));
+        // The embedding is 50272 × 512, plus 2 × 512 × 1024 projections.
+        assert_eq!(
+            mid.embedding_params(),
+            50_272 * 512 + 2 * 512 * 1024 + 2050 * 1024
+        );
+        assert_eq!(mid.params(), 331_196_416);
+        let json = r#"{"model_type":"opt","hidden_size":64,"num_hidden_layers":2,"num_attention_heads":4,"ffn_dim":256,"vocab_size":100,"max_position_embeddings":32,"enable_bias":false,"_remove_final_layer_norm":true}"#;
+        let bare = ModelConfig::from_hf_json("o", json).expect("opt");
+        assert!(!bare.bias);
+        assert_eq!(bare.outer_norms, 0);
+        // 2 × (4 × 64² + 2 × 64 × 256 + 4 × 64) + 100 × 64 + 34 × 64.
+        assert_eq!(
+            bare.params(),
+            2 * (4 * 4096 + 2 * 64 * 256 + 256) + 134 * 64
+        );
+    }
+
+    /// BLOOM (modeling_bloom.py): ALiBi (no position table, no rotary), one
+    /// biased `query_key_value` (3h) and `dense`, a biased 4h GELU MLP,
+    /// LayerNorms with bias, an embedding LayerNorm before the blocks and a
+    /// tied head. bloom-560m states its width as `n_embed`.
+    #[test]
+    fn bloom_parameters() {
+        let b = catalogue::find("bigscience/bloom-560m").expect("bloom-560m");
+        assert_eq!((b.hidden, b.intermediate, b.layers), (1024, 4096, 24));
+        assert!(!b.glu && b.bias && b.tied_embeddings && b.layer_norm());
+        assert_eq!((b.position_rows, b.rope_sets, b.outer_norms), (0, 0, 2));
+        let h = 1024;
+        let layer = 4 * h * h + 4 * h + 8 * h * h + 5 * h + 4 * h;
+        assert_eq!(b.layer_params(0), layer);
+        assert_eq!(b.params(), 24 * layer + 250_880 * h + 4 * h);
+        assert_eq!(b.params(), 559_214_592);
+        assert_eq!(
+            catalogue::find("bigscience/bloom").expect("bloom").params(),
+            176_247_271_424
+        );
+    }
+
+    /// MPT (modeling_mpt.py): `d_model`/`n_heads`/`n_layers`, ALiBi, a
+    /// bias-free fused `Wqkv` and `out_proj`, a bias-free 4h GELU MLP,
+    /// LayerNorms with a weight only, a tied head.
+    #[test]
+    fn mpt_parameters() {
+        let m = catalogue::find("mosaicml/mpt-7b").expect("mpt-7b");
+        assert_eq!(
+            (m.hidden, m.heads, m.layers, m.intermediate),
+            (4096, 32, 32, 16384)
+        );
+        assert!(!m.glu && !m.bias && m.tied_embeddings && m.layer_norm());
+        assert_eq!(
+            (m.position_rows, m.rope_sets, m.max_positions),
+            (0, 0, Some(2048))
+        );
+        let h = 4096;
+        assert_eq!(m.layer_params(0), 12 * h * h + 2 * h);
+        assert_eq!(m.params(), 32 * (12 * h * h + 2 * h) + 50_432 * h + h);
+        assert_eq!(m.params(), 6_649_286_656);
     }
 
     #[test]

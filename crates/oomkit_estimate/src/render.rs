@@ -50,9 +50,16 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
         );
     }
     if crate::sdpa_falls_back_to_eager(cfg, s) {
+        let why = if cfg.attn_softcap {
+            "attention soft-capping; --attention flash for flash-attention-2"
+        } else if cfg.model_type == "mpt" {
+            "MPT's ALiBi attention"
+        } else {
+            "BLOOM's ALiBi attention"
+        };
         let _ = writeln!(
             o,
-            "  attention: eager (transformers has no SDPA path for attention soft-capping; --attention flash for flash-attention-2)"
+            "  attention: eager (transformers has no SDPA path for {why})"
         );
     }
     if s.gpus > 1 || s.tp > 1 || s.pp > 1 {
