@@ -294,6 +294,12 @@ pub struct EstimateArgs {
     /// `out = model(**batch)` through backward and the optimizer step.
     #[arg(long)]
     pub trainer: bool,
+    /// PEFT's prepare_model_for_kbit_training ran on the bitsandbytes model
+    /// (--method qlora or --quant int8/nf4): every 16-bit parameter cast to
+    /// fp32 (embeddings, LM head, norms), fp32 residual stream and logits,
+    /// and gradient checkpointing on, as its defaults do.
+    #[arg(long)]
+    pub kbit_upcast: bool,
     /// Gradient accumulation steps (--task train; default 1).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub grad_accum: Option<u64>,

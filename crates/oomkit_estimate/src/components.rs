@@ -102,7 +102,7 @@ fn quantized_weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
         } else {
             0
         };
-        lin * quant_bits_x1000(s.quant) / 8_000 + rows + (p - lin) * 2
+        lin * quant_bits_x1000(s.quant) / 8_000 + rows + (p - lin) * unquantized_bytes(s)
     };
     let adapters = if s.task == Task::Train && s.method != Method::Full {
         lora_params(cfg, s) * trainable_bytes(s)
@@ -149,8 +149,16 @@ pub fn bnb_unquantized_experts_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
         0
     };
     let counted = (routed + router) * w(quant_bits_x1000(s.quant)) / 8_000 + row_scales;
-    let kept = (routed + router) * 2;
+    let kept = (routed + router) * w(unquantized_bytes(s));
     sat(kept.saturating_sub(counted))
+}
+
+/// Bytes of each parameter a quantized load leaves unquantized (embeddings,
+/// LM head, norms, biases; bitsandbytes' skipped MoE experts): the 16-bit
+/// dtype, or fp32 after PEFT's `prepare_model_for_kbit_training`
+/// ([`Setup::kbit_upcast`]).
+fn unquantized_bytes(s: &Setup) -> u64 {
+    if s.kbit_upcast { 4 } else { 2 }
 }
 
 /// Bytes per trainable parameter (and per gradient and AdamW state element):
@@ -336,7 +344,7 @@ fn layer_norm(cfg: &ModelConfig) -> bool {
 /// holds the module itself in 16 bits.
 fn fp32_stream(cfg: &ModelConfig, s: &Setup) -> bool {
     let mixed = matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16);
-    s.precision.act_bytes() == 4 || (mixed && (layer_norm(cfg) || s.zero == 0))
+    s.precision.act_bytes() == 4 || (mixed && (layer_norm(cfg) || s.zero == 0)) || s.kbit_upcast
 }
 
 /// Autocast casts an fp32 input to 16 bits per op, without caching (its
@@ -467,11 +475,37 @@ pub fn lora_input_copies_bytes(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 
     let autocast =
         s.drops_output || matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16);
     let elem = if autocast { 2 } else { 4 };
-    cfg.layer_linears(layer)
+    let adapted: Vec<(&str, u64)> = cfg
+        .layer_linears(layer)
         .into_iter()
         .filter(|(name, ..)| s.lora_targets.matches(name))
-        .map(|(_, input, ..)| elem * (input + s.lora_rank))
-        .sum()
+        .map(|(name, input, ..)| (name, input))
+        .collect();
+    let ranks = elem * s.lora_rank * adapted.len() as u64;
+    if s.kbit_upcast && !autocast {
+        // After prepare_model_for_kbit_training the norms' outputs are
+        // already fp32: PEFT's cast to the adapter dtype is a no-op and
+        // q/k/v (gate/up) save the one tensor they read; o_proj and
+        // down_proj read 16-bit outputs and still get fp32 copies.
+        let reads_norm =
+            |n: &str| matches!(n, "q_proj" | "k_proj" | "v_proj" | "gate_proj" | "up_proj");
+        let mut shared = 0;
+        for group in [
+            &["q_proj", "k_proj", "v_proj"][..],
+            &["gate_proj", "up_proj"][..],
+        ] {
+            if let Some((_, input)) = adapted.iter().find(|(n, _)| group.contains(n)) {
+                shared += 4 * input;
+            }
+        }
+        let copies: u64 = adapted
+            .iter()
+            .filter(|(n, _)| !reads_norm(n))
+            .map(|(_, input)| 4 * input)
+            .sum();
+        return shared + copies + ranks;
+    }
+    adapted.iter().map(|(_, input)| elem * input).sum::<u64>() + ranks
 }
 
 /// Bytes of one layer's saved activations for `b` samples of `s` tokens:
@@ -633,7 +667,17 @@ pub fn held_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     if s.pp > 1 || s.drops_output {
         return 0;
     }
-    s.batch * s.seq * head_width(cfg).div_ceil(s.tp.max(1)) * s.precision.act_bytes()
+    s.batch * s.seq * head_width(cfg).div_ceil(s.tp.max(1)) * head_bytes(s)
+}
+
+/// Bytes per logit the head writes: the activation dtype, or fp32 when
+/// `prepare_model_for_kbit_training` made the head fp32.
+fn head_bytes(s: &Setup) -> u64 {
+    if s.kbit_upcast {
+        4
+    } else {
+        s.precision.act_bytes()
+    }
 }
 
 /// Logits alive after the forward (§3.6): the head output in β (held by the
@@ -646,7 +690,7 @@ pub fn held_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// each rank holds V/t of every row (Korthikanti et al. 2022 §4.3: s·b·V/t).
 pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let tv = s.batch * s.seq * head_width(cfg).div_ceil(s.tp.max(1));
-    let beta = s.precision.act_bytes();
+    let beta = head_bytes(s);
     let held = if s.drops_output { 0 } else { beta };
     tv * (held + LOSS_BYTES + softcap_copies(cfg) * beta)
 }

@@ -24,6 +24,8 @@ pub enum Knob {
     GradCheckpointing,
     /// HF Trainer's loop.
     Trainer,
+    /// PEFT's `prepare_model_for_kbit_training`.
+    KbitUpcast,
     /// Gradient-accumulation steps.
     GradAccum,
     /// The LoRA rank.
@@ -111,6 +113,7 @@ impl Knob {
         Knob::Optimizer,
         Knob::GradCheckpointing,
         Knob::Trainer,
+        Knob::KbitUpcast,
         Knob::GradAccum,
         Knob::LoraRank,
         Knob::LoraTargets,
@@ -160,6 +163,7 @@ impl Knob {
             Knob::Optimizer => "optimizer",
             Knob::GradCheckpointing => "grad-checkpointing",
             Knob::Trainer => "trainer",
+            Knob::KbitUpcast => "kbit-upcast",
             Knob::GradAccum => "grad-accum",
             Knob::LoraRank => "lora-rank",
             Knob::LoraTargets => "lora-targets",
@@ -210,6 +214,7 @@ impl Knob {
             Knob::Optimizer => "the optimizer",
             Knob::GradCheckpointing => "gradient checkpointing",
             Knob::Trainer => "HF Trainer's loop",
+            Knob::KbitUpcast => "PEFT's prepare_model_for_kbit_training",
             Knob::GradAccum => "gradient accumulation",
             Knob::LoraRank => "the LoRA rank",
             Knob::LoraTargets => "the LoRA targets",

@@ -222,6 +222,12 @@ pub struct Setup {
     /// `Trainer`, torchtune's `del logits`); otherwise it is held through
     /// backward and the optimizer step (`out = model(**batch)`).
     pub drops_output: bool,
+    /// PEFT's `prepare_model_for_kbit_training` ran on the bitsandbytes
+    /// model (peft `utils/other.py`): every fp16/bf16 parameter (embeddings,
+    /// LM head, norms; MoE experts under transformers 5) is cast to fp32, so
+    /// the residual stream and the logits are fp32, and gradient
+    /// checkpointing is on (its default `use_gradient_checkpointing=True`).
+    pub kbit_upcast: bool,
     /// Gradient accumulation steps.
     pub grad_accum: u64,
     /// Attention kernel.
@@ -269,6 +275,7 @@ impl Default for Setup {
             new_tokens: 0,
             grad_checkpointing: false,
             drops_output: false,
+            kbit_upcast: false,
             grad_accum: 1,
             attention: Attention::Sdpa,
             lora_rank: 8,
@@ -839,6 +846,16 @@ impl Setup {
         }
         if self.method == Method::Qlora && matches!(self.quant, Quant::None) {
             self.quant = Quant::Nf4;
+        }
+        if self.kbit_upcast {
+            if self.task != Task::Train
+                || !matches!(self.quant, Quant::Int8 | Quant::Nf4 | Quant::Nf4Dq)
+            {
+                return Err(SetupError::Invalid(
+                    "⟨kbit-upcast⟩ is PEFT's prepare_model_for_kbit_training on a bitsandbytes model: it needs ⟨task⟩ train with ⟨method⟩ qlora, or ⟨quant⟩ int8, nf4 or nf4-dq".into(),
+                ));
+            }
+            self.grad_checkpointing = true;
         }
         if self.task == Task::Train && self.method == Method::Full && self.quant != Quant::None {
             return Err(SetupError::Invalid(

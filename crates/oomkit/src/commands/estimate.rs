@@ -574,6 +574,7 @@ fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
         new_tokens: a.new_tokens.unwrap_or(d.new_tokens),
         grad_checkpointing: a.grad_checkpointing,
         drops_output: a.trainer,
+        kbit_upcast: a.kbit_upcast,
         grad_accum: a.grad_accum.unwrap_or(d.grad_accum),
         attention: attention(a.attention),
         lora_rank: a.lora_rank.unwrap_or(d.lora_rank),

@@ -1418,6 +1418,53 @@ fn trainer_loop_drops_the_held_logits() {
     assert_eq!(peak(&held) - peak(&dropped), 2 * 2048 * 151_936 * 2);
 }
 
+/// `--kbit-upcast` (PEFT's prepare_model_for_kbit_training): the unquantized
+/// parameters in fp32 and checkpointing on; only for a bitsandbytes model.
+/// The measured rows are in tests/oracle.json (a real QLoRA step on the CPU).
+#[test]
+fn kbit_upcast_casts_unquantized_parameters_to_fp32() {
+    let base = [
+        "meta-llama/Llama-3.1-8B",
+        "--task",
+        "train",
+        "--method",
+        "qlora",
+        "--format",
+        "json",
+    ];
+    let plain = json(&est(&base));
+    let up = json(&est(&[&base[..], &["--kbit-upcast"]].concat()));
+    assert_eq!(up["setup"]["kbit_upcast"], true);
+    assert_eq!(up["setup"]["grad_checkpointing"], true);
+    assert_eq!(plain["setup"]["kbit_upcast"], false);
+    let w = |v: &serde_json::Value| v["components"]["weights_bytes"].as_u64().unwrap();
+    // Embeddings and the untied head (2 × 128,256 × 4,096) and the norms go
+    // from 2 to 4 bytes.
+    let unquantized: u64 = 2 * 128_256 * 4096 + (2 * 32 + 1) * 4096;
+    assert_eq!(w(&up) - w(&plain), 2 * unquantized);
+    for bad in [
+        &["gpt2", "--kbit-upcast"][..],
+        &[
+            "gpt2",
+            "--task",
+            "train",
+            "--method",
+            "lora",
+            "--kbit-upcast",
+        ][..],
+    ] {
+        let out = est(bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(
+            stderr(&out).contains(
+                "--kbit-upcast is PEFT's prepare_model_for_kbit_training on a bitsandbytes model"
+            ),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
 /// bitsandbytes under transformers 5 leaves an MoE's routed experts in 16
 /// bits (fused parameters, not nn.Linear): the transformers estimate keeps
 /// them and says so; vLLM's own bitsandbytes method quantizes them.
