@@ -487,20 +487,16 @@ pub fn lora_input_copies_bytes(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 
         // already fp32: PEFT's cast to the adapter dtype is a no-op and
         // q/k/v (gate/up) save the one tensor they read; o_proj and
         // down_proj read 16-bit outputs and still get fp32 copies.
-        let reads_norm =
-            |n: &str| matches!(n, "q_proj" | "k_proj" | "v_proj" | "gate_proj" | "up_proj");
-        let mut shared = 0;
-        for group in [
-            &["q_proj", "k_proj", "v_proj"][..],
-            &["gate_proj", "up_proj"][..],
-        ] {
-            if let Some((_, input)) = adapted.iter().find(|(n, _)| group.contains(n)) {
-                shared += 4 * input;
-            }
-        }
+        const NORM_READERS: [&[&str]; 2] =
+            [&["q_proj", "k_proj", "v_proj"], &["gate_proj", "up_proj"]];
+        let shared: u64 = NORM_READERS
+            .iter()
+            .filter_map(|group| adapted.iter().find(|(n, _)| group.contains(n)))
+            .map(|(_, input)| 4 * input)
+            .sum();
         let copies: u64 = adapted
             .iter()
-            .filter(|(n, _)| !reads_norm(n))
+            .filter(|(n, _)| !NORM_READERS.iter().any(|g| g.contains(n)))
             .map(|(_, input)| 4 * input)
             .sum();
         return shared + copies + ranks;

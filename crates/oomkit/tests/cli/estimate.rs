@@ -692,6 +692,32 @@ fn image_plan_shrinks_the_size_in_one_step_to_the_largest_that_fits() {
         json(&est(&a))["fit"]["fits"].as_bool().unwrap()
     };
     assert!(bigger(w, h), "the step's own size does not fit");
+    // The torchao fp8 load line carries its own imports, so it runs as pasted.
+    let fp8 = json(&est(&[
+        "sdxl",
+        "--quant",
+        "fp8",
+        "--precision",
+        "fp32",
+        "--gpu",
+        "rtx-2060",
+        "--format",
+        "json",
+    ]));
+    let loads: Vec<&str> = fp8["fit"]["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["config"].as_str())
+        .filter(|c| c.contains("Float8WeightOnlyConfig"))
+        .collect();
+    assert!(!loads.is_empty(), "{fp8}");
+    for c in loads {
+        assert!(
+            c.starts_with("import diffusers; from torchao.quantization import Float8WeightOnlyConfig; pipe = DiffusionPipeline.from_pretrained("),
+            "{c}"
+        );
+    }
     assert!(!bigger(w + 8, h + 8), "a larger size fits too");
 }
 
