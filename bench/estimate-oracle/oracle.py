@@ -1,5 +1,5 @@
 """Compare `oomkit estimate` with PyTorch's MemTracker on fake tensors (the CPU
-oracle of shared/reference/memory-estimation.md §6) on a grid of setups.
+oracle of docs/reference/memory-estimation.md §6) on a grid of setups.
 
 Each setup runs the real Hugging Face model code, built from the catalogue's
 config.json under FakeTensorMode (shapes and dtypes only: no data, no GPU),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Time and peak memory of `oomkit explain` on hostile inputs (issue 9):
+# Time and peak memory of `oomkit explain` on hostile inputs:
 #
 #   bash bench/explain/hostile.sh            # writes inputs to bench/data/ once
 #

@@ -45,7 +45,7 @@ def S(model, task="train", b=1, s=512, **kw):
     return d
 
 
-# Ordered by what the estimator is least sure of (issue 15's "accuracy where
+# Ordered by what the estimator is least sure of (the estimate v2 "accuracy where
 # it is still off"), so a run cut short still measures those first.
 GRID = [
     # mixed precision: fp32 weights + autocast

@@ -14,7 +14,7 @@ use clap::Parser;
 
 /// mimalloc instead of the system allocator: `oomkit lint` builds and drops a syntax
 /// tree per file on every worker thread, and glibc's malloc took about a fifth of its
-/// time (issue 14).
+/// time.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

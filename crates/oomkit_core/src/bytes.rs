@@ -9,7 +9,7 @@
 //! Why binary for `KB`/`MB`/`GB` too: every framework that prints those
 //! letters in an OOM message computes them with powers of 1024 (PyTorch MPS
 //! before ~2.6, Paddle, A1111's `A:/R:` line, TF's device-creation line), see
-//! `shared/reference/oom-messages.md` §0. Use [`Bytes::parse_si`] where a user
+//! `docs/reference/oom-messages.md` §0. Use [`Bytes::parse_si`] where a user
 //! means decimal gigabytes.
 //!
 //! Sizes are stored as `u64` and are never floats; a printed value larger

@@ -6,7 +6,7 @@
 //! (`cudaDeviceProp.totalGlobalMem`, `torch.cuda.get_device_properties().total_memory`,
 //! the `total capacity` of a PyTorch OOM message), which is `Total − Reserved`
 //! on drivers ≥ R510. Values and their sources are in
-//! `shared/reference/gpus.md`; each row cites its source in `source`.
+//! `docs/reference/gpus.md`; each row cites its source in `source`.
 
 use crate::bytes::Bytes;
 
@@ -115,7 +115,7 @@ const fn mps_working_set(max_allowed: Bytes) -> Bytes {
 
 /// Every GPU oomkit knows. Names and ids are unique (checked by a test).
 ///
-/// Conventions (all numbers from `shared/reference/gpus.md`):
+/// Conventions (all numbers from `docs/reference/gpus.md`):
 /// - `driver_total` is nvidia-smi's `Total` on drivers ≥ R510 (MiB), with ECC
 ///   on for data-centre GDDR boards, or rocm-smi's VRAM byte count for AMD.
 /// - `visible` is a `deviceQuery` figure where gpus.md has one; where it has

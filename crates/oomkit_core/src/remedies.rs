@@ -1,13 +1,15 @@
-//! The remedy catalogue: the seeds' whole fix ladder, written once.
+//! The remedy catalogue: the whole fix ladder of the usual CUDA OOM
+//! troubleshooting guides, written once.
 //!
 //! Every oomkit command that recommends a change (explain's ranked fixes,
 //! estimate's plan, lint's help, snapshot's advice) points at a [`Remedy`] by
 //! its `id`. A remedy carries a one-line title, a one-line *why*, and a
 //! paste-ready snippet per framework ([`Flavor`]) where one applies.
 //!
-//! Sources: `shared/seeds/000_*.txt` (Quick Fixes, Advanced Solutions,
-//! Framework-Specific Solutions, Quick Reference) and `001_*.txt` (§1–§6), and
-//! `shared/reference/oom-messages.md` §2 for the allocator, TF, JAX, vLLM and
+//! Sources: the fix ladders of the two troubleshooting guides the product
+//! started from (quick fixes, advanced solutions, framework switches, leak
+//! patterns; each remedy's snippet follows the framework's own documentation),
+//! and `docs/reference/oom-messages.md` §2 for the allocator, TF, JAX, vLLM and
 //! llama.cpp switches.
 
 use serde::Serialize;

@@ -1,5 +1,5 @@
 //! The embedded model catalogue, text and image models in one place:
-//! published `config.json` files copied from `shared/reference/model-configs/`
+//! published `config.json` files copied from `docs/reference/model-configs.md`
 //! (see its README for each file's source and confidence) into `models/`,
 //! compiled in with `include_str!`. No network.
 //!
@@ -751,7 +751,7 @@ pub static MODELS: &[(&str, &str)] = &[
 
 /// Configs that are not a published file but were reconstructed from
 /// documented values (confidence "reconstructed" in `models/SOURCES.md` and
-/// `shared/reference/model-configs/README.md`). `--list-models` and the JSON
+/// `docs/reference/model-configs.md`). `--list-models` and the JSON
 /// model object mark them.
 pub static RECONSTRUCTED: &[&str] = &[
     "CohereForAI/c4ai-command-r-v01",
@@ -1678,7 +1678,7 @@ mod tests {
         }
     }
 
-    /// Published parameter counts of the entries added for issue 15 (each
+    /// Published parameter counts of the entries added in estimate v2 (each
     /// within 1.5 %): TinyLlama 1.1B (TinyLlama paper, arXiv 2401.02385);
     /// Mistral 7B v0.2 has v0.1's tensors (7.24B, as in
     /// `model::tests::parameter_counts_match_published_totals`) and v0.3
@@ -1734,7 +1734,7 @@ mod tests {
             ("Qwen/Qwen2.5-Coder-14B", 14.77e9),
             ("Qwen/Qwen2.5-Coder-32B", 32.76e9),
             ("Qwen/Qwen2.5-Math-7B", 7.616e9),
-            // Added from LitGPT for issue 15; published totals from each
+            // Added from LitGPT in estimate v2; published totals from each
             // model card's "Number of Parameters" (Qwen) or the Falcon3
             // release table (1.67B, 3.23B, 7.46B, 10.3B); Gemma 3 from its
             // technical report (4B/12B incl. the 417M vision encoder).

@@ -1,5 +1,5 @@
 //! One small pure function per memory component. Formula references are to
-//! `shared/reference/memory-estimation.md` (§3 is the consolidated formula
+//! `docs/reference/memory-estimation.md` (§3 is the consolidated formula
 //! sheet); each function says which item it implements.
 
 use crate::model::{ModelConfig, sat};

@@ -3,7 +3,7 @@
 //! change that makes it fit.
 //!
 //! Every component is one function in [`components`] citing its source in
-//! `shared/reference/memory-estimation.md`; [`estimate`] combines them into the
+//! `docs/reference/memory-estimation.md`; [`estimate`] combines them into the
 //! three numbers a user sees (allocated, reserved, nvidia-smi used) and the
 //! phase of the peak; [`fit`] checks a GPU and builds the plan.
 

@@ -1,6 +1,6 @@
 //! The accuracy tables:
 //! - `tests/accuracy.json`: every usable measured row of
-//!   `shared/reference/memory-estimation.md` §5, with its source and metric;
+//!   `docs/reference/memory-estimation.md` §5, with its source and metric;
 //! - `tests/gpu.json`: peaks measured on a real GPU (`bench/gpu/`), compared
 //!   with `peak_allocated_bytes` (grade A);
 //! - `tests/oracle.json`: the CPU oracle's peaks (PyTorch `MemTracker` on fake

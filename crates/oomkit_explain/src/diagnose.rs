@@ -2,7 +2,7 @@
 //!
 //! Let T = total, F = free, R = requested, A = allocated, U = reserved but
 //! unallocated, S = this process's NVML usage, O = other processes, W = a
-//! user limit. The rules follow `shared/reference/oom-messages.md` §2 and
+//! user limit. The rules follow `docs/reference/oom-messages.md` §2 and
 //! its "Field conventions"; the first rule that applies wins:
 //!
 //! 1. R ≥ 2^48 → `size_overflow` (a negative size cast to unsigned).

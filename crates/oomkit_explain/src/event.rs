@@ -2,7 +2,7 @@
 //!
 //! The JSON contract (`--format json`) is the serde form of [`Report`]; the
 //! field meanings follow "Field conventions" in
-//! `shared/reference/oom-messages.md`: byte fields come from the primary
+//! `docs/reference/oom-messages.md`: byte fields come from the primary
 //! error message only, and a field the message does not state is `null`.
 
 use oomkit_core::Bytes;

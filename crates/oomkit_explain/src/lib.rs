@@ -27,7 +27,7 @@
 //! assert_eq!(e.cause, oomkit_explain::Cause::Fragmentation);
 //! ```
 #![warn(missing_docs)]
-// No panics reachable from input (issue 9): indexing and string slicing are
+// No panics reachable from input: indexing and string slicing are
 // denied for every crate in `[workspace.lints]`; `get` and char-boundary
 // helpers instead.
 
@@ -215,7 +215,7 @@ mod tests {
     }
 
     mod properties {
-        //! Arbitrary input never panics the explainer (issue 9). Fixture
+        //! Arbitrary input never panics the explainer. Fixture
         //! messages cut, spliced and sprinkled with odd bytes reach deep into
         //! the detectors; plain random bytes cover the scanner.
         use proptest::prelude::*;
@@ -272,7 +272,7 @@ mod tests {
             "9999999999",
             "total capacity",
             "\u{1e}",
-            // Memory readings (issue 17).
+            // Memory readings.
             "MiB |",
             " B |",
             "| 0 N/A N/A ",

@@ -1,6 +1,6 @@
 //! Turns a region's raw lines into clean text the detectors can match.
 //!
-//! Real logs wrap messages in noise (`shared/reference/oom-messages.md` §0):
+//! Real logs wrap messages in noise (`docs/reference/oom-messages.md` §0):
 //! ANSI colours, CR progress bars, CI timestamps, glog and TF prefixes,
 //! docker-compose `svc  | `, vLLM `(EngineCore_DP0 pid=…) ERROR … [core.py:708]`,
 //! `[rank3]:`, markdown quotes/bold/backticks, rich box drawing, and messages

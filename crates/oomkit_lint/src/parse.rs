@@ -40,7 +40,7 @@ pub enum Refused {
 
 /// Files up to this size are parsed before the nesting check ([`depth`]), which then
 /// reads the parser's tokens instead of lexing the file again (lexing was a sixth of
-/// `oomkit lint`'s time, issue 14). The parser grows its own stack as it recurses, and
+/// `oomkit lint`'s time). The parser grows its own stack as it recurses, and
 /// whatever it builds from this many bytes is at most this deep, which the worker
 /// stack drops easily (files up to `MAX_EXPR_DEPTH` deep are linted); its memory is
 /// bounded by the size too (about 2 KiB per open bracket: at most 128 MiB). A larger

@@ -1,4 +1,4 @@
-//! Evidence from the other files of the linted tree (issue 19): a checkpoint that
+//! Evidence from the other files of the linted tree: a checkpoint that
 //! `train.py` loads may be written from CPU tensors by `save.py`, and a loader helper
 //! that nothing in its file calls may be called from another module.
 //!

@@ -1,5 +1,5 @@
 //! Property tests: no input makes `lint_source`, `fix_source` or `source::decode`
-//! panic, and every run ends (issue 9). Small inputs and 256 cases per property keep
+//! panic, and every run ends. Small inputs and 256 cases per property keep
 //! them fast on a 2-core CI; `fuzz/` (cargo-fuzz, nightly) explores further.
 #![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
 

@@ -1,7 +1,7 @@
 //! Trial counts of `oomkit probe`'s search (the real `search::search`)
 //! against the batch-size finders of Lightning (`power`, `binsearch`) and
 //! accelerate (`find_executable_batch_size`), simulated from their
-//! descriptions in `shared/reference/batch-size-probes.md` §3.1–3.2, over
+//! descriptions in `docs/reference/batch-size-probes.md` §3.1–3.2, over
 //! every threshold `t` in 1..=8192 ("batch b fits iff b ≤ t").
 //!
 //! `cargo run --release -p oomkit_probe --example trial_counts` (or

@@ -8,7 +8,7 @@
 //!
 //! - **Unbounded (no `--max`)**: try `min`, then double until the first
 //!   OOM, then bisect between the largest success and the smallest OOM
-//!   (Lightning's `binsearch`, see `shared/reference/batch-size-probes.md`
+//!   (Lightning's `binsearch`, see `docs/reference/batch-size-probes.md`
 //!   §3.1). For a threshold `t ≥ min` that is `2·⌊log2(t/min)⌋ + 2` trials
 //!   at most.
 //! - **Bounded (`--max`)**: try `min` (so "even the minimum does not fit" costs

@@ -1,5 +1,5 @@
 //! The figures, per device, computed as PyTorch's tools compute them
-//! (`shared/reference/memory-snapshots.md` §2.3–2.5):
+//! (`docs/reference/memory-snapshots.md` §2.3–2.5):
 //!
 //! - **reserved** = Σ `total_size` of the device's segments; **allocated** = Σ
 //!   `size` of `active_allocated` blocks; **requested** = Σ `requested_size` of

@@ -3,7 +3,7 @@
 //! may be missing (`time_us`, `allocator_settings`, `frames` on `snapshot`
 //! events); legacy blocks carry `history` instead of `frames`, and a top-level
 //! list is the 1.13 form (segments only) — as `torch/cuda/_memory_viz.py`
-//! (`_read`) and MemoryViz.js accept them (`shared/reference/memory-snapshots.md` §2.2).
+//! (`_read`) and MemoryViz.js accept them (`docs/reference/memory-snapshots.md` §2.2).
 //!
 //! Trace events are converted while the pickle is decoded ([`pickle::Hook`]),
 //! so a snapshot with millions of events never holds them as generic values.

@@ -90,7 +90,7 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
         return stdin(&mut out, &args, &settings, limit);
     }
     // the walk runs on its own thread and each file is linted as soon as it is found
-    // (the walk took a tenth of the run before any file was linted, issue 14); the
+    // (the walk took a tenth of the run before any file was linted); the
     // outcomes come in any order, and everything printed is sorted
     let walk = Walk::new(&paths, &config.exclude)?;
     let pool = pool()?;

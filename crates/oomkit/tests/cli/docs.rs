@@ -41,7 +41,7 @@ fn root() -> PathBuf {
 }
 
 /// The documents whose console blocks run.
-fn documents() -> Vec<PathBuf> {
+pub(crate) fn documents() -> Vec<PathBuf> {
     let mut docs = vec![
         PathBuf::from("README.md"),
         PathBuf::from("CONTRIBUTING.md"),

@@ -1576,7 +1576,7 @@ fn community_fine_tunes_resolve_and_prequantized_names_warn() {
     );
 }
 
-/// The hub ids a new user tries first (issue 15): fine-tunes resolve to the
+/// The hub ids a new user tries first: fine-tunes resolve to the
 /// catalogue entry with their architecture, and the output names it.
 #[test]
 fn fine_tune_ids_resolve_and_say_to_what() {
@@ -2253,7 +2253,7 @@ fn warnings_name_flags() {
     );
 }
 
-/// Models added for issue 15 resolve through the binary with their
+/// Models added to the catalogue resolve through the binary with their
 /// published parameter counts; fine-tune ids map to them.
 #[test]
 fn added_models_resolve_with_their_sizes() {

@@ -387,7 +387,7 @@ fn streams_a_large_log_and_keeps_exact_line_numbers() {
     assert_eq!(out.status.code(), Some(0));
     let got = json(&out);
     let events = got["events"].as_array().unwrap();
-    // The same error 387,655 lines later is a new event (issue 9: only
+    // The same error 387,655 lines later is a new event (only
     // copies within FOLD_WINDOW lines fold).
     assert_eq!(events.len(), 2, "far-apart copies are distinct events");
     for (e, line) in events.iter().zip(&oom_lines) {

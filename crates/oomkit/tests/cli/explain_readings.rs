@@ -1,4 +1,4 @@
-//! `oomkit explain` on memory readings (issue 17), through the binary: every
+//! `oomkit explain` on memory readings, through the binary: every
 //! format read with its numbers, readings joined to the OOM of the same
 //! paste, the JSON contract, exit statuses, and hostile tables. The real
 //! readings in `fixtures/readings/` are also run by `explain.rs`'s fixture
@@ -45,7 +45,7 @@ fn only_reading(input: &str) -> Value {
 
 #[test]
 fn the_seed_guides_table_reads_although_its_line_breaks_were_lost() {
-    // The seed guide's nvidia-smi example (shared/seeds/000, "Step 1"), as
+    // A troubleshooting guide's nvidia-smi example (its "Step 1"), as
     // extracted from the web page: padding collapsed, borders glued to the
     // prose before and after.
     let seed = "\

@@ -1,6 +1,7 @@
 //! What installing touches: `--version`, completions for every shell, the man
-//! page, the README's commands (each one parses with today's flags) and the
-//! README's references to files (each one exists).
+//! page, the documentation's commands (each one parses with today's flags) and
+//! its references to files (each one exists). "The documentation" is the
+//! README and `docs/*.md`.
 
 use std::path::{Path, PathBuf};
 
@@ -10,8 +11,17 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn readme() -> String {
-    std::fs::read_to_string(root().join("README.md")).expect("README.md")
+/// Each user-facing document (the README and `docs/*.md`; path relative to
+/// the repository root) with its text.
+fn documents() -> Vec<(PathBuf, String)> {
+    crate::docs::documents()
+        .into_iter()
+        .filter(|d| d == Path::new("README.md") || d.starts_with("docs"))
+        .map(|d| {
+            let text = std::fs::read_to_string(root().join(&d)).expect("a document");
+            (d, text)
+        })
+        .collect()
 }
 
 #[test]
@@ -70,12 +80,18 @@ fn man_page_is_roff_with_every_subcommand() {
     }
 }
 
-/// Every `oomkit …` command in the README's code blocks (continuation lines
-/// joined), split like a shell would for the simple lines the README uses.
+/// Every `oomkit …` command in the documentation's code blocks (continuation
+/// lines joined), split like a shell would for the simple lines the docs use.
 /// Synopsis lines (`[--flag]`, `FILE…`) are not commands and are skipped.
 pub fn readme_commands() -> Vec<Vec<String>> {
-    let text = readme();
     let mut out = Vec::new();
+    for (_, text) in documents() {
+        commands_of(&text, &mut out);
+    }
+    out
+}
+
+fn commands_of(text: &str, out: &mut Vec<Vec<String>>) {
     let mut in_block = false;
     let mut pending = String::new();
     let mut lines: Vec<String> = Vec::new();
@@ -133,7 +149,6 @@ pub fn readme_commands() -> Vec<Vec<String>> {
         }
         out.push(shell_words(rest));
     }
-    out
 }
 
 pub fn shell_words(s: &str) -> Vec<String> {
@@ -203,8 +218,22 @@ fn readme_commands_use_flags_that_exist() {
 
 #[test]
 fn readme_links_and_paths_exist() {
-    let text = readme();
     let mut missing = Vec::new();
+    for (doc, text) in documents() {
+        links_and_paths(&doc, &text, &mut missing);
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "the documentation references files that are not in the repository: {missing:?}"
+    );
+}
+
+/// Relative links (from the document's folder) and backticked repository paths
+/// (from the root) that do not exist.
+fn links_and_paths(doc: &Path, text: &str, missing: &mut Vec<String>) {
+    let dir = root().join(doc.parent().unwrap_or(Path::new("")));
     // Markdown links and images to relative paths.
     for part in text.split("](").skip(1) {
         let target = part.split(')').next().unwrap_or("");
@@ -212,8 +241,8 @@ fn readme_links_and_paths_exist() {
         if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
             continue;
         }
-        if !root().join(target).exists() {
-            missing.push(target.to_owned());
+        if !dir.join(target).exists() {
+            missing.push(format!("{}: {target}", doc.display()));
         }
     }
     // Backticked repository paths.
@@ -221,7 +250,7 @@ fn readme_links_and_paths_exist() {
         let p = part.split_whitespace().next().unwrap_or("");
         // The team's notes outside the repository are copied into docs/reference/.
         if p.starts_with("shared/") || p.starts_with("../shared/") {
-            missing.push(format!("{p} (outside the repository)"));
+            missing.push(format!("{}: {p} (outside the repository)", doc.display()));
             continue;
         }
         let is_repo_path = ["crates/", "docs/", "bench/", "examples/", "fuzz/", ".ci/"]
@@ -232,13 +261,7 @@ fn readme_links_and_paths_exist() {
         }
         let p = p.trim_end_matches([',', '.', ':', ';', ')']);
         if !root().join(p).exists() {
-            missing.push(p.to_owned());
+            missing.push(format!("{}: {p}", doc.display()));
         }
     }
-    missing.sort();
-    missing.dedup();
-    assert!(
-        missing.is_empty(),
-        "README references files that are not in the repository: {missing:?}"
-    );
 }

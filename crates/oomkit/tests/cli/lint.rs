@@ -480,7 +480,7 @@ fn very_deep_expressions_do_not_crash_and_messages_stay_short() {
     assert!(text.lines().all(|l| l.len() < 400), "messages are cut");
 }
 
-/// Issue 19: only memory problems run by default; deprecations (`upgrade`) and general
+/// Only memory problems run by default; deprecations (`upgrade`) and general
 /// advice (`advice`) are opt-in, from the command line or `[tool.oomkit.lint]`.
 #[test]
 fn only_memory_rules_run_by_default_and_the_other_categories_are_opt_in() {
@@ -549,7 +549,7 @@ fn explain_states_the_category_and_the_evidence() {
     assert_eq!(doc["preview"], false);
 }
 
-/// Issue 19: OOM201 is moot from transformers 5 on (`from_pretrained` keeps the
+/// OOM201 is moot from transformers 5 on (`from_pretrained` keeps the
 /// checkpoint's dtype); the project's pins are read from requirements files,
 /// `pyproject.toml` and lock files.
 #[test]
@@ -591,7 +591,7 @@ fn oom201_reads_the_projects_transformers_pin() {
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
 }
 
-/// Issue 19: PyTorch rules never fire on JAX/Flax- or TensorFlow-only files.
+/// PyTorch rules never fire on JAX/Flax- or TensorFlow-only files.
 #[test]
 fn jax_and_tensorflow_files_are_not_checked_by_pytorch_rules() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -630,7 +630,7 @@ fn jax_and_tensorflow_files_are_not_checked_by_pytorch_rules() {
     assert_eq!(stdout(&out), "All checks passed!\n");
 }
 
-/// Issue 14: OOM115 (objects recreated in the training loop) runs on TensorFlow/Keras
+/// OOM115 (objects recreated in the training loop) runs on TensorFlow/Keras
 /// files, which every PyTorch rule skips: in a TensorFlow-only file with a PyTorch-looking
 /// leak and a Keras `compile` in a loop, only OOM115 fires, and only with `--preview`.
 #[test]
@@ -710,7 +710,7 @@ fn object_recreated_in_loop_runs_on_tensorflow_files_without_the_pytorch_rules()
     );
 }
 
-/// Issue 14's recall set (`bench/lint/recall/`): a total summing what a same-file step
+/// The lint v2 recall set (`bench/lint/recall/`): a total summing what a same-file step
 /// helper backpropagates and returns (transformers#6999) is OOM102, and
 /// `torch.load(args.ckpt)` in a distributed script is OOM202 (stylegan2-pytorch#31).
 #[test]
@@ -754,7 +754,7 @@ fn recall_fixes_find_helper_returned_losses_and_args_checkpoint_paths() {
     );
 }
 
-/// Issue 19: a `torch.load` in a loader helper that nothing calls (a script's leftover)
+/// A `torch.load` in a loader helper that nothing calls (a script's leftover)
 /// is not flagged; one that is called, in this file or from another file of the tree,
 /// is.
 #[test]
@@ -789,7 +789,7 @@ fn a_loader_helper_nothing_calls_is_not_flagged() {
     );
 }
 
-/// Issue 19: a checkpoint written from CPU tensors in another file of the linted tree
+/// A checkpoint written from CPU tensors in another file of the linted tree
 /// (accelerate's FSDP utilities) is loaded without `map_location` by a test script:
 /// flagged when the script is linted alone, not when the tree is.
 #[test]
@@ -848,7 +848,7 @@ fn preview_rules_run_only_with_preview() {
     );
 }
 
-/// Issue 14: notebooks are linted; findings name the cell and the line in it.
+/// Notebooks are linted; findings name the cell and the line in it.
 #[test]
 fn notebooks_are_linted_cell_by_cell() {
     let tmp = tempfile::tempdir().expect("tmp");

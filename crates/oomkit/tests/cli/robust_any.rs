@@ -1,4 +1,4 @@
-//! Any bytes, to every command that reads a file (issue 9: explain, lint,
+//! Any bytes, to every command that reads a file (explain, lint,
 //! estimate, snapshot): exit 0, 1 or 2
 //! only, one-line errors, never a panic, within seconds. Property-based: the
 //! inputs are random bytes and real fixtures with random damage.

@@ -1,4 +1,4 @@
-//! Hostile input to `oomkit estimate` through the real binary (issue 9): one
+//! Hostile input to `oomkit estimate` through the real binary: one
 //! test per bug seen by users, each checking the exit status and the message.
 //! Hostile files are written at test time into a temporary folder.
 

@@ -1,4 +1,4 @@
-//! Hostile and odd input to `oomkit explain` (issue 9), through the binary:
+//! Hostile and odd input to `oomkit explain`, through the binary:
 //! every case ends within seconds with the right answer or a one-line
 //! error and exit 2, never a panic or a hang. Big inputs are generated here.
 

@@ -1,5 +1,5 @@
 //! `oomkit lint` on hostile input, through the real binary: one test per bug of
-//! issue 9 (a panic, a stack overflow, a never-ending run, unbounded memory, wrong
+//! the hostile-input review (a panic, a stack overflow, a never-ending run, unbounded memory, wrong
 //! answers on devices, FIFOs, binary and non-UTF-8 files). Big inputs are generated in
 //! a tempdir at test time; every test asserts the exit code and the message.
 

@@ -1,6 +1,6 @@
 //! `oomkit snapshot` through the binary: the reference figures of every real
-//! fixture (`shared/fixtures/snapshots/README.md` and
-//! `shared/reference/memory-snapshots.md` §2.5, copied into
+//! fixture (`docs/reference/snapshot-fixtures.md` and
+//! `docs/reference/memory-snapshots.md` §2.5, copied into
 //! `crates/oomkit_snapshot/tests/fixtures/`), JSON and human snapshots, leak
 //! candidates, the HTML report, `diff`, and hostile or broken inputs.
 

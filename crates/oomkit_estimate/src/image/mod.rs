@@ -2,7 +2,7 @@
 //! and FLUX.1-dev, `--task infer` only.
 //!
 //! **Parameters** are counted from the component configs embedded from
-//! `shared/reference/model-configs/` (`models/image/*.json`, listed with the
+//! `docs/reference/model-configs.md` (`models/image/*.json`, listed with the
 //! text models in [`crate::catalogue::IMAGE_MODELS`]): the UNet
 //! (`UNet2DConditionModel`), the transformer (`FluxTransformer2DModel`), the
 //! VAE (`AutoencoderKL`) and the text encoders (CLIP text towers, T5 encoder)

@@ -7,7 +7,7 @@
 //! [`Doc`](crate::normalize::Doc): the `spaced` view first, the `tight` view
 //! (line breaks deleted, for messages wrapped mid-word) when a field is missing.
 //!
-//! Formats, eras and field meanings: `shared/reference/oom-messages.md`.
+//! Formats, eras and field meanings: `docs/reference/oom-messages.md`.
 
 mod others;
 mod pytorch;
@@ -676,7 +676,7 @@ pub fn tensor_bytes(shape: &str, dtype: &str) -> (TensorInfo, Option<Bytes>) {
 mod table {
     //! One row per message shape (`Kind`): the text, what the detector must
     //! read from it, and nothing it must not. The texts are the formats'
-    //! examples (`formats.rs`, from `shared/reference/oom-messages.md` and the
+    //! examples (`formats.rs`, from `docs/reference/oom-messages.md` and the
     //! fixtures' public sources).
     use super::*;
     use crate::detail::BufferKind;

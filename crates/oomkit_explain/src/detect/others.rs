@@ -1,7 +1,7 @@
 //! NCCL, PaddlePaddle, CuPy/Chainer, ONNX Runtime, ComfyUI's and A1111's own
 //! texts, and host-memory look-alikes (CPU allocator, the kernel OOM killer).
 //!
-//! Formats: `shared/reference/oom-messages.md` §1.8 and §1.11.
+//! Formats: `docs/reference/oom-messages.md` §1.8 and §1.11.
 
 use std::sync::LazyLock;
 

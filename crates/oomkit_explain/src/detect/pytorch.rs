@@ -1,7 +1,7 @@
 //! PyTorch: the caching allocator in every era, cudaMallocAsync, MPS, XPU/IPEX,
 //! and the OOMs in disguise (cuBLAS, cuDNN, NVML asserts, `CUDA error: out of memory`).
 //!
-//! Formats: `shared/reference/oom-messages.md` §1.1–§1.5 and Appendix B.
+//! Formats: `docs/reference/oom-messages.md` §1.1–§1.5 and Appendix B.
 
 use std::sync::LazyLock;
 
@@ -265,7 +265,7 @@ fn allocator_with(word: &str, s: &Span<'_>) -> Option<Signal> {
     }
     if word == "XPU" && f.requested.is_some_and(|r| r > Bytes::gib(4)) && f.free.is_none() {
         // A default limit of Intel's runtime, which can be lifted: a limit,
-        // not an impossible request (issue 13).
+        // not an impossible request.
         f.limit = f.limit.or(Some(Bytes::gib(4)));
         sig.implied = Some((
             Cause::MemoryFractionLimit,

@@ -1,6 +1,6 @@
 //! Inference servers: vLLM (v0 and v1), llama.cpp/ggml/Ollama, and TGI.
 //!
-//! Formats: `shared/reference/oom-messages.md` §1.9, §1.10 and §1.11.
+//! Formats: `docs/reference/oom-messages.md` §1.9, §1.10 and §1.11.
 
 use std::sync::LazyLock;
 

@@ -1,6 +1,6 @@
 //! TensorFlow/Keras (BFC allocator, op kernels, stream executor) and JAX/XLA.
 //!
-//! Formats: `shared/reference/oom-messages.md` §1.6 and §1.7.
+//! Formats: `docs/reference/oom-messages.md` §1.6 and §1.7.
 
 use std::sync::LazyLock;
 

@@ -1,5 +1,5 @@
 //! OOM206 `fsdp-full-state-dict-on-gpu` (out of preview since the precision benchmark
-//! of issue 19: 1 finding, real).
+//! of the precision review: 1 finding, real).
 
 use crate::context::{Checker, last_segment};
 use crate::parse::Ranged;
