@@ -316,7 +316,7 @@ mod tests {
         assert_eq!(read_limited("x", &b"abc"[..], 3).unwrap(), b"abc");
         let err = read_limited("x", io::repeat(0), 1024).unwrap_err();
         assert!(
-            err.to_string().contains("larger than the 1024 bytes limit"),
+            err.to_string().contains("larger than the 1.00 KiB limit"),
             "{err}"
         );
     }

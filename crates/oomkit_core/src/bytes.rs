@@ -127,22 +127,28 @@ impl Bytes {
     }
 }
 
-/// Formats exactly like PyTorch's `format_size`: `N bytes` up to and
-/// including 1024, then `x.xx KiB` up to and including 1 MiB, `x.xx MiB` up to
-/// and including 1 GiB, and `x.xx GiB` above. So 1 MiB prints as
-/// `1024.00 KiB` and 1 GiB as `1024.00 MiB`, as in real messages.
+/// Formats in the largest binary unit that keeps the printed number at least
+/// 1: `N bytes` below 1 KiB, then `x.xx KiB`, `x.xx MiB`, `x.xx GiB` — so 1 GiB
+/// prints as `1.00 GiB` and 1023.999 MiB (which two decimals would round up to
+/// `1024.00 MiB`) as `1.00 GiB` too. PyTorch's `format_size` switches units one
+/// step later (it prints 1 GiB as `1024.00 MiB`); the numbers are the same
+/// binary units, and [`Bytes::parse`] reads both spellings.
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let v = self.0;
-        if v <= KIB {
-            write!(f, "{v} bytes")
-        } else if v <= MIB {
-            write!(f, "{:.2} KiB", v as f64 / KIB as f64)
-        } else if v <= GIB {
-            write!(f, "{:.2} MiB", v as f64 / MIB as f64)
-        } else {
-            write!(f, "{:.2} GiB", v as f64 / GIB as f64)
+        if v < KIB {
+            return write!(f, "{v} bytes");
         }
+        // The unit whose two-decimal rounding stays below 1024.
+        let x = v as f64;
+        let (value, unit) = if x / (KIB as f64) < 1023.995 {
+            (x / KIB as f64, "KiB")
+        } else if x / (MIB as f64) < 1023.995 {
+            (x / MIB as f64, "MiB")
+        } else {
+            (x / GIB as f64, "GiB")
+        };
+        write!(f, "{value:.2} {unit}")
     }
 }
 
@@ -352,11 +358,15 @@ mod tests {
     #[test]
     fn formats_like_pytorch_format_size() {
         assert_eq!(Bytes(0).to_string(), "0 bytes");
-        assert_eq!(Bytes(1024).to_string(), "1024 bytes");
+        assert_eq!(Bytes(1023).to_string(), "1023 bytes");
+        assert_eq!(Bytes(1024).to_string(), "1.00 KiB");
         assert_eq!(Bytes(1025).to_string(), "1.00 KiB");
-        assert_eq!(Bytes(MIB).to_string(), "1024.00 KiB");
+        assert_eq!(Bytes(MIB - 1).to_string(), "1.00 MiB");
+        assert_eq!(Bytes(MIB).to_string(), "1.00 MiB");
         assert_eq!(Bytes(MIB + 1).to_string(), "1.00 MiB");
-        assert_eq!(Bytes(GIB).to_string(), "1024.00 MiB");
+        assert_eq!(Bytes(GIB - MIB / 1000).to_string(), "1.00 GiB");
+        assert_eq!(Bytes(GIB).to_string(), "1.00 GiB");
+        assert_eq!(Bytes(1023 * MIB).to_string(), "1023.00 MiB");
         assert_eq!(Bytes(2 * GIB).to_string(), "2.00 GiB");
         assert_eq!(Bytes::MAX.to_string(), "17179869184.00 GiB");
     }
@@ -365,7 +375,7 @@ mod tests {
     fn round_trips_through_display() {
         for s in [
             "2.00 GiB",
-            "1024.00 KiB",
+            "1.00 MiB",
             "576.00 KiB",
             "30.96 MiB",
             "10.84 GiB",

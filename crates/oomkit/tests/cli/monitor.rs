@@ -843,15 +843,16 @@ fn tui_restores_the_terminal_on_sigterm() {
 }
 
 #[test]
-fn readme_lists_exactly_the_metrics_served() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
-            .unwrap();
+fn docs_list_exactly_the_metrics_served() {
+    let readme = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/monitor.md"),
+    )
+    .unwrap();
     let section = readme
-        .split("### Prometheus (`--prometheus ADDR`)")
+        .split("## Prometheus (`--prometheus ADDR`)")
         .nth(1)
         .unwrap()
-        .split("\n### ")
+        .split("\n## ")
         .next()
         .unwrap();
     let documented: Vec<&str> = section

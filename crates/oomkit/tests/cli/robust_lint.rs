@@ -219,7 +219,7 @@ fn dev_zero_is_an_error_that_names_it() {
     );
     assert_eq!(code, Some(2), "{err}");
     assert!(
-        err.contains("error: /dev/zero: is larger than the 1024.00 KiB limit"),
+        err.contains("error: /dev/zero: is larger than the 1.00 MiB limit"),
         "{err}"
     );
     assert!(!out.contains("All checks passed"), "{out}");
