@@ -18,6 +18,7 @@ pub mod image;
 pub mod knob;
 pub mod llamacpp;
 pub mod model;
+pub mod options;
 pub mod render;
 pub mod resolve;
 pub mod serve;
@@ -27,6 +28,7 @@ use oomkit_core::Bytes;
 use serde::Serialize;
 
 pub use model::{BareShape, ConfigError, ModelConfig};
+pub use options::{Engine, KvDtype, OnOff, Options, QuantChoice, Workload};
 pub use setup::{
     Attention, Given, LoraTargets, Method, Offload, Optimizer, Precision, Quant, Setup, SetupError,
     Task,

@@ -1036,7 +1036,7 @@ fn vision_params(top: &Value) -> Result<u64, ConfigError> {
 }
 
 /// Shape overrides for `--params`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BareShape {
     /// `--layers`.
     pub layers: Option<u64>,
