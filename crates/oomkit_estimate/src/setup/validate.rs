@@ -439,3 +439,557 @@ impl Setup {
         Ok(self)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! One accept and one refuse case per rule, on catalogue models:
+    //! Llama-3.2-1B (32 query heads, 8 KV heads, 16 layers, 131072-token
+    //! context) and BERT-base (an encoder).
+
+    use super::*;
+    use crate::knob::KnobSet;
+    use crate::model::ModelConfig;
+    use crate::options::{Engine, Workload};
+
+    fn llama() -> ModelConfig {
+        crate::catalogue::find("meta-llama/Llama-3.2-1B").expect("in the catalogue")
+    }
+
+    fn bert() -> ModelConfig {
+        crate::catalogue::find("google-bert/bert-base-uncased").expect("in the catalogue")
+    }
+
+    fn train() -> Setup {
+        Setup {
+            task: Task::Train,
+            ..Setup::default()
+        }
+    }
+
+    fn lora() -> Setup {
+        Setup {
+            method: Method::Lora,
+            ..train()
+        }
+    }
+
+    fn given(task: Workload, engine: Engine, knobs: &[Knob]) -> Given {
+        Given {
+            knobs: knobs.iter().copied().collect::<KnobSet>(),
+            task,
+            engine,
+        }
+    }
+
+    fn infer_given(knobs: &[Knob]) -> Given {
+        given(Workload::Infer, Engine::Hf, knobs)
+    }
+
+    fn train_given(knobs: &[Knob]) -> Given {
+        given(Workload::Train, Engine::Hf, knobs)
+    }
+
+    /// The error's message with the settings as `--flags`.
+    fn says(r: Result<impl std::fmt::Debug, SetupError>) -> String {
+        match r {
+            Ok(v) => panic!("accepted: {v:?}"),
+            Err(e) => e.message(&|k| Cow::Owned(format!("--{}", k.key()))),
+        }
+    }
+
+    #[test]
+    fn sizes_must_be_positive_and_bounded() {
+        assert!(Setup::default().check_sizes().is_ok());
+        for (s, msg) in [
+            (
+                Setup {
+                    batch: 0,
+                    ..Setup::default()
+                },
+                "--batch must be at least 1",
+            ),
+            (
+                Setup {
+                    seq: 0,
+                    ..Setup::default()
+                },
+                "--seq must be at least 1",
+            ),
+            (
+                Setup {
+                    grad_accum: 0,
+                    ..Setup::default()
+                },
+                "--grad-accum must be at least 1",
+            ),
+            (
+                Setup {
+                    lora_rank: 0,
+                    ..lora()
+                },
+                "--lora-rank must be at least 1",
+            ),
+            (
+                Setup {
+                    lora_rank: MAX_LORA_RANK + 1,
+                    ..lora()
+                },
+                "--lora-rank 65537 is above the limit",
+            ),
+            (
+                Setup {
+                    grad_accum: MAX_GRAD_ACCUM + 1,
+                    ..train()
+                },
+                "--grad-accum 1048577 is above the limit",
+            ),
+            (
+                Setup {
+                    kv_bits: 12,
+                    ..Setup::default()
+                },
+                "KV-cache dtype must be 4, 8, 16 or 32 bits",
+            ),
+            (
+                Setup {
+                    seq: (1 << 24) + 1,
+                    ..Setup::default()
+                },
+                "sizes out of range",
+            ),
+            (
+                Setup {
+                    batch: (1 << 20) + 1,
+                    ..Setup::default()
+                },
+                "sizes out of range",
+            ),
+            (
+                Setup {
+                    batch: 1 << 10,
+                    seq: 1 << 23,
+                    ..Setup::default()
+                },
+                "--batch × tokens is above 2^32",
+            ),
+            (
+                Setup {
+                    gpus: 0,
+                    ..Setup::default()
+                },
+                "--gpus must be at least 1",
+            ),
+            (
+                Setup {
+                    tp: 0,
+                    ..Setup::default()
+                },
+                "--tp and --pp must be at least 1",
+            ),
+            (
+                Setup {
+                    tp: 2048,
+                    gpus: 2048,
+                    ..Setup::default()
+                },
+                "--tp and --pp at most 1,024",
+            ),
+            (
+                Setup {
+                    gpus: 3,
+                    tp: 2,
+                    ..Setup::default()
+                },
+                "--gpus 3 is not a multiple of --tp 2 × --pp 1",
+            ),
+            (Setup { zero: 4, ..train() }, "--zero must be 0, 1, 2 or 3"),
+        ] {
+            let got = says(s.check_sizes());
+            assert!(got.contains(msg), "{got:?} lacks {msg:?}");
+        }
+        // The edges themselves are accepted.
+        for s in [
+            Setup {
+                lora_rank: MAX_LORA_RANK,
+                ..lora()
+            },
+            Setup {
+                seq: 1 << 24,
+                ..Setup::default()
+            },
+            Setup {
+                gpus: 6,
+                tp: 2,
+                pp: 3,
+                ..Setup::default()
+            },
+            Setup {
+                kv_bits: 4,
+                ..Setup::default()
+            },
+        ] {
+            assert!(s.check_sizes().is_ok(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn validate_applies_the_combination_rules() {
+        // Parameter offload needs stage 3.
+        let offload = Setup {
+            offload: Offload::Params,
+            ..train()
+        };
+        assert!(says(offload.clone().validate()).contains("--offload params needs"));
+        assert!(Setup { zero: 3, ..offload }.validate().is_ok());
+        // QLoRA means NF4, and keeps NF4 with double quantization.
+        let q = Setup {
+            method: Method::Qlora,
+            ..train()
+        };
+        assert_eq!(q.clone().validate().map(|s| s.quant), Ok(Quant::Nf4));
+        let dq = Setup {
+            quant: Quant::Nf4Dq,
+            ..q.clone()
+        };
+        assert_eq!(dq.validate().map(|s| s.quant), Ok(Quant::Nf4Dq));
+        // kbit-upcast: training on a bitsandbytes base, and it turns on
+        // checkpointing.
+        let up = Setup {
+            kbit_upcast: true,
+            ..q
+        };
+        assert_eq!(up.validate().map(|s| s.grad_checkpointing), Ok(true));
+        assert!(
+            says(
+                Setup {
+                    kbit_upcast: true,
+                    ..lora()
+                }
+                .validate()
+            )
+            .contains("--kbit-upcast is PEFT's prepare_model_for_kbit_training")
+        );
+        assert!(
+            Setup {
+                kbit_upcast: true,
+                quant: Quant::Int4,
+                ..lora()
+            }
+            .validate()
+            .is_err()
+        );
+        // Quantized weights do not train in full.
+        let full_int8 = Setup {
+            quant: Quant::Int8,
+            ..train()
+        };
+        assert!(says(full_int8.validate()).contains("cannot be fully fine-tuned"));
+        assert!(
+            Setup {
+                quant: Quant::Int8,
+                ..Setup::default()
+            }
+            .validate()
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn parallel_degrees_must_fit_the_model() {
+        let cfg = llama();
+        let ok = Setup {
+            tp: 8,
+            gpus: 8,
+            ..Setup::default()
+        };
+        assert!(ok.check_model(&cfg).is_ok());
+        let heads = Setup {
+            tp: 3,
+            gpus: 3,
+            ..Setup::default()
+        };
+        assert!(
+            says(heads.check_model(&cfg)).contains("--tp 3 does not divide the 32 attention heads")
+        );
+        // 16 ways: the 8 KV heads do not split, but 16 is a multiple of
+        // them, so each is replicated.
+        let replicated = Setup {
+            tp: 16,
+            gpus: 16,
+            ..Setup::default()
+        };
+        assert!(replicated.check_model(&cfg).is_ok());
+        let mut odd = cfg.clone();
+        odd.kv_heads = 6;
+        odd.heads = 24;
+        let kv = Setup {
+            tp: 4,
+            gpus: 4,
+            ..Setup::default()
+        };
+        assert!(
+            says(kv.check_model(&odd))
+                .contains("neither divides nor is a multiple of the 6 KV heads")
+        );
+        let pp = Setup {
+            pp: 17,
+            gpus: 17,
+            ..train()
+        };
+        assert!(says(pp.check_model(&cfg)).contains("--pp 17 is more than the 16 layers"));
+        let pp_ok = Setup {
+            pp: 16,
+            gpus: 16,
+            ..train()
+        };
+        assert!(pp_ok.check_model(&cfg).is_ok());
+        // Inference places whole layers: at most one group per layer.
+        let groups = Setup {
+            gpus: 32,
+            ..Setup::default()
+        };
+        assert!(says(groups.check_model(&cfg)).contains("use at most --gpus 16"));
+        let dp = Setup {
+            gpus: 32,
+            ..train()
+        };
+        assert!(dp.check_model(&cfg).is_ok());
+    }
+
+    #[test]
+    fn encoders_do_not_generate_and_lora_must_adapt_something() {
+        let enc = Setup {
+            new_tokens: 8,
+            ..Setup::default()
+        };
+        assert!(says(enc.check_model(&bert())).contains("is an encoder"));
+        assert!(enc.check_model(&llama()).is_ok());
+        let none = Setup {
+            lora_targets: LoraTargets::Names(vec!["nonexistent".into()]),
+            ..lora()
+        };
+        assert!(says(none.check_model(&llama())).contains("matches no linear layer"));
+        let all = Setup {
+            lora_targets: LoraTargets::AllLinear,
+            ..lora()
+        };
+        assert!(all.check_model(&llama()).is_ok());
+    }
+
+    #[test]
+    fn footprints_beyond_an_exbibyte_are_refused() {
+        let cfg = llama();
+        assert!(Setup::default().check_footprint(&cfg).is_ok());
+        // Eager attention materialises batch · heads · seq² scores:
+        // 2^8 · 2^5 · 2^48 · 2 bytes = 2^62, beyond 2^60.
+        let scores = Setup {
+            attention: Attention::Eager,
+            batch: 1 << 8,
+            seq: 1 << 24,
+            ..Setup::default()
+        };
+        assert!(
+            matches!(
+                scores.check_footprint(&cfg),
+                Err(SetupError::TooLarge { .. })
+            ),
+            "{:?}",
+            scores.check_footprint(&cfg)
+        );
+        // The same tokens through a flash kernel stay below it.
+        let flash = Setup {
+            attention: Attention::Flash,
+            ..scores
+        };
+        assert!(
+            flash.check_footprint(&cfg).is_ok(),
+            "{:?}",
+            flash.check_footprint(&cfg)
+        );
+    }
+
+    #[test]
+    fn vllm_arguments_are_bounded() {
+        use crate::serve::VllmArgs;
+        let cfg = llama();
+        let s = Setup::default();
+        let gpu = oomkit_core::gpus::find("h100-sxm").expect("a GPU");
+        let args = VllmArgs::with_defaults(&crate::serve::VllmOptions::default(), &cfg, gpu);
+        assert!(s.check_vllm(&cfg, &args).is_ok());
+        for (f, msg) in [
+            (
+                (|a: &mut VllmArgs| a.gpu_memory_utilization = 1.5) as fn(&mut VllmArgs),
+                "--gpu-memory-utilization must be in (0, 1]",
+            ),
+            (|a| a.gpu_memory_utilization = 0.0, "must be in (0, 1]"),
+            (|a| a.max_model_len = 0, "--max-model-len must be positive"),
+            (
+                |a| a.max_num_batched_tokens = (1 << 24) + 1,
+                "--max-num-batched-tokens 16777217 is above the limit",
+            ),
+            (
+                |a| a.max_num_seqs = (1 << 20) + 1,
+                "--max-num-seqs 1048577 is above the limit",
+            ),
+        ] {
+            let mut bad = args.clone();
+            f(&mut bad);
+            let got = says(s.check_vllm(&cfg, &bad));
+            assert!(got.contains(msg), "{got:?} lacks {msg:?}");
+        }
+        assert!(says(s.check_vllm(&bert(), &args)).contains("nothing to serve with vLLM"));
+    }
+
+    #[test]
+    fn given_settings_must_belong_to_the_task() {
+        let infer = Setup::default();
+        assert!(infer.check_given(&infer_given(&[Knob::Gpu])).is_ok());
+        // Training-only settings on inference.
+        for k in TRAINING_KNOBS {
+            let got = says(infer.check_given(&infer_given(&[*k])));
+            assert!(
+                got.starts_with(&format!("--{} applies to --task train", k.key())),
+                "{got}"
+            );
+            assert!(
+                train().check_given(&train_given(&[*k])).is_ok()
+                    || *k == Knob::LoraRank
+                    || *k == Knob::LoraTargets
+            );
+        }
+        // A method for quantized inference.
+        let m = Setup {
+            method: Method::Qlora,
+            ..infer.clone()
+        };
+        assert!(
+            says(m.check_given(&infer_given(&[Knob::Method])))
+                .contains("for quantized inference use --quant")
+        );
+        assert!(infer.check_given(&infer_given(&[Knob::Method])).is_ok());
+        // Image settings on a text model.
+        for k in IMAGE_KNOBS {
+            let got = says(infer.check_given(&infer_given(&[*k])));
+            assert!(got.contains("applies to image models only"), "{got}");
+        }
+        // KV dtype is inference's; new tokens are generation's.
+        assert!(
+            says(train().check_given(&train_given(&[Knob::KvDtype])))
+                .contains("training keeps no KV cache")
+        );
+        assert!(infer.check_given(&infer_given(&[Knob::KvDtype])).is_ok());
+        let nt = Setup {
+            new_tokens: 5,
+            ..train()
+        };
+        assert!(
+            says(nt.check_given(&train_given(&[Knob::NewTokens]))).contains("drop --new-tokens")
+        );
+        let nt0 = Setup {
+            new_tokens: 0,
+            ..train()
+        };
+        assert!(nt0.check_given(&train_given(&[Knob::NewTokens])).is_ok());
+    }
+
+    #[test]
+    fn serving_is_vllm_with_a_gpu() {
+        let s = Setup::default();
+        let serve = |engine, knobs: &[Knob]| given(Workload::Serve, engine, knobs);
+        assert!(s.check_given(&serve(Engine::Vllm, &[Knob::Gpu])).is_ok());
+        assert!(
+            says(s.check_given(&serve(Engine::Hf, &[Knob::Gpu])))
+                .contains("serving is modelled for vLLM only")
+        );
+        assert!(
+            says(s.check_given(&given(Workload::Infer, Engine::Vllm, &[])))
+                .contains("serving is modelled for vLLM only")
+        );
+        assert!(
+            says(s.check_given(&serve(Engine::Vllm, &[]))).contains("--task serve needs --gpu")
+        );
+        for k in VLLM_KNOBS {
+            let got = says(s.check_given(&infer_given(&[*k])));
+            assert!(
+                got.contains("applies to --engine vllm --task serve"),
+                "{got}"
+            );
+            assert!(
+                s.check_given(&serve(Engine::Vllm, &[Knob::Gpu, *k]))
+                    .is_ok()
+            );
+        }
+    }
+
+    #[test]
+    fn lora_settings_need_lora_and_qlora_needs_nf4() {
+        for k in [Knob::LoraRank, Knob::LoraTargets] {
+            assert!(
+                says(train().check_given(&train_given(&[k])))
+                    .contains("applies to --method lora or qlora")
+            );
+            assert!(lora().check_given(&train_given(&[k])).is_ok());
+        }
+        let empty = Setup {
+            lora_targets: LoraTargets::Names(Vec::new()),
+            ..lora()
+        };
+        assert!(
+            says(empty.check_given(&train_given(&[Knob::LoraTargets])))
+                .contains("--lora-targets is empty")
+        );
+        let q = |quant| Setup {
+            method: Method::Qlora,
+            quant,
+            ..train()
+        };
+        assert!(
+            says(q(Quant::Int8).check_given(&train_given(&[Knob::Method, Knob::Quant])))
+                .contains("not --quant int8")
+        );
+        assert!(
+            q(Quant::Nf4Dq)
+                .check_given(&train_given(&[Knob::Method, Knob::Quant]))
+                .is_ok()
+        );
+        // A quantization from the checkpoint (not given) is not a conflict.
+        assert!(
+            q(Quant::Fp8)
+                .check_given(&train_given(&[Knob::Method]))
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn fsdp_is_stage_3() {
+        let s = |zero| Setup { zero, ..train() };
+        let g = train_given(&[Knob::Fsdp, Knob::Zero]);
+        assert!(s(3).check_given(&g).is_ok());
+        assert!(
+            says(s(2).check_given(&g))
+                .contains("--fsdp (full shard) is ZeRO stage 3, not --zero 2")
+        );
+        assert!(s(2).check_given(&train_given(&[Knob::Zero])).is_ok());
+    }
+
+    #[test]
+    fn warnings_name_inputs_beyond_the_context() {
+        let cfg = llama();
+        assert!(Setup::default().warnings(&cfg).is_empty());
+        let long = Setup {
+            seq: 131_072,
+            new_tokens: 1,
+            ..Setup::default()
+        };
+        let w = long.warnings_named(&cfg, &|k| Cow::Owned(format!("--{}", k.key())));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].starts_with(
+            "--seq 131072 + --new-tokens 1 = 131073 tokens is beyond the 131072-token context"
+        ));
+        let at = Setup {
+            seq: 131_072,
+            ..Setup::default()
+        };
+        assert!(at.warnings(&cfg).is_empty());
+    }
+}
