@@ -9,6 +9,7 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod arch;
 pub mod catalogue;
 pub mod checkpoint;
 pub mod components;
@@ -340,5 +341,5 @@ pub fn sdpa_falls_back_to_eager(cfg: &ModelConfig, s: &Setup) -> bool {
 
 /// BLOOM and MPT: transformers computes their ALiBi attention eagerly.
 pub fn alibi_eager(cfg: &ModelConfig) -> bool {
-    matches!(cfg.model_type.as_str(), "bloom" | "mpt")
+    cfg.model_type.alibi()
 }

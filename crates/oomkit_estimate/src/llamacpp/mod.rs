@@ -705,7 +705,7 @@ pub fn synthetic_tensors(cfg: &ModelConfig, ft: FileType) -> Vec<GgufTensor> {
             // Biases stay F32: every linear's where the architecture has
             // them, q/k/v only for Qwen2 (`LLM_ARCH_QWEN2`'s `attn_q.bias` …).
             let qkv = matches!(name, "attn_q" | "attn_k" | "attn_v");
-            let qwen2 = cfg.model_type == "qwen2";
+            let qwen2 = cfg.model_type == crate::arch::Arch::Qwen2;
             if (qwen2 && qkv) || (cfg.bias && !qwen2) {
                 push(format!("blk.{i}.{name}.bias"), fan_out, f32t);
             }
