@@ -16,6 +16,7 @@ pub mod components;
 pub mod fit;
 pub mod gguf;
 pub mod image;
+pub mod json;
 pub mod knob;
 pub mod llamacpp;
 pub mod model;

@@ -4,102 +4,19 @@
 //! does not fit the chosen GPU.
 
 use anyhow::bail;
-use oomkit_estimate::fit::{self, Fit};
+use oomkit_estimate::fit;
 use oomkit_estimate::image;
+use oomkit_estimate::json;
 use oomkit_estimate::knob::Knob;
 use oomkit_estimate::options::ModelError;
 use oomkit_estimate::resolve::{self, ResolveError, Resolved, hub::HubError};
 use oomkit_estimate::serve;
-use oomkit_estimate::{
-    Engine, Estimate, ModelConfig, Options, Setup, Workload, catalogue, estimate, render,
-};
-use serde::Serialize;
+use oomkit_estimate::{Engine, ModelConfig, Options, Setup, Workload, catalogue, estimate, render};
 use std::borrow::Cow;
 use std::io::Write;
 
 use crate::cli::{ColorChoice, EstimateArgs, Format};
 use crate::output;
-
-/// The JSON contract (README "`oomkit estimate`"), one shape for text and
-/// image models: `model` and `setup` differ per kind, everything else is the
-/// same [`Estimate`] and [`Fit`]; image models add `image`.
-#[derive(Serialize)]
-struct JsonOut<'a, M, S> {
-    version: u32,
-    model: M,
-    setup: S,
-    components: &'a oomkit_estimate::Components,
-    peak_allocated_bytes: oomkit_core::Bytes,
-    peak_reserved_bytes: oomkit_core::Bytes,
-    device_used_bytes: oomkit_core::Bytes,
-    peak_phase: &'a str,
-    /// Warnings that did not stop the estimate (input beyond the model's
-    /// context); always present, `[]` when none.
-    warnings: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    image: Option<ImageDetail<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fit: Option<&'a Fit>,
-}
-
-impl<'a, M: Serialize, S: Serialize> JsonOut<'a, M, S> {
-    /// The shared fields from the estimate and the fit; no `image`.
-    fn new(
-        model: M,
-        setup: S,
-        est: &'a Estimate,
-        fit: Option<&'a Fit>,
-        warnings: &'a [String],
-    ) -> Self {
-        JsonOut {
-            version: 1,
-            model,
-            setup,
-            components: &est.components,
-            peak_allocated_bytes: est.peak_allocated_bytes,
-            peak_reserved_bytes: est.peak_reserved_bytes,
-            device_used_bytes: est.device_used_bytes,
-            peak_phase: est.peak_phase,
-            warnings,
-            image: None,
-            fit,
-        }
-    }
-}
-
-/// `model` for an image pipeline.
-#[derive(Serialize)]
-struct ImageModelOut {
-    id: &'static str,
-    pipeline: image::Pipeline,
-    params: u64,
-    trainable_params: u64,
-}
-
-/// `setup` for an image pipeline: `task` as for text models, then the image
-/// switches.
-#[derive(Serialize)]
-struct ImageSetupOut<'a> {
-    task: &'static str,
-    #[serde(flatten)]
-    setup: &'a image::ImageSetup,
-}
-
-/// `image`: parameters per loaded component and the weights each keeps on
-/// the GPU at the peak.
-#[derive(Serialize)]
-struct ImageDetail<'a> {
-    params: &'a [image::ParamRow],
-    weights: &'a [image::Part],
-}
-
-#[derive(Serialize)]
-struct JsonModel<'a> {
-    params: u64,
-    trainable_params: u64,
-    #[serde(flatten)]
-    config: &'a ModelConfig,
-}
 
 /// Runs the subcommand; errors come back as one line (the cause chain joined
 /// with `: `), broken pipes untouched.
@@ -205,7 +122,7 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let fit = gpu.map(|g| fit::fit(&cfg, &setup, g, &est));
     match args.format {
         Format::Json => {
-            let j = json(&cfg, &setup, &est, fit.as_ref(), &warnings);
+            let j = json::Json::text(&cfg, &setup, &est, fit.as_ref(), &warnings);
             serde_json::to_writer_pretty(&mut out, &j)?;
             writeln!(out)?;
         }
@@ -234,21 +151,7 @@ fn image_run(
     };
     match format {
         Format::Json => {
-            let model = ImageModelOut {
-                id: m.id,
-                pipeline: m.pipeline,
-                params: est.estimate.params,
-                trainable_params: 0,
-            };
-            let setup = ImageSetupOut {
-                task: "infer",
-                setup: &s,
-            };
-            let mut j = JsonOut::new(model, setup, &est.estimate, fit.as_ref(), &[]);
-            j.image = Some(ImageDetail {
-                params: &est.params,
-                weights: &est.weights,
-            });
+            let j = json::Json::image(m, &s, &est, fit.as_ref());
             serde_json::to_writer_pretty(&mut *out, &j)?;
             writeln!(out)?;
         }
@@ -284,21 +187,6 @@ fn serve(
     }
     out.flush()?;
     Ok(if served.fits { 0 } else { 1 })
-}
-
-fn json<'a>(
-    cfg: &'a ModelConfig,
-    setup: &'a Setup,
-    est: &'a Estimate,
-    fit: Option<&'a Fit>,
-    warnings: &'a [String],
-) -> JsonOut<'a, JsonModel<'a>, &'a Setup> {
-    let model = JsonModel {
-        params: est.params,
-        trainable_params: est.trainable_params,
-        config: cfg,
-    };
-    JsonOut::new(model, setup, est, fit, warnings)
 }
 
 /// One `warning: …` line each, before the human output.

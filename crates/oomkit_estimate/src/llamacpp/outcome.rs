@@ -190,21 +190,6 @@ pub struct Outcome<'a> {
     pub by_type: BTreeMap<&'static str, Bytes>,
 }
 
-/// The JSON output.
-#[derive(Serialize)]
-struct JsonOut<'a> {
-    version: u32,
-    engine: &'static str,
-    model: serde_json::Value,
-    setup: &'a Args,
-    components: crate::Components,
-    device_used_bytes: Bytes,
-    warnings: &'a [String],
-    llamacpp: &'a Report,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fit: Option<serde_json::Value>,
-}
-
 impl<'a> Outcome<'a> {
     /// Runs the estimate (and the plan on `gpu`).
     pub fn new(m: &'a Model, args: &'a Args, gpu: Option<&'a Gpu>) -> Outcome<'a> {
@@ -291,9 +276,9 @@ impl<'a> Outcome<'a> {
                 "plan_fits": p.fits || p.max_ctx.is_some() || p.max_ngl.is_some(),
             })
         });
-        JsonOut {
+        crate::json::Json {
             version: 1,
-            engine: "llama.cpp",
+            engine: Some("llama.cpp"),
             model: serde_json::json!({
                 "id": m.cfg.id,
                 "file": m.file,
@@ -305,16 +290,19 @@ impl<'a> Outcome<'a> {
                 "weights_bytes_by_type": self.by_type,
             }),
             setup: self.args,
-            components: crate::Components {
+            components: std::borrow::Cow::Owned(crate::Components {
                 weights_bytes: r.model_gpu_bytes,
                 kv_cache_bytes: r.kv_gpu_bytes,
                 activations_bytes: r.compute_gpu_bytes,
                 cuda_context_bytes: r.overhead_bytes,
                 ..Default::default()
-            },
+            }),
+            peak_allocated_bytes: None,
+            peak_reserved_bytes: None,
             device_used_bytes: r.gpu_total_bytes,
+            peak_phase: None,
             warnings: &self.warnings,
-            llamacpp: r,
+            detail: Some(crate::json::Detail::Llamacpp(r)),
             fit,
         }
     }
