@@ -6,29 +6,17 @@
 use std::io::Write;
 
 use oomkit_estimate::Options;
-use oomkit_estimate::llamacpp::{Args, LlamaError, MAX_BATCH, MAX_CTX, MAX_SLOTS, Outcome};
+use oomkit_estimate::llamacpp::{Args, LlamaError, Outcome};
 use oomkit_estimate::options::LlamaModelError;
 
-use super::estimate::{model_error, sources};
+use super::estimate::{flag, model_error, sources};
 use crate::cli::Format;
 
 /// The library's error in the command line's words.
 fn flagged(e: LlamaError) -> anyhow::Error {
-    match e {
-        LlamaError::Context(n) => {
-            anyhow::anyhow!("--ctx-size {n} is above the limit of {MAX_CTX} cells")
-        }
-        LlamaError::Slots(n) => {
-            anyhow::anyhow!("--parallel {n} is above the limit of {MAX_SLOTS} slots")
-        }
-        LlamaError::Batch => {
-            anyhow::anyhow!("--batch-size/--ubatch-size above the limit of {MAX_BATCH} tokens")
-        }
-        LlamaError::QuantizedV(t) => anyhow::anyhow!(
-            "--cache-type-v {} needs flash attention: llama.cpp refuses a quantized V cache with --flash-attn off",
-            t.name()
-        ),
-        e => e.into(),
+    match e.message(&flag) {
+        Some(m) => anyhow::anyhow!(m),
+        None => e.into(),
     }
 }
 

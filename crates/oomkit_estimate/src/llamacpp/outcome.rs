@@ -28,7 +28,7 @@ pub const MAX_BATCH: u64 = 1 << 20;
 pub const MAX_SLOTS: u64 = 256;
 
 /// Why llama.cpp's knobs or file cannot be estimated. Never names a flag:
-/// the binary words these for its command line.
+/// [`LlamaError::message`] names the settings as a front end spells them.
 #[derive(Debug, thiserror::Error)]
 pub enum LlamaError {
     /// The file could not be read.
@@ -57,6 +57,40 @@ pub enum LlamaError {
         .0.name()
     )]
     QuantizedV(CacheType),
+}
+
+impl LlamaError {
+    /// The message of an error about a setting, with the setting named by
+    /// `name` (the binary: its flag); `None` for the others, whose `Display`
+    /// names no setting.
+    pub fn message<'a>(
+        &self,
+        name: &dyn Fn(crate::knob::Knob) -> std::borrow::Cow<'a, str>,
+    ) -> Option<String> {
+        use crate::knob::Knob;
+        Some(match self {
+            LlamaError::Context(n) => format!(
+                "{} {n} is above the limit of {MAX_CTX} cells",
+                name(Knob::CtxSize)
+            ),
+            LlamaError::Slots(n) => format!(
+                "{} {n} is above the limit of {MAX_SLOTS} slots",
+                name(Knob::Parallel)
+            ),
+            LlamaError::Batch => format!(
+                "{}/{} above the limit of {MAX_BATCH} tokens",
+                name(Knob::BatchSize),
+                name(Knob::UbatchSize)
+            ),
+            LlamaError::QuantizedV(t) => format!(
+                "{} {} needs flash attention: llama.cpp refuses a quantized V cache with {} off",
+                name(Knob::CacheTypeV),
+                t.name(),
+                name(Knob::FlashAttn)
+            ),
+            LlamaError::Read(_) | LlamaError::HeaderContext { .. } => return None,
+        })
+    }
 }
 
 /// How many layers go to the GPU (`-ngl`).
