@@ -13,6 +13,7 @@ pub mod arch;
 pub mod catalogue;
 pub mod checkpoint;
 pub mod components;
+pub mod estimated;
 pub mod fit;
 pub mod gguf;
 pub mod image;
@@ -29,6 +30,7 @@ pub mod setup;
 use oomkit_core::Bytes;
 use serde::Serialize;
 
+pub use estimated::{EstimateError, Estimated};
 pub use model::{BareShape, ConfigError, ModelConfig};
 pub use options::{Engine, KvDtype, OnOff, Options, QuantChoice, Workload};
 pub use setup::{

@@ -1,17 +1,13 @@
-//! `oomkit estimate`: resolve the model (the library decides: an image
-//! pipeline, or a text model from the catalogue, a config.json or --params),
-//! build the setup, run the estimate and the fit, print, and exit 1 when it
-//! does not fit the chosen GPU.
+//! `oomkit estimate`: the flags become the library's `Options`, which
+//! estimates whatever they ask for (`Options::estimate`: a text model, an
+//! image pipeline, vLLM's pool or llama.cpp); this prints it, names the
+//! library's settings by their flags in errors, and exits 1 when it does not
+//! fit the chosen GPU.
 
-use anyhow::bail;
-use oomkit_estimate::fit;
-use oomkit_estimate::image;
-use oomkit_estimate::json;
 use oomkit_estimate::knob::Knob;
 use oomkit_estimate::options::ModelError;
 use oomkit_estimate::resolve::{self, ResolveError, Resolved, hub::HubError};
-use oomkit_estimate::serve;
-use oomkit_estimate::{Engine, ModelConfig, Options, Setup, Workload, catalogue, estimate, render};
+use oomkit_estimate::{EstimateError, Options, catalogue};
 use std::borrow::Cow;
 use std::io::Write;
 
@@ -100,101 +96,26 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
         return Ok(0);
     }
     let opts = args.options();
-    opts.check_engine()?;
-    if opts.engine() == Engine::LlamaCpp {
-        return super::llamacpp::run(&opts, args.format, &mut out);
-    }
-    let cfg = match resolve_model(&opts)? {
-        Resolved::Image(m) => return image_run(&opts, args.format, &m, &mut out),
-        Resolved::Text(cfg) => *cfg,
-    };
-    let setup = opts.setup(&cfg)?;
-    let mut warnings = setup.warnings_named(&cfg, &flag);
-    if opts.task == Workload::Serve {
-        return serve(&opts, args.format, &cfg, &setup, &warnings, &mut out);
-    }
-    warnings.extend(setup.transformers_warnings(&cfg));
-    let est = estimate(&cfg, &setup)?;
-    let gpu = match &opts.gpu {
-        Some(name) => Some(oomkit_core::gpus::find(name)?),
-        None => None,
-    };
-    let fit = gpu.map(|g| fit::fit(&cfg, &setup, g, &est));
+    let e = opts
+        .estimate(sources(opts.hub), &flag)
+        .map_err(|e| estimate_error(e, &opts))?;
     match args.format {
-        Format::Json => {
-            let j = json::Json::text(&cfg, &setup, &est, fit.as_ref(), &warnings);
-            serde_json::to_writer_pretty(&mut out, &j)?;
-            writeln!(out)?;
-        }
-        Format::Human => {
-            write_warnings(&mut out, &warnings)?;
-            write!(out, "{}", render::human(&cfg, &setup, &est, fit.as_ref()))?;
-        }
+        Format::Json => e.write_json(&mut out)?,
+        Format::Human => write!(out, "{}", e.human())?,
     }
     out.flush()?;
-    Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
+    Ok(if e.fits() == Some(false) { 1 } else { 0 })
 }
 
-/// Text-to-image pipelines (`oomkit_estimate::image`): the same JSON as text
-/// models, with the per-component detail under `image`.
-fn image_run(
-    opts: &Options,
-    format: Format,
-    m: &image::Model,
-    out: &mut impl Write,
-) -> anyhow::Result<u8> {
-    let s = opts.image_setup(m)?;
-    let est = image::estimate(m, &s);
-    let fit = match &opts.gpu {
-        Some(name) => Some(image::fit(m, &s, oomkit_core::gpus::find(name)?)),
-        None => None,
-    };
-    match format {
-        Format::Json => {
-            let j = json::Json::image(m, &s, &est, fit.as_ref());
-            serde_json::to_writer_pretty(&mut *out, &j)?;
-            writeln!(out)?;
-        }
-        Format::Human => write!(out, "{}", image::human(m, &s, &est, fit.as_ref()))?,
+/// The library's error in the command line's words.
+fn estimate_error(e: EstimateError, opts: &Options) -> anyhow::Error {
+    match e {
+        EstimateError::Setup(e) => e.into(),
+        EstimateError::Model(e) => model_error(e, opts.model.as_deref()),
+        EstimateError::LlamaModel(e) => super::llamacpp::model_error(e, opts),
+        EstimateError::Llama(e) => super::llamacpp::flagged(e),
+        EstimateError::Gpu(e) => e.into(),
     }
-    out.flush()?;
-    Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
-}
-
-/// `--engine vllm --task serve`: the pool on the chosen GPU.
-fn serve(
-    opts: &Options,
-    format: Format,
-    cfg: &ModelConfig,
-    setup: &Setup,
-    warnings: &[String],
-    out: &mut impl Write,
-) -> anyhow::Result<u8> {
-    let Some(name) = &opts.gpu else {
-        bail!("--task serve needs --gpu (vLLM sizes its KV pool from the GPU's memory)");
-    };
-    let gpu = oomkit_core::gpus::find(name)?;
-    let served = serve::serve(cfg, setup, &opts.vllm(), gpu)?;
-    match format {
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, &served.json(cfg, setup, gpu, warnings))?;
-            writeln!(out)?;
-        }
-        Format::Human => {
-            write_warnings(&mut *out, warnings)?;
-            write!(out, "{}", render::serve_human(cfg, setup, gpu, &served))?;
-        }
-    }
-    out.flush()?;
-    Ok(if served.fits { 0 } else { 1 })
-}
-
-/// One `warning: …` line each, before the human output.
-fn write_warnings(out: &mut impl Write, warnings: &[String]) -> std::io::Result<()> {
-    for w in warnings {
-        writeln!(out, "warning: {w}")?;
-    }
-    Ok(())
 }
 
 /// Where a model name is looked up: the local Hugging Face cache, and the
