@@ -18,6 +18,7 @@ mod robust_explain;
 mod robust_lint;
 mod run;
 mod snapshot;
+mod snapshot_input;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
