@@ -3,6 +3,7 @@
 #![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
 
 mod docs;
+mod escape;
 mod estimate;
 mod estimate_hub;
 mod estimate_llamacpp;
