@@ -639,18 +639,28 @@ pub const LEAK_MIN_ITERATIONS: u64 = 3;
 /// line: allocations with only C++ frames (the autograd engine's thread making
 /// gradients) or none are not attributable to code the user can change.
 ///
-/// An **iteration** is, when the trace has timestamps and a `record_function`
-/// family repeats at least 3 times (`forward_0`, `forward_1`, … or
-/// `Optimizer.step#AdamW.step` ×10), the stretch between two STARTs of the most
-/// frequent family. Otherwise iterations are told apart by the allocations
-/// memory curve of the replay: an iteration ends when the running total has
-/// risen by at least a tenth of the trace's range (≥ 1 MiB) above its last low
-/// and then fallen back by at least half of that rise — a forward pass followed
-/// by backward and the optimizer step. Loading weights, creating optimizer
-/// state or a forward pass cut short by an OOM only rise, so they stay in one
-/// iteration. Optimizer state created once, or the last
-/// step's tensors, then fall in one iteration; a list that gains a tensor each
-/// step is in every iteration.
+/// An **iteration** is, in this order of preference:
+/// 1. when the trace has timestamps and a `record_function` family repeats at
+///    least 3 times (`forward_0`, `forward_1`, … or `Optimizer.step#AdamW.step`
+///    ×10), the stretch between two STARTs of the most frequent family;
+/// 2. else the trace's own **period** ([`period_marker`]): a training loop runs
+///    the same lines once per step, so the Python sites that allocate a
+///    regular number of times across the whole trace agree on the number of
+///    steps; each allocation of the first such site starts an iteration. It
+///    reads only the order of events, never their sizes, so a leak of any
+///    length (one that grows the range a hundredfold) leaves the
+///    iterations as they are;
+/// 3. else the allocations memory curve of the replay: an iteration ends when
+///    the running total has risen by at least a threshold above its last low
+///    and then fallen back by at least half of that rise — a forward pass
+///    followed by backward and the optimizer step. The threshold is a tenth of
+///    the trace's range or half of its deepest fall from a high, whichever is
+///    smaller (≥ 1 MiB): memory that is never freed raises the range but not
+///    the falls. Loading weights, creating optimizer state or a forward pass
+///    cut short by an OOM only rise, so they stay in one iteration.
+///
+/// Optimizer state created once, or the last step's tensors, then fall in one
+/// iteration; a list that gains a tensor each step is in every iteration.
 fn leaks(
     sites: &Sites,
     events: &[Event],
@@ -659,19 +669,47 @@ fn leaks(
 ) -> Vec<Leak> {
     let survivor_idx: BTreeSet<usize> = rp.pairs.alive.values().map(|&(_, i)| i).collect();
     let mut iter_of = vec![0u32; events.len()];
-    let from = match family {
-        Some((name, starts)) => {
-            for (i, slot) in iter_of.iter_mut().enumerate() {
-                *slot = u32::try_from(starts.partition_point(|&s| s <= i)).unwrap_or(u32::MAX);
-            }
+    let starts_to_iterations = |iter_of: &mut [u32], starts: &[usize]| {
+        for (i, slot) in iter_of.iter_mut().enumerate() {
+            *slot = u32::try_from(starts.partition_point(|&s| s <= i)).unwrap_or(u32::MAX);
+        }
+    };
+    let marker = if family.is_none() {
+        period_marker(sites, events)
+    } else {
+        None
+    };
+    let from = match (family, marker) {
+        (Some((name, starts)), _) => {
+            starts_to_iterations(&mut iter_of, starts);
             format!("record_function {name}")
         }
-        None => {
-            // A step: the running total rises by at least a tenth of the
-            // trace's range above the last low, then falls back by at least
-            // half of that rise.
+        (None, Some((site, starts))) => {
+            starts_to_iterations(&mut iter_of, &starts);
+            format!(
+                "the trace's period: {} steps, each starting at an allocation by {}",
+                starts.len(),
+                sites.label(site)
+            )
+        }
+        (None, None) => {
+            // A step: the running total rises by at least the threshold
+            // above the last low, then falls back by at least half of that
+            // rise.
+            let mut cur = i128::try_from(rp.baseline).unwrap_or(i128::MAX);
+            let (mut top, mut deepest) = (cur, 0i128);
+            for e in events {
+                match e.action {
+                    Action::Alloc => cur = cur.saturating_add(i128::from(e.size)),
+                    Action::FreeCompleted => cur = cur.saturating_sub(i128::from(e.size)).max(0),
+                    _ => {}
+                }
+                top = top.max(cur);
+                deepest = deepest.max(top.saturating_sub(cur));
+            }
             let min_swing = i128::try_from(rp.peak.saturating_sub(rp.baseline) / 10)
                 .unwrap_or(i128::MAX)
+                .min(deepest / 2)
                 .max(1 << 20);
             let mut cur = i128::try_from(rp.baseline).unwrap_or(i128::MAX);
             let (mut low, mut high, mut it) = (cur, cur, 0u32);
@@ -725,6 +763,83 @@ fn leaks(
         .collect();
     out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.frame.cmp(&b.frame)));
     out
+}
+
+/// The trace's period: the Python site whose allocations mark the start of
+/// each step, and the event indices of those allocations.
+///
+/// A site is a **candidate** when it allocates at least
+/// [`LEAK_MIN_ITERATIONS`] times, its allocations span at least half of the
+/// trace, and they are regular: the gaps between consecutive ones vary little
+/// (standard deviation at most half their mean). Lines of a training loop are
+/// such sites, each allocating once per step, or k times for a line inside a
+/// loop over k layers; a line run only while loading (all its allocations
+/// close together) spans too little. The number of steps is the allocation
+/// count held by the most candidates (ties: the smaller count), and the marker
+/// is the candidate with that count whose first allocation comes first.
+/// `None` when no site qualifies.
+fn period_marker(sites: &Sites, events: &[Event]) -> Option<(usize, Vec<usize>)> {
+    #[derive(Default, Clone, Copy)]
+    struct Stat {
+        count: u64,
+        first: usize,
+        last: usize,
+        gap_sum: f64,
+        gap_sq: f64,
+    }
+    let mut stats: Vec<Stat> = vec![Stat::default(); sites.labels.len()];
+    for (i, e) in events.iter().enumerate() {
+        if e.action != Action::Alloc {
+            continue;
+        }
+        let Some(st) = stats.get_mut(sites.id(e.stack())) else {
+            continue;
+        };
+        if st.count > 0 {
+            let gap = i.saturating_sub(st.last) as f64;
+            st.gap_sum += gap;
+            st.gap_sq += gap * gap;
+        } else {
+            st.first = i;
+        }
+        st.last = i;
+        st.count = st.count.saturating_add(1);
+    }
+    let half = events.len() / 2;
+    let candidates: Vec<(usize, Stat)> = stats
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(id, st)| {
+            let label = sites.labels.get(*id).map_or("", String::as_str);
+            if st.count < LEAK_MIN_ITERATIONS || label == NO_STACK || label == CPP_ONLY {
+                return false;
+            }
+            let gaps = st.count.saturating_sub(1) as f64;
+            let mean = st.gap_sum / gaps;
+            let var = (st.gap_sq / gaps - mean * mean).max(0.0);
+            st.last.saturating_sub(st.first) >= half && var.sqrt() <= mean / 2.0
+        })
+        .collect();
+    let mut votes: BTreeMap<u64, u64> = BTreeMap::new();
+    for (_, st) in &candidates {
+        *votes.entry(st.count).or_default() += 1;
+    }
+    let steps = votes
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|(&c, _)| c)?;
+    let (site, _) = candidates
+        .iter()
+        .filter(|(_, st)| st.count == steps)
+        .min_by_key(|(_, st)| st.first)?;
+    let starts: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.action == Action::Alloc && sites.id(e.stack()) == *site)
+        .map(|(i, _)| i)
+        .collect();
+    Some((*site, starts))
 }
 
 /// Memory over time stacked by the top sites (plus "other"), sampled at about

@@ -20,6 +20,7 @@ mod robust_lint;
 mod run;
 mod snapshot;
 mod snapshot_input;
+mod snapshot_leaks;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
