@@ -82,6 +82,17 @@ pub struct DeviceReport {
     pub peak_event: i64,
     /// Running total after the last event.
     pub end_bytes: u64,
+    /// Reserved bytes before the first event: `reserved_bytes` minus what the
+    /// trace's segment events added (see [`ReservedReplay`]).
+    pub reserved_baseline_bytes: u64,
+    /// Highest reserved total over the trace (`reserved_bytes` without one).
+    pub reserved_peak_bytes: u64,
+    /// First event reaching `reserved_peak_bytes`; −1 when no event rises
+    /// above the reserved baseline.
+    pub reserved_peak_event: i64,
+    /// `segment_alloc`, `segment_free`, `segment_map` and `segment_unmap`
+    /// events in the trace.
+    pub segment_events: u64,
     /// Largest groups of allocations alive at the peak.
     pub top_sites: Vec<Site>,
     /// Free space and waste inside segments.
@@ -206,6 +217,8 @@ pub struct Timeline {
     pub series: Vec<String>,
     /// (event index, bytes per series); event −1 is before the trace.
     pub points: Vec<(i64, Vec<u64>)>,
+    /// Reserved bytes at each point.
+    pub reserved: Vec<u64>,
 }
 
 /// One segment's blocks for the map.
@@ -842,9 +855,78 @@ fn period_marker(sites: &Sites, events: &[Event]) -> Option<(usize, Vec<usize>)>
     Some((*site, starts))
 }
 
+/// Reserved memory over time, replayed from the trace's segment events as
+/// MemoryViz.js replays them for its segment timeline (`torch/utils/viz/MemoryViz.js`,
+/// `segment_alloc`/`segment_free` add and remove a cudaMalloc'ed segment,
+/// `segment_map`/`segment_unmap` grow and shrink an expandable one; sizes in
+/// bytes). The trace may start after the first segments were made (the hook
+/// keeps the last N events), so the total is replayed backwards from the end
+/// state: before the first event, reserved = Σ segment sizes at the dump − Σ
+/// alloc/map sizes + Σ free/unmap sizes in the trace.
+#[derive(Debug, Clone, Copy)]
+pub struct ReservedReplay {
+    /// Before the first event.
+    pub baseline: u64,
+    /// Highest total.
+    pub peak: u64,
+    /// First event reaching the peak (−1: before the first event).
+    pub peak_event: i64,
+    /// Segment events seen.
+    pub events: u64,
+    /// How far below zero the baseline came out (segment events the end
+    /// state does not account for); it was held at 0. 0 on real files.
+    pub shortfall: u64,
+}
+
+/// How a segment event changes reserved memory (+ adds, − removes).
+fn reserved_delta(e: &Event) -> Option<i128> {
+    match e.action {
+        Action::SegmentAlloc | Action::SegmentMap => Some(i128::from(e.size)),
+        Action::SegmentFree | Action::SegmentUnmap => Some(-i128::from(e.size)),
+        _ => None,
+    }
+}
+
+fn reserved_replay(events: &[Event], reserved_end: u128) -> ReservedReplay {
+    let (mut net, mut n) = (0i128, 0u64);
+    for d in events.iter().filter_map(reserved_delta) {
+        net = net.saturating_add(d);
+        n = n.saturating_add(1);
+    }
+    let start = i128::try_from(reserved_end)
+        .unwrap_or(i128::MAX)
+        .saturating_sub(net);
+    let mut cur = start.max(0);
+    let (mut peak, mut peak_event) = (cur, -1i64);
+    for (i, e) in events.iter().enumerate() {
+        if let Some(d) = reserved_delta(e) {
+            cur = cur.saturating_add(d).max(0);
+            if cur > peak {
+                peak = cur;
+                peak_event = i64::try_from(i).unwrap_or(i64::MAX);
+            }
+        }
+    }
+    let narrow = |v: i128| u64::try_from(v.max(0)).unwrap_or(u64::MAX);
+    ReservedReplay {
+        baseline: narrow(start),
+        peak: narrow(peak),
+        peak_event,
+        events: n,
+        shortfall: narrow(start.saturating_neg()),
+    }
+}
+
 /// Memory over time stacked by the top sites (plus "other"), sampled at about
-/// 600 points; the peak is always one of them.
-fn timeline(sites: &Sites, events: &[Event], rp: &Replay, top: &[Site]) -> Timeline {
+/// 600 points, with reserved memory at each; the peak and the reserved peak
+/// are always among them.
+fn timeline(
+    sites: &Sites,
+    events: &[Event],
+    rp: &Replay,
+    top: &[Site],
+    rr: &ReservedReplay,
+) -> Timeline {
     let series: Vec<String> = top
         .iter()
         .map(|s| s.frame.clone())
@@ -880,8 +962,13 @@ fn timeline(sites: &Sites, events: &[Event], rp: &Replay, top: &[Site]) -> Timel
         }
     }
     let mut points = vec![(-1i64, cur.clone())];
+    let mut reserved_now = i128::from(rr.baseline);
+    let mut reserved = vec![rr.baseline];
     let stride = (events.len() / 600).max(1);
     for (i, e) in events.iter().enumerate() {
+        if let Some(d) = reserved_delta(e) {
+            reserved_now = reserved_now.saturating_add(d).max(0);
+        }
         match e.action {
             Action::Alloc => {
                 let k = series_of(sites, e.stack());
@@ -910,12 +997,18 @@ fn timeline(sites: &Sites, events: &[Event], rp: &Replay, top: &[Site]) -> Timel
         let idx = i64::try_from(i).unwrap_or(i64::MAX);
         if i.checked_rem(stride) == Some(stride.saturating_sub(1))
             || idx == rp.peak_event
+            || idx == rr.peak_event
             || i.saturating_add(1) == events.len()
         {
             points.push((idx, cur.clone()));
+            reserved.push(u64::try_from(reserved_now).unwrap_or(u64::MAX));
         }
     }
-    Timeline { series, points }
+    Timeline {
+        series,
+        points,
+        reserved,
+    }
 }
 
 /// Analyses every device (or the one asked for).
@@ -988,6 +1081,13 @@ fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &Sites) -> DeviceRepor
             rp.pairs.realloc
         ));
     }
+    let rr = reserved_replay(events, reserved);
+    if rr.shortfall > 0 {
+        warnings.push(format!(
+            "the trace's segment events add {} bytes more than the segments hold at the dump; reserved memory before the first event was held at 0",
+            rr.shortfall
+        ));
+    }
     let expandable_on =
         snap.expandable_setting.unwrap_or(false) || segs.iter().any(|s| s.expandable);
     let (fragmentation, frag_warnings) = fragmentation(&segs, expandable_on, opts.top);
@@ -999,7 +1099,7 @@ fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &Sites) -> DeviceRepor
         let leaks = scope.spawn(|| leaks(sites, events, &rp, fam.as_ref()));
         let all_at_peak = group(sites, &alive_at(events, &rp, rp.peak_event));
         let top_sites: Vec<Site> = all_at_peak.into_iter().take(opts.top).collect();
-        let timeline = timeline(sites, events, &rp, &top_sites);
+        let timeline = timeline(sites, events, &rp, &top_sites, &rr);
         let leaks = match leaks.join() {
             Ok(l) => l,
             Err(panic) => std::panic::resume_unwind(panic),
@@ -1051,6 +1151,10 @@ fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &Sites) -> DeviceRepor
         peak_bytes: sat(rp.peak),
         peak_event: rp.peak_event,
         end_bytes: sat(rp.end),
+        reserved_baseline_bytes: rr.baseline,
+        reserved_peak_bytes: rr.peak,
+        reserved_peak_event: rr.peak_event,
+        segment_events: rr.events,
         top_sites,
         fragmentation,
         leaks,

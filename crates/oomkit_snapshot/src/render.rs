@@ -89,6 +89,26 @@ fn device(out: &mut String, d: &DeviceReport, name: &str) {
         };
         let _ = writeln!(out, "  peak         {}  {at}", b(d.peak_bytes));
         let _ = writeln!(out, "  end          {}", b(d.end_bytes));
+        if d.segment_events == 0 {
+            let _ = writeln!(
+                out,
+                "  reserved     {} throughout (no segment events in the trace)",
+                b(d.reserved_peak_bytes)
+            );
+        } else {
+            let at = if d.reserved_peak_event < 0 {
+                "before the first event".to_string()
+            } else {
+                format!("at event {}", d.reserved_peak_event)
+            };
+            let _ = writeln!(
+                out,
+                "  reserved     peak {}  {at} ({} before the first event, {} segment events)",
+                b(d.reserved_peak_bytes),
+                b(d.reserved_baseline_bytes),
+                d.segment_events
+            );
+        }
     }
     if !d.top_sites.is_empty() {
         let _ = writeln!(

@@ -21,6 +21,7 @@ mod run;
 mod snapshot;
 mod snapshot_input;
 mod snapshot_leaks;
+mod snapshot_reserved;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
