@@ -137,8 +137,12 @@ pub struct Fragmentation {
     pub pending_free_bytes: u64,
     /// Whether this snapshot already uses expandable segments.
     pub expandable_segments: bool,
-    /// Free bytes in whole pages that `expandable_segments:True` could unmap and
-    /// reuse for any request (0 when already on).
+    /// What `expandable_segments:True` would recover that the allocator
+    /// cannot: free bytes inside **partly used** segments, in whole pages
+    /// (20 MiB large pool, 2 MiB small pool) aligned within their segment,
+    /// as `ExpandableSegment::unmap` releases them; wholly free segments are
+    /// not counted (the allocator frees those itself before an OOM). 0 when
+    /// expandable segments are already on.
     pub expandable_recoverable_bytes: u64,
     /// Segments with the most free space (up to --top).
     pub segments: Vec<SegmentFrag>,
@@ -472,11 +476,37 @@ fn group(sites: &Sites, allocs: &[(Option<u32>, u64)]) -> Vec<Site> {
 }
 
 /// Page sizes in which expandable segments map memory: 20 MiB in the large
-/// pool, 2 MiB in the small pool (CUDACachingAllocator.cpp `kLargeBuffer` /
-/// `kSmallBuffer`; every `segment_map` in `h100-oom-expandable.pickle` is a
+/// pool, 2 MiB in the small pool (CUDACachingAllocator.cpp,
+/// `get_expandable_segment`: `segment_size = pool->is_small ? kSmallBuffer :
+/// kLargeBuffer`; every `segment_map` in `h100-oom-expandable.pickle` is a
 /// multiple of one of them).
 const LARGE_PAGE: u64 = 20 << 20;
 const SMALL_PAGE: u64 = 2 << 20;
+
+/// The bytes of a free block at `offset` (from its segment's base) that an
+/// expandable segment could unmap: the whole `page`-sized pages inside it,
+/// aligned to the segment's base — CUDACachingAllocator.cpp's
+/// `ExpandableSegment::unmap` ("unmaps all the completely empty segment_size_
+/// segments between [begin, begin + size)": `segmentRight(ptr)` to
+/// `segmentLeft(ptr + size)`).
+///
+/// Only partly used segments count. Before raising an OOM the allocator
+/// already returns every *wholly* free segment to the driver
+/// (`release_cached_blocks` → `release_block`, cudaFree), with or without
+/// expandable segments; what it cannot return is free space between live
+/// blocks of a fixed segment, which an expandable segment unmaps page by page
+/// and maps again wherever a request needs it.
+fn recoverable_pages(offset: u64, size: u64, page: u64) -> u64 {
+    let Some(first) = offset.div_ceil(page).checked_mul(page) else {
+        return 0;
+    };
+    let last = offset
+        .saturating_add(size)
+        .checked_div(page)
+        .unwrap_or(0)
+        .saturating_mul(page);
+    last.saturating_sub(first)
+}
 
 fn fragmentation(
     segs: &[&Segment],
@@ -492,6 +522,7 @@ fn fragmentation(
     let mut untiled = Vec::new();
     let mut alloc_mismatch = Vec::new();
     for s in segs {
+        let partly_used = s.blocks.iter().any(|b| b.state != BlockState::Inactive);
         let (mut sf, mut sw, mut sa, mut largest, mut covered) = (0u128, 0u128, 0u128, 0u64, 0u128);
         let mut next = s.address;
         let mut contiguous = true;
@@ -503,14 +534,16 @@ fn fragmentation(
                 BlockState::Inactive => {
                     sf = sf.saturating_add(u128::from(b.size));
                     largest = largest.max(b.size);
-                    if !expandable_on && !s.expandable {
+                    if !expandable_on && !s.expandable && partly_used {
                         let page = if s.large == Some(false) {
                             SMALL_PAGE
                         } else {
                             LARGE_PAGE
                         };
-                        let whole = b.size.checked_div(page).unwrap_or(0).saturating_mul(page);
-                        recover = recover.saturating_add(u128::from(whole));
+                        if let Some(offset) = b.address.checked_sub(s.address) {
+                            let whole = recoverable_pages(offset, b.size, page);
+                            recover = recover.saturating_add(u128::from(whole));
+                        }
                     }
                 }
                 BlockState::Allocated => {
@@ -1168,6 +1201,20 @@ fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &Sites) -> DeviceRepor
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn recoverable_pages_are_whole_aligned_pages_inside_the_block() {
+        const MIB: u64 = 1 << 20;
+        let page = 20 * MIB;
+        // A 30 MiB hole at offset 10 MiB holds the page [20, 40).
+        assert_eq!(super::recoverable_pages(10 * MIB, 30 * MIB, page), 20 * MIB);
+        // 39 MiB at offset 1 MiB: only [20, 40) is whole; [0, 20) is not empty.
+        assert_eq!(super::recoverable_pages(MIB, 39 * MIB, page), 20 * MIB);
+        // Smaller than a page, or straddling a boundary: nothing.
+        assert_eq!(super::recoverable_pages(15 * MIB, 10 * MIB, page), 0);
+        assert_eq!(super::recoverable_pages(0, 60 * MIB, page), 60 * MIB);
+        assert_eq!(super::recoverable_pages(u64::MAX - 5, 10, page), 0);
+    }
+
     use super::*;
 
     #[test]

@@ -142,7 +142,7 @@ fn device(out: &mut String, d: &DeviceReport, name: &str) {
     } else if f.expandable_recoverable_bytes > 0 {
         let _ = writeln!(
             out,
-            "    {} of it is whole pages that expandable_segments:True could return for any request",
+            "    {} of it is whole pages between live blocks that expandable_segments:True would unmap and reuse for any request",
             b(f.expandable_recoverable_bytes)
         );
         remedy_line(out, RemedyId::ExpandableSegments);

@@ -19,6 +19,7 @@ mod robust_explain;
 mod robust_lint;
 mod run;
 mod snapshot;
+mod snapshot_expandable;
 mod snapshot_input;
 mod snapshot_leaks;
 mod snapshot_reserved;
