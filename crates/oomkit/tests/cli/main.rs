@@ -23,6 +23,7 @@ mod snapshot_expandable;
 mod snapshot_input;
 mod snapshot_leaks;
 mod snapshot_reserved;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
