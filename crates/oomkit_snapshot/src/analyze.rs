@@ -869,7 +869,8 @@ fn period_marker(sites: &Sites, events: &[Event]) -> Option<(usize, Vec<usize>)>
         .collect();
     let mut votes: BTreeMap<u64, u64> = BTreeMap::new();
     for (_, st) in &candidates {
-        *votes.entry(st.count).or_default() += 1;
+        let v = votes.entry(st.count).or_default();
+        *v = v.saturating_add(1);
     }
     let steps = votes
         .iter()
@@ -915,7 +916,7 @@ pub struct ReservedReplay {
 fn reserved_delta(e: &Event) -> Option<i128> {
     match e.action {
         Action::SegmentAlloc | Action::SegmentMap => Some(i128::from(e.size)),
-        Action::SegmentFree | Action::SegmentUnmap => Some(-i128::from(e.size)),
+        Action::SegmentFree | Action::SegmentUnmap => Some(i128::from(e.size).saturating_neg()),
         _ => None,
     }
 }

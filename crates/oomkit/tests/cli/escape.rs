@@ -32,13 +32,13 @@ fn snapshot_frame_names_are_escaped() {
 
 #[test]
 fn explain_log_lines_and_paths_are_escaped() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("test setup");
     let name = "log\u{1b}[2J.txt";
     std::fs::write(
         dir.path().join(name),
         "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 23.65 GiB total capacity; 20.1 GiB already allocated; 1.45 GiB free; 21.0 GiB reserved in total by PyTorch) x\u{9b}2Jy\u{7}z\n",
     )
-    .unwrap();
+    .expect("test setup");
     let o = run_in(dir.path(), &["explain", name], None);
     let out = stdout(&o);
     assert_no_controls("explain", &out);
@@ -58,13 +58,13 @@ fn explain_log_lines_and_paths_are_escaped() {
 
 #[test]
 fn lint_paths_and_parser_messages_are_escaped() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("test setup");
     std::fs::write(
         dir.path().join("a\u{1b}[2Jb.py"),
         "losses = []\nfor batch in dataloader:\n    loss = model(batch)\n    losses.append(loss)\n",
     )
-    .unwrap();
-    std::fs::write(dir.path().join("c.py"), "x = (\n\u{1b}]0;t\u{7}\n").unwrap();
+    .expect("test setup");
+    std::fs::write(dir.path().join("c.py"), "x = (\n\u{1b}]0;t\u{7}\n").expect("test setup");
     let o = run_in(dir.path(), &["lint", "."], None);
     let (out, err) = (stdout(&o), stderr(&o));
     assert_no_controls("lint", &out);

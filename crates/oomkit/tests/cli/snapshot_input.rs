@@ -22,7 +22,7 @@ fn by_path(name: &str) -> String {
 
 #[test]
 fn standard_input_is_read_as_a_stream() {
-    let bytes = std::fs::read(snap_fixtures().join(FILE)).unwrap();
+    let bytes = std::fs::read(snap_fixtures().join(FILE)).expect("test setup");
     let o = run_in(&snap_fixtures(), &["snapshot", "-"], Some(&bytes));
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o), by_path("standard input"));
@@ -47,7 +47,7 @@ fn bash(script: &str) -> std::process::Output {
         .current_dir(snap_fixtures())
         .stdin(Stdio::null())
         .output()
-        .unwrap()
+        .expect("test setup")
 }
 
 #[test]
@@ -63,7 +63,7 @@ fn pipes_dev_stdin_and_process_substitution_are_streams() {
     ));
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
-    let first = text.lines().next().unwrap();
+    let first = text.lines().next().expect("a first line");
     assert!(
         first.starts_with("/dev/fd/") && first.ends_with(" · device 0"),
         "{first}"

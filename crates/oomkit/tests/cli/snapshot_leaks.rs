@@ -26,7 +26,7 @@ fn a_leak_is_found_at_50_and_at_500_steps() {
     for (name, steps) in [("leak-50-steps.pickle", 50), ("leak-500-steps.pickle", 500)] {
         let (code, leaks) = leaks(name);
         assert_eq!(code, Some(1), "{name}: {leaks}");
-        let all = leaks.as_array().unwrap();
+        let all = leaks.as_array().expect("leaks is a list");
         assert_eq!(all.len(), 1, "{name}: {leaks}");
         let l = &all[0];
         assert_eq!(l["frame"], "/w/train.py:30 <module>", "{name}");

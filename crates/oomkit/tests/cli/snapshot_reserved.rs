@@ -89,7 +89,7 @@ fn the_reserved_peak_comes_from_segment_events() {
 
 #[test]
 fn the_html_timeline_draws_reserved_memory() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().expect("test setup");
     let page = dir.path().join("r.html");
     let o = run_in(
         &snap_fixtures(),
@@ -97,12 +97,12 @@ fn the_html_timeline_draws_reserved_memory() {
             "snapshot",
             "h100-oom-expandable.pickle",
             "--html",
-            page.to_str().unwrap(),
+            page.to_str().expect("test setup"),
         ],
         None,
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let html = std::fs::read_to_string(&page).unwrap();
+    let html = std::fs::read_to_string(&page).expect("test setup");
     assert!(
         html.contains("<div class=\"fig\"><span>reserved peak</span><b>36.94 GiB</b><span>at event 674; 1022.00 MiB before the trace, 34 segment events</span></div>"),
         "no reserved peak figure"
