@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{json, run_in, stdout};
+use super::support::cli;
 
 fn snap_fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../oomkit_snapshot/tests/fixtures")
@@ -20,29 +20,21 @@ fn only_holes_between_live_blocks_count() {
         // Expandable segments already on.
         ("h100-oom-expandable.pickle", 66932736, 0),
     ] {
-        let o = run_in(
-            &snap_fixtures(),
-            &["snapshot", "--format", "json", name],
-            None,
-        );
-        let f = &json(&o)["devices"][0]["fragmentation"];
+        let j = cli(&["snapshot", "--format", "json", name])
+            .cwd(snap_fixtures())
+            .run()
+            .json();
+        let f = &j["devices"][0]["fragmentation"];
         assert_eq!(f["free_bytes"], free, "{name}");
         assert_eq!(f["expandable_recoverable_bytes"], recoverable, "{name}");
     }
-    let o = run_in(
-        &snap_fixtures(),
-        &["snapshot", "small-training-step.pickle"],
-        None,
-    );
-    let out = stdout(&o);
-    assert!(
-        out.contains("\n    480.00 MiB of it is whole pages between live blocks that expandable_segments:True would unmap and reuse for any request\n    fix: Let the caching allocator grow segments instead of splitting them [expandable-segments]\n"),
-        "{out}"
-    );
-    let o = run_in(
-        &snap_fixtures(),
-        &["snapshot", "h100-hook-leak.pickle"],
-        None,
-    );
-    assert!(!stdout(&o).contains("expandable"), "{}", stdout(&o));
+    cli(&["snapshot", "small-training-step.pickle"])
+        .cwd(snap_fixtures())
+        .run()
+        .code(0)
+        .stdout_has("\n    480.00 MiB of it is whole pages between live blocks that expandable_segments:True would unmap and reuse for any request\n    fix: Let the caching allocator grow segments instead of splitting them [expandable-segments]\n");
+    let ran = cli(&["snapshot", "h100-hook-leak.pickle"])
+        .cwd(snap_fixtures())
+        .run();
+    assert!(!ran.stdout().contains("expandable"), "{}", ran.stdout());
 }

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use super::support::cli;
 use super::{oomkit, run_in, run_within, stderr, stdout};
 
 fn snap_fixtures() -> PathBuf {
@@ -109,35 +110,12 @@ fn crafted_pickles_decode_in_bounded_time() {
 
 #[test]
 fn diff_device_must_be_in_either_snapshot() {
-    let o = run_in(
-        &snap_fixtures(),
-        &[
-            "snapshot",
-            "diff",
-            FILE,
-            "small-training-step-p2.pickle",
-            "--device",
-            "7",
-        ],
-        None,
+    let diff =
+        cli(&["snapshot", "diff", FILE, "small-training-step-p2.pickle"]).cwd(snap_fixtures());
+    let ran = diff.clone().args(&["--device", "7"]).run();
+    ran.code(2).one_error_line().stderr_is(
+        "error: cannot compare small-training-step.pickle and small-training-step-p2.pickle: neither snapshot has device 7 (devices: 0)\n",
     );
-    assert_eq!(o.status.code(), Some(2));
-    assert_eq!(
-        stderr(&o).trim_end(),
-        "error: cannot compare small-training-step.pickle and small-training-step-p2.pickle: neither snapshot has device 7 (devices: 0)"
-    );
-    assert!(o.stdout.is_empty());
-    let o = run_in(
-        &snap_fixtures(),
-        &[
-            "snapshot",
-            "diff",
-            FILE,
-            "small-training-step-p2.pickle",
-            "--device",
-            "0",
-        ],
-        None,
-    );
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(ran.stdout().is_empty(), "{}", ran.stdout());
+    diff.args(&["--device", "0"]).run().code(0);
 }

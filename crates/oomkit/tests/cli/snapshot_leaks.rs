@@ -5,27 +5,25 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{json, run_in, stderr};
+use super::support::cli;
 
 fn snap_fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../oomkit_snapshot/tests/fixtures")
 }
 
-fn leaks(name: &str) -> (Option<i32>, serde_json::Value) {
-    let o = run_in(
-        &snap_fixtures(),
-        &["snapshot", "--format", "json", name],
-        None,
-    );
-    assert!(o.stderr.is_empty(), "{name}: {}", stderr(&o));
-    (o.status.code(), json(&o)["devices"][0]["leaks"].clone())
+/// The device's leaks, checking the exit status (1: leaks found, 0: none).
+fn leaks(name: &str, code: i32) -> serde_json::Value {
+    let ran = cli(&["snapshot", "--format", "json", name])
+        .cwd(snap_fixtures())
+        .run();
+    ran.code(code).stderr_is("");
+    ran.json()["devices"][0]["leaks"].clone()
 }
 
 #[test]
 fn a_leak_is_found_at_50_and_at_500_steps() {
     for (name, steps) in [("leak-50-steps.pickle", 50), ("leak-500-steps.pickle", 500)] {
-        let (code, leaks) = leaks(name);
-        assert_eq!(code, Some(1), "{name}: {leaks}");
+        let leaks = leaks(name, 1);
         let all = leaks.as_array().expect("leaks is a list");
         assert_eq!(all.len(), 1, "{name}: {leaks}");
         let l = &all[0];
@@ -45,7 +43,8 @@ fn a_leak_is_found_at_50_and_at_500_steps() {
 
 #[test]
 fn keeping_only_the_last_step_is_not_a_leak() {
-    let (code, leaks) = leaks("leak-lookalike-500-steps.pickle");
-    assert_eq!(code, Some(0), "{leaks}");
-    assert_eq!(leaks, serde_json::json!([]));
+    assert_eq!(
+        leaks("leak-lookalike-500-steps.pickle", 0),
+        serde_json::json!([])
+    );
 }
