@@ -12,6 +12,7 @@ mod install;
 mod lint;
 mod monitor;
 mod probe;
+mod process_contract;
 mod robust_any;
 mod robust_estimate;
 mod robust_explain;
