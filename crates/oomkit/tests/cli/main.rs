@@ -12,12 +12,14 @@ mod install;
 mod lint;
 mod monitor;
 mod probe;
+mod probe_v2;
 mod process_contract;
 mod robust_any;
 mod robust_estimate;
 mod robust_explain;
 mod robust_lint;
 mod run;
+mod run_hook;
 mod snapshot;
 
 use std::path::{Path, PathBuf};
