@@ -21,6 +21,7 @@ mod robust_lint;
 mod run;
 mod run_hook;
 mod snapshot;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
