@@ -19,7 +19,7 @@ fn train(dir: &Path, oomkit_args: &[&str], args: &[&str], env: &[(&str, &str)]) 
     for (k, v) in env {
         c.env(k, v);
     }
-    c.output().unwrap()
+    c.output().expect("run oomkit")
 }
 
 /// No CUDA initialisation at `import torch`: the CUDA driver first runs when
