@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicUsize;
 
 use anyhow::Context;
 use oomkit_probe::runner::Interrupts;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGTSTP};
 use signal_hook::iterator::SignalsInfo;
 use signal_hook::iterator::exfiltrator::WithOrigin;
 use signal_hook::low_level::siginfo::Cause;
@@ -29,17 +29,22 @@ pub fn install() -> anyhow::Result<Arc<AtomicUsize>> {
 /// For a supervisor: SIGINT, SIGTERM, SIGHUP and SIGQUIT no longer end
 /// oomkit; a thread records each one, and whether the terminal sent it (the
 /// kernel's `SI_KERNEL` origin: the terminal signals its whole foreground
-/// job, so a child in that job had it already).
+/// job, so a child in that job had it already). SIGTSTP (Ctrl-Z) stops the
+/// command with oomkit ([`Interrupts::suspend`]).
 pub fn supervise() -> anyhow::Result<Arc<Interrupts>> {
     let interrupts = Arc::new(Interrupts::default());
-    let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT])
+    let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP])
         .context("cannot handle signals")?;
     let sink = Arc::clone(&interrupts);
     std::thread::Builder::new()
         .name("signals".into())
         .spawn(move || {
             for info in signals.forever() {
-                sink.record(info.signal, matches!(info.cause, Cause::Kernel));
+                if info.signal == SIGTSTP {
+                    sink.suspend();
+                } else {
+                    sink.record(info.signal, matches!(info.cause, Cause::Kernel));
+                }
             }
         })
         .context("cannot start the signal thread")?;

@@ -12,7 +12,9 @@
 //!   terminal never signals, so each signal reaches it once: forwarded by oomkit.
 //! - **Stops are left alone.** A stopped command is not continued behind the
 //!   user's back; a forwarded signal is followed by SIGCONT (as `timeout`
-//!   does) so that a stopped command can act on it.
+//!   does) so that a stopped command can act on it. Ctrl-Z reaches a command
+//!   in its own group through [`Interrupts::suspend`], which stops it with
+//!   oomkit and continues it with oomkit.
 //! - **Each signal is forwarded once.** A signal oomkit receives is sent on to
 //!   the command's processes, except one the terminal sent to the job the
 //!   command shares with oomkit (it had it already). After a forwarded signal
@@ -138,6 +140,9 @@ impl Default for Options<'_> {
 pub struct Interrupts {
     received: AtomicUsize,
     last: AtomicUsize,
+    /// The process group of a command running in its own group (0: none),
+    /// for [`Interrupts::suspend`].
+    own_group: std::sync::atomic::AtomicI32,
 }
 
 /// Marks, in [`Interrupts`]' last signal, one the terminal sent (the kernel's
@@ -156,6 +161,25 @@ impl Interrupts {
         };
         self.last.store(value, Ordering::SeqCst);
         self.received.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Ctrl-Z (SIGTSTP) for oomkit's caller: stops the command with oomkit,
+    /// as one job. A command in its own group is not in the terminal's job,
+    /// so it is stopped here (SIGTSTP to its group), oomkit stops itself
+    /// (SIGSTOP, SIGTSTP's default action), and once continued (`fg`, `bg`)
+    /// it continues the command's group. A command sharing oomkit's group was
+    /// stopped by the terminal already. Call it from the thread that handles
+    /// signals.
+    pub fn suspend(&self) {
+        let group = self.own_group.load(Ordering::SeqCst);
+        let group = (group > 0).then(|| Pid::from_raw(group));
+        if let Some(g) = group {
+            let _ = killpg(g, Signal::SIGTSTP);
+        }
+        let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+        if let Some(g) = group {
+            let _ = killpg(g, Signal::SIGCONT);
+        }
     }
 
     /// How many signals were received so far.
@@ -308,7 +332,13 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
         interrupted_at: None,
         exited_at: None,
     };
+    if let (true, Some(i)) = (own_group, sup.opts.interrupt) {
+        i.own_group.store(pid.as_raw(), Ordering::SeqCst);
+    }
     sup.supervise(&rx);
+    if let Some(i) = sup.opts.interrupt {
+        i.own_group.store(0, Ordering::SeqCst);
+    }
     // Reap the main process; its tree was killed when it exited.
     let status = child.wait().map_err(Error::Wait)?;
     reap(&sup.adopted);

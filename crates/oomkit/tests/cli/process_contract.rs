@@ -177,6 +177,45 @@ fn ctrl_c_stops_a_shell_loop() {
     assert!(!text.contains("loop-ended"), "{text}");
 }
 
+/// Ctrl-Z stops the command with oomkit even when the command has its own
+/// process group (stdin not the terminal), and `bg` continues both: the
+/// command writes nothing while the job is stopped.
+#[test]
+fn ctrl_z_stops_a_command_in_its_own_group_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let ticks = dir.path().join("ticks");
+    let script = format!(
+        r#"set -m
+T={t}
+"$OOMKIT" run -- sh -c 'echo ready; while :; do echo tick >> "$0"; sleep 0.05; done' "$T" </dev/null
+sleep 0.5; a=$(wc -l < "$T"); sleep 1; b=$(wc -l < "$T"); echo "while stopped: $a $b"
+bg %1; sleep 1; c=$(wc -l < "$T"); echo "grew after bg: $(( c > b ))"
+kill -TERM %1; wait; echo finished"#,
+        t = ticks.display()
+    );
+    let mut t = Pty::bash(&script);
+    t.wait_for("ready");
+    std::thread::sleep(Duration::from_millis(300));
+    t.type_keys(b"\x1a");
+    let (status, text) = t.finish();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("while stopped: "))
+        .unwrap_or_else(|| panic!("{text}"));
+    let counts: Vec<&str> = line
+        .trim_start_matches("while stopped: ")
+        .split_whitespace()
+        .collect();
+    assert_eq!(counts.len(), 2, "{text}");
+    assert_eq!(
+        counts[0], counts[1],
+        "the command ran on while stopped:\n{text}"
+    );
+    assert!(text.contains("grew after bg: 1"), "{text}");
+    assert!(text.contains("finished"), "{text}");
+    assert!(status.success(), "{status:?}\n{text}");
+}
+
 /// Spawns `oomkit ARGS` with pipes and no terminal; waits until its command
 /// printed `ready` on stdout.
 fn spawn_until_ready(args: &[&str]) -> (Child, String) {
