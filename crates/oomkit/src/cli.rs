@@ -99,8 +99,9 @@ pub struct MonitorArgs {
     /// Stop after N samples.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// Window of the growth slope: `60s`, `5m`.
-    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    /// Span of history behind growth and the leak forecast: `60s`, `5m`, `1h`
+    /// (every sample in it is used; old ones are thinned, never dropped).
+    #[arg(long, default_value = "5m", value_name = "DURATION")]
     pub window: String,
     /// Append every sample to FILE as JSON Lines (never torn; rotated at --log-max-size).
     #[arg(long, value_name = "FILE")]

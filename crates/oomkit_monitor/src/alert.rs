@@ -136,6 +136,10 @@ mod tests {
             growth_bytes_per_s: None,
             oom_eta_s: None,
             error: None,
+            mig: None,
+            memory_source: None,
+            forecast: None,
+            refused: vec![],
             processes: vec![],
         }
     }

@@ -232,6 +232,10 @@ mod tests {
                 growth_bytes_per_s: None,
                 oom_eta_s: None,
                 error: None,
+                mig: None,
+                memory_source: None,
+                forecast: None,
+                refused: vec![],
                 processes: vec![ProcessSample {
                     pid: 9,
                     user: None,
@@ -239,6 +243,8 @@ mod tests {
                     used_bytes: Some(30),
                     growth_bytes_per_s: Some(1.5),
                     oom_eta_s: None,
+                    local_pid: None,
+                    forecast: None,
                 }],
             }],
         };

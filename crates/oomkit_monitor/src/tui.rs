@@ -359,14 +359,22 @@ fn gpu_panel(frame: &mut Frame, app: &App, g: &GpuSample, rect: Rect) {
         na(g.temperature_c.map(|c| format!("{c} °C"))),
         na(g.power_w.map(|w| format!("{w:.0} W"))),
     ))];
-    if let Some(rate) = g.growth_bytes_per_s {
-        info.push(Span::raw(format!("  growth {}", render::growth(rate))));
-    }
-    if let Some(eta) = g.oom_eta_s {
-        info.push(Span::styled(
-            format!("  ⚠ out of memory in {}", render::eta(eta)),
+    match (g.oom_eta_s, &g.forecast) {
+        (Some(eta), Some(f)) => info.push(Span::styled(
+            format!(
+                "  ⚠ out of memory in {}: {}, {} steps over {}",
+                render::eta(eta),
+                render::growth(f.growth_bytes_per_s),
+                f.steps,
+                render::eta(f.regime_s)
+            ),
             Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-        ));
+        )),
+        _ => {
+            if let Some(rate) = g.growth_bytes_per_s {
+                info.push(Span::raw(format!("  growth {}", render::growth(rate))));
+            }
+        }
     }
     frame.render_widget(Paragraph::new(Line::from(info)), info_row);
 
@@ -522,6 +530,8 @@ mod tests {
             used_bytes: Some(used),
             growth_bytes_per_s: growth,
             oom_eta_s: eta,
+            local_pid: None,
+            forecast: None,
         };
         Sample {
             version: 1,
@@ -540,6 +550,15 @@ mod tests {
                     growth_bytes_per_s: Some(3.0 * 1048576.0),
                     oom_eta_s: Some(6826.0),
                     error: None,
+                    mig: None,
+                    memory_source: None,
+                    forecast: Some(crate::sample::Forecast {
+                        growth_bytes_per_s: 3.0 * 1048576.0,
+                        steps: 12,
+                        regime_s: 240.0,
+                        since_last_step_s: 4.0,
+                    }),
+                    refused: vec![],
                     processes: vec![
                         p(
                             4242,
@@ -564,6 +583,10 @@ mod tests {
                     growth_bytes_per_s: None,
                     oom_eta_s: None,
                     error: Some("GPU is lost".into()),
+                    mig: None,
+                    memory_source: None,
+                    forecast: None,
+                    refused: vec![],
                     processes: vec![],
                 },
             ],
@@ -592,8 +615,10 @@ mod tests {
         assert!(s.contains("GPU 0  NVIDIA H100 80GB HBM3  GPU-aaaa"), "{s}");
         assert!(s.contains("60.00 GiB / 80.00 GiB (75%)"), "{s}");
         assert!(s.contains("util 97%  temp 61 °C  power 412 W"), "{s}");
-        assert!(s.contains("growth +180.00 MiB/min"), "{s}");
-        assert!(s.contains("out of memory in 1h 53m 46s"), "{s}");
+        assert!(
+            s.contains("out of memory in 1h 53m 46s: +180.00 MiB/min, 12 steps over 4m"),
+            "{s}"
+        );
         assert!(s.contains("error: GPU is lost"), "{s}");
         assert!(s.contains("python train.py"), "{s}");
         let train = s.find("python train.py").unwrap();

@@ -170,6 +170,7 @@ impl NvmlReader {
                     user,
                     command,
                     used_bytes,
+                    local_pid: None,
                 }
             })
             .collect();
