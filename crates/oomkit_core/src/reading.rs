@@ -108,8 +108,8 @@ pub struct ProcessReading {
     /// Device memory the process holds. `None` where the driver cannot say
     /// (NVML's "not available", Windows WDDM, some containers).
     pub used_bytes: Option<u64>,
-    /// The same process's PID in this PID namespace, when it differs from
-    /// [`ProcessReading::pid`] (a container that can map it through `NSpid`).
+    /// The process's PID inside its own PID namespace (a container), when it
+    /// differs from [`ProcessReading::pid`] (`/proc/PID/status` `NSpid`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub local_pid: Option<u32>,
+    pub container_pid: Option<u32>,
 }

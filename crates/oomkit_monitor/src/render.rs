@@ -68,14 +68,18 @@ pub fn command(p: &ProcessSample) -> String {
 /// One GPU as text lines.
 pub fn gpu(out: &mut String, g: &GpuSample) {
     let name = g.name.as_deref().unwrap_or("(unknown GPU)");
+    let mig = g.mig.map_or_else(String::new, |m| format!(" MIG {m}"));
     let _ = writeln!(
         out,
-        "GPU {}  {name}  {}",
+        "GPU {}{mig}  {name}  {}",
         g.index,
         g.uuid.as_deref().unwrap_or("")
     );
     if let Some(err) = &g.error {
         let _ = writeln!(out, "  error: {err}");
+    }
+    if !g.refused.is_empty() {
+        let _ = writeln!(out, "  refused: {}", g.refused.join("; "));
     }
     if let (Some(used), Some(total)) = (g.memory_used_bytes, g.memory_total_bytes) {
         let pct = g.used_ratio().unwrap_or(0.0) * 100.0;
@@ -85,8 +89,12 @@ pub fn gpu(out: &mut String, g: &GpuSample) {
             Bytes(used),
             Bytes(total),
             Bytes(g.free_bytes().unwrap_or(0)),
-            match g.memory_reserved_bytes {
-                Some(r) if r > 0 => format!(", {} reserved by the driver", Bytes(r)),
+            match (g.memory_source.as_deref(), g.memory_reserved_bytes) {
+                (Some("system"), _) =>
+                    " (unified memory: the host's, from /proc/meminfo)".to_owned(),
+                (Some("nvml_v1"), _) =>
+                    " (driver < 510: used includes the driver's reserve)".to_owned(),
+                (_, Some(r)) if r > 0 => format!(", {} reserved by the driver", Bytes(r)),
                 _ => String::new(),
             }
         );
@@ -104,7 +112,12 @@ pub fn gpu(out: &mut String, g: &GpuSample) {
         let _ = writeln!(out, "  growth   {} over the window", growth(rate));
     }
     if let (Some(s), Some(f)) = (g.oom_eta_s, &g.forecast) {
-        let _ = writeln!(out, "  forecast out of memory in {}: {}", eta(s), evidence(f));
+        let _ = writeln!(
+            out,
+            "  forecast out of memory in {}: {}",
+            eta(s),
+            evidence(f)
+        );
     }
     if g.processes.is_empty() {
         if g.error.is_none() {
@@ -259,7 +272,7 @@ mod tests {
             used_bytes: None,
             growth_bytes_per_s: None,
             oom_eta_s: None,
-            local_pid: None,
+            container_pid: None,
             forecast: None,
         };
         assert_eq!(command(&p), "python3 train.py --lr 3e-4");

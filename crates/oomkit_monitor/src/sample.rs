@@ -75,9 +75,9 @@ pub struct GpuSample {
 pub struct ProcessSample {
     /// PID as the driver reports it (the host's PID namespace).
     pub pid: u32,
-    /// The same process's PID in this PID namespace, when it differs (mapped
-    /// through `/proc/*/status` `NSpid`).
-    pub local_pid: Option<u32>,
+    /// Its PID inside its own PID namespace (a container), when it differs
+    /// (`/proc/PID/status` `NSpid`, readable from the host's namespace).
+    pub container_pid: Option<u32>,
     /// Owner (`null`: not visible in this PID namespace).
     pub user: Option<String>,
     /// Command line (`null`: not visible in this PID namespace).
@@ -197,9 +197,9 @@ impl Tracker {
                     mig: r.mig_index,
                     name: r.name,
                     uuid: r.uuid,
-                    memory_source: r.memory_total_bytes.map(|_| {
-                        r.memory_source.clone().unwrap_or_else(|| "nvml".to_owned())
-                    }),
+                    memory_source: r
+                        .memory_total_bytes
+                        .map(|_| r.memory_source.clone().unwrap_or_else(|| "nvml".to_owned())),
                     memory_total_bytes: r.memory_total_bytes,
                     memory_used_bytes: r.memory_used_bytes,
                     memory_reserved_bytes: r.memory_reserved_bytes,
@@ -252,7 +252,7 @@ fn process_sample(
     let oom_eta_s = free.and_then(|f| eta(f, growth));
     ProcessSample {
         pid: p.pid,
-        local_pid: p.local_pid,
+        container_pid: p.container_pid,
         user: p.user,
         command: p.command,
         used_bytes: p.used_bytes,
@@ -279,7 +279,7 @@ mod tests {
                 user: None,
                 command: None,
                 used_bytes: Some(proc_used),
-                local_pid: None,
+                container_pid: None,
             }],
             ..GpuReading::default()
         }

@@ -11,6 +11,7 @@ mod explain_readings;
 mod install;
 mod lint;
 mod monitor;
+mod monitor_v2;
 mod probe;
 mod robust_any;
 mod robust_estimate;
