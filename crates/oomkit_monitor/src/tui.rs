@@ -408,7 +408,10 @@ fn gpu_panel(frame: &mut Frame, app: &App, g: &GpuSample, rect: Rect) {
     }
     frame.render_widget(Paragraph::new(Line::from(info)), info_row);
 
-    let history: &[u64] = app.history.get(&(g.index, g.mig)).map_or(&[], Vec::as_slice);
+    let history: &[u64] = app
+        .history
+        .get(&(g.index, g.mig))
+        .map_or(&[], Vec::as_slice);
     // The newest points that fit, scaled to the GPU's total (a full bar is a full GPU).
     let width = usize::from(spark_row.width);
     let start = history.len().saturating_sub(width);

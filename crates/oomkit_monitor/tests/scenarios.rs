@@ -15,6 +15,7 @@
 //!   for a linear leak) from then to the first flag;
 //! - the true time to OOM at a sample is when the scripted series first
 //!   reaches the GPU's usable memory (total − the driver's reserve).
+#![allow(clippy::indexing_slicing)] // test code: a bad index is a failed test
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -329,7 +330,7 @@ fn run(sc: &Scenario, file: &str) -> Vec<Row> {
         p.parts
             .iter()
             .filter_map(|part| part.step_s(sc.interval_s))
-            .last()
+            .next_back()
     };
     let mut gpu = Row {
         scenario: file.to_owned(),

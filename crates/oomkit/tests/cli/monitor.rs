@@ -38,7 +38,9 @@ impl Driver {
 
     pub(crate) fn cmd(&self, scenario: &str, args: &[&str]) -> Command {
         let mut c = oomkit();
-        c.env("LD_LIBRARY_PATH", self.dir.path())
+        // NODE_NAME names the node in /metrics; the tests expect the hostname.
+        c.env_remove("NODE_NAME")
+            .env("LD_LIBRARY_PATH", self.dir.path())
             .env("OOMKIT_NVML_SCENARIO", scenario_path(scenario))
             .arg("monitor")
             .args(args)

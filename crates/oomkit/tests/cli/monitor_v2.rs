@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::monitor::{Driver, lines_json, scrape_with, wait_limited};
+use crate::support::{cli, exit_2_says};
 use crate::{stderr, stdout};
 
 #[test]
@@ -209,16 +210,18 @@ fn prometheus_alone_serves_loopback_on_the_default_port() {
 
 #[test]
 fn alert_at_needs_a_unit() {
-    let d = Driver::new();
-    let o = d.run("leak.json", &["--once", "--alert-at", "95"]);
-    assert_eq!(o.status.code(), Some(2));
-    let err = stderr(&o);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(
-        err.contains("--alert-at") && err.contains("95%") && err.contains("95GiB"),
-        "{err}"
+    // Checked before the driver is opened: one error line, exit 2.
+    exit_2_says(
+        &cli(&["monitor", "--once"]),
+        &[
+            (&["--alert-at", "95"], "95%"),
+            (&["--alert-at", "95"], "95GiB"),
+            (&["--alert-at", "0.9"], "--alert-at"),
+            (&["--prometheus", "example"], "--prometheus"),
+        ],
     );
     // A size with a unit still works.
+    let d = Driver::new();
     let o = d.run("leak.json", &["--once", "--alert-at", "70GiB"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
