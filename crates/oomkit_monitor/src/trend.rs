@@ -32,8 +32,9 @@
 //!      (within the last median gap), it was freed.
 //!   4. The regime must hold at least [`MIN_STEPS`] steps and pass the
 //!      Mann–Kendall trend test with the tie correction (Kendall 1975, *Rank
-//!      Correlation Methods*; Hipel & McLeod 1994, §23.3: the variance of S
-//!      less Σ t(t−1)(2t+5)/18 over groups of tied values) at one-sided 5 %
+//!      Correlation Methods*; Gilbert 1987, *Statistical Methods for
+//!      Environmental Pollution Monitoring*, ch. 16: the variance of S less
+//!      Σ t(t−1)(2t+5)/18 over groups of tied values) at one-sided 5 %
 //!      (Z > [`MK_Z`]).
 //!
 //!   The rate is the regime's steps per unit time × their size: the rise

@@ -133,6 +133,13 @@ fn monitor(args: MonitorArgs, color: ColorChoice) -> anyhow::Result<u8> {
         .transpose()
         .map_err(|e| anyhow!("--alert-at: {e}"))?;
 
+    let metrics_addr = args
+        .prometheus
+        .as_deref()
+        .map(prometheus::parse_addr)
+        .transpose()
+        .map_err(|e| anyhow!("--prometheus: {e}"))?;
+
     let mut reader = NvmlReader::open()?;
 
     let log = match &args.log {
@@ -142,12 +149,6 @@ fn monitor(args: MonitorArgs, color: ColorChoice) -> anyhow::Result<u8> {
         ),
         None => None,
     };
-    let metrics_addr = args
-        .prometheus
-        .as_deref()
-        .map(prometheus::parse_addr)
-        .transpose()
-        .map_err(|e| anyhow!("--prometheus: {e}"))?;
     let metrics = match &metrics_addr {
         Some(addr) => {
             let shared: prometheus::Shared = Arc::new(Mutex::new(None));
