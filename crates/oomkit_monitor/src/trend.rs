@@ -19,7 +19,8 @@
 //!      own [`jitter`] (how far it falls back between samples). Memory that goes up and comes
 //!      back (sawtooth, spikes, a cache that is emptied) sets no new high the
 //!      second time; a leak sets one at every step; ties (the flat treads of
-//!      a staircase) neither help nor hurt.
+//!      a staircase) neither help nor hurt. A rise under [`MINOR_STEP`] of the
+//!      steps beside it is jitter on a tread and not counted.
 //!   2. *The regime* is the latest run of steps at a regular pace: walking
 //!      back from the newest step, a gap between steps joins the run while it
 //!      is within a factor [`PACE_FACTOR`] of the run's median gap. A load
@@ -63,6 +64,8 @@ pub const MIN_STEPS: usize = 3;
 /// How irregular a regime's pace may be, and how many median gaps without a
 /// step end it.
 pub const PACE_FACTOR: f64 = 3.0;
+/// A rise below this share of the steps beside it is not counted as a step.
+pub const MINOR_STEP: f64 = 0.25;
 /// Newest gaps of a regime that set its reference pace.
 const PACE_SAMPLE: usize = 8;
 /// One-sided 5 % critical value of the standard normal (Mann–Kendall's Z).
@@ -185,15 +188,33 @@ pub fn growth(points: &[(f64, f64)]) -> Option<Growth> {
     //    high after the step).
     let tolerance = jitter(points).max(STEP_TOLERANCE);
     let mut high = points.first()?.1;
-    let mut steps: Vec<(usize, f64, f64)> = Vec::new();
+    let mut steps: Vec<(usize, f64, f64, f64)> = Vec::new();
     for (i, &(t, y)) in points.iter().enumerate().skip(1) {
         // Creep below the tolerance leaves the high where it was, so it
         // adds up to the next step.
         if y - high > tolerance {
-            steps.push((i, t, y));
+            steps.push((i, t, y, y - high));
             high = y;
         }
     }
+    // A rise much smaller than the steps beside it is jitter riding on a
+    // tread (a neighbour's noise on the sum), not a step of its own.
+    let sizes: Vec<f64> = steps.iter().map(|s| s.3).collect();
+    let steps: Vec<(usize, f64, f64)> = steps
+        .iter()
+        .enumerate()
+        .filter(|&(k, s)| {
+            let before = k.checked_sub(1).and_then(|j| sizes.get(j));
+            let after = sizes.get(k.saturating_add(1));
+            let beside = match (before, after) {
+                (Some(&a), Some(&b)) => a.min(b),
+                (Some(&a), None) | (None, Some(&a)) => a,
+                (None, None) => 0.0,
+            };
+            s.3 >= MINOR_STEP * beside
+        })
+        .map(|(_, &(i, t, y, _))| (i, t, y))
+        .collect();
     if steps.len() < MIN_STEPS {
         return None;
     }
