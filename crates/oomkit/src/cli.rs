@@ -116,8 +116,9 @@ pub struct MonitorArgs {
     /// Stop after N samples.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// Window of the growth slope: `60s`, `5m`.
-    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    /// Span of history behind growth and the leak forecast: `60s`, `5m`, `1h`
+    /// (every sample in it is used; old ones are thinned, never dropped).
+    #[arg(long, default_value = "5m", value_name = "DURATION")]
     pub window: String,
     /// Append every sample to FILE as JSON Lines (never torn; rotated at --log-max-size).
     #[arg(long, value_name = "FILE")]
@@ -125,10 +126,16 @@ pub struct MonitorArgs {
     /// Rotate --log to FILE.1 when it would pass this size.
     #[arg(long, default_value = "64MiB", value_name = "SIZE")]
     pub log_max_size: String,
-    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. `0.0.0.0:9835`; port 0 picks one).
-    #[arg(long, value_name = "ADDR")]
+    /// Serve Prometheus metrics at http://ADDR/metrics: HOST:PORT, :PORT or PORT
+    /// (loopback); alone, 127.0.0.1:19180. Port 0 picks a free one.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
     pub prometheus: Option<String>,
-    /// Warn once per GPU when its used memory reaches this: `90%` or a size (`70GiB`).
+    /// With --prometheus: add each process's command line as a `command` label
+    /// (off by default: /metrics has no authentication).
+    #[arg(long, requires = "prometheus")]
+    pub metrics_command_lines: bool,
+    /// Warn once per GPU when its used memory reaches this: `90%` or a size
+    /// (`70GiB`); a bare number is an error.
     #[arg(long, value_name = "THRESHOLD")]
     pub alert_at: Option<String>,
     /// With --alert-at: run this shell command on each alert (env OOMKIT_ALERT_GPU,

@@ -12,6 +12,7 @@ mod explain_readings;
 mod install;
 mod lint;
 mod monitor;
+mod monitor_v2;
 mod probe;
 mod probe_v2;
 mod process_contract;
