@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Recall of `oomkit lint` on memory bugs taken from public projects, each with the
 # project's own fix. Every case is a directory under cases/ (linted as a tree
-# of its own); its files restate the buggy code, reduced, and cite the repository, the
+# of its own); its files are minimal reproductions written here and cite the repository, the
 # file and the issue/PR of the fix in their header. The buggy line ends with `# bug`,
 # and `# expect: OOMxxx` names the rule meant to find it.
 #
