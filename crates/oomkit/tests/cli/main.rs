@@ -10,6 +10,7 @@ mod explain;
 mod explain_readings;
 mod install;
 mod lint;
+mod lint_v3;
 mod monitor;
 mod probe;
 mod robust_any;

@@ -1,0 +1,107 @@
+//! `oomkit lint`: configuration discovered per file (walking up from each linted file,
+//! as ruff does) and the semantic model's rules, through the binary.
+
+use std::fs;
+use std::path::Path;
+
+use crate::{run_in, stderr, stdout};
+
+fn write(dir: &Path, name: &str, text: &str) {
+    let p = dir.join(name);
+    fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    fs::write(p, text).expect("write");
+}
+
+const LOAD: &str = "from transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained(name)\nprint(model.generate(ids))\n";
+const EMPTY_CACHE: &str = "import torch\nfor batch in loader:\n    loss = model(batch)\n    loss.backward()\n    torch.cuda.empty_cache()\n";
+const LEAK: &str =
+    "losses = []\nfor batch in loader:\n    loss = model(batch)\n    losses.append(loss)\n";
+
+/// Two projects side by side, linted from their common parent (and from an unrelated
+/// directory): each file reads the pins and `[tool.oomkit.lint]` of its own project,
+/// not the working directory's.
+#[test]
+fn each_file_reads_the_configuration_of_its_own_project_from_any_directory() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let root = tmp.path();
+    // `new` requires transformers 5 (OOM201 moot) and ignores OOM101 except in tests/,
+    // which has its own pyproject; `old` pins transformers 4
+    write(root, "new/requirements.txt", "transformers>=5.0\n");
+    write(
+        root,
+        "new/pyproject.toml",
+        "[tool.oomkit.lint]\nignore = [\"OOM101\"]\nexclude = [\"legacy/\"]\n",
+    );
+    write(root, "new/src/infer.py", LOAD);
+    write(root, "new/src/leak.py", LEAK);
+    write(root, "new/legacy/old.py", EMPTY_CACHE);
+    write(root, "new/tests/pyproject.toml", "[tool.oomkit.lint]\n");
+    write(root, "new/tests/leak.py", LEAK);
+    write(root, "old/requirements.txt", "transformers>=4.40,<5\n");
+    write(root, "old/src/infer.py", LOAD);
+    write(root, "elsewhere/README", "not a project\n");
+
+    let out = run_in(root, &["lint", "new", "old"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("new/tests/leak.py:4:5: OOM101")
+            && text.contains("old/src/infer.py:2:9: OOM201")
+            && text.contains("Found 2 problems."),
+        "{text}"
+    );
+
+    // the same from an unrelated directory, by relative and by absolute paths
+    let elsewhere = root.join("elsewhere");
+    let out = run_in(&elsewhere, &["lint", "../new"], None);
+    let text = stdout(&out);
+    assert!(
+        text.contains("../new/tests/leak.py:4:5: OOM101") && text.contains("Found 1 problem."),
+        "{text}{}",
+        stderr(&out)
+    );
+    // a file named on the command line is linted even when excluded
+    let out = run_in(
+        &elsewhere,
+        &["lint", "../new/src", "../new/legacy/old.py"],
+        None,
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("../new/legacy/old.py:5:5: OOM105") && text.contains("Found 1 problem."),
+        "{text}{}",
+        stderr(&out)
+    );
+    let old = root.join("old/src/infer.py");
+    let out = run_in(&elsewhere, &["lint", old.to_str().expect("utf-8")], None);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("infer.py:2:9: OOM201"),
+        "{}",
+        stdout(&out)
+    );
+
+    // standard input takes the configuration of `--stdin-filename`'s directory
+    let out = run_in(
+        &elsewhere,
+        &["lint", "-", "--stdin-filename", "../new/src/piped.py"],
+        Some(LOAD.as_bytes()),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+
+    // a broken configuration fails only the files under it, naming it
+    write(
+        root,
+        "old/pyproject.toml",
+        "[tool.oomkit.lint]\nselekt = []\n",
+    );
+    let out = run_in(root, &["lint", "new", "old"], None);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("old/pyproject.toml")
+            && stdout(&out).contains("new/tests/leak.py:4:5"),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
