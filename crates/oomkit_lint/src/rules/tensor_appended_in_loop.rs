@@ -91,7 +91,7 @@ impl Violation for TensorAppendedInLoop {
 /// Whether `value` reads as a scalar loss (`.item()` works on it) rather than a
 /// batch of outputs.
 fn is_scalar(ch: &Checker<'_>, value: &Expr) -> bool {
-    let text = text_of(value).to_ascii_lowercase();
+    let text = ch.snippet(value.range()).to_ascii_lowercase();
     text.contains("loss")
         || matches!(value, Expr::Call(c) if ch.is_loss_callee(&c.func))
 }
