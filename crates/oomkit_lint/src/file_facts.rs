@@ -350,13 +350,21 @@ fn distributed_test(test: &Expr) -> Option<bool> {
         })
         .is_some_and(|l| {
             let l = l.to_ascii_lowercase();
-            l == "distributed" || l == "is_initialized" || l == "ddp" || l == "multi_gpu" || l == "is_distributed" || l == "use_ddp"
+            l == "distributed"
+                || l == "is_initialized"
+                || l == "ddp"
+                || l == "multi_gpu"
+                || l == "is_distributed"
+                || l == "use_ddp"
         })
     };
-    let world = |e: &Expr| last_segment(e).is_some_and(|l| l.to_ascii_lowercase().contains("world_size"));
+    let world =
+        |e: &Expr| last_segment(e).is_some_and(|l| l.to_ascii_lowercase().contains("world_size"));
     let one = |e: &Expr| matches!(e, Expr::NumberLiteral(n) if matches!(n.value, ast::Number::Int(ref i) if i.as_u8() == Some(1)));
     match test {
-        Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => distributed_test(&u.operand).map(|m| !m),
+        Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => {
+            distributed_test(&u.operand).map(|m| !m)
+        }
         Expr::Compare(c) if world(&c.left) && c.comparators.len() == 1 => {
             let (op, right) = (c.ops.first()?, c.comparators.first()?);
             if !one(right) {

@@ -227,7 +227,13 @@ impl<'a> Facts<'a> {
             let constant = match value {
                 Expr::NumberLiteral(_) | Expr::NoneLiteral(_) => true,
                 Expr::UnaryOp(u) => matches!(&*u.operand, Expr::NumberLiteral(_)),
-                Expr::Call(c) => c.arguments.args.iter().all(|a| matches!(a, Expr::NumberLiteral(_))) && c.arguments.keywords.is_empty(),
+                Expr::Call(c) => {
+                    c.arguments
+                        .args
+                        .iter()
+                        .all(|a| matches!(a, Expr::NumberLiteral(_)))
+                        && c.arguments.keywords.is_empty()
+                }
                 _ => false,
             };
             if !(in_if && constant) {

@@ -174,7 +174,10 @@ impl<'a> Checker<'a> {
                 if let Expr::Call(c) = &*e.value
                     && let Expr::Attribute(a) = &*c.func
                     && a.attr.as_str() == "enter_context"
-                    && c.arguments.args.first().is_some_and(|x| self.is_grad_off(x))
+                    && c.arguments
+                        .args
+                        .first()
+                        .is_some_and(|x| self.is_grad_off(x))
                 {
                     let s = self.scope_mut();
                     s.no_grad = s.no_grad.saturating_add(1);

@@ -16,7 +16,10 @@ rule_doc! {
     /// one, outside `no_grad`), and the total must only be accumulated in the loop (not
     /// reset on every iteration; a reset to a constant under an `if` — `if step % 100 ==
     /// 99: running_loss = 0.0` — still keeps every graph until the reset, and is flagged
-    /// saying so) and never backpropagated or returned — except that returning
+    /// saying so, unless the loop steps its optimizer under a `%` guard: a total over one
+    /// gradient-accumulation window, as torchtune's recipes keep, spans a few
+    /// micro-batches whose buffers their backward freed) and never backpropagated or
+    /// returned — except that returning
     /// it is no excuse when each added value was itself backpropagated in the loop (the
     /// PyTorch FAQ's `total_loss += loss`: those graphs cannot be used again). The added
     /// value may also be the result of a step helper of the same file —
@@ -102,7 +105,21 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
     if until_reset && !lp.facts.reset_only_under_guard(&name) {
         return;
     }
-    if !(ch.kind(value).has_graph() || returns_backpropagated(ch, value))
+    // a total over one gradient-accumulation window (the optimizer steps under a `%`
+    // guard, where the total is reset: torchtune's `running_loss`) spans a few
+    // micro-batches whose graphs' buffers their backward already freed: bounded
+    if until_reset
+        && lp
+            .facts
+            .step_calls()
+            .any(|site| site.modulo && crate::context::optimizer_step(ch, site.call).is_some())
+    {
+        return;
+    }
+    // a value that is backpropagated in this function carries a graph, whatever
+    // computed it (`loss = agent.loss(batch)`; `loss.backward()`)
+    let backpropagated = matches!(value, Expr::Name(n) if ch.scope().backpropagated.contains(n.id.as_str()));
+    if !(ch.kind(value).has_graph() || backpropagated || returns_backpropagated(ch, value))
         || (ch.consumed_as_loss(&name) && !ch.kept_after_backward(&name, value))
     {
         return;
