@@ -360,6 +360,7 @@ pub(crate) fn on_stmt<'a>(ch: &mut Checker<'a>, stmt: &'a Stmt) {
             tensor_stored_on_module::check(ch, a);
         }
         Stmt::Import(_) | Stmt::ImportFrom(_) => deprecated_cuda_amp::check_import(ch, stmt),
+        Stmt::Return(r) => tensor_appended_in_loop::check_step_return(ch, r),
         Stmt::FunctionDef(f) => {
             hook_stores_activation::check(ch, f);
             object_recreated_in_loop::check_function(ch, f);

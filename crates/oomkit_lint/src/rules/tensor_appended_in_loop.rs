@@ -23,7 +23,11 @@ rule_doc! {
     /// function which trains nothing only returns (`all_logits.append(out.logits)` …
     /// `return all_logits`): every graph then leaves the function with the list. The
     /// fix offered fits the value: `.item()` for a loss, `.detach().cpu()` for a batch
-    /// of outputs (`.item()` raises on more than one element).
+    /// of outputs (`.item()` raises on more than one element). Lightning's
+    /// `training_step` runs once per batch, so `self.outputs.append(logits)` there (a list
+    /// on the module, emptied at the epoch's end) and a returned dict's tensors other
+    /// than `"loss"` in a class with `training_epoch_end` (Lightning keeps every step's
+    /// dict for it and detaches only the loss) keep each step's graph for the epoch.
     ///
     /// ## Why it costs memory
     /// The list keeps every step's tensor on the GPU and, through its `grad_fn`, the whole
@@ -62,6 +66,9 @@ pub(crate) struct TensorAppendedInLoop {
     /// The value is a scalar (a loss), so `.item()` works; otherwise (logits,
     /// outputs) only `.detach()`/`.cpu()` do.
     pub scalar: bool,
+    /// Kept by a Lightning step method for the epoch (`self.outputs.append(preds)` in
+    /// `training_step`, or returned to `*_epoch_end`), not by a loop of this file.
+    pub per_epoch: bool,
 }
 
 impl Violation for TensorAppendedInLoop {
@@ -69,6 +76,11 @@ impl Violation for TensorAppendedInLoop {
 
     fn message(&self) -> String {
         let (c, v) = (&self.container, &self.value);
+        if self.per_epoch {
+            return format!(
+                "`{c}` keeps `{v}` and its autograd graph alive from every step until the epoch ends"
+            );
+        }
         if self.returned {
             format!(
                 "`{c}` keeps `{v}` and its autograd graph alive for every iteration of the loop, and the function returns it: every graph outlives the loop"
@@ -134,8 +146,94 @@ fn report(
             receiver: r,
             returned,
             scalar,
+            per_epoch: false,
         },
     );
+}
+
+/// The Lightning step method that runs with gradients on (Lightning runs
+/// `validation_step`, `test_step` and `predict_step` without them).
+const STEP_METHODS: &[&str] = &["training_step"];
+
+/// `self.outputs.append(preds)` in a Lightning step method: the list lives on the
+/// module across steps (emptied at the epoch's end), so each kept graph lives with it.
+fn check_step_method_append(ch: &mut Checker<'_>, call: &ast::ExprCall, container: &Expr, value: &Expr) {
+    let scope = ch.scope();
+    let Some(me) = scope.self_name.as_deref() else {
+        return;
+    };
+    if !STEP_METHODS.contains(&scope.name.as_str()) || ch.innermost_loop().is_some() {
+        return;
+    }
+    let Expr::Attribute(a) = container else {
+        return;
+    };
+    if !matches!(&*a.value, Expr::Name(n) if n.id.as_str() == me) || !ch.kind(value).has_graph() {
+        return;
+    }
+    let c = ch.snippet(container.range()).to_string();
+    let v = ch.snippet(value.range()).to_string();
+    let r = ch.receiver_snippet(value);
+    let scalar = is_scalar(ch, value);
+    ch.report(
+        call.range(),
+        TensorAppendedInLoop {
+            container: c,
+            value: v,
+            receiver: r,
+            returned: false,
+            scalar,
+            per_epoch: true,
+        },
+    );
+}
+
+/// `return {"loss": loss, "preds": out}` from `training_step` in a class that defines
+/// `training_epoch_end` (Lightning 1.x): Lightning keeps every step's returned dict for
+/// that hook and detaches only `"loss"`, so the other tensors keep their graphs.
+pub(crate) fn check_step_return(ch: &mut Checker<'_>, ret: &ast::StmtReturn) {
+    if !ch.enabled(Rule::TensorAppendedInLoop) {
+        return;
+    }
+    let scope = ch.scope();
+    if scope.self_name.is_none() || scope.name != "training_step" {
+        return;
+    }
+    let Some(Expr::Dict(d)) = ret.value.as_deref() else {
+        return;
+    };
+    let at = ret.range();
+    let hook = ch.module().body.iter().any(|s| match s {
+        ast::Stmt::ClassDef(c) if c.range().contains_range(at) => c.body.iter().any(|m| {
+            matches!(m, ast::Stmt::FunctionDef(f) if f.name.as_str() == "training_epoch_end")
+        }),
+        _ => false,
+    });
+    if !hook {
+        return;
+    }
+    for item in &d.items {
+        let Some(Expr::StringLiteral(key)) = &item.key else {
+            continue;
+        };
+        if key.value.to_str() == "loss" || !ch.kind(&item.value).has_graph() {
+            continue;
+        }
+        let v = ch.snippet(item.value.range()).to_string();
+        let r = ch.receiver_snippet(&item.value);
+        let scalar = is_scalar(ch, &item.value);
+        ch.report(
+            item.value.range(),
+            TensorAppendedInLoop {
+                container: "training_epoch_end".to_string(),
+                value: v,
+                receiver: r,
+                returned: false,
+                scalar,
+                per_epoch: true,
+            },
+        );
+    }
 }
 
 /// `xs.append(t)` / `xs.extend([t])`.
@@ -155,6 +253,10 @@ pub(crate) fn check_call(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         },
         _ => return,
     };
+    if ch.innermost_loop().is_none() {
+        check_step_method_append(ch, call, &a.value, value);
+        return;
+    }
     if ch.kind(value).has_graph()
         && let Some(returned) = in_loop_and_kept(ch, &a.value, value)
     {
