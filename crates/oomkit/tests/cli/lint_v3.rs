@@ -105,3 +105,93 @@ fn each_file_reads_the_configuration_of_its_own_project_from_any_directory() {
         stderr(&out)
     );
 }
+
+/// The lint v3 fixtures through the binary: each file's `# expect:` markers are exactly
+/// the findings of its rule (with `--preview`, so the preview rule OOM116 runs too),
+/// and the messages state the consequence that holds there.
+#[test]
+fn lint_v3_fixtures_give_their_markers_and_messages_through_the_binary() {
+    let dir = crate::lint_fixtures();
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "OOM102_periodic_reset.py",
+            "OOM102",
+            "stays alive until `running_loss` is next reset",
+        ),
+        (
+            "OOM102_backpropagated_helper_value.py",
+            "OOM102",
+            "keeping every step's graph alive",
+        ),
+        (
+            "OOM101_returned_outputs.py",
+            "OOM101",
+            "the function returns it",
+        ),
+        (
+            "OOM101_lightning_epoch_outputs.py",
+            "OOM101",
+            "until the epoch ends",
+        ),
+        ("OOM104_grad_free_spellings.py", "OOM104", "autograd keeps"),
+        ("OOM108.py", "OOM108", "retain_graph=True"),
+        (
+            "OOM202_single_process_path.py",
+            "OOM202",
+            "`checkpoint` stays alive on the GPU",
+        ),
+        ("OOM116.py", "OOM116", "without `.detach()`"),
+    ];
+    for (file, code, words) in cases {
+        let source = fs::read_to_string(dir.join(file)).expect("fixture");
+        let mut want: Vec<u64> = source
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| l.contains(&format!("# expect: {code}")))
+            .map(|(i, _)| i as u64 + 1)
+            .collect();
+        want.sort_unstable();
+        let out = run_in(
+            &dir,
+            &[
+                "lint",
+                "--preview",
+                "--select",
+                code,
+                "--format",
+                "json",
+                file,
+            ],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(1), "{file}: {}", stderr(&out));
+        let doc = crate::json(&out);
+        let found = doc["diagnostics"].as_array().expect("diagnostics");
+        let mut got: Vec<u64> = found
+            .iter()
+            .map(|d| d["line"].as_u64().expect("line"))
+            .collect();
+        got.sort_unstable();
+        assert_eq!(got, want, "{file}");
+        assert!(
+            found
+                .iter()
+                .any(|d| d["message"].as_str().expect("message").contains(words)),
+            "{file}: {found:?}"
+        );
+    }
+    // the fix offered fits the value: a batch of logits is not `.item()`-able
+    let out = run_in(
+        &dir,
+        &["lint", "--select", "OOM101", "OOM101_returned_outputs.py"],
+        None,
+    );
+    assert!(
+        stdout(&out).contains("help: Store `out.logits.detach().cpu()`"),
+        "{}",
+        stdout(&out)
+    );
+    // OOM116 is a preview rule
+    let out = run_in(&dir, &["lint", "--select", "OOM116", "OOM116.py"], None);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}

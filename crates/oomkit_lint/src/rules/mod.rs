@@ -207,6 +207,10 @@ rules! {
         code: "OOM115", name: "object-recreated-in-loop", remedy: None,
         category: Memory, preview: true, fixable: false, tensorflow: true,
     },
+    GeneratorOutputNotDetached => generator_output_not_detached {
+        code: "OOM116", name: "generator-output-not-detached", remedy: Some(RemedyId::ReleaseReferences),
+        category: Memory, preview: true, fixable: false, tensorflow: false,
+    },
 }
 
 impl Rule {
@@ -236,7 +240,7 @@ const RULES_IN_ENUM_ORDER: () = {
         assert!(rule as usize == i, "RULES is out of enum order");
         i += 1;
     }
-    assert!(RULES.len() == Rule::ObjectRecreatedInLoop as usize + 1);
+    assert!(RULES.len() == Rule::GeneratorOutputNotDetached as usize + 1);
 };
 const _: () = RULES_IN_ENUM_ORDER;
 
@@ -386,6 +390,7 @@ pub(crate) fn on_call<'a>(ch: &mut Checker<'a>, call: &'a ExprCall) {
     graph_kept_by_meter::check(ch, call);
     outputs_kept_on_gpu::check(ch, call);
     object_recreated_in_loop::check_call(ch, call);
+    generator_output_not_detached::check(ch, call);
 }
 
 /// Attribute-level rules (uses that are not calls).
