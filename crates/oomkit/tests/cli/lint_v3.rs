@@ -4,7 +4,7 @@
 use std::fs;
 use std::path::Path;
 
-use crate::{run_in, stderr, stdout};
+use crate::support::cli;
 
 fn write(dir: &Path, name: &str, text: &str) {
     let p = dir.join(name);
@@ -41,53 +41,42 @@ fn each_file_reads_the_configuration_of_its_own_project_from_any_directory() {
     write(root, "old/src/infer.py", LOAD);
     write(root, "elsewhere/README", "not a project\n");
 
-    let out = run_in(root, &["lint", "new", "old"], None);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let text = stdout(&out);
-    assert!(
-        text.contains("new/tests/leak.py:4:5: OOM101")
-            && text.contains("old/src/infer.py:2:9: OOM201")
-            && text.contains("Found 2 problems."),
-        "{text}"
-    );
+    cli(&["lint", "new", "old"])
+        .cwd(root)
+        .run()
+        .code(1)
+        .stdout_has("new/tests/leak.py:4:5: OOM101")
+        .stdout_has("old/src/infer.py:2:9: OOM201")
+        .stdout_has("Found 2 problems.");
 
     // the same from an unrelated directory, by relative and by absolute paths
     let elsewhere = root.join("elsewhere");
-    let out = run_in(&elsewhere, &["lint", "../new"], None);
-    let text = stdout(&out);
-    assert!(
-        text.contains("../new/tests/leak.py:4:5: OOM101") && text.contains("Found 1 problem."),
-        "{text}{}",
-        stderr(&out)
-    );
+    cli(&["lint", "../new"])
+        .cwd(&elsewhere)
+        .run()
+        .code(1)
+        .stdout_has("../new/tests/leak.py:4:5: OOM101")
+        .stdout_has("Found 1 problem.");
     // a file named on the command line is linted even when excluded
-    let out = run_in(
-        &elsewhere,
-        &["lint", "../new/src", "../new/legacy/old.py"],
-        None,
-    );
-    let text = stdout(&out);
-    assert!(
-        text.contains("../new/legacy/old.py:5:5: OOM105") && text.contains("Found 1 problem."),
-        "{text}{}",
-        stderr(&out)
-    );
+    cli(&["lint", "../new/src", "../new/legacy/old.py"])
+        .cwd(&elsewhere)
+        .run()
+        .code(1)
+        .stdout_has("../new/legacy/old.py:5:5: OOM105")
+        .stdout_has("Found 1 problem.");
     let old = root.join("old/src/infer.py");
-    let out = run_in(&elsewhere, &["lint", old.to_str().expect("utf-8")], None);
-    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
-    assert!(
-        stdout(&out).contains("infer.py:2:9: OOM201"),
-        "{}",
-        stdout(&out)
-    );
+    cli(&["lint", old.to_str().expect("utf-8")])
+        .cwd(&elsewhere)
+        .run()
+        .code(1)
+        .stdout_has("infer.py:2:9: OOM201");
 
     // standard input takes the configuration of `--stdin-filename`'s directory
-    let out = run_in(
-        &elsewhere,
-        &["lint", "-", "--stdin-filename", "../new/src/piped.py"],
-        Some(LOAD.as_bytes()),
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    cli(&["lint", "-", "--stdin-filename", "../new/src/piped.py"])
+        .stdin(LOAD)
+        .cwd(&elsewhere)
+        .run()
+        .code(0);
 
     // a broken configuration fails only the files under it, naming it
     write(
@@ -95,15 +84,12 @@ fn each_file_reads_the_configuration_of_its_own_project_from_any_directory() {
         "old/pyproject.toml",
         "[tool.oomkit.lint]\nselekt = []\n",
     );
-    let out = run_in(root, &["lint", "new", "old"], None);
-    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
-    assert!(
-        stderr(&out).contains("old/pyproject.toml")
-            && stdout(&out).contains("new/tests/leak.py:4:5"),
-        "{}{}",
-        stdout(&out),
-        stderr(&out)
-    );
+    cli(&["lint", "new", "old"])
+        .cwd(root)
+        .run()
+        .code(2)
+        .stderr_has("old/pyproject.toml")
+        .stdout_has("new/tests/leak.py:4:5");
 }
 
 /// The lint v3 fixtures through the binary: each file's `# expect:` markers are exactly
@@ -151,21 +137,19 @@ fn lint_v3_fixtures_give_their_markers_and_messages_through_the_binary() {
             .map(|(i, _)| i as u64 + 1)
             .collect();
         want.sort_unstable();
-        let out = run_in(
-            &dir,
-            &[
-                "lint",
-                "--preview",
-                "--select",
-                code,
-                "--format",
-                "json",
-                file,
-            ],
-            None,
-        );
-        assert_eq!(out.status.code(), Some(1), "{file}: {}", stderr(&out));
-        let doc = crate::json(&out);
+        let doc = cli(&[
+            "lint",
+            "--preview",
+            "--select",
+            code,
+            "--format",
+            "json",
+            file,
+        ])
+        .cwd(&dir)
+        .run()
+        .code(1)
+        .json();
         let found = doc["diagnostics"].as_array().expect("diagnostics");
         let mut got: Vec<u64> = found
             .iter()
@@ -181,17 +165,14 @@ fn lint_v3_fixtures_give_their_markers_and_messages_through_the_binary() {
         );
     }
     // the fix offered fits the value: a batch of logits is not `.item()`-able
-    let out = run_in(
-        &dir,
-        &["lint", "--select", "OOM101", "OOM101_returned_outputs.py"],
-        None,
-    );
-    assert!(
-        stdout(&out).contains("help: Store `out.logits.detach().cpu()`"),
-        "{}",
-        stdout(&out)
-    );
+    cli(&["lint", "--select", "OOM101", "OOM101_returned_outputs.py"])
+        .cwd(&dir)
+        .run()
+        .code(1)
+        .stdout_has("help: Store `out.logits.detach().cpu()`");
     // OOM116 is a preview rule
-    let out = run_in(&dir, &["lint", "--select", "OOM116", "OOM116.py"], None);
-    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    cli(&["lint", "--select", "OOM116", "OOM116.py"])
+        .cwd(&dir)
+        .run()
+        .code(0);
 }
