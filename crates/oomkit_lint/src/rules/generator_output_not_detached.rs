@@ -67,8 +67,20 @@ impl Violation for GeneratorOutputNotDetached {
     }
 }
 
+/// The name a callee goes by: its last segment, or the string key of a lookup
+/// (`self.model["discriminator"]`).
+fn name_of(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Subscript(s) => match &*s.slice {
+            Expr::StringLiteral(k) => Some(k.value.to_str().to_string()),
+            _ => None,
+        },
+        e => last_segment(e).map(str::to_string),
+    }
+}
+
 fn named(expr: &Expr, names: &[&str], suffixes: &[&str]) -> bool {
-    let Some(last) = last_segment(expr) else {
+    let Some(last) = name_of(expr) else {
         return false;
     };
     let l = last.to_ascii_lowercase();
@@ -122,11 +134,27 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     }
     // the discriminator's step: the first optimizer step after the call is D's
     let at = call.range().start();
+    let keyed_optimizer = |call: &ast::ExprCall| match &*call.func {
+        // `self.optimizer["discriminator"].step()`
+        Expr::Attribute(a) if a.attr.as_str() == "step" && call.arguments.is_empty() => {
+            match &*a.value {
+                Expr::Subscript(sub) if text_of(&sub.value).to_ascii_lowercase().contains("optim") => {
+                    name_of(&a.value)
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    };
     let next = lp
         .facts
         .step_calls()
         .filter(|s| s.call.range().start() > at)
-        .filter_map(|s| optimizer_step(ch, s.call).map(|o| (s.call.range().start(), o)))
+        .filter_map(|s| {
+            optimizer_step(ch, s.call)
+                .or_else(|| keyed_optimizer(s.call))
+                .map(|o| (s.call.range().start(), o))
+        })
         .min_by_key(|(start, _)| *start);
     let Some((_, optimizer)) = next else {
         return;
@@ -134,7 +162,7 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !is_discriminator_optimizer(&optimizer) {
         return;
     }
-    let d = text_of(&call.func);
+    let d = ch.snippet(call.func.range()).to_string();
     let v = arg.id.to_string();
     ch.report(
         call.range(),
