@@ -11,6 +11,7 @@ mod explain;
 mod explain_readings;
 mod install;
 mod lint;
+mod lint_v3;
 mod monitor;
 mod monitor_v2;
 mod probe;
