@@ -226,11 +226,16 @@ pub struct SnapshotDiffArgs {
     pub format: Format,
 }
 
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct EstimateArgs {
     /// Catalogue id or alias, config.json path, or a folder with a config.json.
-    #[arg(required_unless_present_any = ["params", "list_models", "list_gpus"])]
+    #[arg(required_unless_present_any = ["params", "list_models", "list_gpus", "command"])]
     pub model: Option<String>,
+    /// The command you run (after `--`): its launcher, arguments and the config
+    /// files it names are read as the setup (docs/preflight.md); oomkit flags
+    /// given before `--` override what it says.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
     /// A bare decoder of this many parameters (`7B`, `350M`) instead of MODEL.
     #[arg(long, conflicts_with = "model")]
     pub params: Option<String>,

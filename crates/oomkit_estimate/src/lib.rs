@@ -18,6 +18,7 @@ pub mod image;
 pub mod knob;
 pub mod llamacpp;
 pub mod model;
+pub mod preflight;
 pub mod render;
 pub mod resolve;
 pub mod serve;
