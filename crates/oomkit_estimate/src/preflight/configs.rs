@@ -108,7 +108,12 @@ pub fn from_config(path: &str, files: &dyn Files) -> Result<Derived, PreflightEr
                 ),
                 Style::HfYaml,
             );
-            let mut t = Train::default();
+            let mut t = Train {
+                origin: Some(Source::File {
+                    path: path.to_string(),
+                }),
+                ..Train::default()
+            };
             t.read_hf_tree(&tree, path, &mut dd);
             t.finish(fw, &mut dd, files)?;
             dd
@@ -222,7 +227,12 @@ const AXOLOTL_INERT: &[&str] = &[
 
 fn axolotl(tree: &Value, path: &str, files: &dyn Files) -> Result<Derived, PreflightError> {
     let mut dd = Derived::new(format!("an axolotl config, {path}"), Style::Axolotl);
-    let mut t = Train::default();
+    let mut t = Train {
+        origin: Some(Source::File {
+            path: path.to_string(),
+        }),
+        ..Train::default()
+    };
     let src = || Source::File {
         path: path.to_string(),
     };
@@ -242,7 +252,7 @@ fn axolotl(tree: &Value, path: &str, files: &dyn Files) -> Result<Derived, Prefl
             "sequence_len" => t.put_canon("max_length", &s, k, src()),
             "bf16" => {
                 let on = s != "false";
-                t.put_canon("bf16", if on { "true" } else { "false" }, k, src());
+                t.put_as("bf16", if on { "true" } else { "false" }, k, &s, src());
             }
             "fp16" => t.put_canon("fp16", &s, k, src()),
             "gradient_checkpointing" => {
@@ -256,10 +266,10 @@ fn axolotl(tree: &Value, path: &str, files: &dyn Files) -> Result<Derived, Prefl
                 );
             }
             "adapter" => match s.as_str() {
-                "lora" => t.put_canon("use_peft", "true", k, src()),
+                "lora" => t.put_as("use_peft", "true", k, &s, src()),
                 "qlora" => {
-                    t.put_canon("use_peft", "true", k, src());
-                    t.put_canon("load_in_4bit", "true", k, src());
+                    t.put_as("use_peft", "true", k, &s, src());
+                    t.put_as("load_in_4bit", "true", k, &s, src());
                 }
                 "" => {}
                 other => dd.ignore(format!("adapter {other}")),
@@ -278,7 +288,7 @@ fn axolotl(tree: &Value, path: &str, files: &dyn Files) -> Result<Derived, Prefl
             "lora_target_modules" => t.put_canon("lora_target_modules", &list(v), k, src()),
             "lora_target_linear" => {
                 if as_bool(v) == Some(true) {
-                    t.put_canon("lora_target_modules", "all-linear", k, src());
+                    t.put_as("lora_target_modules", "all-linear", k, &s, src());
                 }
             }
             "optimizer" => t.put_canon("optim", &s, k, src()),
@@ -437,7 +447,12 @@ fn llamafactory(tree: &Value, path: &str, files: &dyn Files) -> Result<Derived, 
         format!("a LLaMA-Factory config, {path}"),
         Style::LlamaFactory,
     );
-    let mut t = Train::default();
+    let mut t = Train {
+        origin: Some(Source::File {
+            path: path.to_string(),
+        }),
+        ..Train::default()
+    };
     let src = || Source::File {
         path: path.to_string(),
     };
@@ -466,8 +481,8 @@ fn llamafactory(tree: &Value, path: &str, files: &dyn Files) -> Result<Derived, 
             "lora_rank" => t.put_canon("lora_r", &s, k, src()),
             "cutoff_len" => t.put_canon("max_length", &s, k, src()),
             "finetuning_type" => match s.as_str() {
-                "lora" => t.put_canon("use_peft", "true", k, src()),
-                "full" => t.put_canon("use_peft", "false", k, src()),
+                "lora" => t.put_as("use_peft", "true", k, &s, src()),
+                "full" => t.put_as("use_peft", "false", k, &s, src()),
                 other => {
                     dd.ignore(format!("finetuning_type {other}"));
                     dd.assumed.push(format!(
@@ -477,8 +492,8 @@ fn llamafactory(tree: &Value, path: &str, files: &dyn Files) -> Result<Derived, 
                 }
             },
             "quantization_bit" => match s.as_str() {
-                "4" => t.put_canon("load_in_4bit", "true", k, src()),
-                "8" => t.put_canon("load_in_8bit", "true", k, src()),
+                "4" => t.put_as("load_in_4bit", "true", k, &s, src()),
+                "8" => t.put_as("load_in_8bit", "true", k, &s, src()),
                 other => dd.ignore(format!("quantization_bit {other}")),
             },
             "double_quantization" => {
@@ -489,13 +504,13 @@ fn llamafactory(tree: &Value, path: &str, files: &dyn Files) -> Result<Derived, 
             "pure_bf16" => t.put_extra("pure_bf16", &s, k, src()),
             "disable_gradient_checkpointing" => {
                 if as_bool(v) == Some(true) {
-                    t.put_canon("gradient_checkpointing", "false", k, src());
+                    t.put_as("gradient_checkpointing", "false", k, &s, src());
                 }
             }
             "flash_attn" => match s.as_str() {
-                "fa2" | "fa3" => t.put_canon("attn_implementation", "flash_attention_2", k, src()),
-                "sdpa" => t.put_canon("attn_implementation", "sdpa", k, src()),
-                "disabled" => t.put_canon("attn_implementation", "eager", k, src()),
+                "fa2" | "fa3" => t.put_as("attn_implementation", "flash_attention_2", k, &s, src()),
+                "sdpa" => t.put_as("attn_implementation", "sdpa", k, &s, src()),
+                "disabled" => t.put_as("attn_implementation", "eager", k, &s, src()),
                 _ => {}
             },
             k if LLAMAFACTORY_INERT.contains(&k) => {}
@@ -619,7 +634,12 @@ fn torchtune(tree: &Value, path: &str) -> Result<Derived, PreflightError> {
         format!("a torchtune recipe config, {path}"),
         Style::Torchtune,
     );
-    let mut t = Train::default();
+    let mut t = Train {
+        origin: Some(Source::File {
+            path: path.to_string(),
+        }),
+        ..Train::default()
+    };
     let src = || Source::File {
         path: path.to_string(),
     };
@@ -639,13 +659,19 @@ fn torchtune(tree: &Value, path: &str) -> Result<Derived, PreflightError> {
     let base = lora.clone().unwrap_or_else(|| builder.clone());
     // The local checkpoint folder, when it is a Hugging Face one, is the model.
     match TORCHTUNE_MODELS.iter().find(|(b, _)| *b == base) {
-        Some((_, id)) => t.put_canon("model_name_or_path", id, "model._component_", src()),
+        Some((_, id)) => t.put_as(
+            "model_name_or_path",
+            id,
+            "model._component_",
+            &component,
+            src(),
+        ),
         None => dd.ignore(format!("model._component_ {component}")),
     }
     if lora.is_some() {
-        t.put_canon("use_peft", "true", "model._component_", src());
+        t.put_as("use_peft", "true", "model._component_", &builder, src());
         if q {
-            t.put_canon("load_in_4bit", "true", "model._component_", src());
+            t.put_as("load_in_4bit", "true", "model._component_", &builder, src());
         }
         let m = model.cloned().unwrap_or(Value::Null);
         if let Some(r) = m.get("lora_rank").and_then(scalar) {
@@ -698,9 +724,9 @@ fn torchtune(tree: &Value, path: &str) -> Result<Derived, PreflightError> {
         t.put_canon("max_length", &s, "tokenizer.max_seq_len", src());
     }
     match tree.get("dtype").and_then(scalar).as_deref() {
-        Some("bf16") => t.put_canon("bf16", "true", "dtype", src()),
-        Some("fp16") => t.put_canon("fp16", "true", "dtype", src()),
-        Some("fp32") => t.put_canon("bf16", "false", "dtype", src()),
+        Some("bf16") => t.put_as("bf16", "true", "dtype", "bf16", src()),
+        Some("fp16") => t.put_as("fp16", "true", "dtype", "fp16", src()),
+        Some("fp32") => t.put_as("bf16", "false", "dtype", "fp32", src()),
         _ => {}
     }
     if let Some(c) = tree

@@ -32,6 +32,8 @@ pub enum Framework {
 #[derive(Debug, Clone)]
 pub struct Val {
     pub v: String,
+    /// The value as the user wrote it (`qlora` for `adapter: qlora`).
+    pub shown: String,
     pub key: String,
     pub src: Source,
 }
@@ -39,7 +41,9 @@ pub struct Val {
 /// The settings read so far, by their Hugging Face name.
 #[derive(Debug, Default)]
 pub struct Train {
-    vals: BTreeMap<&'static str, Val>,
+    pub(super) vals: BTreeMap<&'static str, Val>,
+    /// Where the launch itself was read (the command, or a config file).
+    pub origin: Option<Source>,
 }
 
 /// `HfArgumentParser`/TRL keys that set memory, by canonical name; the
@@ -241,9 +245,22 @@ impl Train {
 
     /// Records a canonical key.
     pub fn put_canon(&mut self, c: &'static str, value: &str, shown_key: &str, src: Source) {
+        self.put_as(c, value, shown_key, value, src);
+    }
+
+    /// Records a canonical key whose value the user wrote as `raw`.
+    pub fn put_as(
+        &mut self,
+        c: &'static str,
+        value: &str,
+        shown_key: &str,
+        raw: &str,
+        src: Source,
+    ) {
         self.vals.insert(
             c,
             Val {
+                shown: raw.to_string(),
                 v: value.to_string(),
                 key: shown_key.to_string(),
                 src,
@@ -351,15 +368,16 @@ impl Train {
         d: &mut Derived,
         files: &dyn Files,
     ) -> Result<(), PreflightError> {
+        let origin = self.origin.clone().unwrap_or(Source::Command);
         d.set(
             "task",
             Some("train".into()),
             "",
             "a training launch",
-            Source::Command,
+            origin.clone(),
         );
         if let Some(m) = self.get("model_name_or_path") {
-            d.set("model", Some(m.v.clone()), &m.key, &m.v, m.src.clone());
+            d.set("model", Some(m.v.clone()), &m.key, &m.shown, m.src.clone());
         }
         self.batch(fw, d);
         self.seq(fw, d);
@@ -375,8 +393,14 @@ impl Train {
                 _ => None,
             };
             match att {
-                Some(att) => d.set("attention", Some(att.into()), &a.key, &a.v, a.src.clone()),
-                None => d.ignore(format!("{} {}", a.key, a.v)),
+                Some(att) => d.set(
+                    "attention",
+                    Some(att.into()),
+                    &a.key,
+                    &a.shown,
+                    a.src.clone(),
+                ),
+                None => d.ignore(format!("{} {}", a.key, a.shown)),
             }
         }
         if let Some(ds) = self.get("deepspeed") {
@@ -392,7 +416,7 @@ impl Train {
             Framework::Torchtune => "a torchtune recipe (drops the logits before backward)",
             _ => "the Hugging Face Trainer (drops the model output before backward)",
         };
-        d.set("trainer", None, "", loop_by, Source::Command);
+        d.set("trainer", None, "", loop_by, origin);
         Ok(())
     }
 
@@ -404,8 +428,14 @@ impl Train {
         };
         match self.get("per_device_train_batch_size") {
             Some(b) => match count(&b.v) {
-                Some(n) => d.set("batch", Some(n.to_string()), &b.key, &b.v, b.src.clone()),
-                None => d.ignore(format!("{} {}", b.key, b.v)),
+                Some(n) => d.set(
+                    "batch",
+                    Some(n.to_string()),
+                    &b.key,
+                    &b.shown,
+                    b.src.clone(),
+                ),
+                None => d.ignore(format!("{} {}", b.key, b.shown)),
             },
             None => match batch_default {
                 Some(n) => d.default(
@@ -427,10 +457,10 @@ impl Train {
                     "grad-accum",
                     Some(n.to_string()),
                     &g.key,
-                    &g.v,
+                    &g.shown,
                     g.src.clone(),
                 ),
-                None => d.ignore(format!("{} {}", g.key, g.v)),
+                None => d.ignore(format!("{} {}", g.key, g.shown)),
             },
             None => {
                 let cite = match fw {
@@ -452,7 +482,7 @@ impl Train {
     fn seq(&self, fw: Framework, d: &mut Derived) {
         if let Some(s) = self.get("max_length") {
             if let Some(n) = count(&s.v) {
-                d.set("seq", Some(n.to_string()), &s.key, &s.v, s.src.clone());
+                d.set("seq", Some(n.to_string()), &s.key, &s.shown, s.src.clone());
                 return;
             }
         }
@@ -496,7 +526,13 @@ impl Train {
         let lora_on = match (fw, peft) {
             (_, Some((on, v))) => {
                 if on {
-                    d.set("method", Some("lora".into()), &v.key, &v.v, v.src.clone());
+                    d.set(
+                        "method",
+                        Some("lora".into()),
+                        &v.key,
+                        &v.shown,
+                        v.src.clone(),
+                    );
                 }
                 on
             }
@@ -525,18 +561,30 @@ impl Train {
                     Some("full".into()),
                     "",
                     "no LoRA/PEFT setting: every weight trains",
-                    Source::Command,
+                    self.origin.clone().unwrap_or(Source::Command),
                 );
             }
             return;
         }
         if let Some((_, v)) = q4 {
-            d.set("method", Some("qlora".into()), &v.key, &v.v, v.src.clone());
+            d.set(
+                "method",
+                Some("qlora".into()),
+                &v.key,
+                &v.shown,
+                v.src.clone(),
+            );
             let nested = self.flag("use_bnb_nested_quant").is_some_and(|(on, _)| on);
             let q = if nested { "nf4-dq" } else { "nf4" };
-            d.set("quant", Some(q.into()), &v.key, &v.v, v.src.clone());
+            d.set("quant", Some(q.into()), &v.key, &v.shown, v.src.clone());
         } else if let Some((_, v)) = q8 {
-            d.set("quant", Some("int8".into()), &v.key, &v.v, v.src.clone());
+            d.set(
+                "quant",
+                Some("int8".into()),
+                &v.key,
+                &v.shown,
+                v.src.clone(),
+            );
         }
         match self.get("lora_r") {
             Some(r) => match count(&r.v) {
@@ -544,10 +592,10 @@ impl Train {
                     "lora-rank",
                     Some(n.to_string()),
                     &r.key,
-                    &r.v,
+                    &r.shown,
                     r.src.clone(),
                 ),
-                None => d.ignore(format!("{} {}", r.key, r.v)),
+                None => d.ignore(format!("{} {}", r.key, r.shown)),
             },
             None => match fw {
                 Framework::Trl | Framework::Hf => {
@@ -575,7 +623,7 @@ impl Train {
                 "lora-targets",
                 Some(lora_targets(&t.v)),
                 &t.key,
-                &t.v,
+                &t.shown,
                 t.src.clone(),
             ),
             None => match fw {
@@ -603,8 +651,8 @@ impl Train {
         let dtype = self.get("dtype");
         // The autocast: bf16/fp16 switches, else the framework's default.
         let (autocast, ac_key, ac_shown, ac_src) = match (bf16, fp16) {
-            (Some((true, v)), _) => (Some("bf16"), v.key.clone(), v.v.clone(), v.src.clone()),
-            (_, Some((true, v))) => (Some("fp16"), v.key.clone(), v.v.clone(), v.src.clone()),
+            (Some((true, v)), _) => (Some("bf16"), v.key.clone(), v.shown.clone(), v.src.clone()),
+            (_, Some((true, v))) => (Some("fp16"), v.key.clone(), v.shown.clone(), v.src.clone()),
             (Some((false, v)), _) | (_, Some((false, v))) => {
                 (None, v.key.clone(), v.v.clone(), v.src.clone())
             }
@@ -658,7 +706,12 @@ impl Train {
             }
             Framework::Hf | Framework::Trl => {
                 let (weights, wkey, wshown, wsrc) = match dtype {
-                    Some(v) => (dtype_name(&v.v), v.key.clone(), v.v.clone(), v.src.clone()),
+                    Some(v) => (
+                        dtype_name(&v.v),
+                        v.key.clone(),
+                        v.shown.clone(),
+                        v.src.clone(),
+                    ),
                     None if fw == Framework::Trl => (
                         "fp32",
                         "dtype".into(),
@@ -700,10 +753,10 @@ impl Train {
         match self.flag("gradient_checkpointing") {
             Some((on, v)) => {
                 if on {
-                    d.set("grad-checkpointing", None, &v.key, &v.v, v.src.clone());
+                    d.set("grad-checkpointing", None, &v.key, &v.shown, v.src.clone());
                 } else {
                     d.unset("grad-checkpointing");
-                    d.assumed.push(format!("gradient checkpointing off ({} {})", v.key, v.v));
+                    d.assumed.push(format!("gradient checkpointing off ({} {})", v.key, v.shown));
                 }
             }
             None => match fw {
@@ -726,16 +779,16 @@ impl Train {
                 "optimizer",
                 Some("adafactor".into()),
                 &v.key,
-                &v.v,
+                &v.shown,
                 v.src.clone(),
             );
             return;
         }
         match self.get("optim") {
             Some(o) => match optimizer(&o.v) {
-                Some(x) => d.set("optimizer", Some(x.into()), &o.key, &o.v, o.src.clone()),
+                Some(x) => d.set("optimizer", Some(x.into()), &o.key, &o.shown, o.src.clone()),
                 None => {
-                    d.ignore(format!("{} {}", o.key, o.v));
+                    d.ignore(format!("{} {}", o.key, o.shown));
                     d.assumed.push(format!(
                         "optimizer {} is not modelled: AdamW's two fp32 states assumed",
                         o.v
@@ -744,7 +797,7 @@ impl Train {
                         "optimizer",
                         Some("adamw".into()),
                         &o.key,
-                        &o.v,
+                        &o.shown,
                         Source::Assumed,
                     );
                 }
