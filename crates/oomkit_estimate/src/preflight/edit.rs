@@ -388,7 +388,12 @@ fn rewrite_command(
         let (flag, value) = if engine {
             (k.clone(), v.clone())
         } else {
-            let bool_v = super::truthy(v);
+            // Python's spelling of a boolean keyword (`gradient_checkpointing=True`).
+            let bool_v = match v.as_str() {
+                "True" | "true" => Some(true),
+                "False" | "false" => Some(false),
+                _ => None,
+            };
             (
                 format!("--{k}"),
                 match bool_v {
