@@ -80,8 +80,15 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff): `oomkit man > ~/.local/share/man/man1/oomkit.1`.
-    Man,
+    /// Print a man page (roff): `oomkit man > ~/.local/share/man/man1/oomkit.1`,
+    /// `oomkit man estimate` for oomkit-estimate(1), or every page with `--dir`.
+    Man {
+        /// The subcommand whose page to print (`explain`, `estimate`, …); none: oomkit(1).
+        subcommand: Option<String>,
+        /// Write every page (oomkit.1, oomkit-explain.1, …) into this folder instead.
+        #[arg(long, value_name = "DIR", conflicts_with = "subcommand")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]

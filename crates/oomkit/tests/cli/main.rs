@@ -18,6 +18,7 @@ mod robust_explain;
 mod robust_lint;
 mod run;
 mod snapshot;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
