@@ -76,7 +76,8 @@ pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
         let path = args.model.clone().unwrap_or_default();
         preflight::from_config(&path, &DiskFiles)?
     } else {
-        preflight::from_command(&args.command, &DiskFiles).context("the command after `--`")?
+        preflight::from_command(&args.command, &DiskFiles)
+            .map_err(|e| anyhow::anyhow!("the command after `--`: {e}"))?
     };
     let user = user_tokens(config_mode, args.model.as_deref());
     let user_model = (!config_mode).then(|| args.model.clone()).flatten();

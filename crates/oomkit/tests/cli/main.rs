@@ -6,6 +6,7 @@ mod docs;
 mod estimate;
 mod estimate_hub;
 mod estimate_llamacpp;
+mod estimate_preflight;
 mod explain;
 mod explain_readings;
 mod install;
