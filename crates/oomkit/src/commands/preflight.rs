@@ -94,10 +94,10 @@ pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
         bail!("cannot estimate what it runs without {}", list.join("; "));
     }
     let mut argv: Vec<String> = vec!["oomkit".into(), "estimate".into()];
-    if user_model.is_none() {
-        if let Some(m) = derived.model() {
-            argv.push(m.to_string());
-        }
+    if user_model.is_none()
+        && let Some(m) = derived.model()
+    {
+        argv.push(m.to_string());
     }
     argv.extend(derived.estimate_args());
     argv.extend(user.iter().cloned());
@@ -154,12 +154,11 @@ fn user_tokens(config_mode: bool, model: Option<&str>) -> Vec<String> {
         .skip(start)
         .take_while(|t| t != "--")
         .collect();
-    if config_mode {
-        if let Some(m) = model {
-            if let Some(i) = toks.iter().position(|t| t == m) {
-                toks.remove(i);
-            }
-        }
+    if config_mode
+        && let Some(m) = model
+        && let Some(i) = toks.iter().position(|t| t == m)
+    {
+        toks.remove(i);
     }
     toks
 }

@@ -99,10 +99,10 @@ fn changes(step: &Step) -> Option<Vec<Change>> {
         let toks: Vec<String> = rest.split_whitespace().map(String::from).collect();
         let mut out = Vec::new();
         let mut it = toks.iter().peekable();
-        if c.starts_with("vllm") {
-            if let Some(m) = it.next() {
-                out.push(Change::Model(m.clone()));
-            }
+        if c.starts_with("vllm")
+            && let Some(m) = it.next()
+        {
+            out.push(Change::Model(m.clone()));
         }
         while let Some(t) = it.next() {
             if t.starts_with('-') {
@@ -340,7 +340,7 @@ fn deepspeed_edit(
         if offload {
             s.push_str(", \"offload_optimizer\": {\"device\": \"cpu\", \"pin_memory\": true}");
         }
-        s.push_str("}");
+        s.push('}');
         out.elsewhere.push(s);
         return;
     }
@@ -369,13 +369,12 @@ fn rewrite_command(
 ) -> (String, Vec<String>) {
     let mut toks: Vec<String> = d.command.clone();
     let mut changes = Vec::new();
-    if let (Some(m), Some(old)) = (model, d.model()) {
-        if m != old {
-            if let Some(t) = toks.iter_mut().find(|t| t.as_str() == old) {
-                *t = m.to_string();
-                changes.push(format!("model {m}"));
-            }
-        }
+    if let (Some(m), Some(old)) = (model, d.model())
+        && m != old
+        && let Some(t) = toks.iter_mut().find(|t| t.as_str() == old)
+    {
+        *t = m.to_string();
+        changes.push(format!("model {m}"));
     }
     let engine = matches!(d.style, Style::Vllm | Style::LlamaCpp);
     for (k, v) in edits {

@@ -189,13 +189,14 @@ impl Launch {
         for a in &opts {
             if let Arg::Opt { name, value } = a {
                 match argv::key(name).as_str() {
-                    "nproc_per_node" => match value.as_deref() {
-                        Some(v) => match count(v) {
-                            Some(n) => per_node = Some((n, name.clone(), v.to_string())),
-                            None => self.pre.need("gpus", format!("the GPU count ({name} {v} counts them at launch): give --gpus N")),
-                        },
-                        None => {}
-                    },
+                    "nproc_per_node" => {
+                        if let Some(v) = value.as_deref() {
+                            match count(v) {
+                        Some(n) => per_node = Some((n, name.clone(), v.to_string())),
+                        None => self.pre.need("gpus", format!("the GPU count ({name} {v} counts them at launch): give --gpus N")),
+                    }
+                        }
+                    }
                     "nnodes" => {
                         if let Some(v) = value {
                             // `MIN:MAX` elastic ranges: the most nodes.
@@ -269,15 +270,14 @@ impl Launch {
                 name,
                 value: Some(v),
             } = a
+                && matches!(argv::key(name).as_str(), "config_file")
             {
-                if matches!(argv::key(name).as_str(), "config_file") {
-                    config = Some(v.clone());
-                }
+                config = Some(v.clone());
             }
-            if let Arg::Opt { name, .. } = a {
-                if matches!(name.as_str(), "-m" | "--module") {
-                    module = true;
-                }
+            if let Arg::Opt { name, .. } = a
+                && matches!(name.as_str(), "-m" | "--module")
+            {
+                module = true;
             }
         }
         match &config {
@@ -557,7 +557,7 @@ impl Launch {
             dd.set("gpus", Some(total.to_string()), &key, &v, Source::Command);
         }
         dd.understood = format!("tune run {recipe} · {}", dd.understood);
-        dd.ignored.extend(self.pre.ignored.drain(..));
+        dd.ignored.append(&mut self.pre.ignored);
         Ok(dd)
     }
 
@@ -634,9 +634,9 @@ impl Launch {
                 dd.items.push(i);
             }
         }
-        dd.ignored.extend(self.pre.ignored.drain(..));
-        dd.needs.extend(self.pre.needs.drain(..));
-        dd.assumed.extend(self.pre.assumed.drain(..));
+        dd.ignored.append(&mut self.pre.ignored);
+        dd.needs.append(&mut self.pre.needs);
+        dd.assumed.append(&mut self.pre.assumed);
         match (&self.gpus, self.all_visible) {
             (Some((n, key, shown)), _) => {
                 let src = self.gpus_src.clone().unwrap_or(Source::Command);

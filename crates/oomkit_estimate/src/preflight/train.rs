@@ -480,11 +480,11 @@ impl Train {
     }
 
     fn seq(&self, fw: Framework, d: &mut Derived) {
-        if let Some(s) = self.get("max_length") {
-            if let Some(n) = count(&s.v) {
-                d.set("seq", Some(n.to_string()), &s.key, &s.shown, s.src.clone());
-                return;
-            }
+        if let Some(s) = self.get("max_length")
+            && let Some(n) = count(&s.v)
+        {
+            d.set("seq", Some(n.to_string()), &s.key, &s.shown, s.src.clone());
+            return;
         }
         match fw {
             Framework::Trl => {
@@ -1045,16 +1045,16 @@ pub fn accelerate_tree(
             if let Some(f) = ds.get("deepspeed_config_file").and_then(scalar) {
                 read_deepspeed(&f, d, files)?;
             } else {
-                if let Some(s) = ds.get("zero_stage").and_then(scalar) {
-                    if matches!(s.as_str(), "0" | "1" | "2" | "3") {
-                        d.set(
-                            "zero",
-                            Some(s.clone()),
-                            "deepspeed_config.zero_stage",
-                            &s,
-                            src.clone(),
-                        );
-                    }
+                if let Some(s) = ds.get("zero_stage").and_then(scalar)
+                    && matches!(s.as_str(), "0" | "1" | "2" | "3")
+                {
+                    d.set(
+                        "zero",
+                        Some(s.clone()),
+                        "deepspeed_config.zero_stage",
+                        &s,
+                        src.clone(),
+                    );
                 }
                 let dev = |k: &str| ds.get(k).and_then(scalar).filter(|v| v != "none");
                 if let Some(v) = dev("offload_param_device") {
