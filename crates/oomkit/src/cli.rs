@@ -295,16 +295,20 @@ pub struct EstimateArgs {
     #[arg(long, value_enum)]
     pub optimizer: Option<Optimizer>,
     /// Micro-batch size.
-    #[arg(long, default_value_t = setup::DEFAULT_BATCH, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, alias = "per_device_train_batch_size", alias = "per-device-train-batch-size", default_value_t = setup::DEFAULT_BATCH, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
     /// Tokens per sample (training) or prompt tokens (inference).
-    #[arg(long, default_value_t = setup::DEFAULT_SEQ, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, alias = "max_seq_length", alias = "max_length", default_value_t = setup::DEFAULT_SEQ, value_parser = clap::value_parser!(u64).range(1..))]
     pub seq: u64,
     /// Generated tokens (--task infer; default 0).
     #[arg(long)]
     pub new_tokens: Option<u64>,
     /// Gradient (activation) checkpointing.
-    #[arg(long)]
+    #[arg(
+        long,
+        alias = "gradient_checkpointing",
+        alias = "gradient-checkpointing"
+    )]
     pub grad_checkpointing: bool,
     /// The training loop is HF Trainer's, which drops the model output (and
     /// its logits) before backward; without it the loop is taken to hold
@@ -318,7 +322,7 @@ pub struct EstimateArgs {
     #[arg(long)]
     pub kbit_upcast: bool,
     /// Gradient accumulation steps (--task train; default 1).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, alias = "gradient_accumulation_steps", alias = "gradient-accumulation-steps", value_parser = clap::value_parser!(u64).range(1..))]
     pub grad_accum: Option<u64>,
     /// Attention kernel.
     #[arg(long, value_enum, default_value_t = Attention::Sdpa)]
@@ -330,7 +334,7 @@ pub struct EstimateArgs {
     #[arg(long)]
     pub lora_targets: Option<String>,
     /// KV-cache dtype (inference; default auto).
-    #[arg(long, value_enum)]
+    #[arg(long, alias = "kv-cache-dtype", value_enum)]
     pub kv_dtype: Option<KvDtype>,
     /// The optimizer loops over parameters (torch `foreach=False`, torch 1.x) instead of
     /// the multi-tensor path.
@@ -347,10 +351,10 @@ pub struct EstimateArgs {
     pub gpus: Option<u64>,
     /// Tensor-parallel degree (Megatron-style, with sequence parallelism; vLLM
     /// --tensor-parallel-size); must divide the attention heads.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, visible_alias = "tensor-parallel-size", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub tp: u64,
     /// Pipeline-parallel degree (1F1B; micro-batches per step = --grad-accum).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, visible_alias = "pipeline-parallel-size", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub pp: u64,
     /// DeepSpeed ZeRO stage (--task train; default 0).
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
@@ -367,7 +371,7 @@ pub struct EstimateArgs {
     pub engine: Option<Engine>,
     /// llama.cpp: context size, llama-server's `-c` (default: the model's training
     /// context, as `-c 0`).
-    #[arg(long, visible_alias = "n-ctx", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, short = 'c', visible_alias = "n-ctx", value_parser = clap::value_parser!(u64).range(1..))]
     pub ctx_size: Option<u64>,
     /// llama.cpp: layers on the GPU, llama-server's `-ngl`: a number (the output layer
     /// counts as one) or `all` (default).
@@ -603,4 +607,52 @@ fn parse_cuda_version(v: &str) -> Result<(u64, u64), String> {
         (Some(Ok(major)), Some(Ok(minor))) => Ok((major, minor)),
         _ => Err(format!("{v:?} is not a CUDA version such as 12.4")),
     }
+}
+
+/// The engines' single-dash spellings of `oomkit estimate`'s flags
+/// (llama.cpp's `-ngl`, `-ub`, `-np`, `-ctk`, `-ctv`, `-fa`, `-b`; vLLM's `-tp`,
+/// `-pp`), which clap cannot declare (a short flag is one character):
+/// rewritten to the long flags within `estimate`'s own arguments, before a
+/// `--` (what follows it is the user's command, untouched).
+pub fn engine_spellings(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    const MAP: &[(&str, &str)] = &[
+        ("-ngl", "--n-gpu-layers"),
+        ("-ub", "--ubatch-size"),
+        ("-np", "--parallel"),
+        ("-ctk", "--cache-type-k"),
+        ("-ctv", "--cache-type-v"),
+        ("-fa", "--flash-attn"),
+        ("-b", "--batch-size"),
+        ("-tp", "--tp"),
+        ("-pp", "--pp"),
+    ];
+    let mut in_estimate = false;
+    let mut done = false;
+    args.into_iter()
+        .map(|a| {
+            let Some(s) = a.to_str() else { return a };
+            if done {
+                return a;
+            }
+            if s == "--" {
+                done = in_estimate;
+                return a;
+            }
+            if !in_estimate {
+                in_estimate = s == "estimate";
+                return a;
+            }
+            let (flag, value) = match s.split_once('=') {
+                Some((f, v)) => (f, Some(v)),
+                None => (s, None),
+            };
+            match MAP.iter().find(|(from, _)| *from == flag) {
+                Some((_, to)) => match value {
+                    Some(v) => format!("{to}={v}").into(),
+                    None => (*to).into(),
+                },
+                None => a,
+            }
+        })
+        .collect()
 }

@@ -19,7 +19,7 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = cli::Cli::parse_from(cli::engine_spellings(std::env::args_os().collect()));
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {

@@ -144,7 +144,11 @@ pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
 /// The oomkit arguments the user typed (after `estimate`, before `--`),
 /// without the config file when it is the MODEL.
 fn user_tokens(config_mode: bool, model: Option<&str>) -> Vec<String> {
-    let all: Vec<String> = std::env::args().skip(1).collect();
+    let all: Vec<String> = crate::cli::engine_spellings(std::env::args_os().collect())
+        .into_iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     let start = all
         .iter()
         .position(|t| t == "estimate")

@@ -254,3 +254,32 @@ fn what_cannot_be_known_or_read_is_one_line_exit_2() {
         .one_error_line()
         .stderr_has("bad.yaml: not valid YAML");
 }
+
+/// `estimate` takes the engines' and the Trainer's own spellings: each pair
+/// prints the same estimate.
+#[test]
+fn engine_and_trainer_spellings_are_estimates_own_flags() {
+    let rows: &[(&[&str], &[&str])] = &[
+        (
+            &["meta-llama/Llama-3.1-8B", "--engine", "llama.cpp", "--quant", "q4_k_m", "-c", "8192", "-ngl", "20", "-ub", "256", "-np", "2", "-ctk", "q8_0", "-fa", "on"],
+            &["meta-llama/Llama-3.1-8B", "--engine", "llama.cpp", "--quant", "q4_k_m", "--ctx-size", "8192", "--n-gpu-layers", "20", "--ubatch-size", "256", "--parallel", "2", "--cache-type-k", "q8_0", "--flash-attn", "on"],
+        ),
+        (
+            &["meta-llama/Llama-3.1-70B", "--engine", "vllm", "--task", "serve", "--tensor-parallel-size", "4", "--max-model-len", "8192", "--gpu-memory-utilization", "0.95", "--kv-cache-dtype", "fp8", "--gpu", "h100-sxm"],
+            &["meta-llama/Llama-3.1-70B", "--engine", "vllm", "--task", "serve", "--tp", "4", "--max-model-len", "8192", "--gpu-memory-utilization", "0.95", "--kv-dtype", "fp8", "--gpu", "h100-sxm"],
+        ),
+        (
+            &["gpt2", "--task", "train", "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "2", "--gradient_checkpointing", "--max_seq_length", "256"],
+            &["gpt2", "--task", "train", "--batch", "4", "--grad-accum", "2", "--grad-checkpointing", "--seq", "256"],
+        ),
+    ];
+    for (theirs, ours) in rows {
+        let mut a = vec!["estimate"];
+        a.extend(theirs.iter());
+        let mut b = vec!["estimate"];
+        b.extend(ours.iter());
+        let (ra, rb) = (cli(&a).run(), cli(&b).run());
+        assert_eq!(ra.status(), Some(0), "{theirs:?}: {}", ra.stderr());
+        assert_eq!(ra.stdout(), rb.stdout(), "{theirs:?}");
+    }
+}
