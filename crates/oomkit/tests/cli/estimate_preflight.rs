@@ -261,16 +261,106 @@ fn what_cannot_be_known_or_read_is_one_line_exit_2() {
 fn engine_and_trainer_spellings_are_estimates_own_flags() {
     let rows: &[(&[&str], &[&str])] = &[
         (
-            &["meta-llama/Llama-3.1-8B", "--engine", "llama.cpp", "--quant", "q4_k_m", "-c", "8192", "-ngl", "20", "-ub", "256", "-np", "2", "-ctk", "q8_0", "-fa", "on"],
-            &["meta-llama/Llama-3.1-8B", "--engine", "llama.cpp", "--quant", "q4_k_m", "--ctx-size", "8192", "--n-gpu-layers", "20", "--ubatch-size", "256", "--parallel", "2", "--cache-type-k", "q8_0", "--flash-attn", "on"],
+            &[
+                "meta-llama/Llama-3.1-8B",
+                "--engine",
+                "llama.cpp",
+                "--quant",
+                "q4_k_m",
+                "-c",
+                "8192",
+                "-ngl",
+                "20",
+                "-ub",
+                "256",
+                "-np",
+                "2",
+                "-ctk",
+                "q8_0",
+                "-fa",
+                "on",
+            ],
+            &[
+                "meta-llama/Llama-3.1-8B",
+                "--engine",
+                "llama.cpp",
+                "--quant",
+                "q4_k_m",
+                "--ctx-size",
+                "8192",
+                "--n-gpu-layers",
+                "20",
+                "--ubatch-size",
+                "256",
+                "--parallel",
+                "2",
+                "--cache-type-k",
+                "q8_0",
+                "--flash-attn",
+                "on",
+            ],
         ),
         (
-            &["meta-llama/Llama-3.1-70B", "--engine", "vllm", "--task", "serve", "--tensor-parallel-size", "4", "--max-model-len", "8192", "--gpu-memory-utilization", "0.95", "--kv-cache-dtype", "fp8", "--gpu", "h100-sxm"],
-            &["meta-llama/Llama-3.1-70B", "--engine", "vllm", "--task", "serve", "--tp", "4", "--max-model-len", "8192", "--gpu-memory-utilization", "0.95", "--kv-dtype", "fp8", "--gpu", "h100-sxm"],
+            &[
+                "meta-llama/Llama-3.1-70B",
+                "--engine",
+                "vllm",
+                "--task",
+                "serve",
+                "--tensor-parallel-size",
+                "4",
+                "--max-model-len",
+                "8192",
+                "--gpu-memory-utilization",
+                "0.95",
+                "--kv-cache-dtype",
+                "fp8",
+                "--gpu",
+                "h100-sxm",
+            ],
+            &[
+                "meta-llama/Llama-3.1-70B",
+                "--engine",
+                "vllm",
+                "--task",
+                "serve",
+                "--tp",
+                "4",
+                "--max-model-len",
+                "8192",
+                "--gpu-memory-utilization",
+                "0.95",
+                "--kv-dtype",
+                "fp8",
+                "--gpu",
+                "h100-sxm",
+            ],
         ),
         (
-            &["gpt2", "--task", "train", "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "2", "--gradient_checkpointing", "--max_seq_length", "256"],
-            &["gpt2", "--task", "train", "--batch", "4", "--grad-accum", "2", "--grad-checkpointing", "--seq", "256"],
+            &[
+                "gpt2",
+                "--task",
+                "train",
+                "--per_device_train_batch_size",
+                "4",
+                "--gradient_accumulation_steps",
+                "2",
+                "--gradient_checkpointing",
+                "--max_seq_length",
+                "256",
+            ],
+            &[
+                "gpt2",
+                "--task",
+                "train",
+                "--batch",
+                "4",
+                "--grad-accum",
+                "2",
+                "--grad-checkpointing",
+                "--seq",
+                "256",
+            ],
         ),
     ];
     for (theirs, ours) in rows {
@@ -281,5 +371,50 @@ fn engine_and_trainer_spellings_are_estimates_own_flags() {
         let (ra, rb) = (cli(&a).run(), cli(&b).run());
         assert_eq!(ra.status(), Some(0), "{theirs:?}: {}", ra.stderr());
         assert_eq!(ra.stdout(), rb.stdout(), "{theirs:?}");
+    }
+}
+
+/// Hostile configs (alias expansion, deep nesting, another encoding) are one
+/// line, exit 2, promptly.
+#[test]
+fn hostile_yaml_is_one_line_exit_2() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let mut laughs = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j"];
+    for w in names.windows(2) {
+        let refs = vec![format!("*{}", w[0]); 10].join(", ");
+        laughs.push_str(&format!("{0}: &{0} [{refs}]\n", w[1]));
+    }
+    laughs.push_str("base_model: gpt2\n");
+    let deep = format!(
+        "base_model: gpt2\nx: {}{}\n",
+        "[".repeat(200_000),
+        "]".repeat(200_000)
+    );
+    let rows: [(&str, Vec<u8>, &str); 3] = [
+        (
+            "laughs.yaml",
+            laughs.into_bytes(),
+            "laughs.yaml: not valid YAML: repetition limit exceeded",
+        ),
+        (
+            "deep.yaml",
+            deep.into_bytes(),
+            "deep.yaml: nested deeper than 64 levels",
+        ),
+        (
+            "latin1.yaml",
+            b"base_model: caf\xe9\n".to_vec(),
+            "latin1.yaml: not UTF-8 text",
+        ),
+    ];
+    for (name, bytes, says) in rows {
+        std::fs::write(tmp.path().join(name), bytes).expect("write");
+        cli(&["estimate", name])
+            .cwd(tmp.path())
+            .run()
+            .code(2)
+            .one_error_line()
+            .stderr_has(says);
     }
 }

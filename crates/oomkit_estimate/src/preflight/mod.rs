@@ -265,6 +265,14 @@ fn parse_tree(path: &str, text: &str) -> Result<serde_json::Value, PreflightErro
     let v: serde_json::Value = if lower.ends_with(".json") {
         serde_json::from_str(text).map_err(|e| file_err(path, format!("not valid JSON: {e}")))?
     } else {
+        // libyaml's flow parser is quadratic in nesting depth (100,000
+        // nested `[` take minutes): refuse what no config needs before it.
+        if flow_depth(text) > MAX_DEPTH {
+            return Err(file_err(
+                path,
+                format!("nested deeper than {MAX_DEPTH} levels: not a training config"),
+            ));
+        }
         serde_yaml_ng::from_str(text).map_err(|e| file_err(path, format!("not valid YAML: {e}")))?
     };
     if !v.is_object() {
@@ -274,6 +282,27 @@ fn parse_tree(path: &str, text: &str) -> Result<serde_json::Value, PreflightErro
         ));
     }
     Ok(v)
+}
+
+/// The deepest nesting a config may have.
+const MAX_DEPTH: usize = 64;
+
+/// The deepest `[`/`{` nesting in `text` (brackets inside quotes counted
+/// too: only a bound, never a parse).
+fn flow_depth(text: &str) -> usize {
+    let mut depth = 0usize;
+    let mut max = 0usize;
+    for c in text.chars() {
+        match c {
+            '[' | '{' => {
+                depth = depth.saturating_add(1);
+                max = max.max(depth);
+            }
+            ']' | '}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
 }
 
 /// A YAML/JSON scalar as text (`true`, `8`, `bf16`); `None` for null, lists
