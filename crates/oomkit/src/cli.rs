@@ -188,6 +188,18 @@ pub struct RunArgs {
     /// at the first OOM (through a generated sitecustomize.py on PYTHONPATH).
     #[arg(long)]
     pub snapshot_on_oom: bool,
+    /// Before launching, estimate what the command runs (when oomkit reads it, see
+    /// docs/preflight.md) on this GPU (default: the first GPU the driver reports)
+    /// and print the verdict.
+    #[arg(long, value_name = "NAME")]
+    pub gpu: Option<String>,
+    /// `--preflight=strict` refuses to launch a command the estimate says does not
+    /// fit (exit 2); `warn` (the default) prints the verdict and launches.
+    #[arg(long, value_enum, default_value_t = PreflightMode::Warn, num_args = 0..=1, require_equals = true, default_missing_value = "warn")]
+    pub preflight: PreflightMode,
+    /// Launch without the preflight estimate.
+    #[arg(long)]
+    pub no_preflight: bool,
     /// The command to run, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -589,6 +601,15 @@ pub enum Format {
     Human,
     /// One JSON object (see README "JSON contract").
     Json,
+}
+
+/// What `run` does with a preflight estimate that does not fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PreflightMode {
+    /// Print the verdict and launch.
+    Warn,
+    /// Refuse to launch (exit 2).
+    Strict,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

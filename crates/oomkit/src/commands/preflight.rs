@@ -330,3 +330,83 @@ fn write_plan(out: &mut impl Write, d: &Derived, plan: &[edit::Rewrite]) -> std:
     }
     Ok(())
 }
+
+/// The verdict of a preflight check before `run` launches a command.
+pub struct Verdict {
+    /// Whether the estimate fits the GPU.
+    pub fits: bool,
+    /// One line for stderr.
+    pub line: String,
+}
+
+/// Estimates `command` on `gpu` (else the first GPU the driver reports) when
+/// oomkit reads the command and it names everything the estimate needs;
+/// `None` when it does not (nothing to say), `Some(Err)` when the estimate
+/// itself failed.
+pub fn check(command: &[std::ffi::OsString], gpu: Option<&str>) -> Option<anyhow::Result<Verdict>> {
+    let tokens: Vec<String> = command
+        .iter()
+        .map(|t| t.to_str().map(str::to_string))
+        .collect::<Option<_>>()?;
+    let derived = preflight::from_command(&tokens, &DiskFiles).ok()?;
+    if !derived.needs.is_empty() {
+        return None;
+    }
+    let gpu = match gpu {
+        Some(g) => g.to_string(),
+        None => driver_gpu()?,
+    };
+    Some(verdict(&derived, &gpu))
+}
+
+/// The catalogue id of the first GPU the driver reports.
+fn driver_gpu() -> Option<String> {
+    use oomkit_nvml::GpuReader;
+    let mut r = oomkit_nvml::NvmlReader::open().ok()?;
+    let name = r.read().into_iter().next()?.name?;
+    oomkit_core::gpus::find_in_text(&name).map(|g| g.id.to_string())
+}
+
+fn verdict(derived: &Derived, gpu: &str) -> anyhow::Result<Verdict> {
+    let mut argv: Vec<String> = vec!["oomkit".into(), "estimate".into()];
+    argv.extend(derived.model().map(str::to_string));
+    argv.extend(derived.estimate_args());
+    argv.extend([
+        "--gpu".to_string(),
+        gpu.to_string(),
+        "--format".into(),
+        "json".into(),
+    ]);
+    let args = parse_estimate(&argv)?;
+    let mut buf = Vec::new();
+    super::estimate::run_to(args, &mut buf)?;
+    let est: serde_json::Value =
+        serde_json::from_slice(&buf).context("reading the estimate's JSON")?;
+    let fits = est
+        .pointer("/fit/fits")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(true);
+    let bytes = |p: &str| {
+        est.pointer(p)
+            .and_then(serde_json::Value::as_u64)
+            .map(oomkit_core::Bytes)
+    };
+    let used = bytes("/device_used_bytes").or_else(|| bytes("/serve/requested_bytes"));
+    let usable = bytes("/fit/usable_bytes");
+    let numbers = match (used, usable) {
+        (Some(u), Some(a)) => format!(": {u} of {a} usable"),
+        _ => String::new(),
+    };
+    let line = if fits {
+        format!(
+            "oomkit preflight: {} fits on {gpu}{numbers}",
+            derived.understood
+        )
+    } else {
+        format!(
+            "oomkit preflight: {} does not fit on {gpu}{numbers}; `oomkit estimate --gpu {gpu} -- COMMAND` gives the plan",
+            derived.understood
+        )
+    };
+    Ok(Verdict { fits, line })
+}

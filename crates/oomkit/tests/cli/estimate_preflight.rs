@@ -418,3 +418,70 @@ fn hostile_yaml_is_one_line_exit_2() {
             .stderr_has(says);
     }
 }
+
+/// `oomkit run`: a command oomkit reads is estimated before it starts; the
+/// verdict goes to stderr; `--preflight=strict` refuses what does not fit
+/// (exit 2, the command never runs); `--no-preflight` skips the check; a
+/// command it does not read runs as before, with nothing added.
+#[test]
+fn run_checks_the_command_before_launching() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        tmp.path().join("train.py"),
+        "open('ran.txt', 'w').write('yes')\nprint('training')\n",
+    )
+    .expect("write");
+    let py = super::probe::python();
+    let ran = || std::fs::read_to_string(tmp.path().join("ran.txt")).is_ok();
+    let small = [
+        "train.py",
+        "--model_name_or_path",
+        "gpt2",
+        "--per_device_train_batch_size",
+        "4",
+    ];
+    let big = [
+        "train.py",
+        "--model_name_or_path",
+        "meta-llama/Llama-3.1-70B",
+    ];
+    let run = |flags: &[&str], script: &[&str]| {
+        let mut a = vec!["run"];
+        a.extend(flags);
+        a.push("--");
+        a.push(py);
+        a.extend(script);
+        cli(&a).cwd(tmp.path()).run()
+    };
+    run(&["--gpu", "rtx-4090"], &small)
+        .code(0)
+        .stdout_has("training\n")
+        .stderr_has("oomkit preflight: a Hugging Face Trainer script, train.py fits on rtx-4090: ");
+    assert!(ran());
+    std::fs::remove_file(tmp.path().join("ran.txt")).expect("rm");
+    run(&["--gpu", "rtx-3060", "--preflight=strict"], &big)
+        .code(2)
+        .one_error_line()
+        .stderr_has("does not fit on rtx-3060: ")
+        .stderr_has("(--preflight=strict: not launched)");
+    assert!(!ran(), "a refused command ran");
+    run(&["--gpu", "rtx-3060"], &big)
+        .code(0)
+        .stderr_has("does not fit on rtx-3060: ");
+    assert!(ran());
+    std::fs::remove_file(tmp.path().join("ran.txt")).expect("rm");
+    let r = run(
+        &["--gpu", "rtx-3060", "--preflight=strict", "--no-preflight"],
+        &big,
+    );
+    r.code(0);
+    assert!(!r.stderr().contains("preflight"), "{}", r.stderr());
+    assert!(ran());
+    // Not a command oomkit reads: launched, nothing added.
+    let r = run(
+        &["--gpu", "rtx-3060", "--preflight=strict"],
+        &["train.py", "--net", "big"],
+    );
+    r.code(0);
+    assert!(!r.stderr().contains("preflight"), "{}", r.stderr());
+}
