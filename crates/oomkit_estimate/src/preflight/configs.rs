@@ -334,13 +334,13 @@ fn axolotl(tree: &Value, path: &str, files: &dyn Files) -> Result<Derived, Prefl
                 }
             }
             "flash_attention" if as_bool(v) == Some(true) => {
-                t.put_canon("attn_implementation", "flash_attention_2", k, src())
+                t.put_as("attn_implementation", "flash_attention_2", k, &s, src())
             }
             "sdp_attention" if as_bool(v) == Some(true) => {
-                t.put_canon("attn_implementation", "sdpa", k, src())
+                t.put_as("attn_implementation", "sdpa", k, &s, src())
             }
             "eager_attention" if as_bool(v) == Some(true) => {
-                t.put_canon("attn_implementation", "eager", k, src())
+                t.put_as("attn_implementation", "eager", k, &s, src())
             }
             "attn_implementation" => t.put_canon("attn_implementation", &s, k, src()),
             "sample_packing" => {
@@ -488,7 +488,7 @@ fn llamafactory(tree: &Value, path: &str, files: &dyn Files) -> Result<Derived, 
                     dd.assumed.push(format!(
                         "finetuning_type {other} is not modelled: estimated as a full fine-tune"
                     ));
-                    t.put_canon("use_peft", "false", k, src());
+                    t.put_as("use_peft", "false", k, &s, src());
                 }
             },
             "quantization_bit" => match s.as_str() {
