@@ -166,6 +166,18 @@ pub struct ProbeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+    /// Before the first trial, estimate the command at --min (when oomkit reads it,
+    /// see docs/preflight.md) on this GPU (default: the first GPU the driver
+    /// reports) and print the verdict.
+    #[arg(long, value_name = "NAME")]
+    pub gpu: Option<String>,
+    /// `--preflight=strict` refuses to probe when even --min does not fit by the
+    /// estimate (exit 2); `warn` (the default) prints the verdict and probes.
+    #[arg(long, value_enum, default_value_t = PreflightMode::Warn, num_args = 0..=1, require_equals = true, default_missing_value = "warn")]
+    pub preflight: PreflightMode,
+    /// Probe without the preflight estimate.
+    #[arg(long)]
+    pub no_preflight: bool,
     /// The command to probe, after `--`.
     #[arg(
         trailing_var_arg = true,

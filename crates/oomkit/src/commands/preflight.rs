@@ -410,3 +410,27 @@ fn verdict(derived: &Derived, gpu: &str) -> anyhow::Result<Verdict> {
     };
     Ok(Verdict { fits, line })
 }
+
+/// Prints the verdict of [`check`] on stderr before a launch; an error (exit
+/// 2, nothing launched) when it does not fit and `mode` is strict.
+pub fn before_launch(
+    command: &[std::ffi::OsString],
+    gpu: Option<&str>,
+    mode: crate::cli::PreflightMode,
+    color: ColorChoice,
+) -> anyhow::Result<()> {
+    let Some(v) = check(command, gpu) else {
+        return Ok(());
+    };
+    let mut err = output::stderr(color);
+    match v {
+        Ok(v) => {
+            if !v.fits && mode == crate::cli::PreflightMode::Strict {
+                bail!("{} (--preflight=strict: not launched)", v.line);
+            }
+            writeln!(err, "{}", v.line)?;
+        }
+        Err(e) => writeln!(err, "oomkit preflight: not checked: {e}")?,
+    }
+    Ok(())
+}

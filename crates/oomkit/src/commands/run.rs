@@ -17,26 +17,12 @@ use oomkit_probe::hook::{self, Hook};
 use oomkit_probe::report::{self, Page};
 use oomkit_probe::runner::{self, Exit, Killed};
 
-use crate::cli::{ColorChoice, PreflightMode, RunArgs};
+use crate::cli::{ColorChoice, RunArgs};
 use crate::{interrupt, output};
 
 pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
-    let verdict = if args.no_preflight {
-        None
-    } else {
-        super::preflight::check(&args.command, args.gpu.as_deref())
-    };
-    if let Some(v) = verdict {
-        let mut err = output::stderr(color);
-        match v {
-            Ok(v) => {
-                if !v.fits && args.preflight == PreflightMode::Strict {
-                    anyhow::bail!("{} (--preflight=strict: not launched)", v.line);
-                }
-                writeln!(err, "{}", v.line)?;
-            }
-            Err(e) => writeln!(err, "oomkit preflight: not checked: {e}")?,
-        }
+    if !args.no_preflight {
+        super::preflight::before_launch(&args.command, args.gpu.as_deref(), args.preflight, color)?;
     }
     let mut cmd = CommandLine::new(args.command);
     // Python block-buffers a pipe; unbuffered keeps the pass-through live.

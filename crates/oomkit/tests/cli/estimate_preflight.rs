@@ -485,3 +485,50 @@ fn run_checks_the_command_before_launching() {
     r.code(0);
     assert!(!r.stderr().contains("preflight"), "{}", r.stderr());
 }
+
+/// `oomkit probe`: the command is estimated as its first trial runs it
+/// (`{batch}` = --min) before any trial; strict refuses when even --min does
+/// not fit (exit 2, no trial runs).
+#[test]
+fn probe_checks_the_first_trial_before_probing() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        tmp.path().join("train.py"),
+        "open('ran.txt', 'a').write('x')\n",
+    )
+    .expect("write");
+    let py = super::probe::python();
+    let probe = |flags: &[&str], model: &str| {
+        let mut a = vec!["probe", "--max", "2"];
+        a.extend(flags);
+        a.extend([
+            "--",
+            py,
+            "train.py",
+            "--model_name_or_path",
+            model,
+            "--per_device_train_batch_size",
+            "{batch}",
+        ]);
+        cli(&a).cwd(tmp.path()).run()
+    };
+    probe(
+        &["--gpu", "rtx-3060", "--preflight=strict"],
+        "meta-llama/Llama-3.1-70B",
+    )
+    .code(2)
+    .one_error_line()
+    .stderr_has("does not fit on rtx-3060: ")
+    .stderr_has("(--preflight=strict: not launched)");
+    assert!(
+        std::fs::read_to_string(tmp.path().join("ran.txt")).is_err(),
+        "a trial ran"
+    );
+    probe(&["--gpu", "rtx-4090"], "gpt2")
+        .code(0)
+        .stderr_has("oomkit preflight: a Hugging Face Trainer script, train.py fits on rtx-4090: ");
+    assert!(
+        std::fs::read_to_string(tmp.path().join("ran.txt")).is_ok(),
+        "no trial ran"
+    );
+}
