@@ -191,9 +191,14 @@ fn pool() -> anyhow::Result<rayon::ThreadPool> {
 const STACK: usize = 256 << 20;
 
 fn describe(e: &FileError) -> String {
+    // The path and the parser's message (which may quote the source) are input.
+    let (path, message) = (
+        oomkit_core::text::escape(&e.path),
+        oomkit_core::text::escape(&e.message),
+    );
     match (e.line, e.column) {
-        (Some(l), Some(c)) => format!("{}:{l}:{c}: {}", e.path, e.message),
-        _ => format!("{}: {}", e.path, e.message),
+        (Some(l), Some(c)) => format!("{path}:{l}:{c}: {message}"),
+        _ => format!("{path}: {message}"),
     }
 }
 

@@ -3,6 +3,7 @@
 #![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
 
 mod docs;
+mod escape;
 mod estimate;
 mod estimate_hub;
 mod estimate_llamacpp;
@@ -19,6 +20,10 @@ mod robust_explain;
 mod robust_lint;
 mod run;
 mod snapshot;
+mod snapshot_expandable;
+mod snapshot_input;
+mod snapshot_leaks;
+mod snapshot_reserved;
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::support::{Cli, cli, exit_2_says, exit_2_usage};
 use crate::{oomkit, stderr, stdout};
 
 /// A folder with `libnvidia-ml.so.1` → the stand-in.
@@ -47,6 +48,16 @@ impl Driver {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         c
+    }
+
+    /// `oomkit monitor ARGS` on the stand-in playing `scenario`, killed past a minute.
+    fn cli(&self, scenario: &str, args: &[&str]) -> Cli {
+        cli(&["monitor"])
+            .args(args)
+            .env("LD_LIBRARY_PATH", self.dir.path())
+            .env("OOMKIT_NVML_SCENARIO", scenario_path(scenario))
+            .cwd(self.dir.path())
+            .within(Duration::from_secs(60))
     }
 
     fn run(&self, scenario: &str, args: &[&str]) -> Output {
@@ -570,15 +581,17 @@ fn faults_give_one_line_and_exit_2() {
         ),
         ("driver-not-loaded.json", "the NVIDIA driver is not loaded"),
     ] {
-        let o = d.run(scenario, &["--once"]);
-        assert_eq!(o.status.code(), Some(2), "{scenario}");
-        let err = stderr(&o);
-        assert!(err.starts_with("error: ") && err.contains(needle), "{err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(stdout(&o).is_empty());
-        let o = d.run(scenario, &["--format", "json", "--count", "3"]);
-        assert_eq!(o.status.code(), Some(2));
-        let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+        d.cli(scenario, &["--once"])
+            .run()
+            .code(2)
+            .one_error_line()
+            .stderr_has(&format!("error: {needle}"))
+            .stdout_is("");
+        let v = d
+            .cli(scenario, &["--format", "json", "--count", "3"])
+            .run()
+            .code(2)
+            .json();
         assert_eq!(v["version"], 1);
         assert!(v["error"].as_str().unwrap().contains(needle), "{v}");
     }
@@ -597,37 +610,38 @@ fn no_library_says_what_to_do() {
         return;
     }
     let empty = tempfile::tempdir().unwrap();
-    let o = oomkit()
+    cli(&["monitor", "--once"])
         .env("LD_LIBRARY_PATH", empty.path())
-        .args(["monitor", "--once"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = stderr(&o);
-    assert!(err.contains("cannot load libnvidia-ml.so.1"), "{err}");
-    assert!(err.contains("LD_LIBRARY_PATH"), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+        .run()
+        .code(2)
+        .stderr_one_line()
+        .stderr_has("cannot load libnvidia-ml.so.1")
+        .stderr_has("LD_LIBRARY_PATH");
 }
 
 #[test]
 fn bad_arguments_exit_2() {
     let d = Driver::new();
-    for args in [
-        &["--interval", "10ms"][..],
-        &["--interval", "soon"],
-        &["--alert-at", "150%"],
-        &["--alert-cmd", "true"],
-        &["--window", "0s"],
-        &["--log-max-size", "12"],
-        &["--count", "0"],
-        &["--prometheus", "not-an-address"],
-    ] {
-        let mut all = vec!["--once"];
-        all.extend_from_slice(args);
-        let o = d.run("leak.json", &all);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains("error"), "{args:?}: {}", stderr(&o));
-    }
+    let base = d.cli("leak.json", &["--once"]);
+    exit_2_says(
+        &base,
+        &[
+            (&["--interval", "10ms"], "shorter than 50ms"),
+            (&["--interval", "soon"], "invalid duration \"soon\""),
+            (&["--alert-at", "150%"], "must be in (0, 100]"),
+            (&["--window", "0s"], "invalid duration \"0s\""),
+            (&["--log-max-size", "12"], "too small"),
+            (&["--prometheus", "not-an-address"], "not-an-address"),
+        ],
+    );
+    // Refused by the argument parser (usage errors are several lines).
+    exit_2_usage(
+        &base,
+        &[
+            (&["--alert-cmd", "true"], "--alert-at"),
+            (&["--count", "0"], "--count"),
+        ],
+    );
 }
 
 /// `oomkit monitor --interval 100ms MARKER` on a pseudo-terminal made by
