@@ -403,6 +403,12 @@ impl Train {
                 None => d.ignore(format!("{} {}", a.key, a.shown)),
             }
         }
+        if let Some((true, p)) = self.flag("packing") {
+            d.assumed.push(format!(
+                "{} ({}): every row is filled to the sequence length, so the estimate at that length is what each step holds",
+                p.key, p.src
+            ));
+        }
         if let Some(ds) = self.get("deepspeed") {
             read_deepspeed(&ds.v, d, files)?;
         }
