@@ -51,17 +51,22 @@ pub enum Command {
     Estimate(Box<EstimateArgs>),
     /// Find the largest batch size that fits, by running the command once per trial.
     ///
-    /// `{batch}` in CMD is replaced by each trial's batch size, which is also
-    /// exported as OOMKIT_BATCH_SIZE. Each trial runs in its own process group and
-    /// is classified as ok, oom (an OOM explain recognises), error or timeout.
-    /// Exit status: 0 a largest batch was found, 1 even --min does not fit,
-    /// 2 a trial failed otherwise (error, timeout) or bad arguments, 130 interrupted.
+    /// `{batch}` in CMD (after `--`) is replaced by each trial's batch size, which is
+    /// also exported as OOMKIT_BATCH_SIZE. Each trial runs in its own process group and
+    /// is classified as oom (an OOM explain recognises, whatever the exit status), ok,
+    /// error or timeout; the batch right above the answer is run twice.
+    /// Exit status: 0 exact answer, 1 even --min does not fit, 2 a trial failed
+    /// otherwise (error, timeout), 3 no out-of-memory up to --max, 4 flaky boundary,
+    /// 125 oomkit's own failure or bad arguments, 126 the command cannot run,
+    /// 127 not found; after SIGINT/SIGTERM/SIGHUP oomkit dies of that signal.
     Probe(ProbeArgs),
     /// Run a command with its output passed through; if it runs out of memory,
     /// end with explain's report and the memory timeline.
     ///
-    /// Exit status: the command's own (128 + N when signal N killed it), 2 when
-    /// oomkit itself fails.
+    /// Exit status: the command's own (128 + N when signal N killed it; oomkit dies
+    /// of SIGINT/SIGTERM/SIGHUP itself when the command did or when it received
+    /// one), 125 oomkit's own failure or bad arguments, 126 the command cannot run,
+    /// 127 not found.
     Run(RunArgs),
     /// Read a PyTorch memory snapshot (`torch.cuda.memory._dump_snapshot()`)
     /// without executing it: peak, what was alive at the peak by site,
@@ -148,7 +153,7 @@ pub struct ProbeArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub min: u64,
     /// Largest batch size to try (bisects [min, max]; without it the search doubles
-    /// from --min until the first OOM).
+    /// from --min until the first OOM, up to 65536).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max: Option<u64>,
     /// Kill a trial that runs longer than this (`90s`, `2m`, `1h30m` or plain seconds);
@@ -178,7 +183,12 @@ pub struct ProbeArgs {
     /// Probe without the preflight estimate.
     #[arg(long)]
     pub no_preflight: bool,
-    /// The command to probe, after `--`.
+    /// After forwarding a signal to a trial, wait this long before killing its
+    /// process tree (the schedulers' default: Kubernetes and SLURM give 30 s).
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub grace: String,
+    /// The command to probe, after `--` (required: without it the command's own
+    /// flags would be read as oomkit's).
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
@@ -212,6 +222,14 @@ pub struct RunArgs {
     /// Launch without the preflight estimate.
     #[arg(long)]
     pub no_preflight: bool,
+    /// With --snapshot-on-oom: keep the snapshot (and print its path) instead of
+    /// removing it after the analysis.
+    #[arg(long, requires = "snapshot_on_oom")]
+    pub keep_snapshot: bool,
+    /// After forwarding a signal to the command, wait this long before killing its
+    /// process tree (the schedulers' default: Kubernetes and SLURM give 30 s).
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub grace: String,
     /// The command to run, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,

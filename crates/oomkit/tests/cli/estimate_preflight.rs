@@ -421,7 +421,7 @@ fn hostile_yaml_is_one_line_exit_2() {
 
 /// `oomkit run`: a command oomkit reads is estimated before it starts; the
 /// verdict goes to stderr; `--preflight=strict` refuses what does not fit
-/// (exit 2, the command never runs); `--no-preflight` skips the check; a
+/// (exit 125, oomkit's own failure: the command never runs); `--no-preflight` skips the check; a
 /// command it does not read runs as before, with nothing added.
 #[test]
 fn run_checks_the_command_before_launching() {
@@ -460,7 +460,7 @@ fn run_checks_the_command_before_launching() {
     assert!(ran());
     std::fs::remove_file(tmp.path().join("ran.txt")).expect("rm");
     run(&["--gpu", "rtx-3060", "--preflight=strict"], &big)
-        .code(2)
+        .code(125)
         .one_error_line()
         .stderr_has("does not fit on rtx-3060: ")
         .stderr_has("(--preflight=strict: not launched)");
@@ -488,7 +488,7 @@ fn run_checks_the_command_before_launching() {
 
 /// `oomkit probe`: the command is estimated as its first trial runs it
 /// (`{batch}` = --min) before any trial; strict refuses when even --min does
-/// not fit (exit 2, no trial runs).
+/// not fit (exit 125, no trial runs).
 #[test]
 fn probe_checks_the_first_trial_before_probing() {
     let tmp = tempfile::tempdir().expect("tmp");
@@ -516,7 +516,7 @@ fn probe_checks_the_first_trial_before_probing() {
         &["--gpu", "rtx-3060", "--preflight=strict"],
         "meta-llama/Llama-3.1-70B",
     )
-    .code(2)
+    .code(125)
     .one_error_line()
     .stderr_has("does not fit on rtx-3060: ")
     .stderr_has("(--preflight=strict: not launched)");
@@ -525,7 +525,7 @@ fn probe_checks_the_first_trial_before_probing() {
         "a trial ran"
     );
     probe(&["--gpu", "rtx-4090"], "gpt2")
-        .code(0)
+        .code(3) // no OOM up to --max: the limit is higher
         .stderr_has("oomkit preflight: a Hugging Face Trainer script, train.py fits on rtx-4090: ");
     assert!(
         std::fs::read_to_string(tmp.path().join("ran.txt")).is_ok(),
