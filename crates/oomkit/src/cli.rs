@@ -178,6 +178,18 @@ pub struct ProbeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
+    /// Before the first trial, estimate the command at --min (when oomkit reads it,
+    /// see docs/preflight.md) on this GPU (default: the first GPU the driver
+    /// reports) and print the verdict.
+    #[arg(long, value_name = "NAME")]
+    pub gpu: Option<String>,
+    /// `--preflight=strict` refuses to probe when even --min does not fit by the
+    /// estimate (exit 2); `warn` (the default) prints the verdict and probes.
+    #[arg(long, value_enum, default_value_t = PreflightMode::Warn, num_args = 0..=1, require_equals = true, default_missing_value = "warn")]
+    pub preflight: PreflightMode,
+    /// Probe without the preflight estimate.
+    #[arg(long)]
+    pub no_preflight: bool,
     /// After forwarding a signal to a trial, wait this long before killing its
     /// process tree (the schedulers' default: Kubernetes and SLURM give 30 s).
     #[arg(long, value_name = "DURATION", default_value = "30s")]
@@ -205,6 +217,18 @@ pub struct RunArgs {
     /// at the first OOM (through a generated sitecustomize.py on PYTHONPATH).
     #[arg(long)]
     pub snapshot_on_oom: bool,
+    /// Before launching, estimate what the command runs (when oomkit reads it, see
+    /// docs/preflight.md) on this GPU (default: the first GPU the driver reports)
+    /// and print the verdict.
+    #[arg(long, value_name = "NAME")]
+    pub gpu: Option<String>,
+    /// `--preflight=strict` refuses to launch a command the estimate says does not
+    /// fit (exit 2); `warn` (the default) prints the verdict and launches.
+    #[arg(long, value_enum, default_value_t = PreflightMode::Warn, num_args = 0..=1, require_equals = true, default_missing_value = "warn")]
+    pub preflight: PreflightMode,
+    /// Launch without the preflight estimate.
+    #[arg(long)]
+    pub no_preflight: bool,
     /// With --snapshot-on-oom: keep the snapshot (and print its path) instead of
     /// removing it after the analysis.
     #[arg(long, requires = "snapshot_on_oom")]
@@ -263,11 +287,16 @@ pub struct SnapshotDiffArgs {
     pub format: Format,
 }
 
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct EstimateArgs {
     /// Catalogue id or alias, config.json path, or a folder with a config.json.
-    #[arg(required_unless_present_any = ["params", "list_models", "list_gpus"])]
+    #[arg(required_unless_present_any = ["params", "list_models", "list_gpus", "command"])]
     pub model: Option<String>,
+    /// The command you run (after `--`): its launcher, arguments and the config
+    /// files it names are read as the setup (docs/preflight.md); oomkit flags
+    /// given before `--` override what it says.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
     /// A bare decoder of this many parameters (`7B`, `350M`) instead of MODEL.
     #[arg(long, conflicts_with = "model")]
     pub params: Option<String>,
@@ -315,16 +344,20 @@ pub struct EstimateArgs {
     #[arg(long, value_enum)]
     pub optimizer: Option<Optimizer>,
     /// Micro-batch size.
-    #[arg(long, default_value_t = setup::DEFAULT_BATCH, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, alias = "per_device_train_batch_size", alias = "per-device-train-batch-size", default_value_t = setup::DEFAULT_BATCH, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
     /// Tokens per sample (training) or prompt tokens (inference).
-    #[arg(long, default_value_t = setup::DEFAULT_SEQ, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, alias = "max_seq_length", alias = "max_length", default_value_t = setup::DEFAULT_SEQ, value_parser = clap::value_parser!(u64).range(1..))]
     pub seq: u64,
     /// Generated tokens (--task infer; default 0).
     #[arg(long)]
     pub new_tokens: Option<u64>,
     /// Gradient (activation) checkpointing.
-    #[arg(long)]
+    #[arg(
+        long,
+        alias = "gradient_checkpointing",
+        alias = "gradient-checkpointing"
+    )]
     pub grad_checkpointing: bool,
     /// The training loop is HF Trainer's, which drops the model output (and
     /// its logits) before backward; without it the loop is taken to hold
@@ -338,7 +371,7 @@ pub struct EstimateArgs {
     #[arg(long)]
     pub kbit_upcast: bool,
     /// Gradient accumulation steps (--task train; default 1).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, alias = "gradient_accumulation_steps", alias = "gradient-accumulation-steps", value_parser = clap::value_parser!(u64).range(1..))]
     pub grad_accum: Option<u64>,
     /// Attention kernel.
     #[arg(long, value_enum, default_value_t = Attention::Sdpa)]
@@ -350,7 +383,7 @@ pub struct EstimateArgs {
     #[arg(long)]
     pub lora_targets: Option<String>,
     /// KV-cache dtype (inference; default auto).
-    #[arg(long, value_enum)]
+    #[arg(long, alias = "kv-cache-dtype", value_enum)]
     pub kv_dtype: Option<KvDtype>,
     /// The optimizer loops over parameters (torch `foreach=False`, torch 1.x) instead of
     /// the multi-tensor path.
@@ -367,10 +400,10 @@ pub struct EstimateArgs {
     pub gpus: Option<u64>,
     /// Tensor-parallel degree (Megatron-style, with sequence parallelism; vLLM
     /// --tensor-parallel-size); must divide the attention heads.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, visible_alias = "tensor-parallel-size", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub tp: u64,
     /// Pipeline-parallel degree (1F1B; micro-batches per step = --grad-accum).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, visible_alias = "pipeline-parallel-size", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub pp: u64,
     /// DeepSpeed ZeRO stage (--task train; default 0).
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
@@ -387,7 +420,7 @@ pub struct EstimateArgs {
     pub engine: Option<Engine>,
     /// llama.cpp: context size, llama-server's `-c` (default: the model's training
     /// context, as `-c 0`).
-    #[arg(long, visible_alias = "n-ctx", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, short = 'c', visible_alias = "n-ctx", value_parser = clap::value_parser!(u64).range(1..))]
     pub ctx_size: Option<u64>,
     /// llama.cpp: layers on the GPU, llama-server's `-ngl`: a number (the output layer
     /// counts as one) or `all` (default).
@@ -607,6 +640,15 @@ pub enum Format {
     Json,
 }
 
+/// What `run` does with a preflight estimate that does not fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PreflightMode {
+    /// Print the verdict and launch.
+    Warn,
+    /// Refuse to launch (exit 2).
+    Strict,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ColorChoice {
     Auto,
@@ -623,4 +665,52 @@ fn parse_cuda_version(v: &str) -> Result<(u64, u64), String> {
         (Some(Ok(major)), Some(Ok(minor))) => Ok((major, minor)),
         _ => Err(format!("{v:?} is not a CUDA version such as 12.4")),
     }
+}
+
+/// The engines' single-dash spellings of `oomkit estimate`'s flags
+/// (llama.cpp's `-ngl`, `-ub`, `-np`, `-ctk`, `-ctv`, `-fa`, `-b`; vLLM's `-tp`,
+/// `-pp`), which clap cannot declare (a short flag is one character):
+/// rewritten to the long flags within `estimate`'s own arguments, before a
+/// `--` (what follows it is the user's command, untouched).
+pub fn engine_spellings(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    const MAP: &[(&str, &str)] = &[
+        ("-ngl", "--n-gpu-layers"),
+        ("-ub", "--ubatch-size"),
+        ("-np", "--parallel"),
+        ("-ctk", "--cache-type-k"),
+        ("-ctv", "--cache-type-v"),
+        ("-fa", "--flash-attn"),
+        ("-b", "--batch-size"),
+        ("-tp", "--tp"),
+        ("-pp", "--pp"),
+    ];
+    let mut in_estimate = false;
+    let mut done = false;
+    args.into_iter()
+        .map(|a| {
+            let Some(s) = a.to_str() else { return a };
+            if done {
+                return a;
+            }
+            if s == "--" {
+                done = in_estimate;
+                return a;
+            }
+            if !in_estimate {
+                in_estimate = s == "estimate";
+                return a;
+            }
+            let (flag, value) = match s.split_once('=') {
+                Some((f, v)) => (f, Some(v)),
+                None => (s, None),
+            };
+            match MAP.iter().find(|(from, _)| *from == flag) {
+                Some((_, to)) => match value {
+                    Some(v) => format!("{to}={v}").into(),
+                    None => (*to).into(),
+                },
+                None => a,
+            }
+        })
+        .collect()
 }

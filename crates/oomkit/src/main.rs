@@ -24,7 +24,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const RUNNER_FAILURE: u8 = 125;
 
 fn main() -> ExitCode {
-    let cli = match cli::Cli::try_parse() {
+    let cli = match cli::Cli::try_parse_from(cli::engine_spellings(std::env::args_os().collect())) {
         Ok(cli) => cli,
         Err(err) => {
             if err.use_stderr() && runs_a_command() {

@@ -22,6 +22,7 @@ pub mod knob;
 pub mod llamacpp;
 pub mod model;
 pub mod options;
+pub mod preflight;
 pub mod render;
 pub mod resolve;
 pub mod serve;

@@ -17,7 +17,12 @@ use crate::output;
 /// Runs the subcommand; errors come back as one line (the cause chain joined
 /// with `: `), broken pipes untouched.
 pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
-    run_inner(args, color).map_err(|e| {
+    run_to(args, output::stdout(color))
+}
+
+/// [`run`] writing to `out` (preflight reads the JSON it prints).
+pub fn run_to(args: EstimateArgs, out: impl Write) -> anyhow::Result<u8> {
+    run_inner(args, out).map_err(|e| {
         if output::is_broken_pipe(&e) {
             return e;
         }
@@ -62,8 +67,7 @@ pub fn flagged(e: anyhow::Error) -> anyhow::Error {
     anyhow::anyhow!(parts.join(": "))
 }
 
-fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
-    let mut out = output::stdout(color);
+fn run_inner(args: EstimateArgs, mut out: impl Write) -> anyhow::Result<u8> {
     if args.list_models {
         for m in catalogue::list()? {
             writeln!(

@@ -43,6 +43,20 @@ pub fn run(args: ProbeArgs, color: ColorChoice) -> anyhow::Result<u8> {
         Some(tokens) => Some(estimated_max_batch(tokens)?),
         None => None,
     };
+    if !args.no_preflight {
+        // The command as the first trial runs it: `{batch}` is --min.
+        let first: Vec<std::ffi::OsString> = args
+            .command
+            .iter()
+            .map(|t| match t.to_str() {
+                Some(s) => s
+                    .replace(command::PLACEHOLDER, &args.min.to_string())
+                    .into(),
+                None => t.clone(),
+            })
+            .collect();
+        super::preflight::before_launch(&first, args.gpu.as_deref(), args.preflight, color)?;
+    }
     let cmd = CommandLine::new(args.command);
     let human = args.format == Format::Human;
     // Trial lines are results in human mode (stdout) and chatter in JSON mode (stderr).

@@ -45,6 +45,9 @@ pub fn spawn_failure(err: &oomkit_probe::Error) -> Option<u8> {
 
 pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let grace = crate::commands::probe::parse_duration("--grace", &args.grace)?;
+    if !args.no_preflight {
+        super::preflight::before_launch(&args.command, args.gpu.as_deref(), args.preflight, color)?;
+    }
     let mut cmd = CommandLine::new(args.command);
     // Python block-buffers a pipe; unbuffered keeps the pass-through live.
     if std::env::var_os("PYTHONUNBUFFERED").is_none() {

@@ -7,6 +7,7 @@ mod escape;
 mod estimate;
 mod estimate_hub;
 mod estimate_llamacpp;
+mod estimate_preflight;
 mod explain;
 mod explain_readings;
 mod install;
