@@ -387,7 +387,8 @@ fn nothing_cites_a_path_outside_the_repository_or_an_issue_number() {
         ["shared/", "fixtures"].concat(),
         ["shared/", "design"].concat(),
     ];
-    // The word, a space, then a digit.
+    // The word, a space, then a digit (other projects' issues are cited as
+    // `owner/repo#N` or by URL).
     let issue = |line: &str| {
         let lower = line.to_ascii_lowercase();
         ["issue ", "issues "].iter().any(|w| {
