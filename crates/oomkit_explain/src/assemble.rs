@@ -1,11 +1,15 @@
 //! Turns a region's signals into findings: chains merged, context attached,
 //! app/phase/GPU read from the surrounding log, duplicates folded.
 
+use std::sync::LazyLock;
+
 use oomkit_core::gpus;
+use oomkit_core::remedies::Os;
+use regex::Regex;
 
 use crate::detail;
 use crate::detect::{Chain, Fields, Kind, Signal, Status};
-use crate::event::{App, Framework, GpuGuess, Phase};
+use crate::event::{App, Backend, Framework, GpuGuess, Phase};
 use crate::normalize::Doc;
 
 /// An error before diagnosis: the merged signals of one message.
@@ -23,6 +27,7 @@ pub struct Finding {
     pub repeats: u32,
     pub app: Option<App>,
     pub phase: Option<Phase>,
+    pub os: Option<Os>,
     pub gpu: Option<GpuGuess>,
     pub follows_line: Option<u64>,
     /// Lines of the readings (nvidia-smi, PyTorch counters) joined to it.
@@ -42,6 +47,7 @@ impl Finding {
             repeats: 1,
             app: None,
             phase: None,
+            os: None,
             gpu: None,
             follows_line: None,
             reading_lines: Vec::new(),
@@ -225,6 +231,7 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
                     repeats: 1,
                     app: Some(App::Comfyui),
                     phase: Some(Phase::Inference),
+                    os: None,
                     gpu: None,
                     follows_line: None,
                     reading_lines: Vec::new(),
@@ -240,7 +247,29 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
     // Hints are read once per region (they describe the whole traceback).
     let app = app_hint(region);
     let phase = phase_hint(region);
+    let os = os_hint(region);
+    let model = model_hint(region);
+    let quant = quant_hint(region, model.as_deref());
     for f in &mut out {
+        if matches!(
+            f.sig.framework,
+            Framework::Vllm | Framework::LlamaCpp | Framework::Tgi | Framework::Mlx
+        ) || f.app == Some(App::Vllm)
+        {
+            if let Some(m) = &model {
+                detail::add(&mut f.sig.fields.details, detail::Detail::Model(m.clone()));
+            }
+            if let Some(q) = &quant {
+                detail::add(
+                    &mut f.sig.fields.details,
+                    detail::Detail::Quantization(q.clone()),
+                );
+            }
+        }
+        f.os = os.or(match f.sig.backend {
+            Some(Backend::Mps | Backend::Metal) => Some(Os::Macos),
+            _ => None,
+        });
         if f.app.is_none() && f.sig.framework == Framework::Pytorch {
             f.app = app;
         }
@@ -298,6 +327,96 @@ fn app_hint(region: &str) -> Option<App> {
         .iter()
         .find(|(needles, _)| needles.iter().any(|n| region.contains(n)))
         .map(|(_, app)| *app)
+}
+
+/// The model a serving log names: vLLM's config dump (`model='org/name'`),
+/// an `LLM(model="…")` call, llama.cpp's loader (`… from /path/x.gguf`),
+/// or the command line (`-m`, `--model`, `vllm serve`).
+fn model_hint(region: &str) -> Option<String> {
+    static RES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+        [
+            r#"\bmodel=['"]([^'"\s]{1,200})['"]"#,
+            r"\bfrom (\S{1,300}\.gguf)\b",
+            r"(?:^|\s)(?:-m|--model) (\S{1,300})",
+            r"\bvllm serve (\S{1,200})",
+        ]
+        .iter()
+        .filter_map(|p| Regex::new(p).ok())
+        .collect()
+    });
+    RES.iter()
+        .find_map(|re| re.captures(region)?.get(1))
+        .map(|m| m.as_str().to_string())
+}
+
+/// A GGUF model's quantization: llama.cpp's `file type = Q4_K - Medium`
+/// (read as `Q4_K_M`), else the tag in the model's file name.
+fn quant_hint(region: &str, model: Option<&str>) -> Option<String> {
+    static FTYPE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+        Regex::new(r"(?:file type|model ftype)\s*=\s*([A-Z0-9_]+)(?: - (Small|Medium|Large))?").ok()
+    });
+    static TAG: LazyLock<Option<Regex>> = LazyLock::new(|| {
+        Regex::new(r"(?i)(?:^|[-_.])(IQ[1-4]_[A-Z]{1,3}|Q[2-8]_K(?:_[SML])?|Q[4-8]_[01]|BF16|F16|F32)\.gguf").ok()
+    });
+    if let Some(c) = FTYPE.as_ref().and_then(|re| re.captures(region))
+        && let Some(t) = c.get(1)
+    {
+        let size = c.get(2).map_or("", |s| match s.as_str() {
+            "Small" => "_S",
+            "Medium" => "_M",
+            _ => "_L",
+        });
+        return Some(format!("{}{size}", t.as_str()));
+    }
+    let m = model?;
+    TAG.as_ref()
+        .and_then(|re| re.captures(m))
+        .and_then(|c| c.get(1))
+        .map(|t| t.as_str().to_ascii_uppercase())
+}
+
+/// The operating system, from what only it prints: Windows drive paths and
+/// batch files, macOS home and Homebrew paths, Linux home and system paths.
+/// WSL counts as Linux (its paths are Linux paths).
+fn os_hint(region: &str) -> Option<Os> {
+    const HINTS: &[(&[&str], Os)] = &[
+        (
+            &[
+                ":\\Users\\",
+                "C:\\",
+                "D:\\",
+                "E:\\",
+                "\\site-packages\\",
+                "webui-user.bat",
+                "python.exe",
+                "ComfyUI_windows_portable",
+            ],
+            Os::Windows,
+        ),
+        (
+            &[
+                "/Users/",
+                "/opt/homebrew/",
+                "/Library/Frameworks/",
+                "Darwin",
+            ],
+            Os::Macos,
+        ),
+        (
+            &[
+                "/home/",
+                "/usr/lib/python",
+                "/usr/local/lib/python",
+                "/opt/conda/",
+                "/root/",
+            ],
+            Os::Linux,
+        ),
+    ];
+    HINTS
+        .iter()
+        .find(|(needles, _)| needles.iter().any(|n| region.contains(n)))
+        .map(|(_, os)| *os)
 }
 
 fn phase_hint(region: &str) -> Option<Phase> {

@@ -164,6 +164,12 @@ details! {
     LargestFreeBlock(Bytes) = "largest_free_block",
     /// TF BFC dump: fragmentation of the free space, as text.
     PoolFragmentation(String) = "pool_fragmentation",
+    /// The model the log names (vLLM's `model='…'`, llama.cpp's `.gguf` path).
+    Model(String) = "model",
+    /// The model file's quantization (llama.cpp's file type or file name).
+    Quantization(String) = "quantization",
+    /// Why the per-process figures are missing (NVML's placeholder).
+    ProcessMemory(&'static str) = "process_memory",
     /// What a disguised message means.
     Meaning(&'static str) = "meaning",
     /// XLA BufferAssignment: the program's total allocation.

@@ -8,6 +8,7 @@ mod estimate_hub;
 mod estimate_llamacpp;
 mod explain;
 mod explain_readings;
+mod explain_v3;
 mod install;
 mod lint;
 mod monitor;
