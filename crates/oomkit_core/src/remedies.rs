@@ -307,6 +307,8 @@ remedy_ids! {
             .runtimes(&[Runtime::Pytorch, Runtime::LlamaCpp, Runtime::Vllm, Runtime::Tgi, Runtime::Mlx])
             .phases(NOT_TRAINING);
     CpuOffload = "cpu-offload", Scope::ANY.runtimes(TORCH);
+    RankZeroLoading = "rank-zero-loading",
+        Scope::ANY.runtimes(TORCH).devices(DISCRETE).phases(&[Phase::Loading]);
     ZeroSharding = "zero-sharding",
         Scope::ANY.runtimes(TORCH).devices(DISCRETE).phases(&[Phase::Training, Phase::Loading]);
     ModelParallel = "model-parallel",
@@ -719,6 +721,29 @@ pub static REMEDIES: &[Remedy] = &[
             Snippet {
                 flavor: Flavor::Accelerate,
                 code: "from accelerate import init_empty_weights, load_checkpoint_and_dispatch\n\nwith init_empty_weights():\n    model = MyModel(config)\nmodel = load_checkpoint_and_dispatch(\n    model, checkpoint=\"ckpt_dir\", device_map=\"auto\", max_memory={0: \"20GiB\", \"cpu\": \"64GiB\"}\n)",
+            },
+        ],
+    },
+    Remedy {
+        id: RemedyId::RankZeroLoading,
+        title: "Load the weights once and shard them, not a full copy per rank",
+        why: "Under FSDP or DeepSpeed every rank that calls from_pretrained (or .to(device)) first materialises the whole model; loading on rank 0 only (the others on the meta device) and broadcasting into the shards keeps one copy in CPU RAM and only a shard on each GPU; costs a broadcast at start-up.",
+        snippets: &[
+            Snippet {
+                flavor: Flavor::Accelerate,
+                code: "# accelerate config (FSDP): only rank 0 reads the checkpoint, then broadcasts into the shards\nfsdp_config:\n  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: true",
+            },
+            Snippet {
+                flavor: Flavor::Transformers,
+                code: "model = AutoModelForCausalLM.from_pretrained(\n    MODEL_ID,\n    dtype=torch.bfloat16,\n    low_cpu_mem_usage=True,  # no full fp32 copy before the weights load\n)  # no device_map and no .to(\"cuda\") under FSDP/DeepSpeed: let the wrapper place the shards",
+            },
+            Snippet {
+                flavor: Flavor::Deepspeed,
+                code: "import deepspeed\n\nwith deepspeed.zero.Init(config_dict_or_path=\"ds_config.json\"):  # ZeRO-3: parameters are partitioned as they are created\n    model = AutoModelForCausalLM.from_pretrained(MODEL_ID, dtype=torch.bfloat16)",
+            },
+            Snippet {
+                flavor: Flavor::Pytorch,
+                code: "rank0 = torch.distributed.get_rank() == 0\nwith torch.device(\"cpu\" if rank0 else \"meta\"):\n    model = build_model()  # real weights on rank 0 only\nmodel = FSDP(model, device_id=torch.cuda.current_device(), sync_module_states=True,\n             param_init_fn=None if rank0 else (lambda m: m.to_empty(device=torch.cuda.current_device(), recurse=False)))",
             },
         ],
     },

@@ -420,6 +420,10 @@ fn os_hint(region: &str) -> Option<Os> {
 }
 
 fn phase_hint(region: &str) -> Option<Phase> {
+    // Strongest evidence first: a backward pass or an optimizer step is
+    // training whatever else the traceback shows; a frame in `generate`,
+    // the compiler or the loader names the phase better than a script
+    // called train.py does.
     const HINTS: &[(&[&str], Phase)] = &[
         (
             &[
@@ -429,16 +433,16 @@ fn phase_hint(region: &str) -> Option<Phase> {
                 "optimizer.step",
                 "training_step",
                 "train_step",
-                // a function or script named for training: `in train`,
-                // `in train_one_epoch`, `train.py`, `train_cls.py`
-                ", in train",
-                "train.py",
-                "train_",
-                "trainer.py",
-                "train_function",
-                "fit(",
             ],
             Phase::Training,
+        ),
+        (
+            &["generation/utils.py", "generation\\utils.py", ".generate("],
+            Phase::Generation,
+        ),
+        (
+            &["torch/_inductor", "torch/_dynamo", "compile_fx", "XLA:TPU compile"],
+            Phase::Compiling,
         ),
         (
             &[
@@ -452,9 +456,25 @@ fn phase_hint(region: &str) -> Option<Phase> {
             Phase::Loading,
         ),
         (
+            &["evaluation_loop", "prediction_step", "validation_step", "eval_step", "evaluate("],
+            Phase::Evaluation,
+        ),
+        (
+            &[
+                // a function or script named for training: `in train`,
+                // `in train_one_epoch`, `train.py`, `train_cls.py`
+                ", in train",
+                "train.py",
+                "train_",
+                "trainer.py",
+                "train_function",
+                "fit(",
+            ],
+            Phase::Training,
+        ),
+        (
             &[
                 "generate(",
-                "generation/utils.py",
                 "inference_mode",
                 "no_grad",
                 "pipeline_",

@@ -718,20 +718,39 @@ fn pytorch_ladder(f: &Finding) -> Vec<RemedyId> {
             RemedyId::VllmEnforceEager,
             RemedyId::VllmTensorParallel,
         ],
+        // Every rank loading a full copy (FSDP, DeepSpeed, device_map):
+        // load once and shard, before making the model smaller.
+        (Some(App::Deepspeed | App::Accelerate), Some(Phase::Loading)) => vec![
+            RemedyId::RankZeroLoading,
+            RemedyId::ZeroSharding,
+            RemedyId::HalfPrecisionWeights,
+            RemedyId::Quantize4bit,
+            RemedyId::CpuOffload,
+        ],
         (_, Some(Phase::Loading)) => vec![
+            RemedyId::RankZeroLoading,
             RemedyId::HalfPrecisionWeights,
             RemedyId::Quantize4bit,
             RemedyId::Quantize8bit,
             RemedyId::ModelParallel,
             RemedyId::CpuOffload,
         ],
-        (_, Some(Phase::Inference)) => vec![
+        (_, Some(Phase::Inference | Phase::Generation | Phase::Evaluation)) => vec![
             RemedyId::InferenceMode,
             RemedyId::HalfPrecisionWeights,
             RemedyId::ReduceBatch,
             RemedyId::EfficientAttention,
             RemedyId::Quantize4bit,
             RemedyId::CpuOffload,
+        ],
+        // A DeepSpeed job shards and offloads before it shrinks the batch.
+        (Some(App::Deepspeed), Some(Phase::Training)) => vec![
+            RemedyId::ZeroSharding,
+            RemedyId::CpuOffload,
+            RemedyId::ReduceBatch,
+            RemedyId::GradientAccumulation,
+            RemedyId::GradientCheckpointing,
+            RemedyId::MixedPrecision,
         ],
         (_, Some(Phase::Training)) => vec![
             RemedyId::ReduceBatch,
@@ -1060,6 +1079,9 @@ pub(crate) fn situation(f: &Finding) -> Situation {
         Phase::Loading => P::Loading,
         Phase::Inference => P::Inference,
         Phase::Serving => P::Serving,
+        Phase::Generation => P::Generation,
+        Phase::Evaluation => P::Evaluation,
+        Phase::Compiling => P::Compiling,
     });
     Situation {
         os: f.os,

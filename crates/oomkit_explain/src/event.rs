@@ -364,6 +364,12 @@ pub enum Phase {
     Loading,
     Inference,
     Serving,
+    /// Autoregressive generation (`generate`), already gradient-free.
+    Generation,
+    /// An evaluation loop.
+    Evaluation,
+    /// Compiling the model (torch.compile's Inductor, XLA).
+    Compiling,
 }
 
 impl Phase {
@@ -374,6 +380,9 @@ impl Phase {
             Phase::Loading => "loading",
             Phase::Inference => "inference",
             Phase::Serving => "serving",
+            Phase::Generation => "generation",
+            Phase::Evaluation => "evaluation",
+            Phase::Compiling => "compiling",
         }
     }
 }

@@ -87,6 +87,9 @@ fn situation(e: &Value) -> Situation {
         "loading" => Phase::Loading,
         "inference" => Phase::Inference,
         "serving" => Phase::Serving,
+        "generation" => Phase::Generation,
+        "evaluation" => Phase::Evaluation,
+        "compiling" => Phase::Compiling,
         other => panic!("phase {other}"),
     });
     let os = e["os"].as_str().map(|o| match o {
@@ -320,4 +323,18 @@ fn placeholders_and_guards_are_unknown_not_numbers() {
     let e = &got["events"][0];
     assert!(e["device"].is_null());
     assert!(e["total_bytes"].is_u64() && e["reserved_bytes"].is_u64());
+}
+
+#[test]
+fn loading_under_fsdp_gets_loading_fixes_not_training_ones() {
+    let got = explain_json("v3/fsdp_qlora_loading.log");
+    let e = &got["events"][0];
+    assert_eq!(e["phase"], "loading");
+    let ids = fix_ids(e);
+    assert_eq!(ids.first().map(String::as_str), Some("rank-zero-loading"), "{ids:?}");
+    for training_only in ["reduce-batch", "gradient-accumulation", "lora", "qlora"] {
+        assert!(!ids.iter().any(|i| i == training_only), "{training_only} in {ids:?}");
+    }
+    let code = codes(e);
+    assert!(code.contains("fsdp_cpu_ram_efficient_loading: true"), "{code}");
 }
