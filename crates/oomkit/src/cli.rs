@@ -5,7 +5,12 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use oomkit_estimate::setup;
+use oomkit_estimate::image::CpuOffload;
+use oomkit_estimate::llamacpp::CacheType;
+use oomkit_estimate::{
+    Attention, BareShape, Engine, KvDtype, Method, Offload, OnOff, Optimizer, Options, Precision,
+    QuantChoice, Workload, setup,
+};
 
 /// The version `--version` prints: the crate's, plus the git commit it was
 /// built from when built from a checkout (`build.rs`), e.g. `0.1.0 (a91f5a7)`.
@@ -80,8 +85,15 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff): `oomkit man > ~/.local/share/man/man1/oomkit.1`.
-    Man,
+    /// Print a man page (roff): `oomkit man > ~/.local/share/man/man1/oomkit.1`,
+    /// `oomkit man estimate` for oomkit-estimate(1), or every page with `--dir`.
+    Man {
+        /// The subcommand whose page to print (`explain`, `estimate`, …); none: oomkit(1).
+        subcommand: Option<String>,
+        /// Write every page (oomkit.1, oomkit-explain.1, …) into this folder instead.
+        #[arg(long, value_name = "DIR", conflicts_with = "subcommand")]
+        dir: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -258,25 +270,25 @@ pub struct EstimateArgs {
     #[arg(long)]
     pub intermediate: Option<u64>,
     /// What runs.
-    #[arg(long, value_enum, default_value_t = EstTask::Infer)]
-    pub task: EstTask,
+    #[arg(long, value_enum, default_value_t = Workload::Infer)]
+    pub task: Workload,
     /// Which parameters train (--task train; default full).
     #[arg(long, value_enum)]
-    pub method: Option<EstMethod>,
+    pub method: Option<Method>,
     /// Precision: pure half keeps weights, grads and states in half; mixed keeps fp32
     /// weights and states with autocast activations. Default bf16; image models: the
     /// pipeline's `torch_dtype` (default fp16 for SD 1.5/SDXL, bf16 for FLUX).
     #[arg(long, value_enum)]
-    pub precision: Option<EstPrecision>,
+    pub precision: Option<Precision>,
     /// Weight quantization (qlora implies nf4; default: the checkpoint's own, e.g. FP8
     /// for DeepSeek-V3, MXFP4 for gpt-oss, else none). Image models: the UNet/transformer
     /// and the T5 encoder (int8, nf4, nf4-dq: bitsandbytes; fp8: torchao). --engine
     /// llama.cpp without a .gguf file: the GGUF type (f16, q8_0, q6_k, q5_k_m, q4_k_m, q4_0).
     #[arg(long, value_enum)]
-    pub quant: Option<EstQuant>,
+    pub quant: Option<QuantChoice>,
     /// Optimizer (--task train; default adamw).
     #[arg(long, value_enum)]
-    pub optimizer: Option<EstOptimizer>,
+    pub optimizer: Option<Optimizer>,
     /// Micro-batch size.
     #[arg(long, default_value_t = setup::DEFAULT_BATCH, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
@@ -304,8 +316,8 @@ pub struct EstimateArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub grad_accum: Option<u64>,
     /// Attention kernel.
-    #[arg(long, value_enum, default_value_t = EstAttention::Sdpa)]
-    pub attention: EstAttention,
+    #[arg(long, value_enum, default_value_t = Attention::Sdpa)]
+    pub attention: Attention,
     /// LoRA rank (--method lora/qlora; default 8).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub lora_rank: Option<u64>,
@@ -314,7 +326,7 @@ pub struct EstimateArgs {
     pub lora_targets: Option<String>,
     /// KV-cache dtype (inference; default auto).
     #[arg(long, value_enum)]
-    pub kv_dtype: Option<EstKvDtype>,
+    pub kv_dtype: Option<KvDtype>,
     /// The optimizer loops over parameters (torch `foreach=False`, torch 1.x) instead of
     /// the multi-tensor path.
     #[arg(long)]
@@ -343,11 +355,11 @@ pub struct EstimateArgs {
     pub fsdp: bool,
     /// CPU offload (--task train; default none).
     #[arg(long, value_enum)]
-    pub offload: Option<EstOffload>,
+    pub offload: Option<Offload>,
     /// Inference engine (default: llama.cpp for a `.gguf` MODEL with --task infer/serve,
     /// else hf).
     #[arg(long, value_enum)]
-    pub engine: Option<EstEngine>,
+    pub engine: Option<Engine>,
     /// llama.cpp: context size, llama-server's `-c` (default: the model's training
     /// context, as `-c 0`).
     #[arg(long, visible_alias = "n-ctx", value_parser = clap::value_parser!(u64).range(1..))]
@@ -358,13 +370,13 @@ pub struct EstimateArgs {
     pub n_gpu_layers: Option<String>,
     /// llama.cpp: flash attention, llama-server's `-fa` (default auto: on with CUDA).
     #[arg(long, value_enum)]
-    pub flash_attn: Option<EstOnOff>,
+    pub flash_attn: Option<OnOff>,
     /// llama.cpp: KV cache type for K (default f16).
     #[arg(long, value_enum)]
-    pub cache_type_k: Option<EstCacheType>,
+    pub cache_type_k: Option<CacheType>,
     /// llama.cpp: KV cache type for V (default f16; quantized types need flash attention).
     #[arg(long, value_enum)]
-    pub cache_type_v: Option<EstCacheType>,
+    pub cache_type_v: Option<CacheType>,
     /// llama.cpp: logical batch, llama-server's `-b` (default 2048).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_size: Option<u64>,
@@ -409,7 +421,7 @@ pub struct EstimateArgs {
     /// Image models: diffusers CPU offload (`model`: one component at a time;
     /// `sequential`: one module at a time).
     #[arg(long, value_enum)]
-    pub cpu_offload: Option<EstCpuOffload>,
+    pub cpu_offload: Option<CpuOffload>,
     /// Image models: load without the safety checker (`safety_checker=None`; SD 1.5).
     #[arg(long)]
     pub no_safety_checker: bool,
@@ -427,133 +439,69 @@ pub struct EstimateArgs {
     pub list_gpus: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EstCpuOffload {
-    Model,
-    Sequential,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EstTask {
-    Infer,
-    Train,
-    /// Serving with --engine vllm: the KV-cache pool (needs --gpu).
-    Serve,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EstOffload {
-    None,
-    Optimizer,
-    Params,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EstEngine {
-    /// Hugging Face transformers.
-    Hf,
-    /// vLLM (only with --task serve).
-    Vllm,
-    /// llama.cpp / llama-server (GGUF files, or a catalogue model with a GGUF --quant).
-    #[value(name = "llama.cpp", alias = "llamacpp")]
-    LlamaCpp,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EstOnOff {
-    On,
-    Off,
-    Auto,
-}
-
-/// llama.cpp's `--cache-type-k/-v` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EstCacheType {
-    F32,
-    F16,
-    Bf16,
-    #[value(name = "q8_0")]
-    Q8_0,
-    #[value(name = "q4_0")]
-    Q4_0,
-    #[value(name = "q4_1")]
-    Q4_1,
-    #[value(name = "iq4_nl")]
-    Iq4Nl,
-    #[value(name = "q5_0")]
-    Q5_0,
-    #[value(name = "q5_1")]
-    Q5_1,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EstMethod {
-    Full,
-    Lora,
-    Qlora,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EstPrecision {
-    Fp32,
-    Fp16,
-    Bf16,
-    MixedFp16,
-    MixedBf16,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EstQuant {
-    None,
-    Int8,
-    Nf4,
-    Nf4Dq,
-    Int4,
-    Fp8,
-    /// GGUF file types (--engine llama.cpp without a .gguf file).
-    #[value(name = "f16", alias = "F16")]
-    GgufF16,
-    #[value(name = "q8_0", alias = "Q8_0")]
-    GgufQ8_0,
-    #[value(name = "q6_k", alias = "Q6_K")]
-    GgufQ6K,
-    #[value(name = "q5_k_m", alias = "Q5_K_M")]
-    GgufQ5KM,
-    #[value(name = "q4_k_m", alias = "Q4_K_M")]
-    GgufQ4KM,
-    #[value(name = "q4_0", alias = "Q4_0")]
-    GgufQ4_0,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EstOptimizer {
-    Adamw,
-    #[value(name = "adamw-8bit")]
-    Adamw8bit,
-    #[value(name = "paged-adamw-8bit")]
-    PagedAdamw8bit,
-    Sgd,
-    SgdMomentum,
-    Adafactor,
-    Lion,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EstAttention {
-    Eager,
-    Sdpa,
-    Flash,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EstKvDtype {
-    /// Same as the activations (16-bit; 32 with --precision fp32).
-    Auto,
-    Fp16,
-    Bf16,
-    Fp8,
-    Int8,
-    Int4,
+impl EstimateArgs {
+    /// The library's options: the flags as given, nothing defaulted.
+    pub fn options(&self) -> Options {
+        Options {
+            model: self.model.clone(),
+            params: self.params.clone(),
+            shape: BareShape {
+                layers: self.layers,
+                hidden: self.hidden,
+                heads: self.heads,
+                kv_heads: self.kv_heads,
+                vocab: self.vocab,
+                intermediate: self.intermediate,
+            },
+            hub: self.hub,
+            task: self.task,
+            method: self.method,
+            precision: self.precision,
+            quant: self.quant,
+            optimizer: self.optimizer,
+            batch: self.batch,
+            seq: self.seq,
+            new_tokens: self.new_tokens,
+            grad_checkpointing: self.grad_checkpointing,
+            trainer: self.trainer,
+            kbit_upcast: self.kbit_upcast,
+            grad_accum: self.grad_accum,
+            attention: self.attention,
+            lora_rank: self.lora_rank,
+            lora_targets: self.lora_targets.clone(),
+            kv_dtype: self.kv_dtype,
+            no_foreach: self.no_foreach,
+            cuda: self.cuda,
+            gpus: self.gpus,
+            tp: self.tp,
+            pp: self.pp,
+            zero: self.zero,
+            fsdp: self.fsdp,
+            offload: self.offload,
+            engine: self.engine,
+            ctx_size: self.ctx_size,
+            n_gpu_layers: self.n_gpu_layers.clone(),
+            flash_attn: self.flash_attn,
+            cache_type_k: self.cache_type_k,
+            cache_type_v: self.cache_type_v,
+            batch_size: self.batch_size,
+            ubatch_size: self.ubatch_size,
+            parallel: self.parallel,
+            gpu_memory_utilization: self.gpu_memory_utilization,
+            max_model_len: self.max_model_len,
+            max_num_seqs: self.max_num_seqs,
+            max_num_batched_tokens: self.max_num_batched_tokens,
+            width: self.width,
+            height: self.height,
+            images: self.images,
+            attention_slicing: self.attention_slicing,
+            vae_slicing: self.vae_slicing,
+            vae_tiling: self.vae_tiling,
+            cpu_offload: self.cpu_offload,
+            no_safety_checker: self.no_safety_checker,
+            gpu: self.gpu.clone(),
+        }
+    }
 }
 
 #[derive(Debug, clap::Args)]

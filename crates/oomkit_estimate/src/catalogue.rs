@@ -15,739 +15,206 @@
 use crate::image::Pipeline;
 use crate::model::{ConfigError, ModelConfig};
 
-/// (Hugging Face repo id, config.json text).
-pub static MODELS: &[(&str, &str)] = &[
-    (
-        "01-ai/Yi-1.5-34B",
-        include_str!("../models/01-ai__Yi-1.5-34B.json"),
-    ),
-    (
-        "01-ai/Yi-1.5-6B",
-        include_str!("../models/01-ai__Yi-1.5-6B.json"),
-    ),
-    (
-        "CohereForAI/aya-23-8B",
-        include_str!("../models/CohereForAI__aya-23-8B.json"),
-    ),
-    (
-        "CohereForAI/c4ai-command-r-v01",
-        include_str!("../models/CohereForAI__c4ai-command-r-v01.json"),
-    ),
-    (
-        "EleutherAI/gpt-j-6b",
-        include_str!("../models/EleutherAI__gpt-j-6b.json"),
-    ),
-    (
-        "EleutherAI/gpt-neox-20b",
-        include_str!("../models/EleutherAI__gpt-neox-20b.json"),
-    ),
-    (
-        "EleutherAI/pythia-1.4b",
-        include_str!("../models/EleutherAI__pythia-1.4b.json"),
-    ),
-    (
-        "EleutherAI/pythia-12b",
-        include_str!("../models/EleutherAI__pythia-12b.json"),
-    ),
-    (
-        "EleutherAI/pythia-160m",
-        include_str!("../models/EleutherAI__pythia-160m.json"),
-    ),
-    (
-        "EleutherAI/pythia-1b",
-        include_str!("../models/EleutherAI__pythia-1b.json"),
-    ),
-    (
-        "EleutherAI/pythia-2.8b",
-        include_str!("../models/EleutherAI__pythia-2.8b.json"),
-    ),
-    (
-        "EleutherAI/pythia-410m",
-        include_str!("../models/EleutherAI__pythia-410m.json"),
-    ),
-    (
-        "EleutherAI/pythia-6.9b",
-        include_str!("../models/EleutherAI__pythia-6.9b.json"),
-    ),
-    (
-        "EleutherAI/pythia-70m",
-        include_str!("../models/EleutherAI__pythia-70m.json"),
-    ),
-    (
-        "FacebookAI/roberta-large",
-        include_str!("../models/FacebookAI__roberta-large.json"),
-    ),
-    (
-        "HuggingFaceH4/zephyr-7b-beta",
-        include_str!("../models/HuggingFaceH4__zephyr-7b-beta.json"),
-    ),
-    (
-        "HuggingFaceTB/SmolLM-1.7B",
-        include_str!("../models/HuggingFaceTB__SmolLM-1.7B.json"),
-    ),
-    (
-        "HuggingFaceTB/SmolLM-135M",
-        include_str!("../models/HuggingFaceTB__SmolLM-135M.json"),
-    ),
-    (
-        "HuggingFaceTB/SmolLM-360M",
-        include_str!("../models/HuggingFaceTB__SmolLM-360M.json"),
-    ),
-    (
-        "HuggingFaceTB/SmolLM2-1.7B",
-        include_str!("../models/HuggingFaceTB__SmolLM2-1.7B.json"),
-    ),
-    (
-        "HuggingFaceTB/SmolLM2-135M",
-        include_str!("../models/HuggingFaceTB__SmolLM2-135M.json"),
-    ),
-    (
-        "HuggingFaceTB/SmolLM2-360M",
-        include_str!("../models/HuggingFaceTB__SmolLM2-360M.json"),
-    ),
-    (
-        "HuggingFaceTB/SmolLM3-3B",
-        include_str!("../models/HuggingFaceTB__SmolLM3-3B.json"),
-    ),
-    (
-        "HuggingFaceTB/SmolLM3-3B-Base",
-        include_str!("../models/HuggingFaceTB__SmolLM3-3B.json"),
-    ),
-    ("Qwen/QwQ-32B", include_str!("../models/Qwen__QwQ-32B.json")),
-    ("Qwen/Qwen-7B", include_str!("../models/Qwen__Qwen-7B.json")),
-    (
-        "Qwen/Qwen1.5-MoE-A2.7B-Chat",
-        include_str!("../models/Qwen__Qwen1.5-MoE-A2.7B-Chat.json"),
-    ),
-    (
-        "Qwen/Qwen2-0.5B-Instruct",
-        include_str!("../models/Qwen__Qwen2-0.5B-Instruct.json"),
-    ),
-    (
-        "Qwen/Qwen2-1.5B-Instruct",
-        include_str!("../models/Qwen__Qwen2-1.5B-Instruct.json"),
-    ),
-    (
-        "Qwen/Qwen2-57B-A14B",
-        include_str!("../models/Qwen__Qwen2-57B-A14B.json"),
-    ),
-    (
-        "Qwen/Qwen2-7B-Instruct",
-        include_str!("../models/Qwen__Qwen2-7B-Instruct.json"),
-    ),
-    (
-        "Qwen/Qwen2-72B-Instruct",
-        include_str!("../models/Qwen__Qwen2-72B-Instruct.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-0.5B",
-        include_str!("../models/Qwen__Qwen2.5-0.5B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-1.5B",
-        include_str!("../models/Qwen__Qwen2.5-1.5B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-14B",
-        include_str!("../models/Qwen__Qwen2.5-14B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-14B-Instruct-1M",
-        include_str!("../models/Qwen__Qwen2.5-14B-Instruct-1M.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-32B",
-        include_str!("../models/Qwen__Qwen2.5-32B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-3B",
-        include_str!("../models/Qwen__Qwen2.5-3B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-72B",
-        include_str!("../models/Qwen__Qwen2.5-72B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-7B",
-        include_str!("../models/Qwen__Qwen2.5-7B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-7B-Instruct-1M",
-        include_str!("../models/Qwen__Qwen2.5-7B-Instruct-1M.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-Coder-0.5B",
-        include_str!("../models/Qwen__Qwen2.5-Coder-0.5B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-Coder-1.5B",
-        include_str!("../models/Qwen__Qwen2.5-Coder-1.5B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-Coder-14B",
-        include_str!("../models/Qwen__Qwen2.5-Coder-14B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-Coder-32B",
-        include_str!("../models/Qwen__Qwen2.5-Coder-32B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-Coder-3B",
-        include_str!("../models/Qwen__Qwen2.5-Coder-3B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-Coder-7B",
-        include_str!("../models/Qwen__Qwen2.5-Coder-7B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-Math-1.5B",
-        include_str!("../models/Qwen__Qwen2.5-Math-1.5B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-Math-72B",
-        include_str!("../models/Qwen__Qwen2.5-Math-72B.json"),
-    ),
-    (
-        "Qwen/Qwen2.5-Math-7B",
-        include_str!("../models/Qwen__Qwen2.5-Math-7B.json"),
-    ),
-    (
-        "Qwen/Qwen3-0.6B",
-        include_str!("../models/Qwen__Qwen3-0.6B.json"),
-    ),
-    (
-        "Qwen/Qwen3-1.7B",
-        include_str!("../models/Qwen__Qwen3-1.7B.json"),
-    ),
-    (
-        "Qwen/Qwen3-14B",
-        include_str!("../models/Qwen__Qwen3-14B.json"),
-    ),
-    (
-        "Qwen/Qwen3-235B-A22B",
-        include_str!("../models/Qwen__Qwen3-235B-A22B.json"),
-    ),
-    (
-        "Qwen/Qwen3-235B-A22B-Instruct-2507",
-        include_str!("../models/Qwen__Qwen3-235B-A22B-Instruct-2507.json"),
-    ),
-    (
-        "Qwen/Qwen3-235B-A22B-Thinking-2507",
-        include_str!("../models/Qwen__Qwen3-235B-A22B-Thinking-2507.json"),
-    ),
-    (
-        "Qwen/Qwen3-30B-A3B",
-        include_str!("../models/Qwen__Qwen3-30B-A3B.json"),
-    ),
-    (
-        "Qwen/Qwen3-30B-A3B-Instruct-2507",
-        include_str!("../models/Qwen__Qwen3-30B-A3B-Instruct-2507.json"),
-    ),
-    (
-        "Qwen/Qwen3-30B-A3B-Thinking-2507",
-        include_str!("../models/Qwen__Qwen3-30B-A3B-Thinking-2507.json"),
-    ),
-    (
-        "Qwen/Qwen3-32B",
-        include_str!("../models/Qwen__Qwen3-32B.json"),
-    ),
-    (
-        "Qwen/Qwen3-4B",
-        include_str!("../models/Qwen__Qwen3-4B.json"),
-    ),
-    (
-        "Qwen/Qwen3-4B-Instruct-2507",
-        include_str!("../models/Qwen__Qwen3-4B-Instruct-2507.json"),
-    ),
-    (
-        "Qwen/Qwen3-4B-Thinking-2507",
-        include_str!("../models/Qwen__Qwen3-4B-Thinking-2507.json"),
-    ),
-    (
-        "Qwen/Qwen3-8B",
-        include_str!("../models/Qwen__Qwen3-8B.json"),
-    ),
-    (
-        "Qwen/Qwen3-Coder-480B-A35B-Instruct",
-        include_str!("../models/Qwen__Qwen3-Coder-480B-A35B-Instruct.json"),
-    ),
-    (
-        "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
-        include_str!("../models/TinyLlama__TinyLlama-1.1B-Chat-v1.0.json"),
-    ),
-    (
-        "allenai/OLMo-1B-hf",
-        include_str!("../models/allenai__OLMo-1B-hf.json"),
-    ),
-    (
-        "allenai/OLMo-2-0325-32B",
-        include_str!("../models/allenai__OLMo-2-0325-32B.json"),
-    ),
-    (
-        "allenai/OLMo-2-1124-13B",
-        include_str!("../models/allenai__OLMo-2-1124-13B.json"),
-    ),
-    (
-        "allenai/OLMo-2-1124-7B",
-        include_str!("../models/allenai__OLMo-2-1124-7B.json"),
-    ),
-    (
-        "allenai/OLMo-7B-hf",
-        include_str!("../models/allenai__OLMo-7B-hf.json"),
-    ),
-    (
-        "bigcode/starcoder2-15b",
-        include_str!("../models/bigcode__starcoder2-15b.json"),
-    ),
-    (
-        "bigcode/starcoder2-3b",
-        include_str!("../models/bigcode__starcoder2-3b.json"),
-    ),
-    (
-        "bigcode/starcoder2-7b",
-        include_str!("../models/bigcode__starcoder2-7b.json"),
-    ),
-    (
-        "bigscience/bloom",
-        include_str!("../models/bigscience__bloom.json"),
-    ),
-    (
-        "bigscience/bloom-1b1",
-        include_str!("../models/bigscience__bloom-1b1.json"),
-    ),
-    (
-        "bigscience/bloom-1b7",
-        include_str!("../models/bigscience__bloom-1b7.json"),
-    ),
-    (
-        "bigscience/bloom-3b",
-        include_str!("../models/bigscience__bloom-3b.json"),
-    ),
-    (
-        "bigscience/bloom-560m",
-        include_str!("../models/bigscience__bloom-560m.json"),
-    ),
-    (
-        "bigscience/bloom-7b1",
-        include_str!("../models/bigscience__bloom-7b1.json"),
-    ),
-    (
-        "bigscience/bloomz-7b1",
-        include_str!("../models/bigscience__bloom-7b1.json"),
-    ),
-    (
-        "codellama/CodeLlama-13b-Python-hf",
-        include_str!("../models/codellama__CodeLlama-13b-Python-hf.json"),
-    ),
-    (
-        "codellama/CodeLlama-13b-hf",
-        include_str!("../models/codellama__CodeLlama-13b-hf.json"),
-    ),
-    (
-        "codellama/CodeLlama-34b-Python-hf",
-        include_str!("../models/codellama__CodeLlama-34b-Python-hf.json"),
-    ),
-    (
-        "codellama/CodeLlama-34b-hf",
-        include_str!("../models/codellama__CodeLlama-34b-hf.json"),
-    ),
-    (
-        "codellama/CodeLlama-70b-Python-hf",
-        include_str!("../models/codellama__CodeLlama-70b-Python-hf.json"),
-    ),
-    (
-        "codellama/CodeLlama-70b-hf",
-        include_str!("../models/codellama__CodeLlama-70b-hf.json"),
-    ),
-    (
-        "codellama/CodeLlama-7b-Python-hf",
-        include_str!("../models/codellama__CodeLlama-7b-Python-hf.json"),
-    ),
-    (
-        "codellama/CodeLlama-7b-hf",
-        include_str!("../models/codellama__CodeLlama-7b-hf.json"),
-    ),
-    (
-        "deepseek-ai/DeepSeek-Coder-V2-Lite-Base",
-        include_str!("../models/deepseek-ai__DeepSeek-V2-Lite.json"),
-    ),
-    (
-        "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct",
-        include_str!("../models/deepseek-ai__DeepSeek-V2-Lite.json"),
-    ),
-    (
-        "deepseek-ai/DeepSeek-R1",
-        include_str!("../models/deepseek-ai__DeepSeek-R1.json"),
-    ),
-    (
-        "deepseek-ai/DeepSeek-R1-Distill-Llama-70B",
-        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Llama-70B.json"),
-    ),
-    (
-        "deepseek-ai/DeepSeek-R1-Distill-Llama-8B",
-        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Llama-8B.json"),
-    ),
-    (
-        "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B",
-        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Qwen-14B.json"),
-    ),
-    (
-        "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B",
-        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Qwen-32B.json"),
-    ),
-    (
-        "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
-        include_str!("../models/deepseek-ai__DeepSeek-R1-Distill-Qwen-7B.json"),
-    ),
-    (
-        "deepseek-ai/DeepSeek-V2",
-        include_str!("../models/deepseek-ai__DeepSeek-V2.json"),
-    ),
-    (
-        "deepseek-ai/DeepSeek-V2-Lite",
-        include_str!("../models/deepseek-ai__DeepSeek-V2-Lite.json"),
-    ),
-    (
-        "deepseek-ai/DeepSeek-V3",
-        include_str!("../models/deepseek-ai__DeepSeek-V3.json"),
-    ),
-    (
-        "deepseek-ai/deepseek-coder-1.3b-instruct",
-        include_str!("../models/deepseek-ai__deepseek-coder-1.3b-instruct.json"),
-    ),
-    (
-        "deepseek-ai/deepseek-llm-7b-base",
-        include_str!("../models/deepseek-ai__deepseek-llm-7b-base.json"),
-    ),
-    (
-        "facebook/opt-1.3b",
-        include_str!("../models/facebook__opt-1.3b.json"),
-    ),
-    (
-        "facebook/opt-125m",
-        include_str!("../models/facebook__opt-125m.json"),
-    ),
-    (
-        "facebook/opt-13b",
-        include_str!("../models/facebook__opt-13b.json"),
-    ),
-    (
-        "facebook/opt-2.7b",
-        include_str!("../models/facebook__opt-2.7b.json"),
-    ),
-    (
-        "facebook/opt-30b",
-        include_str!("../models/facebook__opt-30b.json"),
-    ),
-    (
-        "facebook/opt-350m",
-        include_str!("../models/facebook__opt-350m.json"),
-    ),
-    (
-        "facebook/opt-6.7b",
-        include_str!("../models/facebook__opt-6.7b.json"),
-    ),
-    (
-        "facebook/opt-66b",
-        include_str!("../models/facebook__opt-66b.json"),
-    ),
-    (
-        "google-bert/bert-base-uncased",
-        include_str!("../models/google-bert__bert-base-uncased.json"),
-    ),
-    (
-        "google-bert/bert-large-uncased",
-        include_str!("../models/google-bert__bert-large-uncased.json"),
-    ),
-    (
-        "google/codegemma-7b-it",
-        include_str!("../models/google__codegemma-7b-it.json"),
-    ),
-    (
-        "google/gemma-2-27b",
-        include_str!("../models/google__gemma-2-27b.json"),
-    ),
-    (
-        "google/gemma-2-2b",
-        include_str!("../models/google__gemma-2-2b.json"),
-    ),
-    (
-        "google/gemma-2-2b-jpn-it",
-        include_str!("../models/google__gemma-2-2b-jpn-it.json"),
-    ),
-    (
-        "google/gemma-2-9b",
-        include_str!("../models/google__gemma-2-9b.json"),
-    ),
-    (
-        "google/gemma-2b",
-        include_str!("../models/google__gemma-2b.json"),
-    ),
-    (
-        "google/gemma-3-12b-it",
-        include_str!("../models/google__gemma-3-12b-it.json"),
-    ),
-    (
-        "google/gemma-3-1b-it",
-        include_str!("../models/google__gemma-3-1b-it.json"),
-    ),
-    (
-        "google/gemma-3-270m",
-        include_str!("../models/google__gemma-3-270m.json"),
-    ),
-    (
-        "google/gemma-3-27b-it",
-        include_str!("../models/google__gemma-3-27b-it.json"),
-    ),
-    (
-        "google/gemma-3-4b-it",
-        include_str!("../models/google__gemma-3-4b-it.json"),
-    ),
-    (
-        "google/gemma-7b",
-        include_str!("../models/google__gemma-7b.json"),
-    ),
-    (
-        "ibm-granite/granite-3.3-8b-instruct",
-        include_str!("../models/ibm-granite__granite-3.3-8b-instruct.json"),
-    ),
-    (
-        "meta-llama/Llama-2-13b-hf",
-        include_str!("../models/meta-llama__Llama-2-13b-hf.json"),
-    ),
-    (
-        "meta-llama/Llama-2-70b-hf",
-        include_str!("../models/meta-llama__Llama-2-70b-hf.json"),
-    ),
-    (
-        "meta-llama/Llama-2-7b-hf",
-        include_str!("../models/meta-llama__Llama-2-7b-hf.json"),
-    ),
-    (
-        "meta-llama/Llama-3.1-405B",
-        include_str!("../models/meta-llama__Llama-3.1-405B.json"),
-    ),
-    (
-        "meta-llama/Llama-3.1-70B",
-        include_str!("../models/meta-llama__Llama-3.1-70B.json"),
-    ),
-    (
-        "meta-llama/Llama-3.1-8B",
-        include_str!("../models/meta-llama__Llama-3.1-8B.json"),
-    ),
-    (
-        "meta-llama/Llama-3.2-1B",
-        include_str!("../models/meta-llama__Llama-3.2-1B.json"),
-    ),
-    (
-        "meta-llama/Llama-3.2-3B",
-        include_str!("../models/meta-llama__Llama-3.2-3B.json"),
-    ),
-    (
-        "meta-llama/Llama-Guard-3-8B",
-        include_str!("../models/meta-llama__Llama-3.1-8B.json"),
-    ),
-    (
-        "meta-llama/Llama-3.3-70B-Instruct",
-        include_str!("../models/meta-llama__Llama-3.3-70B-Instruct.json"),
-    ),
-    (
-        "meta-llama/Meta-Llama-3-70B",
-        include_str!("../models/meta-llama__Meta-Llama-3-70B.json"),
-    ),
-    (
-        "meta-llama/Meta-Llama-3-8B",
-        include_str!("../models/meta-llama__Meta-Llama-3-8B.json"),
-    ),
-    (
-        "microsoft/Phi-3-medium-4k-instruct",
-        include_str!("../models/microsoft__Phi-3-medium-4k-instruct.json"),
-    ),
-    (
-        "microsoft/Phi-3-mini-128k-instruct",
-        include_str!("../models/microsoft__Phi-3-mini-128k-instruct.json"),
-    ),
-    (
-        "microsoft/Phi-3-mini-4k-instruct",
-        include_str!("../models/microsoft__Phi-3-mini-4k-instruct.json"),
-    ),
-    (
-        "microsoft/Phi-3.5-mini-instruct",
-        include_str!("../models/microsoft__Phi-3.5-mini-instruct.json"),
-    ),
-    (
-        "microsoft/Phi-4-mini-instruct",
-        include_str!("../models/microsoft__Phi-4-mini-instruct.json"),
-    ),
-    (
-        "microsoft/Phi-4-mini-reasoning",
-        include_str!("../models/microsoft__Phi-4-mini-reasoning.json"),
-    ),
-    (
-        "microsoft/Phi-4-reasoning",
-        include_str!("../models/microsoft__Phi-4-reasoning.json"),
-    ),
-    (
-        "microsoft/Phi-4-reasoning-plus",
-        include_str!("../models/microsoft__Phi-4-reasoning-plus.json"),
-    ),
-    (
-        "microsoft/phi-1",
-        include_str!("../models/microsoft__phi-1.json"),
-    ),
-    (
-        "microsoft/phi-1_5",
-        include_str!("../models/microsoft__phi-1_5.json"),
-    ),
-    (
-        "microsoft/phi-2",
-        include_str!("../models/microsoft__phi-2.json"),
-    ),
-    (
-        "microsoft/phi-4",
-        include_str!("../models/microsoft__phi-4.json"),
-    ),
-    (
-        "mistralai/Mathstral-7B-v0.1",
-        include_str!("../models/mistralai__Mathstral-7B-v0.1.json"),
-    ),
-    (
-        "mistralai/Ministral-8B-Instruct-2410",
-        include_str!("../models/mistralai__Ministral-8B-Instruct-2410.json"),
-    ),
-    (
-        "mistralai/Mistral-7B-Instruct-v0.2",
-        include_str!("../models/mistralai__Mistral-7B-Instruct-v0.2.json"),
-    ),
-    (
-        "mistralai/Mistral-7B-v0.1",
-        include_str!("../models/mistralai__Mistral-7B-v0.1.json"),
-    ),
-    (
-        "mistralai/Mistral-7B-v0.3",
-        include_str!("../models/mistralai__Mistral-7B-v0.3.json"),
-    ),
-    (
-        "mistralai/Mistral-Large-Instruct-2407",
-        include_str!("../models/mistralai__Mistral-Large-Instruct-2407.json"),
-    ),
-    (
-        "mistralai/Mistral-Large-Instruct-2411",
-        include_str!("../models/mistralai__Mistral-Large-Instruct-2411.json"),
-    ),
-    (
-        "mistralai/Mistral-Nemo-Base-2407",
-        include_str!("../models/mistralai__Mistral-Nemo-Base-2407.json"),
-    ),
-    (
-        "mistralai/Mistral-Small-24B-Instruct-2501",
-        include_str!("../models/mistralai__Mistral-Small-24B-Instruct-2501.json"),
-    ),
-    (
-        "mistralai/Mistral-Small-Instruct-2409",
-        include_str!("../models/mistralai__Mistral-Small-Instruct-2409.json"),
-    ),
-    (
-        "mistralai/Mixtral-8x22B-v0.1",
-        include_str!("../models/mistralai__Mixtral-8x22B-v0.1.json"),
-    ),
-    (
-        "mistralai/Mixtral-8x7B-v0.1",
-        include_str!("../models/mistralai__Mixtral-8x7B-v0.1.json"),
-    ),
-    (
-        "mosaicml/mpt-30b",
-        include_str!("../models/mosaicml__mpt-30b.json"),
-    ),
-    (
-        "mosaicml/mpt-7b",
-        include_str!("../models/mosaicml__mpt-7b.json"),
-    ),
-    (
-        "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF",
-        include_str!("../models/nvidia__Llama-3.1-Nemotron-70B-Instruct-HF.json"),
-    ),
-    (
-        "openai-community/gpt2",
-        include_str!("../models/openai-community__gpt2.json"),
-    ),
-    (
-        "openai-community/gpt2-xl",
-        include_str!("../models/openai-community__gpt2-xl.json"),
-    ),
-    (
-        "openai/gpt-oss-120b",
-        include_str!("../models/openai__gpt-oss-120b.json"),
-    ),
-    (
-        "openai/gpt-oss-20b",
-        include_str!("../models/openai__gpt-oss-20b.json"),
-    ),
-    (
-        "openlm-research/open_llama_13b",
-        include_str!("../models/openlm-research__open_llama_13b.json"),
-    ),
-    (
-        "openlm-research/open_llama_3b",
-        include_str!("../models/openlm-research__open_llama_3b.json"),
-    ),
-    (
-        "openlm-research/open_llama_7b",
-        include_str!("../models/openlm-research__open_llama_7b.json"),
-    ),
-    (
-        "stabilityai/stablelm-2-zephyr-1_6b",
-        include_str!("../models/stabilityai__stablelm-2-zephyr-1_6b.json"),
-    ),
-    (
-        "stabilityai/stablelm-base-alpha-3b",
-        include_str!("../models/stabilityai__stablelm-base-alpha-3b.json"),
-    ),
-    (
-        "tiiuae/Falcon3-10B-Base",
-        include_str!("../models/tiiuae__Falcon3-10B-Base.json"),
-    ),
-    (
-        "tiiuae/Falcon3-10B-Instruct",
-        include_str!("../models/tiiuae__Falcon3-10B-Base.json"),
-    ),
-    (
-        "tiiuae/Falcon3-1B-Base",
-        include_str!("../models/tiiuae__Falcon3-1B-Base.json"),
-    ),
-    (
-        "tiiuae/Falcon3-1B-Instruct",
-        include_str!("../models/tiiuae__Falcon3-1B-Base.json"),
-    ),
-    (
-        "tiiuae/Falcon3-3B-Base",
-        include_str!("../models/tiiuae__Falcon3-3B-Base.json"),
-    ),
-    (
-        "tiiuae/Falcon3-3B-Instruct",
-        include_str!("../models/tiiuae__Falcon3-3B-Base.json"),
-    ),
-    (
-        "tiiuae/Falcon3-7B-Base",
-        include_str!("../models/tiiuae__Falcon3-7B-Base.json"),
-    ),
-    (
-        "tiiuae/Falcon3-7B-Instruct",
-        include_str!("../models/tiiuae__Falcon3-7B-Base.json"),
-    ),
-    (
-        "tiiuae/falcon-180B",
-        include_str!("../models/tiiuae__falcon-180B.json"),
-    ),
-    (
-        "tiiuae/falcon-40b",
-        include_str!("../models/tiiuae__falcon-40b.json"),
-    ),
-    (
-        "tiiuae/falcon-7b",
-        include_str!("../models/tiiuae__falcon-7b.json"),
-    ),
-];
+/// The text models, one line each: the Hugging Face repo id and the stem of
+/// its `config.json` under `models/` (`<org>__<name>`, or the base model's
+/// file for a fine-tune that ships the same config), cited in
+/// `models/SOURCES.md`.
+macro_rules! models {
+    ($($id:literal => $file:literal,)*) => {
+        /// (Hugging Face repo id, config.json text).
+        pub static MODELS: &[(&str, &str)] = &[$(
+            ($id, include_str!(concat!("../models/", $file, ".json"))),
+        )*];
+    };
+}
+
+#[rustfmt::skip]
+models! {
+    "01-ai/Yi-1.5-34B" => "01-ai__Yi-1.5-34B",
+    "01-ai/Yi-1.5-6B" => "01-ai__Yi-1.5-6B",
+    "CohereForAI/aya-23-8B" => "CohereForAI__aya-23-8B",
+    "CohereForAI/c4ai-command-r-v01" => "CohereForAI__c4ai-command-r-v01",
+    "EleutherAI/gpt-j-6b" => "EleutherAI__gpt-j-6b",
+    "EleutherAI/gpt-neox-20b" => "EleutherAI__gpt-neox-20b",
+    "EleutherAI/pythia-1.4b" => "EleutherAI__pythia-1.4b",
+    "EleutherAI/pythia-12b" => "EleutherAI__pythia-12b",
+    "EleutherAI/pythia-160m" => "EleutherAI__pythia-160m",
+    "EleutherAI/pythia-1b" => "EleutherAI__pythia-1b",
+    "EleutherAI/pythia-2.8b" => "EleutherAI__pythia-2.8b",
+    "EleutherAI/pythia-410m" => "EleutherAI__pythia-410m",
+    "EleutherAI/pythia-6.9b" => "EleutherAI__pythia-6.9b",
+    "EleutherAI/pythia-70m" => "EleutherAI__pythia-70m",
+    "FacebookAI/roberta-large" => "FacebookAI__roberta-large",
+    "HuggingFaceH4/zephyr-7b-beta" => "HuggingFaceH4__zephyr-7b-beta",
+    "HuggingFaceTB/SmolLM-1.7B" => "HuggingFaceTB__SmolLM-1.7B",
+    "HuggingFaceTB/SmolLM-135M" => "HuggingFaceTB__SmolLM-135M",
+    "HuggingFaceTB/SmolLM-360M" => "HuggingFaceTB__SmolLM-360M",
+    "HuggingFaceTB/SmolLM2-1.7B" => "HuggingFaceTB__SmolLM2-1.7B",
+    "HuggingFaceTB/SmolLM2-135M" => "HuggingFaceTB__SmolLM2-135M",
+    "HuggingFaceTB/SmolLM2-360M" => "HuggingFaceTB__SmolLM2-360M",
+    "HuggingFaceTB/SmolLM3-3B" => "HuggingFaceTB__SmolLM3-3B",
+    "HuggingFaceTB/SmolLM3-3B-Base" => "HuggingFaceTB__SmolLM3-3B",
+    "Qwen/QwQ-32B" => "Qwen__QwQ-32B",
+    "Qwen/Qwen-7B" => "Qwen__Qwen-7B",
+    "Qwen/Qwen1.5-MoE-A2.7B-Chat" => "Qwen__Qwen1.5-MoE-A2.7B-Chat",
+    "Qwen/Qwen2-0.5B-Instruct" => "Qwen__Qwen2-0.5B-Instruct",
+    "Qwen/Qwen2-1.5B-Instruct" => "Qwen__Qwen2-1.5B-Instruct",
+    "Qwen/Qwen2-57B-A14B" => "Qwen__Qwen2-57B-A14B",
+    "Qwen/Qwen2-7B-Instruct" => "Qwen__Qwen2-7B-Instruct",
+    "Qwen/Qwen2-72B-Instruct" => "Qwen__Qwen2-72B-Instruct",
+    "Qwen/Qwen2.5-0.5B" => "Qwen__Qwen2.5-0.5B",
+    "Qwen/Qwen2.5-1.5B" => "Qwen__Qwen2.5-1.5B",
+    "Qwen/Qwen2.5-14B" => "Qwen__Qwen2.5-14B",
+    "Qwen/Qwen2.5-14B-Instruct-1M" => "Qwen__Qwen2.5-14B-Instruct-1M",
+    "Qwen/Qwen2.5-32B" => "Qwen__Qwen2.5-32B",
+    "Qwen/Qwen2.5-3B" => "Qwen__Qwen2.5-3B",
+    "Qwen/Qwen2.5-72B" => "Qwen__Qwen2.5-72B",
+    "Qwen/Qwen2.5-7B" => "Qwen__Qwen2.5-7B",
+    "Qwen/Qwen2.5-7B-Instruct-1M" => "Qwen__Qwen2.5-7B-Instruct-1M",
+    "Qwen/Qwen2.5-Coder-0.5B" => "Qwen__Qwen2.5-Coder-0.5B",
+    "Qwen/Qwen2.5-Coder-1.5B" => "Qwen__Qwen2.5-Coder-1.5B",
+    "Qwen/Qwen2.5-Coder-14B" => "Qwen__Qwen2.5-Coder-14B",
+    "Qwen/Qwen2.5-Coder-32B" => "Qwen__Qwen2.5-Coder-32B",
+    "Qwen/Qwen2.5-Coder-3B" => "Qwen__Qwen2.5-Coder-3B",
+    "Qwen/Qwen2.5-Coder-7B" => "Qwen__Qwen2.5-Coder-7B",
+    "Qwen/Qwen2.5-Math-1.5B" => "Qwen__Qwen2.5-Math-1.5B",
+    "Qwen/Qwen2.5-Math-72B" => "Qwen__Qwen2.5-Math-72B",
+    "Qwen/Qwen2.5-Math-7B" => "Qwen__Qwen2.5-Math-7B",
+    "Qwen/Qwen3-0.6B" => "Qwen__Qwen3-0.6B",
+    "Qwen/Qwen3-1.7B" => "Qwen__Qwen3-1.7B",
+    "Qwen/Qwen3-14B" => "Qwen__Qwen3-14B",
+    "Qwen/Qwen3-235B-A22B" => "Qwen__Qwen3-235B-A22B",
+    "Qwen/Qwen3-235B-A22B-Instruct-2507" => "Qwen__Qwen3-235B-A22B-Instruct-2507",
+    "Qwen/Qwen3-235B-A22B-Thinking-2507" => "Qwen__Qwen3-235B-A22B-Thinking-2507",
+    "Qwen/Qwen3-30B-A3B" => "Qwen__Qwen3-30B-A3B",
+    "Qwen/Qwen3-30B-A3B-Instruct-2507" => "Qwen__Qwen3-30B-A3B-Instruct-2507",
+    "Qwen/Qwen3-30B-A3B-Thinking-2507" => "Qwen__Qwen3-30B-A3B-Thinking-2507",
+    "Qwen/Qwen3-32B" => "Qwen__Qwen3-32B",
+    "Qwen/Qwen3-4B" => "Qwen__Qwen3-4B",
+    "Qwen/Qwen3-4B-Instruct-2507" => "Qwen__Qwen3-4B-Instruct-2507",
+    "Qwen/Qwen3-4B-Thinking-2507" => "Qwen__Qwen3-4B-Thinking-2507",
+    "Qwen/Qwen3-8B" => "Qwen__Qwen3-8B",
+    "Qwen/Qwen3-Coder-480B-A35B-Instruct" => "Qwen__Qwen3-Coder-480B-A35B-Instruct",
+    "TinyLlama/TinyLlama-1.1B-Chat-v1.0" => "TinyLlama__TinyLlama-1.1B-Chat-v1.0",
+    "allenai/OLMo-1B-hf" => "allenai__OLMo-1B-hf",
+    "allenai/OLMo-2-0325-32B" => "allenai__OLMo-2-0325-32B",
+    "allenai/OLMo-2-1124-13B" => "allenai__OLMo-2-1124-13B",
+    "allenai/OLMo-2-1124-7B" => "allenai__OLMo-2-1124-7B",
+    "allenai/OLMo-7B-hf" => "allenai__OLMo-7B-hf",
+    "bigcode/starcoder2-15b" => "bigcode__starcoder2-15b",
+    "bigcode/starcoder2-3b" => "bigcode__starcoder2-3b",
+    "bigcode/starcoder2-7b" => "bigcode__starcoder2-7b",
+    "bigscience/bloom" => "bigscience__bloom",
+    "bigscience/bloom-1b1" => "bigscience__bloom-1b1",
+    "bigscience/bloom-1b7" => "bigscience__bloom-1b7",
+    "bigscience/bloom-3b" => "bigscience__bloom-3b",
+    "bigscience/bloom-560m" => "bigscience__bloom-560m",
+    "bigscience/bloom-7b1" => "bigscience__bloom-7b1",
+    "bigscience/bloomz-7b1" => "bigscience__bloom-7b1",
+    "codellama/CodeLlama-13b-Python-hf" => "codellama__CodeLlama-13b-Python-hf",
+    "codellama/CodeLlama-13b-hf" => "codellama__CodeLlama-13b-hf",
+    "codellama/CodeLlama-34b-Python-hf" => "codellama__CodeLlama-34b-Python-hf",
+    "codellama/CodeLlama-34b-hf" => "codellama__CodeLlama-34b-hf",
+    "codellama/CodeLlama-70b-Python-hf" => "codellama__CodeLlama-70b-Python-hf",
+    "codellama/CodeLlama-70b-hf" => "codellama__CodeLlama-70b-hf",
+    "codellama/CodeLlama-7b-Python-hf" => "codellama__CodeLlama-7b-Python-hf",
+    "codellama/CodeLlama-7b-hf" => "codellama__CodeLlama-7b-hf",
+    "deepseek-ai/DeepSeek-Coder-V2-Lite-Base" => "deepseek-ai__DeepSeek-V2-Lite",
+    "deepseek-ai/DeepSeek-Coder-V2-Lite-Instruct" => "deepseek-ai__DeepSeek-V2-Lite",
+    "deepseek-ai/DeepSeek-R1" => "deepseek-ai__DeepSeek-R1",
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-70B" => "deepseek-ai__DeepSeek-R1-Distill-Llama-70B",
+    "deepseek-ai/DeepSeek-R1-Distill-Llama-8B" => "deepseek-ai__DeepSeek-R1-Distill-Llama-8B",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-14B" => "deepseek-ai__DeepSeek-R1-Distill-Qwen-14B",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B" => "deepseek-ai__DeepSeek-R1-Distill-Qwen-32B",
+    "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B" => "deepseek-ai__DeepSeek-R1-Distill-Qwen-7B",
+    "deepseek-ai/DeepSeek-V2" => "deepseek-ai__DeepSeek-V2",
+    "deepseek-ai/DeepSeek-V2-Lite" => "deepseek-ai__DeepSeek-V2-Lite",
+    "deepseek-ai/DeepSeek-V3" => "deepseek-ai__DeepSeek-V3",
+    "deepseek-ai/deepseek-coder-1.3b-instruct" => "deepseek-ai__deepseek-coder-1.3b-instruct",
+    "deepseek-ai/deepseek-llm-7b-base" => "deepseek-ai__deepseek-llm-7b-base",
+    "facebook/opt-1.3b" => "facebook__opt-1.3b",
+    "facebook/opt-125m" => "facebook__opt-125m",
+    "facebook/opt-13b" => "facebook__opt-13b",
+    "facebook/opt-2.7b" => "facebook__opt-2.7b",
+    "facebook/opt-30b" => "facebook__opt-30b",
+    "facebook/opt-350m" => "facebook__opt-350m",
+    "facebook/opt-6.7b" => "facebook__opt-6.7b",
+    "facebook/opt-66b" => "facebook__opt-66b",
+    "google-bert/bert-base-uncased" => "google-bert__bert-base-uncased",
+    "google-bert/bert-large-uncased" => "google-bert__bert-large-uncased",
+    "google/codegemma-7b-it" => "google__codegemma-7b-it",
+    "google/gemma-2-27b" => "google__gemma-2-27b",
+    "google/gemma-2-2b" => "google__gemma-2-2b",
+    "google/gemma-2-2b-jpn-it" => "google__gemma-2-2b-jpn-it",
+    "google/gemma-2-9b" => "google__gemma-2-9b",
+    "google/gemma-2b" => "google__gemma-2b",
+    "google/gemma-3-12b-it" => "google__gemma-3-12b-it",
+    "google/gemma-3-1b-it" => "google__gemma-3-1b-it",
+    "google/gemma-3-270m" => "google__gemma-3-270m",
+    "google/gemma-3-27b-it" => "google__gemma-3-27b-it",
+    "google/gemma-3-4b-it" => "google__gemma-3-4b-it",
+    "google/gemma-7b" => "google__gemma-7b",
+    "ibm-granite/granite-3.3-8b-instruct" => "ibm-granite__granite-3.3-8b-instruct",
+    "meta-llama/Llama-2-13b-hf" => "meta-llama__Llama-2-13b-hf",
+    "meta-llama/Llama-2-70b-hf" => "meta-llama__Llama-2-70b-hf",
+    "meta-llama/Llama-2-7b-hf" => "meta-llama__Llama-2-7b-hf",
+    "meta-llama/Llama-3.1-405B" => "meta-llama__Llama-3.1-405B",
+    "meta-llama/Llama-3.1-70B" => "meta-llama__Llama-3.1-70B",
+    "meta-llama/Llama-3.1-8B" => "meta-llama__Llama-3.1-8B",
+    "meta-llama/Llama-3.2-1B" => "meta-llama__Llama-3.2-1B",
+    "meta-llama/Llama-3.2-3B" => "meta-llama__Llama-3.2-3B",
+    "meta-llama/Llama-Guard-3-8B" => "meta-llama__Llama-3.1-8B",
+    "meta-llama/Llama-3.3-70B-Instruct" => "meta-llama__Llama-3.3-70B-Instruct",
+    "meta-llama/Meta-Llama-3-70B" => "meta-llama__Meta-Llama-3-70B",
+    "meta-llama/Meta-Llama-3-8B" => "meta-llama__Meta-Llama-3-8B",
+    "microsoft/Phi-3-medium-4k-instruct" => "microsoft__Phi-3-medium-4k-instruct",
+    "microsoft/Phi-3-mini-128k-instruct" => "microsoft__Phi-3-mini-128k-instruct",
+    "microsoft/Phi-3-mini-4k-instruct" => "microsoft__Phi-3-mini-4k-instruct",
+    "microsoft/Phi-3.5-mini-instruct" => "microsoft__Phi-3.5-mini-instruct",
+    "microsoft/Phi-4-mini-instruct" => "microsoft__Phi-4-mini-instruct",
+    "microsoft/Phi-4-mini-reasoning" => "microsoft__Phi-4-mini-reasoning",
+    "microsoft/Phi-4-reasoning" => "microsoft__Phi-4-reasoning",
+    "microsoft/Phi-4-reasoning-plus" => "microsoft__Phi-4-reasoning-plus",
+    "microsoft/phi-1" => "microsoft__phi-1",
+    "microsoft/phi-1_5" => "microsoft__phi-1_5",
+    "microsoft/phi-2" => "microsoft__phi-2",
+    "microsoft/phi-4" => "microsoft__phi-4",
+    "mistralai/Mathstral-7B-v0.1" => "mistralai__Mathstral-7B-v0.1",
+    "mistralai/Ministral-8B-Instruct-2410" => "mistralai__Ministral-8B-Instruct-2410",
+    "mistralai/Mistral-7B-Instruct-v0.2" => "mistralai__Mistral-7B-Instruct-v0.2",
+    "mistralai/Mistral-7B-v0.1" => "mistralai__Mistral-7B-v0.1",
+    "mistralai/Mistral-7B-v0.3" => "mistralai__Mistral-7B-v0.3",
+    "mistralai/Mistral-Large-Instruct-2407" => "mistralai__Mistral-Large-Instruct-2407",
+    "mistralai/Mistral-Large-Instruct-2411" => "mistralai__Mistral-Large-Instruct-2411",
+    "mistralai/Mistral-Nemo-Base-2407" => "mistralai__Mistral-Nemo-Base-2407",
+    "mistralai/Mistral-Small-24B-Instruct-2501" => "mistralai__Mistral-Small-24B-Instruct-2501",
+    "mistralai/Mistral-Small-Instruct-2409" => "mistralai__Mistral-Small-Instruct-2409",
+    "mistralai/Mixtral-8x22B-v0.1" => "mistralai__Mixtral-8x22B-v0.1",
+    "mistralai/Mixtral-8x7B-v0.1" => "mistralai__Mixtral-8x7B-v0.1",
+    "mosaicml/mpt-30b" => "mosaicml__mpt-30b",
+    "mosaicml/mpt-7b" => "mosaicml__mpt-7b",
+    "nvidia/Llama-3.1-Nemotron-70B-Instruct-HF" => "nvidia__Llama-3.1-Nemotron-70B-Instruct-HF",
+    "openai-community/gpt2" => "openai-community__gpt2",
+    "openai-community/gpt2-xl" => "openai-community__gpt2-xl",
+    "openai/gpt-oss-120b" => "openai__gpt-oss-120b",
+    "openai/gpt-oss-20b" => "openai__gpt-oss-20b",
+    "openlm-research/open_llama_13b" => "openlm-research__open_llama_13b",
+    "openlm-research/open_llama_3b" => "openlm-research__open_llama_3b",
+    "openlm-research/open_llama_7b" => "openlm-research__open_llama_7b",
+    "stabilityai/stablelm-2-zephyr-1_6b" => "stabilityai__stablelm-2-zephyr-1_6b",
+    "stabilityai/stablelm-base-alpha-3b" => "stabilityai__stablelm-base-alpha-3b",
+    "tiiuae/Falcon3-10B-Base" => "tiiuae__Falcon3-10B-Base",
+    "tiiuae/Falcon3-10B-Instruct" => "tiiuae__Falcon3-10B-Base",
+    "tiiuae/Falcon3-1B-Base" => "tiiuae__Falcon3-1B-Base",
+    "tiiuae/Falcon3-1B-Instruct" => "tiiuae__Falcon3-1B-Base",
+    "tiiuae/Falcon3-3B-Base" => "tiiuae__Falcon3-3B-Base",
+    "tiiuae/Falcon3-3B-Instruct" => "tiiuae__Falcon3-3B-Base",
+    "tiiuae/Falcon3-7B-Base" => "tiiuae__Falcon3-7B-Base",
+    "tiiuae/Falcon3-7B-Instruct" => "tiiuae__Falcon3-7B-Base",
+    "tiiuae/falcon-180B" => "tiiuae__falcon-180B",
+    "tiiuae/falcon-40b" => "tiiuae__falcon-40b",
+    "tiiuae/falcon-7b" => "tiiuae__falcon-7b",
+}
 
 /// Configs that are not a published file but were reconstructed from
 /// documented values (confidence "reconstructed" in `models/SOURCES.md` and

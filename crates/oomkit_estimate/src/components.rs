@@ -283,14 +283,17 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
     // `query_key_value`, GPT-2's `c_attn` (checked against the CPU oracle per
     // layer: GPT-2 mixed-bf16), BLOOM's `query_key_value` and MPT's `Wqkv`
     // (no rotary: q, k and v stay views of their output).
-    let qkv_inputs =
-        if cfg.fused_qkv_rope || matches!(cfg.model_type.as_str(), "gpt2" | "bloom" | "mpt") {
-            casts(&["qkv_proj"])
-        } else if cfg.mla.is_some() {
-            casts(&["q_a_proj", "kv_a_proj"])
-        } else {
-            casts(&["q_proj", "k_proj", "v_proj"])
-        };
+    let qkv_inputs = if cfg.fused_qkv_rope
+        || matches!(
+            cfg.model_type,
+            crate::arch::Arch::Gpt2 | crate::arch::Arch::Bloom | crate::arch::Arch::Mpt
+        ) {
+        casts(&["qkv_proj"])
+    } else if cfg.mla.is_some() {
+        casts(&["q_a_proj", "kv_a_proj"])
+    } else {
+        casts(&["q_proj", "k_proj", "v_proj"])
+    };
     let attn = fused
         + match s.attention {
             Attention::Sdpa | Attention::Flash => 2 * q + 2 * kv,
@@ -1191,7 +1194,7 @@ mod tests {
         };
         let h = bloom.hidden;
         let plain = ModelConfig {
-            model_type: "gpt_neox".into(),
+            model_type: crate::arch::Arch::GptNeox,
             ..bloom.clone()
         };
         assert_eq!(

@@ -9,256 +9,203 @@
 
 use std::borrow::Cow;
 
-/// A setting of an estimate that the user chooses.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Knob {
+/// The knobs, each once: variant, marker key, words.
+macro_rules! knobs {
+    ($($(#[$doc:meta])* $name:ident = $key:literal, $words:literal;)*) => {
+        /// A setting of an estimate that the user chooses.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Knob {
+            $($(#[$doc])* $name,)*
+        }
+
+        impl Knob {
+            /// Every knob.
+            pub const ALL: &'static [Knob] = &[$(Knob::$name),*];
+
+            /// The marker's key (`tp` in `⟨tp⟩`).
+            pub const fn key(self) -> &'static str {
+                match self {
+                    $(Knob::$name => $key,)*
+                }
+            }
+
+            /// The knob in words, for `Display`.
+            pub const fn words(self) -> &'static str {
+                match self {
+                    $(Knob::$name => $words,)*
+                }
+            }
+        }
+    };
+}
+
+knobs! {
     /// What runs: training, inference or serving.
-    Task,
+    Task = "task", "the task";
     /// Which parameters train.
-    Method,
+    Method = "method", "the method";
     /// Weight quantization.
-    Quant,
+    Quant = "quant", "the quantization";
     /// The optimizer.
-    Optimizer,
+    Optimizer = "optimizer", "the optimizer";
     /// Activation checkpointing.
-    GradCheckpointing,
+    GradCheckpointing = "grad-checkpointing", "gradient checkpointing";
     /// HF Trainer's loop.
-    Trainer,
+    Trainer = "trainer", "HF Trainer's loop";
     /// PEFT's `prepare_model_for_kbit_training`.
-    KbitUpcast,
+    KbitUpcast = "kbit-upcast", "PEFT's prepare_model_for_kbit_training";
     /// Gradient-accumulation steps.
-    GradAccum,
+    GradAccum = "grad-accum", "gradient accumulation";
     /// The LoRA rank.
-    LoraRank,
+    LoraRank = "lora-rank", "the LoRA rank";
     /// The LoRA target modules.
-    LoraTargets,
+    LoraTargets = "lora-targets", "the LoRA targets";
     /// The per-parameter optimizer loop.
-    NoForeach,
+    NoForeach = "no-foreach", "the per-parameter optimizer loop";
     /// The DeepSpeed ZeRO stage.
-    Zero,
+    Zero = "zero", "ZeRO stage";
     /// FSDP full shard.
-    Fsdp,
+    Fsdp = "fsdp", "FSDP";
     /// CPU offload of training state.
-    Offload,
+    Offload = "offload", "offload";
     /// Generated tokens.
-    NewTokens,
+    NewTokens = "new-tokens", "the new tokens";
     /// Tokens per sample (prompt tokens).
-    Seq,
+    Seq = "seq", "the sequence length";
     /// The micro-batch size.
-    Batch,
+    Batch = "batch", "the batch size";
     /// GPUs in all.
-    Gpus,
+    Gpus = "gpus", "the GPU count";
     /// The tensor-parallel degree.
-    Tp,
+    Tp = "tp", "the tensor-parallel size";
     /// The pipeline-parallel degree.
-    Pp,
+    Pp = "pp", "the pipeline-parallel size";
     /// The GPU.
-    Gpu,
+    Gpu = "gpu", "a GPU";
     /// The KV-cache dtype.
-    KvDtype,
+    KvDtype = "kv-dtype", "the KV-cache dtype";
     /// The inference engine.
-    Engine,
+    Engine = "engine", "the engine";
     /// vLLM's `gpu_memory_utilization`.
-    GpuMemoryUtilization,
+    GpuMemoryUtilization = "gpu-memory-utilization", "gpu_memory_utilization";
     /// vLLM's `max_model_len`.
-    MaxModelLen,
+    MaxModelLen = "max-model-len", "max_model_len";
     /// vLLM's `max_num_seqs`.
-    MaxNumSeqs,
+    MaxNumSeqs = "max-num-seqs", "max_num_seqs";
     /// vLLM's `max_num_batched_tokens`.
-    MaxNumBatchedTokens,
+    MaxNumBatchedTokens = "max-num-batched-tokens", "max_num_batched_tokens";
+    /// llama.cpp: context cells.
+    CtxSize = "ctx-size", "the context size";
+    /// llama.cpp: layers on the GPU.
+    NGpuLayers = "n-gpu-layers", "the GPU layers";
+    /// llama.cpp: flash attention.
+    FlashAttn = "flash-attn", "flash attention";
+    /// llama.cpp: the K cache type.
+    CacheTypeK = "cache-type-k", "the K cache type";
+    /// llama.cpp: the V cache type.
+    CacheTypeV = "cache-type-v", "the V cache type";
+    /// llama.cpp: the logical batch.
+    BatchSize = "batch-size", "the logical batch";
+    /// llama.cpp: the physical batch.
+    UbatchSize = "ubatch-size", "the physical batch";
+    /// llama.cpp: server slots.
+    Parallel = "parallel", "the server slots";
     /// A bare model's parameter count.
-    Params,
+    Params = "params", "the parameter count";
     /// A bare model's layers.
-    Layers,
+    Layers = "layers", "the layer count";
     /// A bare model's hidden size.
-    Hidden,
+    Hidden = "hidden", "the hidden size";
     /// A bare model's attention heads.
-    Heads,
+    Heads = "heads", "the head count";
     /// A bare model's KV heads.
-    KvHeads,
+    KvHeads = "kv-heads", "the KV head count";
     /// A bare model's vocabulary.
-    Vocab,
+    Vocab = "vocab", "the vocabulary size";
     /// A bare model's MLP intermediate size.
-    Intermediate,
+    Intermediate = "intermediate", "the intermediate size";
     /// Image width.
-    Width,
+    Width = "width", "the width";
     /// Image height.
-    Height,
+    Height = "height", "the height";
     /// Images per prompt.
-    Images,
+    Images = "images", "the image count";
     /// The precision.
-    Precision,
+    Precision = "precision", "the precision";
     /// The attention kernel.
-    Attention,
+    Attention = "attention", "the attention kernel";
     /// Skipping the safety checker.
-    NoSafetyChecker,
+    NoSafetyChecker = "no-safety-checker", "no safety checker";
     /// diffusers' attention slicing.
-    AttentionSlicing,
+    AttentionSlicing = "attention-slicing", "attention slicing";
     /// The VAE decoding one image at a time.
-    VaeSlicing,
+    VaeSlicing = "vae-slicing", "VAE slicing";
     /// The VAE decoding in tiles.
-    VaeTiling,
+    VaeTiling = "vae-tiling", "VAE tiling";
     /// diffusers' CPU offload.
-    CpuOffload,
+    CpuOffload = "cpu-offload", "CPU offload";
     /// The list of catalogue models.
-    ListModels,
+    ListModels = "list-models", "the catalogue";
 }
 
 impl Knob {
-    /// Every knob.
-    pub const ALL: &'static [Knob] = &[
-        Knob::Task,
-        Knob::Method,
-        Knob::Quant,
-        Knob::Optimizer,
-        Knob::GradCheckpointing,
-        Knob::Trainer,
-        Knob::KbitUpcast,
-        Knob::GradAccum,
-        Knob::LoraRank,
-        Knob::LoraTargets,
-        Knob::NoForeach,
-        Knob::Zero,
-        Knob::Fsdp,
-        Knob::Offload,
-        Knob::NewTokens,
-        Knob::Seq,
-        Knob::Batch,
-        Knob::Gpus,
-        Knob::Tp,
-        Knob::Pp,
-        Knob::Gpu,
-        Knob::KvDtype,
-        Knob::Engine,
-        Knob::GpuMemoryUtilization,
-        Knob::MaxModelLen,
-        Knob::MaxNumSeqs,
-        Knob::MaxNumBatchedTokens,
-        Knob::Params,
-        Knob::Layers,
-        Knob::Hidden,
-        Knob::Heads,
-        Knob::KvHeads,
-        Knob::Vocab,
-        Knob::Intermediate,
-        Knob::Width,
-        Knob::Height,
-        Knob::Images,
-        Knob::Precision,
-        Knob::Attention,
-        Knob::NoSafetyChecker,
-        Knob::AttentionSlicing,
-        Knob::VaeSlicing,
-        Knob::VaeTiling,
-        Knob::CpuOffload,
-        Knob::ListModels,
-    ];
-
-    /// The marker's key (`tp` in `⟨tp⟩`).
-    pub const fn key(self) -> &'static str {
-        match self {
-            Knob::Task => "task",
-            Knob::Method => "method",
-            Knob::Quant => "quant",
-            Knob::Optimizer => "optimizer",
-            Knob::GradCheckpointing => "grad-checkpointing",
-            Knob::Trainer => "trainer",
-            Knob::KbitUpcast => "kbit-upcast",
-            Knob::GradAccum => "grad-accum",
-            Knob::LoraRank => "lora-rank",
-            Knob::LoraTargets => "lora-targets",
-            Knob::NoForeach => "no-foreach",
-            Knob::Zero => "zero",
-            Knob::Fsdp => "fsdp",
-            Knob::Offload => "offload",
-            Knob::NewTokens => "new-tokens",
-            Knob::Seq => "seq",
-            Knob::Batch => "batch",
-            Knob::Gpus => "gpus",
-            Knob::Tp => "tp",
-            Knob::Pp => "pp",
-            Knob::Gpu => "gpu",
-            Knob::KvDtype => "kv-dtype",
-            Knob::Engine => "engine",
-            Knob::GpuMemoryUtilization => "gpu-memory-utilization",
-            Knob::MaxModelLen => "max-model-len",
-            Knob::MaxNumSeqs => "max-num-seqs",
-            Knob::MaxNumBatchedTokens => "max-num-batched-tokens",
-            Knob::Params => "params",
-            Knob::Layers => "layers",
-            Knob::Hidden => "hidden",
-            Knob::Heads => "heads",
-            Knob::KvHeads => "kv-heads",
-            Knob::Vocab => "vocab",
-            Knob::Intermediate => "intermediate",
-            Knob::Width => "width",
-            Knob::Height => "height",
-            Knob::Images => "images",
-            Knob::Precision => "precision",
-            Knob::Attention => "attention",
-            Knob::NoSafetyChecker => "no-safety-checker",
-            Knob::AttentionSlicing => "attention-slicing",
-            Knob::VaeSlicing => "vae-slicing",
-            Knob::VaeTiling => "vae-tiling",
-            Knob::CpuOffload => "cpu-offload",
-            Knob::ListModels => "list-models",
-        }
-    }
-
-    /// The knob in words, for `Display`.
-    pub const fn words(self) -> &'static str {
-        match self {
-            Knob::Task => "the task",
-            Knob::Method => "the method",
-            Knob::Quant => "the quantization",
-            Knob::Optimizer => "the optimizer",
-            Knob::GradCheckpointing => "gradient checkpointing",
-            Knob::Trainer => "HF Trainer's loop",
-            Knob::KbitUpcast => "PEFT's prepare_model_for_kbit_training",
-            Knob::GradAccum => "gradient accumulation",
-            Knob::LoraRank => "the LoRA rank",
-            Knob::LoraTargets => "the LoRA targets",
-            Knob::NoForeach => "the per-parameter optimizer loop",
-            Knob::Zero => "ZeRO stage",
-            Knob::Fsdp => "FSDP",
-            Knob::Offload => "offload",
-            Knob::NewTokens => "the new tokens",
-            Knob::Seq => "the sequence length",
-            Knob::Batch => "the batch size",
-            Knob::Gpus => "the GPU count",
-            Knob::Tp => "the tensor-parallel size",
-            Knob::Pp => "the pipeline-parallel size",
-            Knob::Gpu => "a GPU",
-            Knob::KvDtype => "the KV-cache dtype",
-            Knob::Engine => "the engine",
-            Knob::GpuMemoryUtilization => "gpu_memory_utilization",
-            Knob::MaxModelLen => "max_model_len",
-            Knob::MaxNumSeqs => "max_num_seqs",
-            Knob::MaxNumBatchedTokens => "max_num_batched_tokens",
-            Knob::Params => "the parameter count",
-            Knob::Layers => "the layer count",
-            Knob::Hidden => "the hidden size",
-            Knob::Heads => "the head count",
-            Knob::KvHeads => "the KV head count",
-            Knob::Vocab => "the vocabulary size",
-            Knob::Intermediate => "the intermediate size",
-            Knob::Width => "the width",
-            Knob::Height => "the height",
-            Knob::Images => "the image count",
-            Knob::Precision => "the precision",
-            Knob::Attention => "the attention kernel",
-            Knob::NoSafetyChecker => "no safety checker",
-            Knob::AttentionSlicing => "attention slicing",
-            Knob::VaeSlicing => "VAE slicing",
-            Knob::VaeTiling => "VAE tiling",
-            Knob::CpuOffload => "CPU offload",
-            Knob::ListModels => "the catalogue",
-        }
-    }
-
     /// The knob whose key is `key`.
     pub fn from_key(key: &str) -> Option<Knob> {
         Knob::ALL.iter().copied().find(|k| k.key() == key)
+    }
+}
+
+/// A set of knobs: the settings a user gave explicitly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct KnobSet(u64);
+
+const _: () = assert!(Knob::ALL.len() <= 64, "KnobSet holds 64 knobs");
+
+impl KnobSet {
+    /// No knob.
+    pub const EMPTY: KnobSet = KnobSet(0);
+
+    const fn bit(k: Knob) -> u64 {
+        1 << (k as u32)
+    }
+
+    /// Adds `k`.
+    pub fn insert(&mut self, k: Knob) {
+        self.0 |= KnobSet::bit(k);
+    }
+
+    /// This set, with `k` added when `given`.
+    #[must_use]
+    pub fn with(mut self, k: Knob, given: bool) -> KnobSet {
+        if given {
+            self.insert(k);
+        }
+        self
+    }
+
+    /// Is `k` in the set?
+    pub const fn contains(self, k: Knob) -> bool {
+        self.0 & KnobSet::bit(k) != 0
+    }
+
+    /// The first of `order` in the set.
+    pub fn first_of(self, order: &[Knob]) -> Option<Knob> {
+        order.iter().copied().find(|k| self.contains(*k))
+    }
+
+    /// The knobs in the set, in [`Knob::ALL`]'s order.
+    pub fn iter(self) -> impl Iterator<Item = Knob> {
+        Knob::ALL.iter().copied().filter(move |k| self.contains(*k))
+    }
+}
+
+impl FromIterator<Knob> for KnobSet {
+    fn from_iter<I: IntoIterator<Item = Knob>>(it: I) -> KnobSet {
+        let mut s = KnobSet::EMPTY;
+        for k in it {
+            s.insert(k);
+        }
+        s
     }
 }
 
@@ -307,5 +254,15 @@ mod tests {
         for k in Knob::ALL {
             assert_eq!(Knob::from_key(k.key()), Some(*k));
         }
+    }
+
+    #[test]
+    fn knob_sets_hold_every_knob() {
+        let all: KnobSet = Knob::ALL.iter().copied().collect();
+        assert!(all.iter().eq(Knob::ALL.iter().copied()));
+        let s = KnobSet::EMPTY.with(Knob::Tp, true).with(Knob::Pp, false);
+        assert!(s.contains(Knob::Tp) && !s.contains(Knob::Pp));
+        assert_eq!(s.first_of(&[Knob::Pp, Knob::Tp]), Some(Knob::Tp));
+        assert_eq!(KnobSet::EMPTY.first_of(Knob::ALL), None);
     }
 }

@@ -9,6 +9,7 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod arch;
 pub mod catalogue;
 pub mod checkpoint;
 pub mod components;
@@ -18,6 +19,7 @@ pub mod image;
 pub mod knob;
 pub mod llamacpp;
 pub mod model;
+pub mod options;
 pub mod render;
 pub mod resolve;
 pub mod serve;
@@ -27,6 +29,7 @@ use oomkit_core::Bytes;
 use serde::Serialize;
 
 pub use model::{BareShape, ConfigError, ModelConfig};
+pub use options::{Engine, KvDtype, OnOff, Options, QuantChoice, Workload};
 pub use setup::{
     Attention, Given, LoraTargets, Method, Offload, Optimizer, Precision, Quant, Setup, SetupError,
     Task,
@@ -338,5 +341,5 @@ pub fn sdpa_falls_back_to_eager(cfg: &ModelConfig, s: &Setup) -> bool {
 
 /// BLOOM and MPT: transformers computes their ALiBi attention eagerly.
 pub fn alibi_eager(cfg: &ModelConfig) -> bool {
-    matches!(cfg.model_type.as_str(), "bloom" | "mpt")
+    cfg.model_type.alibi()
 }

@@ -6,6 +6,7 @@
 //! This lives in `oomkit_estimate`, not `oomkit_core`, because only `estimate`
 //! reads model configs (see ARCHITECTURE.md).
 
+use crate::arch::Arch;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -47,8 +48,8 @@ pub struct Moe {
 pub struct ModelConfig {
     /// Repo id or the name the user gave.
     pub id: String,
-    /// `model_type`.
-    pub model_type: String,
+    /// `model_type`, typed.
+    pub model_type: Arch,
     /// Decoder (or encoder) layers.
     pub layers: u64,
     /// Hidden size h.
@@ -311,12 +312,9 @@ impl ModelConfig {
             Some(t) if t.is_object() => t.clone(),
             _ => v,
         };
-        let model_type = v
-            .get("model_type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let mt = model_type.as_str();
+        let model_type =
+            Arch::from_model_type(v.get("model_type").and_then(Value::as_str).unwrap_or(""));
+        let mt = &model_type;
         // BLOOM-560m's config states its width as `n_embed` (BloomConfig
         // maps it to `hidden_size`).
         let hidden = need(&v, &["hidden_size", "n_embd", "d_model", "n_embed"])?;
@@ -331,8 +329,8 @@ impl ModelConfig {
         // Falcon (modeling_falcon.py, FalconAttention): the new decoder
         // architecture (40B/180B) has `num_kv_heads` KV heads; otherwise
         // `multi_query` (FalconConfig default true) means one KV head.
-        let new_decoder = mt == "falcon" && flag("new_decoder_architecture") == Some(true);
-        let multi_query = flag("multi_query").unwrap_or(mt == "falcon") && !new_decoder;
+        let new_decoder = *mt == Arch::Falcon && flag("new_decoder_architecture") == Some(true);
+        let multi_query = flag("multi_query").unwrap_or(*mt == Arch::Falcon) && !new_decoder;
         let kv_heads = if multi_query {
             1
         } else {
@@ -355,57 +353,64 @@ impl ModelConfig {
             .and_then(Value::as_str)
             .unwrap_or("");
         let glu = match mt {
-            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "falcon" | "gpt_bigcode"
-            | "starcoder2" | "gptj" | "opt" | "bloom" | "mpt" => false,
-            "qwen" => {
+            Arch::Gpt2
+            | Arch::Bert
+            | Arch::Roberta
+            | Arch::Phi
+            | Arch::GptNeox
+            | Arch::Falcon
+            | Arch::GptBigcode
+            | Arch::Starcoder2
+            | Arch::Gptj
+            | Arch::Opt
+            | Arch::Bloom
+            | Arch::Mpt => false,
+            Arch::Qwen => {
                 // Qwen v1 states the sum of w1 and w2 (modeling_qwen.py: ff_dim_in = intermediate_size // 2).
                 intermediate /= 2;
                 true
             }
-            _ => act != "gelu" && act != "gelu_new" || mt.starts_with("gemma"),
+            _ => act != "gelu" && act != "gelu_new" || mt.is_gemma(),
         };
-        let bias = matches!(
-            mt,
-            "gpt2" | "bert" | "roberta" | "phi" | "gpt_neox" | "gptj" | "bloom"
-        )
+        let bias = matches!(mt, Arch::Gpt2 | Arch::Bert | Arch::Roberta | Arch::Phi | Arch::GptNeox | Arch::Gptj | Arch::Bloom)
             // OPTConfig: `enable_bias` defaults to true.
-            || (mt == "opt" && flag("enable_bias") != Some(false))
-            || (mt == "falcon" && flag("bias") == Some(true))
+            || (*mt == Arch::Opt && flag("enable_bias") != Some(false))
+            || (*mt == Arch::Falcon && flag("bias") == Some(true))
             || v.get("attention_bias").and_then(Value::as_bool) == Some(true)
-            || mt == "qwen2"
-            || mt == "qwen2_moe"
+            || *mt == Arch::Qwen2
+            || *mt == Arch::Qwen2Moe
             // StableLmConfig: q/k/v biases when `use_qkv_bias`.
-            || (mt == "stablelm" && flag("use_qkv_bias") == Some(true))
+            || (*mt == Arch::Stablelm && flag("use_qkv_bias") == Some(true))
             // Starcoder2Config: use_bias defaults to true (q/k/v/o and c_fc/c_proj).
-            || (mt == "starcoder2" && flag("use_bias") != Some(false))
-            || (mt == "qwen" && v.get("no_bias").and_then(Value::as_bool) == Some(false));
+            || (*mt == Arch::Starcoder2 && flag("use_bias") != Some(false))
+            || (*mt == Arch::Qwen && v.get("no_bias").and_then(Value::as_bool) == Some(false));
         let tied_default = matches!(
             mt,
-            "gpt2"
-                | "bert"
-                | "roberta"
-                | "gemma"
-                | "gemma2"
-                | "gemma3_text"
-                | "falcon"
-                | "starcoder2"
-                | "cohere"
-                | "opt"
-                | "bloom"
-                | "mpt"
+            Arch::Gpt2
+                | Arch::Bert
+                | Arch::Roberta
+                | Arch::Gemma
+                | Arch::Gemma2
+                | Arch::Gemma3Text
+                | Arch::Falcon
+                | Arch::Starcoder2
+                | Arch::Cohere
+                | Arch::Opt
+                | Arch::Bloom
+                | Arch::Mpt
         );
         let tied_embeddings = v
             .get("tie_word_embeddings")
             .and_then(Value::as_bool)
             .unwrap_or(tied_default);
         let position_rows = match mt {
-            "gpt2" => int(&v, &["n_positions"]).unwrap_or(1024),
+            Arch::Gpt2 => int(&v, &["n_positions"]).unwrap_or(1024),
             // OPTLearnedPositionalEmbedding: max_position_embeddings + 2 rows
             // (positions start at offset 2).
-            "opt" => int(&v, &["max_position_embeddings"])
+            Arch::Opt => int(&v, &["max_position_embeddings"])
                 .unwrap_or(2048)
                 .saturating_add(2),
-            "bert" | "roberta" => int(&v, &["max_position_embeddings"])
+            Arch::Bert | Arch::Roberta => int(&v, &["max_position_embeddings"])
                 .unwrap_or(512)
                 .saturating_add(int(&v, &["type_vocab_size"]).unwrap_or(2)),
             _ => 0,
@@ -413,20 +418,20 @@ impl ModelConfig {
         let norms_per_layer = match mt {
             // Phi-1/2, GPT-J (ln_1) and Cohere (input_layernorm) feed one
             // norm to attention and MLP in parallel.
-            "phi" | "gptj" | "cohere" => 1,
+            Arch::Phi | Arch::Gptj | Arch::Cohere => 1,
             // FalconDecoderLayer: one input_layernorm for the parallel block,
             // ln_attn + ln_mlp for the new decoder architecture.
-            "falcon" if !new_decoder && flag("parallel_attn") != Some(false) => 1,
-            m if m.starts_with("gemma2") || m.starts_with("gemma3") => 4,
+            Arch::Falcon if !new_decoder && flag("parallel_attn") != Some(false) => 1,
+            m if m.is_gemma2() || m.is_gemma3() => 4,
             _ => 2,
         };
         let embed_proj = match int(&v, &["word_embed_proj_dim"]) {
-            Some(p) if mt == "opt" && p != hidden => p,
+            Some(p) if *mt == Arch::Opt && p != hidden => p,
             _ => 0,
         };
         let outer_norms = match mt {
-            "bloom" => 2,
-            "opt"
+            Arch::Bloom => 2,
+            Arch::Opt
                 if flag("do_layer_norm_before") == Some(false)
                     || flag("_remove_final_layer_norm") == Some(true) =>
             {
@@ -472,17 +477,17 @@ impl ModelConfig {
                 .min(layers),
             (Some(_), None) if use_sw == Some(false) => 0,
             // Gemma-2 alternates local and global layers (modeling_gemma2.py).
-            (Some(_), None) if mt == "gemma2" => layers / 2,
+            (Some(_), None) if *mt == Arch::Gemma2 => layers / 2,
             // Gemma-3: layer i is global when (i + 1) % sliding_window_pattern == 0
             // (Gemma3TextConfig, pattern default 6).
-            (Some(_), None) if mt.starts_with("gemma3") => {
+            (Some(_), None) if mt.is_gemma3() => {
                 let pattern = int(&v, &["sliding_window_pattern"]).unwrap_or(6).max(1);
                 layers - layers / pattern
             }
-            (Some(_), None) if matches!(mt, "mistral" | "phi3") => layers,
+            (Some(_), None) if matches!(mt, Arch::Mistral | Arch::Phi3) => layers,
             _ => 0,
         };
-        let encoder = matches!(mt, "bert" | "roberta");
+        let encoder = matches!(mt, Arch::Bert | Arch::Roberta);
         let positive = |keys: &[&str]| {
             keys.iter()
                 .any(|k| v.get(*k).and_then(Value::as_f64).is_some_and(|p| p > 0.0))
@@ -504,16 +509,16 @@ impl ModelConfig {
                 _ => None,
             });
         let hidden_dropout = positive(&["hidden_dropout_prob", "resid_pdrop", "hidden_dropout"]);
-        let fp32_norm_scale = mt.starts_with("gemma");
-        let fused_qkv_rope = matches!(mt, "phi3" | "falcon" | "gpt_neox");
+        let fp32_norm_scale = mt.is_gemma();
+        let fused_qkv_rope = matches!(mt, Arch::Phi3 | Arch::Falcon | Arch::GptNeox);
         let qk_norm = matches!(
             mt,
-            "gemma3_text" | "gemma3" | "qwen3" | "qwen3_moe" | "olmo2"
+            Arch::Gemma3Text | Arch::Gemma3 | Arch::Qwen3 | Arch::Qwen3Moe | Arch::Olmo2
         );
-        let alibi = matches!(mt, "bloom" | "mpt") || flag("alibi") == Some(true);
+        let alibi = matches!(mt, Arch::Bloom | Arch::Mpt) || flag("alibi") == Some(true);
         let rope_sets = if encoder || position_rows > 0 || alibi {
             0
-        } else if mt.starts_with("gemma3") {
+        } else if mt.is_gemma3() {
             2
         } else {
             1
@@ -707,7 +712,7 @@ impl ModelConfig {
             .unwrap_or((hidden * 8 / 3).div_ceil(256) * 256);
         let mut cfg = ModelConfig {
             id: format!("{} params", human_count(params)),
-            model_type: "llama".into(),
+            model_type: Arch::Llama,
             layers: 1,
             hidden,
             heads,
@@ -784,7 +789,7 @@ impl ModelConfig {
         };
         // Phi-1/2's and GPT-J's LM heads carry a bias (modeling_phi.py,
         // modeling_gptj.py).
-        let head_bias = if matches!(self.model_type.as_str(), "phi" | "gptj") {
+        let head_bias = if matches!(self.model_type, Arch::Phi | Arch::Gptj) {
             self.vocab
         } else {
             0
@@ -800,19 +805,19 @@ impl ModelConfig {
     /// LayerNorm (weight and bias) rather than RMSNorm.
     pub fn layer_norm(&self) -> bool {
         matches!(
-            self.model_type.as_str(),
-            "gpt2"
-                | "bert"
-                | "roberta"
-                | "phi"
-                | "gpt_neox"
-                | "falcon"
-                | "starcoder2"
-                | "gptj"
-                | "stablelm"
-                | "opt"
-                | "bloom"
-                | "mpt"
+            self.model_type,
+            Arch::Gpt2
+                | Arch::Bert
+                | Arch::Roberta
+                | Arch::Phi
+                | Arch::GptNeox
+                | Arch::Falcon
+                | Arch::Starcoder2
+                | Arch::Gptj
+                | Arch::Stablelm
+                | Arch::Opt
+                | Arch::Bloom
+                | Arch::Mpt
         )
     }
 
@@ -822,9 +827,9 @@ impl ModelConfig {
     /// activations are counted as an RMSNorm's); MPT's has a weight only
     /// (modeling_mpt.py sets each LayerNorm's `bias` to None).
     fn norm_width(&self) -> u64 {
-        if self.model_type == "olmo" {
+        if self.model_type == Arch::Olmo {
             0
-        } else if self.model_type == "mpt" {
+        } else if self.model_type == Arch::Mpt {
             self.hidden
         } else if self.layer_norm() {
             2 * self.hidden
@@ -884,7 +889,7 @@ impl ModelConfig {
                     mlp(&mut out, moe.shared_intermediate, moe.shared);
                 }
                 out.push(("router", h, moe.experts, 1));
-                if self.model_type == "qwen2_moe" && moe.shared > 0 {
+                if self.model_type == Arch::Qwen2Moe && moe.shared > 0 {
                     out.push(("shared_expert_gate", h, 1, 1));
                 }
             }
@@ -899,9 +904,11 @@ impl ModelConfig {
         let weights: u64 = lin.iter().map(|(_, a, b, n)| a * b * n).sum();
         // Qwen2 (modeling_qwen2.py) has biases on q/k/v only; GPT-J
         // (modeling_gptj.py) on its MLP's fc_in/fc_out only.
-        let has_bias = |name: &str| match self.model_type.as_str() {
-            "qwen2" | "qwen2_moe" | "stablelm" => matches!(name, "q_proj" | "k_proj" | "v_proj"),
-            "gptj" => matches!(name, "up_proj" | "down_proj"),
+        let has_bias = |name: &str| match self.model_type {
+            Arch::Qwen2 | Arch::Qwen2Moe | Arch::Stablelm => {
+                matches!(name, "q_proj" | "k_proj" | "v_proj")
+            }
+            Arch::Gptj => matches!(name, "up_proj" | "down_proj"),
             _ => true,
         };
         let biases: u64 = if self.bias {
@@ -916,13 +923,13 @@ impl ModelConfig {
         // Per-head q/k norms (Qwen3, Gemma-3) have head_dim weights each;
         // OLMo 2's span all of q and k (modeling_olmo2.py: q_norm over
         // heads × head_dim, k_norm over kv_heads × head_dim).
-        let qk_norms = match (self.qk_norm, self.model_type.as_str()) {
+        let qk_norms = match (self.qk_norm, &self.model_type) {
             (false, _) => 0,
-            (true, "olmo2") => (self.heads + self.kv_heads) * self.head_dim,
+            (true, Arch::Olmo2) => (self.heads + self.kv_heads) * self.head_dim,
             (true, _) => 2 * self.head_dim,
         };
         // gpt-oss keeps one learned attention-sink logit per head (`sinks`).
-        let sinks = if self.model_type == "gpt_oss" {
+        let sinks = if self.model_type == Arch::GptOss {
             self.heads
         } else {
             0
@@ -1036,7 +1043,7 @@ fn vision_params(top: &Value) -> Result<u64, ConfigError> {
 }
 
 /// Shape overrides for `--params`.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BareShape {
     /// `--layers`.
     pub layers: Option<u64>,

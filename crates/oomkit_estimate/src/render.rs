@@ -52,7 +52,7 @@ pub fn human(cfg: &ModelConfig, s: &Setup, est: &Estimate, fit: Option<&Fit>) ->
     if crate::sdpa_falls_back_to_eager(cfg, s) {
         let why = if cfg.attn_softcap {
             "attention soft-capping; --attention flash for flash-attention-2"
-        } else if cfg.model_type == "mpt" {
+        } else if cfg.model_type == crate::arch::Arch::Mpt {
             "MPT's ALiBi attention"
         } else {
             "BLOOM's ALiBi attention"

@@ -3,25 +3,21 @@
 //! build the setup, run the estimate and the fit, print, and exit 1 when it
 //! does not fit the chosen GPU.
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use oomkit_estimate::fit::{self, Fit};
 use oomkit_estimate::image;
 use oomkit_estimate::knob::Knob;
-use oomkit_estimate::model::parse_count;
+use oomkit_estimate::options::ModelError;
 use oomkit_estimate::resolve::{self, ResolveError, Resolved, hub::HubError};
 use oomkit_estimate::serve;
 use oomkit_estimate::{
-    Attention, BareShape, Estimate, Given, LoraTargets, Method, ModelConfig, Offload, Optimizer,
-    Precision, Quant, Setup, Task, catalogue, estimate, render,
+    Engine, Estimate, ModelConfig, Options, Setup, Workload, catalogue, estimate, render,
 };
 use serde::Serialize;
 use std::borrow::Cow;
 use std::io::Write;
 
-use crate::cli::{
-    ColorChoice, EstAttention, EstCpuOffload, EstEngine, EstKvDtype, EstMethod, EstOffload,
-    EstOptimizer, EstPrecision, EstQuant, EstTask, EstimateArgs, Format,
-};
+use crate::cli::{ColorChoice, EstimateArgs, Format};
 use crate::output;
 
 /// The JSON contract (README "`oomkit estimate`"), one shape for text and
@@ -145,7 +141,7 @@ fn says(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// The error with the library's settings named by their flags, the causes
 /// joined into one line where one of them needed it.
-fn flagged(e: anyhow::Error) -> anyhow::Error {
+pub fn flagged(e: anyhow::Error) -> anyhow::Error {
     let parts: Vec<String> = e.chain().map(says).collect();
     if e.chain().map(ToString::to_string).eq(parts.iter().cloned()) {
         return e;
@@ -186,22 +182,23 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
         out.flush()?;
         return Ok(0);
     }
-    super::llamacpp::check_flags(&args)?;
-    if engine(&args) == EstEngine::LlamaCpp {
-        return super::llamacpp::run(&args, &mut out);
+    let opts = args.options();
+    opts.check_engine()?;
+    if opts.engine() == Engine::LlamaCpp {
+        return super::llamacpp::run(&opts, args.format, &mut out);
     }
-    let cfg = match resolve_model(&args)? {
-        Resolved::Image(m) => return image_run(&args, &m, &mut out),
+    let cfg = match resolve_model(&opts)? {
+        Resolved::Image(m) => return image_run(&opts, args.format, &m, &mut out),
         Resolved::Text(cfg) => *cfg,
     };
-    let setup = build_setup(&args, &cfg)?;
+    let setup = opts.setup(&cfg)?;
     let mut warnings = setup.warnings_named(&cfg, &flag);
-    if args.task == EstTask::Serve {
-        return serve(&args, &cfg, &setup, &warnings, &mut out);
+    if opts.task == Workload::Serve {
+        return serve(&opts, args.format, &cfg, &setup, &warnings, &mut out);
     }
     warnings.extend(setup.transformers_warnings(&cfg));
     let est = estimate(&cfg, &setup)?;
-    let gpu = match &args.gpu {
+    let gpu = match &opts.gpu {
         Some(name) => Some(oomkit_core::gpus::find(name)?),
         None => None,
     };
@@ -221,63 +218,21 @@ fn run_inner(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
 }
 
-/// The engine: `--engine`, else llama.cpp for a `.gguf` MODEL when
-/// inferring or serving (what runs GGUF files), else Hugging Face.
-pub fn engine(args: &EstimateArgs) -> EstEngine {
-    args.engine.unwrap_or_else(|| {
-        let gguf = args
-            .model
-            .as_deref()
-            .is_some_and(|m| m.to_ascii_lowercase().ends_with(".gguf"));
-        if gguf && args.task != EstTask::Train {
-            EstEngine::LlamaCpp
-        } else {
-            EstEngine::Hf
-        }
-    })
-}
-
-/// The largest batch the estimate fits on `--gpu`, and the GPU's id: where
-/// `oomkit probe --estimate` starts (text models: `--batch`; image models:
-/// `--images`).
-pub fn max_batch(args: &EstimateArgs) -> anyhow::Result<(u64, &'static str)> {
-    max_batch_inner(args).map_err(flagged)
-}
-
-fn max_batch_inner(args: &EstimateArgs) -> anyhow::Result<(u64, &'static str)> {
-    let Some(name) = &args.gpu else {
-        bail!(
-            "--estimate needs --gpu: the GPU to size the batch for (see `oomkit estimate --list-gpus`)"
-        );
-    };
-    let gpu = oomkit_core::gpus::find(name)?;
-    let cfg = match resolve_model(args)? {
-        Resolved::Image(m) => {
-            let s = image_setup(args, &m)?;
-            return Ok((image::fit(&m, &s, gpu).max_batch, gpu.id));
-        }
-        Resolved::Text(cfg) => *cfg,
-    };
-    if args.task == EstTask::Serve || engine(args) != EstEngine::Hf {
-        bail!(
-            "--estimate sizes training and inference batches; a vLLM or llama.cpp server has no batch size to probe"
-        );
-    }
-    let setup = build_setup(args, &cfg)?;
-    let est = estimate(&cfg, &setup)?;
-    Ok((fit::fit(&cfg, &setup, gpu, &est).max_batch, gpu.id))
-}
-
 /// Text-to-image pipelines (`oomkit_estimate::image`): the same JSON as text
 /// models, with the per-component detail under `image`.
-fn image_run(args: &EstimateArgs, m: &image::Model, out: &mut impl Write) -> anyhow::Result<u8> {
-    let s = image_setup(args, m)?;
+fn image_run(
+    opts: &Options,
+    format: Format,
+    m: &image::Model,
+    out: &mut impl Write,
+) -> anyhow::Result<u8> {
+    let s = opts.image_setup(m)?;
     let est = image::estimate(m, &s);
-    let fit = match &args.gpu {
+    let fit = match &opts.gpu {
         Some(name) => Some(image::fit(m, &s, oomkit_core::gpus::find(name)?)),
         None => None,
     };
-    match args.format {
+    match format {
         Format::Json => {
             let model = ImageModelOut {
                 id: m.id,
@@ -303,51 +258,21 @@ fn image_run(args: &EstimateArgs, m: &image::Model, out: &mut impl Write) -> any
     Ok(if fit.is_some_and(|f| !f.fits) { 1 } else { 0 })
 }
 
-/// The image setup from the arguments, validated.
-fn image_setup(args: &EstimateArgs, m: &image::Model) -> anyhow::Result<image::ImageSetup> {
-    image::check_given(m, &given(args))?;
-    let d = image::ImageSetup::default_for(m);
-    let s = image::ImageSetup {
-        width: args.width.unwrap_or(d.width),
-        height: args.height.unwrap_or(d.height),
-        images: args.images.unwrap_or(d.images),
-        precision: args.precision.map_or(d.precision, precision),
-        quant: args.quant.map_or(Quant::None, quant),
-        attention: attention(args.attention),
-        attention_slicing: args.attention_slicing,
-        vae_slicing: args.vae_slicing,
-        vae_tiling: args.vae_tiling,
-        cpu_offload: match args.cpu_offload {
-            None => image::CpuOffload::None,
-            Some(EstCpuOffload::Model) => image::CpuOffload::Model,
-            Some(EstCpuOffload::Sequential) => image::CpuOffload::Sequential,
-        },
-        safety_checker: d.safety_checker && !args.no_safety_checker,
-    };
-    image::validate(m, &s)?;
-    Ok(s)
-}
-
 /// `--engine vllm --task serve`: the pool on the chosen GPU.
 fn serve(
-    args: &EstimateArgs,
+    opts: &Options,
+    format: Format,
     cfg: &ModelConfig,
     setup: &Setup,
     warnings: &[String],
     out: &mut impl Write,
 ) -> anyhow::Result<u8> {
-    let Some(name) = &args.gpu else {
+    let Some(name) = &opts.gpu else {
         bail!("--task serve needs --gpu (vLLM sizes its KV pool from the GPU's memory)");
     };
     let gpu = oomkit_core::gpus::find(name)?;
-    let opts = serve::VllmOptions {
-        gpu_memory_utilization: args.gpu_memory_utilization,
-        max_model_len: args.max_model_len,
-        max_num_batched_tokens: args.max_num_batched_tokens,
-        max_num_seqs: args.max_num_seqs,
-    };
-    let served = serve::serve(cfg, setup, &opts, gpu)?;
-    match args.format {
+    let served = serve::serve(cfg, setup, &opts.vllm(), gpu)?;
+    match format {
         Format::Json => {
             serde_json::to_writer_pretty(&mut *out, &served.json(cfg, setup, gpu, warnings))?;
             writeln!(out)?;
@@ -384,85 +309,38 @@ fn write_warnings(out: &mut impl Write, warnings: &[String]) -> std::io::Result<
     Ok(())
 }
 
-fn precision(p: EstPrecision) -> Precision {
-    match p {
-        EstPrecision::Fp32 => Precision::Fp32,
-        EstPrecision::Fp16 => Precision::Fp16,
-        EstPrecision::Bf16 => Precision::Bf16,
-        EstPrecision::MixedFp16 => Precision::MixedFp16,
-        EstPrecision::MixedBf16 => Precision::MixedBf16,
-    }
-}
-
-fn quant(q: EstQuant) -> Quant {
-    match q {
-        EstQuant::None => Quant::None,
-        EstQuant::Int8 => Quant::Int8,
-        EstQuant::Nf4 => Quant::Nf4,
-        EstQuant::Nf4Dq => Quant::Nf4Dq,
-        EstQuant::Int4 => Quant::Int4,
-        EstQuant::Fp8 => Quant::Fp8,
-        // GGUF types never reach the PyTorch paths: `llamacpp::check_flags`
-        // refuses them without --engine llama.cpp.
-        EstQuant::GgufF16
-        | EstQuant::GgufQ8_0
-        | EstQuant::GgufQ6K
-        | EstQuant::GgufQ5KM
-        | EstQuant::GgufQ4KM
-        | EstQuant::GgufQ4_0 => Quant::None,
-    }
-}
-
-fn attention(a: EstAttention) -> Attention {
-    match a {
-        EstAttention::Eager => Attention::Eager,
-        EstAttention::Sdpa => Attention::Sdpa,
-        EstAttention::Flash => Attention::Flash,
-    }
-}
-
-/// The model named: `--params` (a bare text model), else what the library
-/// resolves MODEL to (an image pipeline or a text model).
-pub(super) fn resolve_model(args: &EstimateArgs) -> anyhow::Result<Resolved> {
-    if let Some(p) = &args.params {
-        let n = parse_count(p).with_context(|| {
-            format!("--params {p:?}: expected a positive count like 7B or 350M")
-        })?;
-        // parse_count saturates at u64::MAX: name what the user wrote.
-        if n > oomkit_estimate::model::limits::PARAMS {
-            bail!(
-                "--params {p} is above the limit of {} parameters (far beyond any published model; see README \"Limits\")",
-                oomkit_estimate::model::limits::PARAMS
-            );
-        }
-        let shape = BareShape {
-            layers: args.layers,
-            hidden: args.hidden,
-            heads: args.heads,
-            kv_heads: args.kv_heads,
-            vocab: args.vocab,
-            intermediate: args.intermediate,
-        };
-        return Ok(Resolved::Text(Box::new(ModelConfig::bare(n, &shape)?)));
-    }
-    let Some(name) = args.model.as_deref() else {
-        bail!("give a MODEL or --params");
-    };
-    let sources = resolve::Sources {
+/// Where a model name is looked up: the local Hugging Face cache, and the
+/// Hub when `hub` (its client is the binary's: the network is I/O).
+pub fn sources(hub: bool) -> resolve::Sources {
+    resolve::Sources {
         cache: resolve::hf_cache::dir(),
         // Asked for: the Hub's own config, before the catalogue's.
-        hub: args
-            .hub
-            .then(|| Box::new(super::hub_client::Ureq::new()) as Box<dyn resolve::hub::Fetch>),
+        hub: hub.then(|| Box::new(super::hub_client::Ureq::new()) as Box<dyn resolve::hub::Fetch>),
+    }
+}
+
+/// The model the options name ([`Options::resolve`]), its errors in the
+/// command line's words.
+pub fn resolve_model(opts: &Options) -> anyhow::Result<Resolved> {
+    opts.resolve(sources(opts.hub))
+        .map_err(|e| model_error(e, opts.model.as_deref()))
+}
+
+/// A resolution error in the command line's words: `--hub` named where the
+/// Hub was asked for or could help.
+pub fn model_error(e: ModelError, name: Option<&str>) -> anyhow::Error {
+    let e = match e {
+        ModelError::Setup(e) => return e.into(),
+        ModelError::Resolve(e) => e,
     };
-    resolve::resolve(name, sources).map_err(|e| match e {
+    match e {
         ResolveError::Hub(HubError::Offline { var }) => anyhow::anyhow!(
             "--hub: {var} is set, so the Hugging Face Hub is not contacted (unset it, or download the model first: the local cache is read without --hub)"
         ),
         ResolveError::Hub(e @ HubError::InvalidRepo { .. }) => anyhow::anyhow!("--hub: {e}"),
         // A Hub-style id: say how to get its own config.
         ResolveError::Unknown(e @ catalogue::UnknownModel::NotFound { .. })
-            if name.contains('/') =>
+            if name.is_some_and(|n| n.contains('/')) =>
         {
             anyhow::anyhow!(
                 "{}; or add --hub to fetch its config.json from the Hugging Face Hub",
@@ -470,135 +348,7 @@ pub(super) fn resolve_model(args: &EstimateArgs) -> anyhow::Result<Resolved> {
             )
         }
         e => e.into(),
-    })
-}
-
-/// Which setup flags were given on the command line (the library's
-/// combination checks concern only these).
-pub(super) fn given(a: &EstimateArgs) -> Given {
-    Given {
-        method: a.method.is_some(),
-        quant: a.quant.is_some(),
-        optimizer: a.optimizer.is_some(),
-        grad_checkpointing: a.grad_checkpointing,
-        trainer: a.trainer,
-        grad_accum: a.grad_accum.is_some(),
-        lora_rank: a.lora_rank.is_some(),
-        lora_targets: a.lora_targets.is_some(),
-        no_foreach: a.no_foreach,
-        zero: a.zero.is_some(),
-        fsdp: a.fsdp,
-        offload: a.offload.is_some(),
-        new_tokens: a.new_tokens.is_some(),
-        train: a.task == EstTask::Train,
-        serve: a.task == EstTask::Serve,
-        vllm: engine(a) == EstEngine::Vllm,
-        gpu: a.gpu.is_some(),
-        batch: a.batch != oomkit_estimate::setup::DEFAULT_BATCH,
-        parallel: a.tp != 1 || a.pp != 1,
-        no_safety_checker: a.no_safety_checker,
-        kv_dtype: a.kv_dtype.is_some(),
-        vllm_knob: [
-            (
-                a.gpu_memory_utilization.is_some(),
-                Knob::GpuMemoryUtilization,
-            ),
-            (a.max_model_len.is_some(), Knob::MaxModelLen),
-            (a.max_num_seqs.is_some(), Knob::MaxNumSeqs),
-            (
-                a.max_num_batched_tokens.is_some(),
-                Knob::MaxNumBatchedTokens,
-            ),
-        ]
-        .into_iter()
-        .find_map(|(given, flag)| given.then_some(flag)),
-        image_knob: [
-            (a.width.is_some(), Knob::Width),
-            (a.height.is_some(), Knob::Height),
-            (a.images.is_some(), Knob::Images),
-            (a.attention_slicing, Knob::AttentionSlicing),
-            (a.vae_slicing, Knob::VaeSlicing),
-            (a.vae_tiling, Knob::VaeTiling),
-            (a.cpu_offload.is_some(), Knob::CpuOffload),
-            (a.no_safety_checker, Knob::NoSafetyChecker),
-        ]
-        .into_iter()
-        .find_map(|(given, flag)| given.then_some(flag)),
     }
-}
-
-fn build_setup(a: &EstimateArgs, cfg: &ModelConfig) -> anyhow::Result<Setup> {
-    let d = Setup::default();
-    let precision = a.precision.map_or(d.precision, precision);
-    let targets = a
-        .lora_targets
-        .as_deref()
-        .map_or(d.lora_targets, LoraTargets::parse);
-    let kv_bits = match a.kv_dtype.unwrap_or(EstKvDtype::Auto) {
-        EstKvDtype::Auto => 8 * precision.act_bytes(),
-        EstKvDtype::Fp16 | EstKvDtype::Bf16 => 16,
-        EstKvDtype::Fp8 | EstKvDtype::Int8 => 8,
-        EstKvDtype::Int4 => 4,
-    };
-    let task = match a.task {
-        EstTask::Infer | EstTask::Serve => Task::Infer,
-        EstTask::Train => Task::Train,
-    };
-    let method = match a.method {
-        None => d.method,
-        Some(EstMethod::Full) => Method::Full,
-        Some(EstMethod::Lora) => Method::Lora,
-        Some(EstMethod::Qlora) => Method::Qlora,
-    };
-    let s = Setup {
-        task,
-        method,
-        precision,
-        quant: match a.quant {
-            None if task == Task::Train && method == Method::Full => Quant::None,
-            None => cfg.native_quant.unwrap_or(Quant::None),
-            Some(q) => quant(q),
-        },
-        optimizer: match a.optimizer {
-            None => d.optimizer,
-            Some(EstOptimizer::Adamw) => Optimizer::Adamw,
-            Some(EstOptimizer::Adamw8bit) => Optimizer::Adamw8bit,
-            Some(EstOptimizer::PagedAdamw8bit) => Optimizer::PagedAdamw8bit,
-            Some(EstOptimizer::Sgd) => Optimizer::Sgd,
-            Some(EstOptimizer::SgdMomentum) => Optimizer::SgdMomentum,
-            Some(EstOptimizer::Adafactor) => Optimizer::Adafactor,
-            Some(EstOptimizer::Lion) => Optimizer::Lion,
-        },
-        batch: a.batch,
-        seq: a.seq,
-        new_tokens: a.new_tokens.unwrap_or(d.new_tokens),
-        grad_checkpointing: a.grad_checkpointing,
-        drops_output: a.trainer,
-        kbit_upcast: a.kbit_upcast,
-        grad_accum: a.grad_accum.unwrap_or(d.grad_accum),
-        attention: attention(a.attention),
-        lora_rank: a.lora_rank.unwrap_or(d.lora_rank),
-        lora_targets: targets,
-        kv_bits,
-        foreach: !a.no_foreach,
-        // CUDA 12.2 made lazy kernel loading the default.
-        cuda_lazy_loading: a.cuda.is_none_or(|v| v >= (12, 2)),
-        gpus: a.gpus.unwrap_or(a.tp.saturating_mul(a.pp)),
-        tp: a.tp,
-        pp: a.pp,
-        // --fsdp is stage 3; an explicit --zero beside it is checked below.
-        zero: a.zero.unwrap_or(if a.fsdp { 3 } else { d.zero }),
-        offload: match a.offload {
-            None => d.offload,
-            Some(EstOffload::None) => Offload::None,
-            Some(EstOffload::Optimizer) => Offload::Optimizer,
-            Some(EstOffload::Params) => Offload::Params,
-        },
-    };
-    s.check_given(&given(a))?;
-    let s = s.validate()?;
-    s.check_model(cfg)?;
-    Ok(s)
 }
 
 #[cfg(test)]

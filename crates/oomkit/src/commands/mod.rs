@@ -25,6 +25,8 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Snapshot(args) => snapshot::run(args, cli.color),
         Command::Monitor(args) => monitor::run(args, cli.color),
         Command::Completions { shell } => completions::completions(shell, cli.color),
-        Command::Man => completions::man(cli.color),
+        Command::Man { subcommand, dir } => {
+            completions::man(subcommand.as_deref(), dir.as_deref(), cli.color)
+        }
     }
 }

@@ -155,7 +155,25 @@ fn estimated_max_batch(tokens: &[String]) -> anyhow::Result<(u64, &'static str)>
     let Command::Estimate(est) = cli.command else {
         bail!("--estimate takes a model and `oomkit estimate` flags");
     };
-    estimate::max_batch(&est).with_context(|| format!("in --estimate {}", tokens.join(" ")))
+    let opts = est.options();
+    let found = || -> anyhow::Result<(u64, &'static str)> {
+        let Some(name) = &opts.gpu else {
+            bail!(
+                "--estimate needs --gpu: the GPU to size the batch for (see `oomkit estimate --list-gpus`)"
+            );
+        };
+        let gpu = oomkit_core::gpus::find(name)?;
+        let model = estimate::resolve_model(&opts)?;
+        match opts.max_batch(&model, gpu)? {
+            Some(batch) => Ok((batch, gpu.id)),
+            None => bail!(
+                "--estimate sizes training and inference batches; a vLLM or llama.cpp server has no batch size to probe"
+            ),
+        }
+    };
+    found()
+        .map_err(estimate::flagged)
+        .with_context(|| format!("in --estimate {}", tokens.join(" ")))
 }
 
 fn plan(b: &Bounds, gpu: Option<&str>) -> String {

@@ -5,6 +5,7 @@
 use std::fs;
 use std::process::Output;
 
+use super::support::{cli, exit_2_is, exit_2_says, exit_2_usage};
 use super::{json, oomkit, run_in, stderr, stdout};
 
 pub fn est(args: &[&str]) -> Output {
@@ -168,51 +169,66 @@ fn lists() {
 
 #[test]
 fn unknown_model_suggests() {
-    let out = est(&["meta-llama/Llama-3.1-8C"]);
-    assert_eq!(out.status.code(), Some(2));
-    let e = stderr(&out);
-    assert!(e.contains("did you mean meta-llama/Llama-3.1-8B"), "{e}");
-    assert_eq!(e.lines().count(), 1, "{e}");
-    // A partial name suggests every model it is part of, image models included.
-    for (typed, wanted) in [
-        ("flux", "black-forest-labs/FLUX.1-dev"),
-        ("llama-3.1", "meta-llama/Llama-3.1-70B"),
-        // The first three Gemma 3 entries by id (12b-it, 1b-it, 270m).
-        ("gemma3", "google/gemma-3-12b-it"),
-    ] {
-        let out = est(&[typed]);
-        assert_eq!(out.status.code(), Some(2));
-        let e = stderr(&out);
-        assert!(
-            (e.contains("did you mean") || e.contains("is ambiguous")) && e.contains(wanted),
-            "{typed}: {e}"
-        );
-    }
+    exit_2_says(
+        &cli(&["estimate"]),
+        &[
+            (
+                &["meta-llama/Llama-3.1-8C"],
+                "did you mean meta-llama/Llama-3.1-8B",
+            ),
+            // A partial name suggests every model it is part of, image models included.
+            (&["flux"], "did you mean black-forest-labs/FLUX.1-dev"),
+            (
+                &["llama-3.1"],
+                "is ambiguous: it fits meta-llama/Llama-3.1-405B, meta-llama/Llama-3.1-70B",
+            ),
+            // The first three Gemma 3 entries by id (12b-it, 1b-it, 270m).
+            (&["gemma3"], "did you mean google/gemma-3-12b-it"),
+        ],
+    );
 }
 
 #[test]
 fn unknown_gpu_suggests() {
-    let out = est(&["gpt2", "--gpu", "rtx-409"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("unknown GPU"));
+    exit_2_says(
+        &cli(&["estimate"]),
+        &[(&["gpt2", "--gpu", "rtx-409"], "unknown GPU")],
+    );
 }
 
 #[test]
 fn bad_sizes_exit_2() {
-    for args in [
-        &["gpt2", "--batch", "0"][..],
-        &["gpt2", "--seq", "-5"][..],
-        &["--params", "-7B"][..],
-        &["--params", "0"][..],
-        &["--params", "7B", "--layers", "0"][..],
-        &["gpt2", "--task", "train", "--quant", "nf4"][..],
-        &["gpt2", "--batch", "1000000", "--seq", "1000000"][..],
-        &["bert-base-uncased", "--new-tokens", "10"][..],
-    ] {
-        let out = est(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).starts_with("error"), "{args:?}");
-    }
+    exit_2_says(
+        &cli(&["estimate"]),
+        &[
+            (&["--params", "0"], "--params \"0\""),
+            (
+                &["--params", "7B", "--layers", "0"],
+                "--layers must be positive",
+            ),
+            (
+                &["gpt2", "--task", "train", "--quant", "nf4"],
+                "cannot be fully fine-tuned",
+            ),
+            (
+                &["gpt2", "--batch", "1000000", "--seq", "1000000"],
+                "above 2^32",
+            ),
+            (
+                &["bert-base-uncased", "--new-tokens", "10"],
+                "does not generate",
+            ),
+        ],
+    );
+    // Refused by the argument parser, before the estimator sees them.
+    exit_2_usage(
+        &cli(&["estimate"]),
+        &[
+            (&["gpt2", "--batch", "0"], "--batch"),
+            (&["gpt2", "--seq", "-5"], "'-5'"),
+            (&["--params", "-7B"], "'-7'"),
+        ],
+    );
 }
 
 #[test]
@@ -220,19 +236,13 @@ fn malformed_config_json_is_one_line_error() {
     let dir = tempfile::tempdir().expect("tmp");
     let bad = dir.path().join("config.json");
     fs::write(&bad, "{\"hidden_size\": 64,").expect("write");
-    let out = est(&[bad.to_str().expect("utf8")]);
-    assert_eq!(out.status.code(), Some(2));
-    let e = stderr(&out);
-    assert!(e.contains("not a usable Hugging Face config.json"), "{e}");
-    assert_eq!(e.lines().count(), 1, "{e}");
+    let run = cli(&["estimate"]).arg(&bad);
+    run.run()
+        .code(2)
+        .one_error_line()
+        .stderr_has("not a usable Hugging Face config.json");
     fs::write(&bad, "{\"hidden_size\": 64}").expect("write");
-    let out = est(&[bad.to_str().expect("utf8")]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("num_hidden_layers"),
-        "{}",
-        stderr(&out)
-    );
+    run.run().code(2).stderr_has("num_hidden_layers");
 }
 
 /// Llama-3.1-8B on a 24 GB card: `vllm serve` with defaults refuses to start
@@ -346,19 +356,19 @@ fn vllm_serve_pool() {
         act(&["--max-num-seqs", "256", "--max-num-batched-tokens", "2048"]),
         256 * 128_256 * 16
     );
-    let bad = est(&[
+    cli(&[
+        "estimate",
         "llama-3.1-8b",
         "--engine",
         "vllm",
         "--task",
         "serve",
-        "--gpu",
-        "h100-sxm",
-        "--max-num-seqs",
-        "0",
-    ]);
-    assert_eq!(bad.status.code(), Some(2));
-    assert_eq!(stderr(&bad).lines().count(), 1, "{}", stderr(&bad));
+    ])
+    .args(&["--gpu", "h100-sxm", "--max-num-seqs", "0"])
+    .run()
+    .code(2)
+    .one_error_line()
+    .stderr_has("--max-num-seqs must be positive");
     insta::assert_snapshot!(stdout(&est(&[
         "llama-3.1-8b",
         "--engine",
@@ -385,23 +395,24 @@ fn vllm_serve_errors_and_no_fit() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stdout(&out).contains("does not fit"));
-    let out = est(&["gpt2", "--task", "serve", "--engine", "vllm"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("needs --gpu"));
-    let out = est(&["gpt2", "--task", "serve", "--gpu", "h100-sxm"]);
-    assert_eq!(out.status.code(), Some(2));
-    let out = est(&[
-        "gpt2",
-        "--task",
-        "serve",
-        "--engine",
-        "vllm",
-        "--gpu",
-        "h100-sxm",
-        "--gpu-memory-utilization",
-        "1.5",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
+    exit_2_says(
+        &cli(&["estimate", "gpt2", "--task", "serve"]),
+        &[
+            (&["--engine", "vllm"], "needs --gpu"),
+            (&["--gpu", "h100-sxm"], "modelled for vLLM only"),
+            (
+                &[
+                    "--engine",
+                    "vllm",
+                    "--gpu",
+                    "h100-sxm",
+                    "--gpu-memory-utilization",
+                    "1.5",
+                ],
+                "--gpu-memory-utilization must be in (0, 1]",
+            ),
+        ],
+    );
 }
 
 fn safetensors(header: &str) -> Vec<u8> {
@@ -444,13 +455,11 @@ fn malformed_safetensors_is_an_error() {
     let mut bad = 500u64.to_le_bytes().to_vec();
     bad.extend_from_slice(b"{\"w\":");
     fs::write(dir.path().join("model.safetensors"), bad).expect("write");
-    let out = est(&[dir.path().to_str().expect("utf8")]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("malformed safetensors header"),
-        "{}",
-        stderr(&out)
-    );
+    cli(&["estimate"])
+        .arg(dir.path())
+        .run()
+        .code(2)
+        .stderr_has("malformed safetensors header");
 }
 
 #[test]
@@ -464,9 +473,11 @@ fn sharding_lowers_per_gpu_memory() {
     let z2 = used(&["--gpus", "8", "--zero", "2"]);
     let z3 = used(&["--gpus", "8", "--fsdp"]);
     assert!(z3 < z2 && z2 < one, "{one} {z2} {z3}");
-    let out = est(&["gpt2", "--task", "train", "--offload", "params"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("--zero 3"));
+    cli(&["estimate", "gpt2", "--task", "train", "--offload", "params"])
+        .run()
+        .code(2)
+        .one_error_line()
+        .stderr_has("--zero 3");
 }
 
 /// A GGUF v3 header: llama, 2 layers, one Q8_0 and one Q4_K tensor.
@@ -528,21 +539,10 @@ fn gguf_header_gives_architecture_and_sizes() {
     let mut bad = gguf_bytes();
     bad.truncate(bad.len() - 5);
     fs::write(&f, bad).expect("write");
-    let out = est(&[f.to_str().expect("utf8")]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("malformed GGUF header"),
-        "{}",
-        stderr(&out)
-    );
+    let run = cli(&["estimate"]).arg(&f);
+    run.run().code(2).stderr_has("malformed GGUF header");
     fs::write(&f, b"not a gguf at all").expect("write");
-    let out = est(&[f.to_str().expect("utf8")]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("malformed GGUF header"),
-        "{}",
-        stderr(&out)
-    );
+    run.run().code(2).stderr_has("malformed GGUF header");
 }
 
 #[test]
@@ -774,7 +774,7 @@ fn image_offload_lowers_the_peak() {
 
 #[test]
 fn image_bad_input() {
-    for (args, needle) in [
+    let rows: &[(&[&str], &str)] = &[
         (&["flux-dev", "--width", "1000"][..], "multiples of 16"),
         (&["sd15", "--task", "train"][..], "only --task infer"),
         (&["sd15", "--quant", "int4"][..], "not a diffusers"),
@@ -793,13 +793,8 @@ fn image_bad_input() {
         (&["qwen2.5-7b", "--width", "512"][..], "image models only"),
         (&["sdxl", "--precision", "mixed-fp16"][..], "one dtype"),
         (&["sdxl", "--batch", "2"][..], "--images N"),
-    ] {
-        let o = est(args);
-        assert_eq!(o.status.code(), Some(2), "{args:?}");
-        let e = stderr(&o);
-        assert!(e.contains(needle), "{args:?}: {e}");
-        assert_eq!(e.trim_end().lines().count(), 1, "{e}");
-    }
+    ];
+    exit_2_says(&cli(&["estimate"]), rows);
 }
 
 #[test]
@@ -832,17 +827,18 @@ fn image_models_resolve_like_text_models() {
         assert_eq!(o.status.code(), Some(0), "{typed}: {}", stderr(&o));
         assert_eq!(json(&o)["model"]["id"], id, "{typed}");
     }
-    let o = est(&["stable-diffusion-xl-bas"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert_eq!(
-        stderr(&o),
-        "error: unknown model \"stable-diffusion-xl-bas\" (did you mean stabilityai/stable-diffusion-xl-base-1.0?)\n"
-    );
-    let o = est(&["sd15", "--engine", "llama.cpp", "--quant", "q4_k_m"]);
-    assert_eq!(o.status.code(), Some(2));
-    assert_eq!(
-        stderr(&o),
-        "error: runwayml/stable-diffusion-v1-5 is an image model: llama.cpp runs text models (drop --engine llama.cpp to estimate it with diffusers)\n"
+    exit_2_is(
+        &cli(&["estimate"]),
+        &[
+            (
+                &["stable-diffusion-xl-bas"],
+                "error: unknown model \"stable-diffusion-xl-bas\" (did you mean stabilityai/stable-diffusion-xl-base-1.0?)\n",
+            ),
+            (
+                &["sd15", "--engine", "llama.cpp", "--quant", "q4_k_m"],
+                "error: runwayml/stable-diffusion-v1-5 is an image model: llama.cpp runs text models (drop --engine llama.cpp to estimate it with diffusers)\n",
+            ),
+        ],
     );
 }
 
@@ -1007,22 +1003,24 @@ fn bad_safetensors_index_is_one_line_error() {
     ] {
         let dir = index_dir(bad, "bfloat16");
         let ix = dir.path().join("model.safetensors.index.json");
-        let out = est(&[ix.to_str().expect("utf8")]);
-        assert_eq!(out.status.code(), Some(2), "{bad}");
-        let e = stderr(&out);
-        assert_eq!(e.lines().count(), 1, "{e}");
-        assert!(e.contains("model.safetensors.index.json"), "{e}");
-        assert!(e.contains("malformed safetensors index"), "{e}");
+        cli(&["estimate"])
+            .arg(&ix)
+            .run()
+            .code(2)
+            .stderr_one_line()
+            .stderr_has("model.safetensors.index.json")
+            .stderr_has("malformed safetensors index");
     }
     // An index with no config.json beside it.
     let dir = tempfile::tempdir().expect("tmp");
     let ix = dir.path().join("model.safetensors.index.json");
     fs::write(&ix, INDEX).expect("write");
-    let out = est(&[ix.to_str().expect("utf8")]);
-    assert_eq!(out.status.code(), Some(2));
-    let e = stderr(&out);
-    assert_eq!(e.lines().count(), 1, "{e}");
-    assert!(e.contains("no config.json"), "{e}");
+    cli(&["estimate"])
+        .arg(&ix)
+        .run()
+        .code(2)
+        .stderr_one_line()
+        .stderr_has("no config.json");
 }
 
 /// `estimate --format json` for `args`, asserting exit 0.
@@ -1098,7 +1096,7 @@ fn tensor_parallel_inference_splits_weights_and_cache() {
 
 #[test]
 fn bad_parallel_degrees_exit_2() {
-    for (args, says) in [
+    let rows: &[(&[&str], &str)] = &[
         (&["llama-3.1-8b", "--tp", "3"][..], "32 attention heads"),
         (
             &["llama-3.1-8b", "--gpus", "6", "--tp", "4"][..],
@@ -1106,15 +1104,13 @@ fn bad_parallel_degrees_exit_2() {
         ),
         (&["llama-3.1-8b", "--pp", "64"][..], "32 layers"),
         (&["sdxl", "--tp", "2"][..], "--tp/--pp"),
-    ] {
-        let out = est(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        let e = stderr(&out);
-        assert!(e.starts_with("error") && e.contains(says), "{args:?}: {e}");
-        assert_eq!(e.lines().count(), 1, "{e}");
-    }
+    ];
+    exit_2_says(&cli(&["estimate"]), rows);
     // clap rejects 0 before the estimator sees it.
-    assert_eq!(est(&["llama-3.1-8b", "--pp", "0"]).status.code(), Some(2));
+    exit_2_usage(
+        &cli(&["estimate"]),
+        &[(&["llama-3.1-8b", "--pp", "0"], "--pp")],
+    );
 }
 
 #[test]
@@ -1468,27 +1464,14 @@ fn kbit_upcast_casts_unquantized_parameters_to_fp32() {
     // from 2 to 4 bytes.
     let unquantized: u64 = 2 * 128_256 * 4096 + (2 * 32 + 1) * 4096;
     assert_eq!(w(&up) - w(&plain), 2 * unquantized);
-    for bad in [
-        &["gpt2", "--kbit-upcast"][..],
+    let says = "--kbit-upcast is PEFT's prepare_model_for_kbit_training on a bitsandbytes model";
+    exit_2_says(
+        &cli(&["estimate", "gpt2", "--kbit-upcast"]),
         &[
-            "gpt2",
-            "--task",
-            "train",
-            "--method",
-            "lora",
-            "--kbit-upcast",
-        ][..],
-    ] {
-        let out = est(bad);
-        assert_eq!(out.status.code(), Some(2), "{bad:?}");
-        assert!(
-            stderr(&out).contains(
-                "--kbit-upcast is PEFT's prepare_model_for_kbit_training on a bitsandbytes model"
-            ),
-            "{}",
-            stderr(&out)
-        );
-    }
+            (&[], says),
+            (&["--task", "train", "--method", "lora"], says),
+        ],
+    );
 }
 
 /// bitsandbytes under transformers 5 leaves an MoE's routed experts in 16
@@ -1562,18 +1545,11 @@ fn community_fine_tunes_resolve_and_prequantized_names_warn() {
         "{}",
         stdout(&quiet)
     );
-    let out = est(&["teknium/OpenHermes-2.5-Mistral-7B"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("is ambiguous: it fits"),
-        "{}",
-        stderr(&out)
-    );
-    assert!(
-        stderr(&out).contains("mistralai/Mistral-7B-v0.1"),
-        "{}",
-        stderr(&out)
-    );
+    cli(&["estimate", "teknium/OpenHermes-2.5-Mistral-7B"])
+        .run()
+        .code(2)
+        .stderr_has("is ambiguous: it fits")
+        .stderr_has("mistralai/Mistral-7B-v0.1");
 }
 
 /// The hub ids a new user tries first: fine-tunes resolve to the
@@ -1617,18 +1593,14 @@ fn fine_tune_ids_resolve_and_say_to_what() {
 
 #[test]
 fn ambiguous_short_names_list_candidates() {
-    let out = est(&["qwen-7b"]);
-    assert_eq!(out.status.code(), Some(2));
-    let e = stderr(&out);
-    assert!(e.contains("is ambiguous"), "{e}");
-    for id in [
-        "Qwen/Qwen-7B",
-        "Qwen/Qwen2.5-7B",
-        "deepseek-ai/DeepSeek-R1-Distill-Qwen-7B",
-    ] {
-        assert!(e.contains(id), "{e}");
-    }
-    assert_eq!(e.lines().count(), 1, "{e}");
+    cli(&["estimate", "qwen-7b"])
+        .run()
+        .code(2)
+        .one_error_line()
+        .stderr_has("is ambiguous")
+        .stderr_has("Qwen/Qwen-7B")
+        .stderr_has("Qwen/Qwen2.5-7B")
+        .stderr_has("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B");
     let e = stderr(&est(&["mistral-7b"]));
     assert!(
         e.contains("mistralai/Mistral-7B-v0.1") && e.contains("mistralai/Mistral-7B-v0.3"),
@@ -1759,14 +1731,15 @@ fn corrupt_cached_config_is_one_line_error_naming_the_file() {
         &[("eee444", "{\"hidden_size\": 64,")],
         Some("eee444"),
     );
-    let out = est_env(&["org/broken"], &[("HF_HUB_CACHE", tmp.path())]);
-    assert_eq!(out.status.code(), Some(2));
-    let e = stderr(&out);
-    assert!(
-        e.contains("eee444/config.json") && e.contains("not a usable Hugging Face config.json"),
-        "{e}"
-    );
-    assert_eq!(e.lines().count(), 1, "{e}");
+    cli(&["estimate", "org/broken"])
+        .env_remove("HF_HOME")
+        .env_remove("XDG_CACHE_HOME")
+        .env("HF_HUB_CACHE", tmp.path())
+        .run()
+        .code(2)
+        .stderr_one_line()
+        .stderr_has("eee444/config.json")
+        .stderr_has("not a usable Hugging Face config.json");
 }
 
 /// The oomkit flags that estimate a `vllm serve` line the plan printed:
@@ -1946,11 +1919,16 @@ fn vllm_quant_flags() {
         "--gpu",
         "h100-sxm",
     ];
-    for q in ["int8", "int4"] {
-        let out = est(&[&base[..], &["--quant", q]].concat());
-        assert_eq!(out.status.code(), Some(2), "{q}: {}", stdout(&out));
-        assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
-    }
+    exit_2_says(
+        &cli(&["estimate"]).args(&base),
+        &[
+            (
+                &["--quant", "int8"],
+                "vLLM does not quantize to 8-bit integers",
+            ),
+            (&["--quant", "int4"], "from a pre-quantized checkpoint"),
+        ],
+    );
     for (q, flag) in [
         ("fp8", "--quantization fp8"),
         ("nf4", "--quantization bitsandbytes"),
@@ -2156,25 +2134,19 @@ fn vllm_plan_lines_on_a_4090_all_start() {
         let again = est(&args);
         assert_eq!(again.status.code(), Some(0), "{line}\n{}", stdout(&again));
     }
-    let out = est(&[
-        model,
-        "--engine",
-        "vllm",
-        "--task",
-        "serve",
-        "--gpu",
-        "rtx-4090",
-        "--kv-dtype",
-        "int4",
-    ]);
-    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    cli(&["estimate", model, "--engine", "vllm", "--task", "serve"])
+        .args(&["--gpu", "rtx-4090", "--kv-dtype", "int4"])
+        .run()
+        .code(2)
+        .one_error_line()
+        .stderr_has("use --kv-dtype fp8");
 }
 
 /// The library names settings without flags (`oomkit_estimate::knob`); the
 /// binary puts its own flags back, so every message still names what to type.
 #[test]
 fn library_errors_come_back_with_flag_names() {
-    for (args, want) in [
+    let rows: &[(&[&str], &str)] = &[
         (
             &["llama-3.1-8b", "--width", "512"][..],
             "error: --width applies to image models only (see `oomkit estimate --list-models`); drop it for a text model\n",
@@ -2226,11 +2198,8 @@ fn library_errors_come_back_with_flag_names() {
             ][..],
             "error: --ctx-size 99999999 is above the limit of 16777216 cells\n",
         ),
-    ] {
-        let out = est(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        assert_eq!(stderr(&out), want, "{args:?}");
-    }
+    ];
+    exit_2_is(&cli(&["estimate"]), rows);
 }
 
 /// Warnings too: `--seq`/`--new-tokens` in the JSON `warnings`.
@@ -2288,15 +2257,12 @@ fn added_models_resolve_with_their_sizes() {
     let v = json(&est(&["google/gemma-3-270m-it", "--format", "json"]));
     assert_eq!(v["model"]["resolved_to"], "google/gemma-3-270m");
     assert_eq!(v["model"]["params"], 268_098_176u64);
-    let out = est(&["falcon-7b"]);
-    assert_eq!(out.status.code(), Some(2));
-    let err = stderr(&out);
-    assert!(
-        err.contains("is ambiguous")
-            && err.contains("tiiuae/Falcon3-7B-Base")
-            && err.contains("tiiuae/falcon-7b"),
-        "{err}"
-    );
+    cli(&["estimate", "falcon-7b"])
+        .run()
+        .code(2)
+        .stderr_has("is ambiguous")
+        .stderr_has("tiiuae/Falcon3-7B-Base")
+        .stderr_has("tiiuae/falcon-7b");
 }
 
 /// `--cuda`: builds before CUDA 12.2 load every kernel at start-up, so the
@@ -2319,12 +2285,9 @@ fn cuda_version_sets_the_context() {
     assert_eq!(ctx(&old), 1_343_000_000 + 32 * 1024 * 1024);
     assert_eq!(old["peak_allocated_bytes"], modern["peak_allocated_bytes"]);
     assert!(old["device_used_bytes"].as_u64() > modern["device_used_bytes"].as_u64());
-    let bad = est(&["meta-llama/Llama-3.2-1B", "--cuda", "twelve"]);
-    assert_eq!(bad.status.code(), Some(2));
-    assert!(
-        stderr(&bad).contains("not a CUDA version"),
-        "{}",
-        stderr(&bad)
+    exit_2_usage(
+        &cli(&["estimate", "meta-llama/Llama-3.2-1B"]),
+        &[(&["--cuda", "twelve"], "not a CUDA version")],
     );
 }
 

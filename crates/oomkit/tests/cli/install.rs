@@ -73,11 +73,93 @@ fn man_page_is_roff_with_every_subcommand() {
     assert_eq!(o.status.code(), Some(0));
     let s = stdout(&o);
     assert!(s.contains(".TH oomkit 1"), "{}", &s[..s.len().min(300)]);
-    for sub in [
-        "explain", "lint", "estimate", "snapshot", "monitor", "probe", "run",
-    ] {
+    for sub in SUBCOMMANDS {
         assert!(s.contains(&format!("oomkit\\-{sub}(1)")), "man lacks {sub}");
     }
+}
+
+const SUBCOMMANDS: [&str; 7] = [
+    "explain", "lint", "estimate", "snapshot", "monitor", "probe", "run",
+];
+
+/// Every page the main page names exists: `oomkit man SUB` prints it, and
+/// `oomkit man --dir` writes all of them under the names `man` looks for.
+#[test]
+fn every_man_page_the_main_page_names_is_generated() {
+    for sub in SUBCOMMANDS {
+        let o = oomkit().args(["man", sub]).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{sub}: {}", crate::stderr(&o));
+        let s = stdout(&o);
+        assert!(
+            s.contains(&format!(".TH oomkit-{sub} 1")),
+            "{sub}: {}",
+            &s[..s.len().min(200)]
+        );
+        assert!(s.contains(".SH OPTIONS"), "{sub}");
+    }
+    let o = oomkit().args(["man", "nope"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        crate::stderr(&o).contains("the subcommands are explain"),
+        "{}",
+        crate::stderr(&o)
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let o = oomkit()
+        .args(["man", "--dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", crate::stderr(&o));
+    let main = std::fs::read_to_string(dir.path().join("oomkit.1")).unwrap();
+    for sub in SUBCOMMANDS {
+        assert!(main.contains(&format!("oomkit\\-{sub}(1)")));
+        let page = std::fs::read_to_string(dir.path().join(format!("oomkit-{sub}.1"))).unwrap();
+        assert!(page.contains(&format!(".TH oomkit-{sub} 1")), "{sub}");
+    }
+}
+
+/// The completion scripts offer the catalogue's model names and the GPU ids
+/// for `estimate` (and parsing still takes any other model path).
+#[test]
+fn completions_offer_model_and_gpu_names() {
+    // clap_complete's fish script completes flags' values, not positionals:
+    // fish gets the GPU names only.
+    for (shell, names) in [
+        (
+            "bash",
+            &[
+                "rtx-4090",
+                "h100-sxm",
+                "meta-llama/Llama-3.1-8B",
+                "llama-3.1-8b",
+                "flux-dev",
+            ][..],
+        ),
+        (
+            "zsh",
+            &[
+                "rtx-4090",
+                "h100-sxm",
+                "meta-llama/Llama-3.1-8B",
+                "llama-3.1-8b",
+                "flux-dev",
+            ][..],
+        ),
+        ("fish", &["rtx-4090", "h100-sxm"][..]),
+    ] {
+        let o = oomkit().args(["completions", shell]).output().unwrap();
+        let s = stdout(&o);
+        for name in names {
+            assert!(s.contains(name), "{shell} completions lack {name}");
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("config.json");
+    std::fs::write(&cfg, r#"{"model_type":"llama","hidden_size":256,"num_hidden_layers":2,"num_attention_heads":4,"intermediate_size":512,"vocab_size":1000}"#).unwrap();
+    let o = oomkit().arg("estimate").arg(&cfg).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", crate::stderr(&o));
 }
 
 /// Every `oomkit …` command in the documentation's code blocks (continuation

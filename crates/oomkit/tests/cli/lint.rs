@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::support::{cli, exit_2_says};
 use super::{json, lint_fixtures, run_in, stderr, stdout};
 
 fn markers(source: &str) -> Vec<(String, u64)> {
@@ -202,9 +203,8 @@ fn a_syntax_error_is_an_error_not_a_rule_code_and_other_files_are_still_linted()
     write(tmp.path(), "train.py", LEAK);
     write(tmp.path(), "latin1.py", "");
     fs::write(tmp.path().join("latin1.py"), b"x = '\xe9'\n").expect("write");
-    let out = run_in(tmp.path(), &["lint", "--format", "json"], None);
-    assert_eq!(out.status.code(), Some(2));
-    let doc = json(&out);
+    let out = cli(&["lint", "--format", "json"]).cwd(tmp.path()).run();
+    let doc = out.code(2).json();
     let diags = doc["diagnostics"].as_array().expect("diagnostics");
     assert_eq!(diags.len(), 1);
     assert_eq!(diags[0]["code"], "OOM101");
@@ -220,16 +220,31 @@ fn a_syntax_error_is_an_error_not_a_rule_code_and_other_files_are_still_linted()
             .starts_with("syntax error")
     );
     assert_eq!(errors[1]["path"], "latin1.py");
-    let err = stderr(&out);
-    assert!(err.contains("error: bad.py:1:7: syntax error"), "{err}");
-    assert!(err.contains("error: latin1.py: not valid UTF-8"), "{err}");
+    out.stderr_has("error: bad.py:1:7: syntax error")
+        .stderr_has("error: latin1.py: not valid UTF-8");
+}
 
-    let out = run_in(tmp.path(), &["lint", "missing.py"], None);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("missing.py: cannot read"),
-        "{}",
-        stderr(&out)
+/// Arguments the lint refuses: exit 2, one `error:` line naming the input.
+#[test]
+fn bad_arguments_are_one_error_line() {
+    exit_2_says(
+        &cli(&["lint"]).cwd(lint_fixtures()),
+        &[
+            (&["missing.py"], "missing.py: cannot read"),
+            (
+                &["--format", "json", "missing.py"],
+                "missing.py: cannot read",
+            ),
+            (
+                &["--select", "XYZ9", "OOM101.py"],
+                "unknown rule selector `XYZ9`",
+            ),
+            (
+                &["--ignore", "XYZ9", "OOM101.py"],
+                "unknown rule selector `XYZ9`",
+            ),
+            (&["--explain", "OOM999"], "unknown rule `OOM999`"),
+        ],
     );
 }
 
@@ -269,9 +284,11 @@ fn noqa_select_and_ignore() {
         codes(&["--select", "torch-load-without-map-location"]),
         vec![("OOM202".into(), 7)]
     );
-    let out = run_in(tmp.path(), &["lint", "--select", "XYZ9", "t.py"], None);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("unknown rule selector `XYZ9`"));
+    cli(&["lint", "--select", "XYZ9", "t.py"])
+        .cwd(tmp.path())
+        .run()
+        .code(2)
+        .stderr_has("unknown rule selector `XYZ9`");
 }
 
 #[test]
@@ -312,9 +329,11 @@ fn pyproject_config_selects_ignores_and_excludes_and_gitignore_is_respected() {
         "pyproject.toml",
         "[tool.oomkit.lint]\nselekt = [\"OOM1\"]\n",
     );
-    let out = run_in(tmp.path(), &["lint"], None);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("pyproject.toml"), "{}", stderr(&out));
+    cli(&["lint"])
+        .cwd(tmp.path())
+        .run()
+        .code(2)
+        .stderr_has("pyproject.toml");
 }
 
 #[test]
@@ -398,8 +417,7 @@ fn explain_prints_the_rule_doc() {
         None,
     );
     assert_eq!(json(&out)["code"], "OOM102");
-    let out = run_in(&lint_fixtures(), &["lint", "--explain", "OOM999"], None);
-    assert_eq!(out.status.code(), Some(2));
+    // `--explain OOM999`: in `bad_arguments_are_one_error_line`.
 }
 
 #[test]
@@ -817,13 +835,11 @@ fn the_summary_counts_in_the_singular_too() {
     let tmp = tempfile::tempdir().expect("tmp");
     write(tmp.path(), "t.py", LEAK);
     write(tmp.path(), "bad.py", "def f(:\n");
-    let out = run_in(tmp.path(), &["lint", "t.py", "bad.py"], None);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stdout(&out).contains("Found 1 problem; 1 file could not be linted."),
-        "{}",
-        stdout(&out)
-    );
+    cli(&["lint", "t.py", "bad.py"])
+        .cwd(tmp.path())
+        .run()
+        .code(2)
+        .stdout_has("Found 1 problem; 1 file could not be linted.");
 }
 
 /// New rules run only with `--preview` (or `preview = true`), even when selected.
@@ -881,13 +897,11 @@ fn notebooks_are_linted_cell_by_cell() {
         None,
     ));
     assert_eq!(sarif["runs"][0]["results"][0]["properties"]["cell"], 3);
-    let out = run_in(tmp.path(), &["lint", "broken.ipynb"], None);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("broken.ipynb: not a Jupyter notebook"),
-        "{}",
-        stderr(&out)
-    );
+    cli(&["lint", "broken.ipynb"])
+        .cwd(tmp.path())
+        .run()
+        .code(2)
+        .stderr_has("broken.ipynb: not a Jupyter notebook");
 }
 
 #[test]

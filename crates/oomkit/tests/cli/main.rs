@@ -19,6 +19,7 @@ mod robust_explain;
 mod robust_lint;
 mod run;
 mod snapshot;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -79,6 +79,7 @@ use serde_json::Value;
 
 use crate::Estimate;
 use crate::catalogue::ImageEntry;
+use crate::knob::Knob;
 use crate::setup::{Attention, Precision, Quant, SetupError};
 
 pub use memory::{estimate, flux_transient, unet_transient, vae_transient};
@@ -382,12 +383,16 @@ impl Model {
 /// diffusers `enable_model_cpu_offload` / `enable_sequential_cpu_offload`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum CpuOffload {
-    /// Everything on the GPU.
+    /// Everything on the GPU (no flag: the default).
+    #[cfg_attr(feature = "clap", value(skip))]
     None,
     /// One whole component on the GPU at a time.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
     Model,
     /// One leaf module on the GPU at a time.
+    #[cfg_attr(feature = "clap", value(help = None::<&str>))]
     Sequential,
 }
 
@@ -458,16 +463,16 @@ pub fn check_given(m: &Model, g: &crate::setup::Given) -> Result<(), SetupError>
             "{id} is an image model: {what}"
         )))
     };
-    if g.train || g.serve || g.vllm || g.method || g.vllm_knob.is_some() {
+    if g.train() || g.serve() || g.vllm() || g.has(Knob::Method) || g.vllm_knob().is_some() {
         return conflict("only ⟨task⟩ infer (text-to-image with diffusers) is modelled");
     }
-    if g.batch || g.new_tokens || g.kv_dtype {
+    if g.batch() || g.has(Knob::NewTokens) || g.has(Knob::KvDtype) {
         return conflict("use ⟨images⟩ N instead of ⟨batch⟩/⟨new-tokens⟩/⟨kv-dtype⟩");
     }
-    if g.parallel {
+    if g.parallel() {
         return conflict("⟨tp⟩/⟨pp⟩ are modelled for text models only");
     }
-    if g.no_safety_checker && m.safety_checker.is_none() {
+    if g.has(Knob::NoSafetyChecker) && m.safety_checker.is_none() {
         return Err(SetupError::Conflict(format!(
             "{id} loads no safety checker: drop ⟨no-safety-checker⟩"
         )));

@@ -66,15 +66,22 @@ pub const OVERHEAD_BYTES: u64 = 451 << 20;
 /// f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum CacheType {
     F32,
     F16,
     Bf16,
+    #[cfg_attr(feature = "clap", value(name = "q8_0"))]
     Q8_0,
+    #[cfg_attr(feature = "clap", value(name = "q4_0"))]
     Q4_0,
+    #[cfg_attr(feature = "clap", value(name = "q4_1"))]
     Q4_1,
+    #[cfg_attr(feature = "clap", value(name = "iq4_nl"))]
     Iq4Nl,
+    #[cfg_attr(feature = "clap", value(name = "q5_0"))]
     Q5_0,
+    #[cfg_attr(feature = "clap", value(name = "q5_1"))]
     Q5_1,
 }
 
@@ -120,12 +127,26 @@ impl CacheType {
 /// llama-quantize writes for it (`src/llama-quant.cpp`
 /// `llama_tensor_get_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "clap", derive(clap::ValueEnum))]
 pub enum FileType {
+    #[cfg_attr(
+        feature = "clap",
+        value(
+            name = "f16",
+            alias = "F16",
+            help = "GGUF file types (--engine llama.cpp without a .gguf file)"
+        )
+    )]
     F16,
+    #[cfg_attr(feature = "clap", value(name = "q8_0", alias = "Q8_0"))]
     Q8_0,
+    #[cfg_attr(feature = "clap", value(name = "q6_k", alias = "Q6_K"))]
     Q6K,
+    #[cfg_attr(feature = "clap", value(name = "q5_k_m", alias = "Q5_K_M"))]
     Q5KM,
+    #[cfg_attr(feature = "clap", value(name = "q4_k_m", alias = "Q4_K_M"))]
     Q4KM,
+    #[cfg_attr(feature = "clap", value(name = "q4_0", alias = "Q4_0"))]
     Q4_0,
 }
 
@@ -684,7 +705,7 @@ pub fn synthetic_tensors(cfg: &ModelConfig, ft: FileType) -> Vec<GgufTensor> {
             // Biases stay F32: every linear's where the architecture has
             // them, q/k/v only for Qwen2 (`LLM_ARCH_QWEN2`'s `attn_q.bias` …).
             let qkv = matches!(name, "attn_q" | "attn_k" | "attn_v");
-            let qwen2 = cfg.model_type == "qwen2";
+            let qwen2 = cfg.model_type == crate::arch::Arch::Qwen2;
             if (qwen2 && qkv) || (cfg.bias && !qwen2) {
                 push(format!("blk.{i}.{name}.bias"), fan_out, f32t);
             }
