@@ -249,8 +249,27 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
     let phase = phase_hint(region);
     let os = os_hint(region);
     let model = model_hint(region);
+    let growth = growth_hint(region);
+    let batch = int_hint(region, &BATCH);
+    let beams = int_hint(region, &BEAMS);
+    let quantized = QUANTIZED.iter().any(|n| region.contains(n));
     let quant = quant_hint(region, model.as_deref());
     for f in &mut out {
+        let d = &mut f.sig.fields.details;
+        if let Some(g) = &growth {
+            detail::add(d, detail::Detail::Growth(g.clone()));
+        }
+        if f.sig.framework == Framework::Pytorch {
+            if let Some(b) = batch {
+                detail::add(d, detail::Detail::BatchSize(b));
+            }
+            if let Some(b) = beams {
+                detail::add(d, detail::Detail::NumBeams(b));
+            }
+            if quantized {
+                detail::add(d, detail::Detail::Quantization("bitsandbytes".into()));
+            }
+        }
         if matches!(
             f.sig.framework,
             Framework::Vllm | Framework::LlamaCpp | Framework::Tgi | Framework::Mlx
@@ -327,6 +346,39 @@ fn app_hint(region: &str) -> Option<App> {
         .iter()
         .find(|(needles, _)| needles.iter().any(|n| region.contains(n)))
         .map(|(_, app)| *app)
+}
+
+/// `oomkit run`'s line when memory climbed steadily before the error
+/// (`memory climbed steadily: +1.20 GiB/min, +40.00 MiB per printed figure
+/// (2.00 GiB → 9.50 GiB)`).
+fn growth_hint(region: &str) -> Option<String> {
+    let at = region.find("memory climbed steadily: ")?;
+    let rest = region.get(at + "memory climbed steadily: ".len()..)?;
+    let end = rest.find(')').map_or(rest.len().min(120), |e| e + 1);
+    rest.get(..end).map(str::to_string)
+}
+
+/// The batch size a traceback frame or command line shows.
+static BATCH: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(
+        r"\b(?:per_device_(?:train|eval)_batch_size|batch_size|batch-size)\s*[=: ]\s*(\d{1,6})\b",
+    )
+    .ok()
+});
+/// `num_beams=N` in a `generate` call.
+static BEAMS: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"\bnum_beams\s*=\s*(\d{1,4})\b").ok());
+/// A model loaded quantized by bitsandbytes.
+const QUANTIZED: &[&str] = &[
+    "load_in_4bit=True",
+    "load_in_8bit=True",
+    "BitsAndBytesConfig(",
+    "bnb_config",
+    "bnb_4bit",
+];
+
+fn int_hint(region: &str, re: &LazyLock<Option<Regex>>) -> Option<u64> {
+    re.as_ref()?.captures(region)?.get(1)?.as_str().parse().ok()
 }
 
 /// The model a serving log names: vLLM's config dump (`model='org/name'`),
@@ -441,7 +493,12 @@ fn phase_hint(region: &str) -> Option<Phase> {
             Phase::Generation,
         ),
         (
-            &["torch/_inductor", "torch/_dynamo", "compile_fx", "XLA:TPU compile"],
+            &[
+                "torch/_inductor",
+                "torch/_dynamo",
+                "compile_fx",
+                "XLA:TPU compile",
+            ],
             Phase::Compiling,
         ),
         (
@@ -456,7 +513,13 @@ fn phase_hint(region: &str) -> Option<Phase> {
             Phase::Loading,
         ),
         (
-            &["evaluation_loop", "prediction_step", "validation_step", "eval_step", "evaluate("],
+            &[
+                "evaluation_loop",
+                "prediction_step",
+                "validation_step",
+                "eval_step",
+                "evaluate(",
+            ],
             Phase::Evaluation,
         ),
         (

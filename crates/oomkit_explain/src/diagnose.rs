@@ -352,6 +352,19 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
             );
         }
     }
+    // A timeline that climbed steadily to the error: the job did not need
+    // more memory at once, it kept what it should have freed.
+    if let Some(g) = x.details.iter().find_map(|d| match d {
+        Detail::Growth(g) => Some(g),
+        _ => None,
+    }) {
+        return (
+            Cause::Leak,
+            format!(
+                "memory climbed steadily before the error ({g}): something is kept across steps (tensors with their graphs, a growing cache or list)"
+            ),
+        );
+    }
     if r.is_some() || t.is_some() || a.is_some() || fr.is_some() {
         return (Cause::Capacity, capacity_evidence(f, n));
     }
@@ -1024,8 +1037,28 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
             };
             push_all(&mut plan, ids);
         }
+        Cause::Leak => {
+            push_all(
+                &mut plan,
+                vec![RemedyId::ReleaseReferences, RemedyId::RecordMemoryHistory],
+            );
+            push_all(&mut plan, ladder(f).into_iter().take(3).collect());
+        }
         Cause::NotOom => {}
     }
+    // Fixes already in effect: a quantized model is not told to quantize
+    // (or to load in 16 bits), a batch of 1 is not told to shrink.
+    let in_effect = |id: RemedyId| match id {
+        RemedyId::Quantize4bit
+        | RemedyId::Quantize8bit
+        | RemedyId::Qlora
+        | RemedyId::HalfPrecisionWeights => {
+            model_quant(x).is_some() && f.sig.framework == Framework::Pytorch
+        }
+        RemedyId::ReduceBatch => x.details.contains(&Detail::BatchSize(1)),
+        _ => false,
+    };
+    plan.retain(|(id, _, _)| !in_effect(*id));
     build_fixes(plan, &flavors(f), &situation(f))
 }
 
@@ -1226,6 +1259,41 @@ fn tailor(fixes: &mut [Fix], f: &Finding, procs: &[ProcessUse]) {
                 }
             }
             _ => {}
+        }
+        // A leak's first steps are oomkit's own finders.
+        if f.sig.framework == Framework::Pytorch
+            && x.details.iter().any(|d| matches!(d, Detail::Growth(_)))
+        {
+            match fix.id {
+                RemedyId::ReleaseReferences => {
+                    fix.code = format!(
+                        "oomkit lint train.py  # finds tensors and graphs kept alive across steps\n{}",
+                        fix.code
+                    );
+                }
+                RemedyId::RecordMemoryHistory => {
+                    fix.code = format!(
+                        "oomkit run --snapshot-on-oom -- python train.py  # a snapshot at the OOM names who holds the memory\n{}",
+                        fix.code
+                    );
+                }
+                _ => {}
+            }
+        }
+        // Beam search multiplies the batch by num_beams.
+        if fix.id == RemedyId::ReduceBatch
+            && let Some(b) = x.details.iter().find_map(|d| match d {
+                Detail::NumBeams(b) if *b > 1 => Some(*b),
+                _ => None,
+            })
+        {
+            fix.why = format!(
+                "generate runs num_beams={b} beams per prompt, so its activations and KV cache are {b} times a batch of one: fewer beams, or fewer prompts per call"
+            );
+            fix.code = format!(
+                "outputs = model.generate(**inputs, num_beams={}, max_new_tokens=256)  # was num_beams={b}",
+                (b / 2).max(1)
+            );
         }
         // The log's own model in place of the catalogue's placeholders.
         if let Some(model) = model_name(x) {

@@ -158,6 +158,8 @@ pub enum Cause {
     KvCache,
     /// Windows WDDM spilled into shared system memory until it could not.
     WddmSysmemFallback,
+    /// Memory grew steadily until it ran out (a timeline or readings show it).
+    Leak,
     /// A look-alike: not a device out-of-memory error.
     NotOom,
     /// The message does not carry enough to tell.
@@ -178,6 +180,7 @@ impl Cause {
             Cause::Preallocation => "preallocation",
             Cause::KvCache => "KV cache does not fit",
             Cause::WddmSysmemFallback => "WDDM system-memory fallback",
+            Cause::Leak => "memory grew steadily (a leak)",
             Cause::NotOom => "not a device OOM",
             Cause::Unknown => "undetermined",
         }

@@ -1,6 +1,7 @@
 //! `oomkit explain` v3 through the binary: fixes that fit where the job ran
 //! (every fix the catalogue scopes is checked against every fixture's
 //! event), the allocator variable of the build, and the terminal case.
+#![allow(clippy::unwrap_used)] // test helpers: a failure is the test's failure
 
 use std::path::{Path, PathBuf};
 
@@ -331,10 +332,44 @@ fn loading_under_fsdp_gets_loading_fixes_not_training_ones() {
     let e = &got["events"][0];
     assert_eq!(e["phase"], "loading");
     let ids = fix_ids(e);
-    assert_eq!(ids.first().map(String::as_str), Some("rank-zero-loading"), "{ids:?}");
+    assert_eq!(
+        ids.first().map(String::as_str),
+        Some("rank-zero-loading"),
+        "{ids:?}"
+    );
     for training_only in ["reduce-batch", "gradient-accumulation", "lora", "qlora"] {
-        assert!(!ids.iter().any(|i| i == training_only), "{training_only} in {ids:?}");
+        assert!(
+            !ids.iter().any(|i| i == training_only),
+            "{training_only} in {ids:?}"
+        );
     }
     let code = codes(e);
-    assert!(code.contains("fsdp_cpu_ram_efficient_loading: true"), "{code}");
+    assert!(
+        code.contains("fsdp_cpu_ram_efficient_loading: true"),
+        "{code}"
+    );
+}
+
+#[test]
+fn a_steady_climb_is_a_leak_with_the_leak_finders_first() {
+    let got = explain_json("v3/run_timeline_steady_growth.log");
+    let e = &got["events"][0];
+    assert_eq!(e["cause"], "leak");
+    let ids = fix_ids(e);
+    assert_eq!(
+        ids.get(..2),
+        Some(
+            &[
+                "release-references".to_string(),
+                "record-memory-history".to_string()
+            ][..]
+        ),
+        "{ids:?}"
+    );
+    let code = codes(e);
+    assert!(code.contains("oomkit lint train.py"), "{code}");
+    assert!(
+        code.contains("oomkit run --snapshot-on-oom -- python train.py"),
+        "{code}"
+    );
 }
