@@ -3,9 +3,9 @@
 #
 #   bash bench/lint/precision/run.sh
 #
-# Fetches the pinned scripts of files.txt from PyPI (fetch.sh; first use only), adds the
-# vendored scripts of vendored/ (accelerate's and PEFT's examples, which PyPI does not
-# ship; sources and licences in vendored/SOURCES.md), lints them from their own tree
+# Fetches the pinned scripts of files.txt from PyPI (fetch.sh; first use only; nothing
+# third-party is kept in this repository: scripts PyPI does not ship are not in the
+# sample), lints them from their own tree
 # (no pyproject, so no version pins apply), joins every finding with its label in
 # labels.tsv (preview findings: preview_labels.tsv) and prints the precision: real / all default findings. A finding without a label (or a
 # label without a finding) is reported and fails the run: label it, or fix the rule.
@@ -21,7 +21,6 @@ if [[ -z "${OOMKIT:-}" ]]; then
     OOMKIT=target/release/oomkit
 fi
 OOMKIT=$(realpath "$OOMKIT")
-(cd "$here/vendored" && find . -name '*.py' -exec cp --parents {} "$WORK/precision/" \;)
 cd "$WORK/precision"
 "$OOMKIT" lint --format json . > "$WORK/precision-default.json" || true
 "$OOMKIT" lint --format json --preview --select memory . > "$WORK/precision-preview.json" || true
@@ -42,7 +41,6 @@ def findings(name, keep=lambda d: True):
     return [(d["path"], d["line"], d["code"]) for d in doc["diagnostics"] if keep(d)]
 import os
 files = sum(1 for l in open(f"{here}/files.txt") if l.strip() and not l.startswith("#"))
-files += sum(f.endswith(".py") for _, _, fs in os.walk(f"{here}/vendored") for f in fs)
 ok = True
 default = findings("precision-default.json")
 lab = labels("labels.tsv")

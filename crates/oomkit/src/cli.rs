@@ -51,17 +51,22 @@ pub enum Command {
     Estimate(Box<EstimateArgs>),
     /// Find the largest batch size that fits, by running the command once per trial.
     ///
-    /// `{batch}` in CMD is replaced by each trial's batch size, which is also
-    /// exported as OOMKIT_BATCH_SIZE. Each trial runs in its own process group and
-    /// is classified as ok, oom (an OOM explain recognises), error or timeout.
-    /// Exit status: 0 a largest batch was found, 1 even --min does not fit,
-    /// 2 a trial failed otherwise (error, timeout) or bad arguments, 130 interrupted.
+    /// `{batch}` in CMD (after `--`) is replaced by each trial's batch size, which is
+    /// also exported as OOMKIT_BATCH_SIZE. Each trial runs in its own process group and
+    /// is classified as oom (an OOM explain recognises, whatever the exit status), ok,
+    /// error or timeout; the batch right above the answer is run twice.
+    /// Exit status: 0 exact answer, 1 even --min does not fit, 2 a trial failed
+    /// otherwise (error, timeout), 3 no out-of-memory up to --max, 4 flaky boundary,
+    /// 125 oomkit's own failure or bad arguments, 126 the command cannot run,
+    /// 127 not found; after SIGINT/SIGTERM/SIGHUP oomkit dies of that signal.
     Probe(ProbeArgs),
     /// Run a command with its output passed through; if it runs out of memory,
     /// end with explain's report and the memory timeline.
     ///
-    /// Exit status: the command's own (128 + N when signal N killed it), 2 when
-    /// oomkit itself fails.
+    /// Exit status: the command's own (128 + N when signal N killed it; oomkit dies
+    /// of SIGINT/SIGTERM/SIGHUP itself when the command did or when it received
+    /// one), 125 oomkit's own failure or bad arguments, 126 the command cannot run,
+    /// 127 not found.
     Run(RunArgs),
     /// Read a PyTorch memory snapshot (`torch.cuda.memory._dump_snapshot()`)
     /// without executing it: peak, what was alive at the peak by site,
@@ -111,8 +116,9 @@ pub struct MonitorArgs {
     /// Stop after N samples.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
-    /// Window of the growth slope: `60s`, `5m`.
-    #[arg(long, default_value = "60s", value_name = "DURATION")]
+    /// Span of history behind growth and the leak forecast: `60s`, `5m`, `1h`
+    /// (every sample in it is used; old ones are thinned, never dropped).
+    #[arg(long, default_value = "5m", value_name = "DURATION")]
     pub window: String,
     /// Append every sample to FILE as JSON Lines (never torn; rotated at --log-max-size).
     #[arg(long, value_name = "FILE")]
@@ -120,10 +126,16 @@ pub struct MonitorArgs {
     /// Rotate --log to FILE.1 when it would pass this size.
     #[arg(long, default_value = "64MiB", value_name = "SIZE")]
     pub log_max_size: String,
-    /// Serve Prometheus metrics at http://ADDR/metrics (e.g. `0.0.0.0:9835`; port 0 picks one).
-    #[arg(long, value_name = "ADDR")]
+    /// Serve Prometheus metrics at http://ADDR/metrics: HOST:PORT, :PORT or PORT
+    /// (loopback); alone, 127.0.0.1:19180. Port 0 picks a free one.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
     pub prometheus: Option<String>,
-    /// Warn once per GPU when its used memory reaches this: `90%` or a size (`70GiB`).
+    /// With --prometheus: add each process's command line as a `command` label
+    /// (off by default: /metrics has no authentication).
+    #[arg(long, requires = "prometheus")]
+    pub metrics_command_lines: bool,
+    /// Warn once per GPU when its used memory reaches this: `90%` or a size
+    /// (`70GiB`); a bare number is an error.
     #[arg(long, value_name = "THRESHOLD")]
     pub alert_at: Option<String>,
     /// With --alert-at: run this shell command on each alert (env OOMKIT_ALERT_GPU,
@@ -148,7 +160,7 @@ pub struct ProbeArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub min: u64,
     /// Largest batch size to try (bisects [min, max]; without it the search doubles
-    /// from --min until the first OOM).
+    /// from --min until the first OOM, up to 65536).
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub max: Option<u64>,
     /// Kill a trial that runs longer than this (`90s`, `2m`, `1h30m` or plain seconds);
@@ -166,7 +178,24 @@ pub struct ProbeArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Human)]
     pub format: Format,
-    /// The command to probe, after `--`.
+    /// Before the first trial, estimate the command at --min (when oomkit reads it,
+    /// see docs/preflight.md) on this GPU (default: the first GPU the driver
+    /// reports) and print the verdict.
+    #[arg(long, value_name = "NAME")]
+    pub gpu: Option<String>,
+    /// `--preflight=strict` refuses to probe when even --min does not fit by the
+    /// estimate (exit 2); `warn` (the default) prints the verdict and probes.
+    #[arg(long, value_enum, default_value_t = PreflightMode::Warn, num_args = 0..=1, require_equals = true, default_missing_value = "warn")]
+    pub preflight: PreflightMode,
+    /// Probe without the preflight estimate.
+    #[arg(long)]
+    pub no_preflight: bool,
+    /// After forwarding a signal to a trial, wait this long before killing its
+    /// process tree (the schedulers' default: Kubernetes and SLURM give 30 s).
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub grace: String,
+    /// The command to probe, after `--` (required: without it the command's own
+    /// flags would be read as oomkit's).
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
@@ -188,6 +217,26 @@ pub struct RunArgs {
     /// at the first OOM (through a generated sitecustomize.py on PYTHONPATH).
     #[arg(long)]
     pub snapshot_on_oom: bool,
+    /// Before launching, estimate what the command runs (when oomkit reads it, see
+    /// docs/preflight.md) on this GPU (default: the first GPU the driver reports)
+    /// and print the verdict.
+    #[arg(long, value_name = "NAME")]
+    pub gpu: Option<String>,
+    /// `--preflight=strict` refuses to launch a command the estimate says does not
+    /// fit (exit 2); `warn` (the default) prints the verdict and launches.
+    #[arg(long, value_enum, default_value_t = PreflightMode::Warn, num_args = 0..=1, require_equals = true, default_missing_value = "warn")]
+    pub preflight: PreflightMode,
+    /// Launch without the preflight estimate.
+    #[arg(long)]
+    pub no_preflight: bool,
+    /// With --snapshot-on-oom: keep the snapshot (and print its path) instead of
+    /// removing it after the analysis.
+    #[arg(long, requires = "snapshot_on_oom")]
+    pub keep_snapshot: bool,
+    /// After forwarding a signal to the command, wait this long before killing its
+    /// process tree (the schedulers' default: Kubernetes and SLURM give 30 s).
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub grace: String,
     /// The command to run, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
@@ -238,11 +287,16 @@ pub struct SnapshotDiffArgs {
     pub format: Format,
 }
 
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct EstimateArgs {
     /// Catalogue id or alias, config.json path, or a folder with a config.json.
-    #[arg(required_unless_present_any = ["params", "list_models", "list_gpus"])]
+    #[arg(required_unless_present_any = ["params", "list_models", "list_gpus", "command"])]
     pub model: Option<String>,
+    /// The command you run (after `--`): its launcher, arguments and the config
+    /// files it names are read as the setup (docs/preflight.md); oomkit flags
+    /// given before `--` override what it says.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
     /// A bare decoder of this many parameters (`7B`, `350M`) instead of MODEL.
     #[arg(long, conflicts_with = "model")]
     pub params: Option<String>,
@@ -290,16 +344,20 @@ pub struct EstimateArgs {
     #[arg(long, value_enum)]
     pub optimizer: Option<Optimizer>,
     /// Micro-batch size.
-    #[arg(long, default_value_t = setup::DEFAULT_BATCH, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, alias = "per_device_train_batch_size", alias = "per-device-train-batch-size", default_value_t = setup::DEFAULT_BATCH, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch: u64,
     /// Tokens per sample (training) or prompt tokens (inference).
-    #[arg(long, default_value_t = setup::DEFAULT_SEQ, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, alias = "max_seq_length", alias = "max_length", default_value_t = setup::DEFAULT_SEQ, value_parser = clap::value_parser!(u64).range(1..))]
     pub seq: u64,
     /// Generated tokens (--task infer; default 0).
     #[arg(long)]
     pub new_tokens: Option<u64>,
     /// Gradient (activation) checkpointing.
-    #[arg(long)]
+    #[arg(
+        long,
+        alias = "gradient_checkpointing",
+        alias = "gradient-checkpointing"
+    )]
     pub grad_checkpointing: bool,
     /// The training loop is HF Trainer's, which drops the model output (and
     /// its logits) before backward; without it the loop is taken to hold
@@ -313,7 +371,7 @@ pub struct EstimateArgs {
     #[arg(long)]
     pub kbit_upcast: bool,
     /// Gradient accumulation steps (--task train; default 1).
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, alias = "gradient_accumulation_steps", alias = "gradient-accumulation-steps", value_parser = clap::value_parser!(u64).range(1..))]
     pub grad_accum: Option<u64>,
     /// Attention kernel.
     #[arg(long, value_enum, default_value_t = Attention::Sdpa)]
@@ -325,7 +383,7 @@ pub struct EstimateArgs {
     #[arg(long)]
     pub lora_targets: Option<String>,
     /// KV-cache dtype (inference; default auto).
-    #[arg(long, value_enum)]
+    #[arg(long, alias = "kv-cache-dtype", value_enum)]
     pub kv_dtype: Option<KvDtype>,
     /// The optimizer loops over parameters (torch `foreach=False`, torch 1.x) instead of
     /// the multi-tensor path.
@@ -342,10 +400,10 @@ pub struct EstimateArgs {
     pub gpus: Option<u64>,
     /// Tensor-parallel degree (Megatron-style, with sequence parallelism; vLLM
     /// --tensor-parallel-size); must divide the attention heads.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, visible_alias = "tensor-parallel-size", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub tp: u64,
     /// Pipeline-parallel degree (1F1B; micro-batches per step = --grad-accum).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, visible_alias = "pipeline-parallel-size", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     pub pp: u64,
     /// DeepSpeed ZeRO stage (--task train; default 0).
     #[arg(long, value_parser = clap::value_parser!(u8).range(0..=3))]
@@ -362,7 +420,7 @@ pub struct EstimateArgs {
     pub engine: Option<Engine>,
     /// llama.cpp: context size, llama-server's `-c` (default: the model's training
     /// context, as `-c 0`).
-    #[arg(long, visible_alias = "n-ctx", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, short = 'c', visible_alias = "n-ctx", value_parser = clap::value_parser!(u64).range(1..))]
     pub ctx_size: Option<u64>,
     /// llama.cpp: layers on the GPU, llama-server's `-ngl`: a number (the output layer
     /// counts as one) or `all` (default).
@@ -582,6 +640,15 @@ pub enum Format {
     Json,
 }
 
+/// What `run` does with a preflight estimate that does not fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PreflightMode {
+    /// Print the verdict and launch.
+    Warn,
+    /// Refuse to launch (exit 2).
+    Strict,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ColorChoice {
     Auto,
@@ -598,4 +665,52 @@ fn parse_cuda_version(v: &str) -> Result<(u64, u64), String> {
         (Some(Ok(major)), Some(Ok(minor))) => Ok((major, minor)),
         _ => Err(format!("{v:?} is not a CUDA version such as 12.4")),
     }
+}
+
+/// The engines' single-dash spellings of `oomkit estimate`'s flags
+/// (llama.cpp's `-ngl`, `-ub`, `-np`, `-ctk`, `-ctv`, `-fa`, `-b`; vLLM's `-tp`,
+/// `-pp`), which clap cannot declare (a short flag is one character):
+/// rewritten to the long flags within `estimate`'s own arguments, before a
+/// `--` (what follows it is the user's command, untouched).
+pub fn engine_spellings(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    const MAP: &[(&str, &str)] = &[
+        ("-ngl", "--n-gpu-layers"),
+        ("-ub", "--ubatch-size"),
+        ("-np", "--parallel"),
+        ("-ctk", "--cache-type-k"),
+        ("-ctv", "--cache-type-v"),
+        ("-fa", "--flash-attn"),
+        ("-b", "--batch-size"),
+        ("-tp", "--tp"),
+        ("-pp", "--pp"),
+    ];
+    let mut in_estimate = false;
+    let mut done = false;
+    args.into_iter()
+        .map(|a| {
+            let Some(s) = a.to_str() else { return a };
+            if done {
+                return a;
+            }
+            if s == "--" {
+                done = in_estimate;
+                return a;
+            }
+            if !in_estimate {
+                in_estimate = s == "estimate";
+                return a;
+            }
+            let (flag, value) = match s.split_once('=') {
+                Some((f, v)) => (f, Some(v)),
+                None => (s, None),
+            };
+            match MAP.iter().find(|(from, _)| *from == flag) {
+                Some((_, to)) => match value {
+                    Some(v) => format!("{to}={v}").into(),
+                    None => (*to).into(),
+                },
+                None => a,
+            }
+        })
+        .collect()
 }

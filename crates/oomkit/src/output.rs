@@ -39,7 +39,8 @@ pub fn print_input_error(err: &anyhow::Error) {
         msg.push_str(": ");
         msg.push_str(&cause.to_string());
     }
-    let _ = writeln!(e, "error: {msg}");
+    // One line, whatever the input's name or text holds.
+    let _ = writeln!(e, "error: {}", oomkit_core::text::escape(&msg));
 }
 
 /// A closed pipe (`oomkit explain log | head`) is not an error (ripgrep's rule).

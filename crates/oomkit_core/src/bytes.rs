@@ -132,7 +132,7 @@ impl Bytes {
 /// prints as `1.00 GiB` and 1023.999 MiB (which two decimals would round up to
 /// `1024.00 MiB`) as `1.00 GiB` too. PyTorch's `format_size` switches units one
 /// step later (it prints 1 GiB as `1024.00 MiB`); the numbers are the same
-/// binary units, and [`Bytes::parse`] reads both spellings.
+/// binary units, and parsing (`str::parse`) reads both spellings.
 impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let v = self.0;

@@ -866,7 +866,8 @@ pub static GPUS: &[Gpu] = &[
         aliases: &["h100-pcie-80gb"],
         source: "gpus.md: CI (81559; outliers 94514 and a mock 81920 ignored)",
     },
-    // "h100" alone is ambiguous (PCIe, SXM, NVL with 94 GB): `find` lists them.
+    // "h100" alone is H100 PCIe: its form factors share 80 GB and `find` takes
+    // the smaller usable memory; the NVL (94 GB) is named by its id.
     Gpu {
         id: "h100-sxm",
         name: "NVIDIA H100 80GB HBM3",
@@ -1356,13 +1357,37 @@ pub fn find(name: &str) -> Result<&'static Gpu, UnknownGpu> {
             }
         }
     }
-    // A family name (`a100`, `h100`, `v100`) is the start of several ids
-    // with different memory: an error listing them, never a silent pick.
-    let family: Vec<&'static str> = GPUS
+    // A family name (`a100`, `h100`, `v100`) is the start of several ids.
+    // When its form-factor variants alone (`h100-pcie`, `h100-sxm`: the id is
+    // the family plus `pcie` or `sxm`) hold the same memory (within 2 %), the
+    // name means any of them and resolves to the one with the least usable
+    // memory, so a fit there is a fit on each; the output names the id taken.
+    // Variants that differ in memory (`a100-40gb`/`a100-80gb`, `h100-nvl`)
+    // are an error listing them, never a silent pick.
+    let family: Vec<&'static Gpu> = GPUS
         .iter()
         .filter(|g| want.len() >= 2 && normalize_name(g.id).starts_with(&want))
-        .map(|g| g.id)
         .collect();
+    let forms: Vec<&'static Gpu> = family
+        .iter()
+        .copied()
+        .filter(|g| {
+            let rest = normalize_name(g.id);
+            matches!(
+                rest.strip_prefix(want.as_str()),
+                Some("pcie" | "sxm" | "sxm5" | "sxm4")
+            )
+        })
+        .collect();
+    let smallest = forms.iter().copied().min_by_key(|g| g.usable().0);
+    let largest = forms.iter().map(|g| g.usable().0).max();
+    if let (true, Some(small), Some(large)) = (forms.len() > 1, smallest, largest) {
+        // Within 2 %: large * 100 <= small * 102.
+        if u128::from(large) * 100 <= u128::from(small.usable().0) * 102 {
+            return Ok(small);
+        }
+    }
+    let family: Vec<&'static str> = family.iter().map(|g| g.id).collect();
     if family.len() > 1 {
         return Err(UnknownGpu {
             input: name.to_string(),
@@ -1569,7 +1594,6 @@ mod tests {
                 "A100",
                 &["a100-40gb", "a100-pcie-40gb", "a100-80gb", "a100-pcie-80gb"],
             ),
-            ("h100", &["h100-pcie", "h100-sxm", "h100-nvl"]),
             (
                 "v100",
                 &["v100-16gb", "v100-32gb", "v100-pcie-16gb", "v100-pcie-32gb"],
@@ -1583,6 +1607,9 @@ mod tests {
                 "{e}"
             );
         }
+        // Form factors with the same memory: the least usable of them.
+        assert_eq!(find("h100").unwrap().id, "h100-pcie");
+        assert_eq!(find("H100").unwrap().id, "h100-pcie");
         // Exact ids and aliases still resolve; an unknown name stays unknown.
         assert_eq!(find("a100-80gb").unwrap().id, "a100-80gb");
         assert_eq!(find("rtx-a6000").unwrap().id, "rtx-a6000");

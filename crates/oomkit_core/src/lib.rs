@@ -25,6 +25,7 @@ pub mod gpus;
 pub mod read_ahead;
 pub mod reading;
 pub mod remedies;
+pub mod text;
 
 pub use bytes::Bytes;
 pub use dtype::DType;

@@ -43,6 +43,18 @@ pub struct GpuReading {
     pub error: Option<String>,
     /// Processes holding memory on this GPU.
     pub processes: Vec<ProcessReading>,
+    /// For a MIG instance: its index under the physical GPU [`GpuReading::index`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_index: Option<u32>,
+    /// Where the memory figures come from when it is not the usual source:
+    /// `nvml_v1` (a driver older than 510: used includes the driver's
+    /// reserve), `system` (a unified-memory GPU: the host's `/proc/meminfo`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_source: Option<String>,
+    /// Queries the driver refused while the rest of the GPU was read
+    /// (`processes: Insufficient Permissions`); those fields are `None`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
 }
 
 /// Free memory from a GPU's figures: total − used − the driver's reserve (when
@@ -96,4 +108,8 @@ pub struct ProcessReading {
     /// Device memory the process holds. `None` where the driver cannot say
     /// (NVML's "not available", Windows WDDM, some containers).
     pub used_bytes: Option<u64>,
+    /// The process's PID inside its own PID namespace (a container), when it
+    /// differs from [`ProcessReading::pid`] (`/proc/PID/status` `NSpid`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_pid: Option<u32>,
 }

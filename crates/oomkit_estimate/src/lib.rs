@@ -13,13 +13,16 @@ pub mod arch;
 pub mod catalogue;
 pub mod checkpoint;
 pub mod components;
+pub mod estimated;
 pub mod fit;
 pub mod gguf;
 pub mod image;
+pub mod json;
 pub mod knob;
 pub mod llamacpp;
 pub mod model;
 pub mod options;
+pub mod preflight;
 pub mod render;
 pub mod resolve;
 pub mod serve;
@@ -28,6 +31,7 @@ pub mod setup;
 use oomkit_core::Bytes;
 use serde::Serialize;
 
+pub use estimated::{EstimateError, Estimated};
 pub use model::{BareShape, ConfigError, ModelConfig};
 pub use options::{Engine, KvDtype, OnOff, Options, QuantChoice, Workload};
 pub use setup::{

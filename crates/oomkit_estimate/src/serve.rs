@@ -694,30 +694,34 @@ impl Served {
                 m.insert(k.into(), v.clone().into());
             }
         }
-        serde_json::json!({
-            "version": 1,
-            "model": model,
-            "setup": s,
-            "components": components,
-            "peak_allocated_bytes": allocated,
-            "peak_reserved_bytes": allocated,
-            "device_used_bytes": r.requested_bytes,
-            "peak_phase": "serve",
-            "warnings": warnings,
-            "serve": r,
-            "fit": {
-                "gpu": gpu.id,
-                "usable_bytes": self.usable_bytes,
-                "fits": self.fits,
-                "headroom_bytes": self.headroom_bytes,
-                // Requests of max_model_len served at once, and the longest
-                // max_model_len one request can reach in the pool.
-                "max_batch": r.max_concurrency.floor() as u64,
-                "max_seq": cfg.max_positions.map_or(r.max_fit_len, |m| m.min(r.max_fit_len)),
-                "plan": self.plan,
-                "plan_fits": self.fits || !self.plan.is_empty(),
-            },
-        })
+        let fit = serde_json::json!({
+            "gpu": gpu.id,
+            "usable_bytes": self.usable_bytes,
+            "fits": self.fits,
+            "headroom_bytes": self.headroom_bytes,
+            // Requests of max_model_len served at once, and the longest
+            // max_model_len one request can reach in the pool.
+            "max_batch": r.max_concurrency.floor() as u64,
+            "max_seq": cfg.max_positions.map_or(r.max_fit_len, |m| m.min(r.max_fit_len)),
+            "plan": self.plan,
+            "plan_fits": self.fits || !self.plan.is_empty(),
+        });
+        let j = crate::json::Json {
+            version: 1,
+            engine: None,
+            model,
+            setup: s,
+            components: std::borrow::Cow::Owned(components),
+            peak_allocated_bytes: Some(allocated),
+            peak_reserved_bytes: Some(allocated),
+            device_used_bytes: r.requested_bytes,
+            peak_phase: Some("serve"),
+            warnings,
+            detail: Some(crate::json::Detail::Serve(r)),
+            fit: Some(fit),
+        };
+        // A value: its objects print their keys in order.
+        serde_json::to_value(j).unwrap_or_default()
     }
 }
 

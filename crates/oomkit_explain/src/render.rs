@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use anstyle::{AnsiColor, Style};
 use oomkit_core::Bytes;
+use oomkit_core::text::escape;
 
 use crate::event::{Cause, Event, Fix, Framework, Report};
 use crate::readings::Reading;
@@ -18,8 +19,11 @@ const YELLOW: Style = AnsiColor::Yellow.on_default().bold();
 const GREEN: Style = AnsiColor::Green.on_default();
 const CYAN: Style = AnsiColor::Cyan.on_default();
 
-/// Renders a whole report for people.
+/// Renders a whole report for people. Text from the log (the quoted line,
+/// process and GPU names) and the source's name pass through [`escape`], so
+/// control characters reach a terminal as text.
 pub fn human(report: &Report, source: &str) -> String {
+    let source = &*escape(source);
     let mut out = String::new();
     if report.events.is_empty() && report.readings.is_empty() {
         let _ = writeln!(out, "no out-of-memory error found in {source}");
@@ -158,7 +162,7 @@ fn event(out: &mut String, e: &Event, source: &str) {
     }
     let _ = writeln!(out, "  {DIM}{}{DIM:#}", meta.join(" · "));
     if !e.message.is_empty() {
-        let _ = writeln!(out, "  {DIM}> {}{DIM:#}", e.message);
+        let _ = writeln!(out, "  {DIM}> {}{DIM:#}", escape(&e.message));
     }
 
     let rows = number_rows(e);
@@ -253,7 +257,10 @@ fn reading(out: &mut String, r: &Reading, source: &str) {
     let _ = writeln!(out, "  {DIM}{}{DIM:#}", meta.join(" · "));
     let mut rows: Vec<(String, String)> = Vec::new();
     for g in &r.gpus {
-        let name = g.name.as_deref().map_or(String::new(), |n| format!(" {n}"));
+        let name = g
+            .name
+            .as_deref()
+            .map_or(String::new(), |n| format!(" {}", escape(n)));
         let mem = match (g.memory_used_bytes, g.memory_total_bytes) {
             (Some(u), Some(t)) => format!(
                 "{} / {} used, {} free",
@@ -269,7 +276,11 @@ fn reading(out: &mut String, r: &Reading, source: &str) {
         rows.push((format!("GPU {}{name}", g.index), format!("{mem}{util}")));
         for p in &g.processes {
             rows.push((
-                format!("  PID {} {}", p.pid, p.command.as_deref().unwrap_or("?")),
+                format!(
+                    "  PID {} {}",
+                    p.pid,
+                    escape(p.command.as_deref().unwrap_or("?"))
+                ),
                 p.used_bytes
                     .map_or("N/A".to_string(), |v| Bytes(v).to_string()),
             ));

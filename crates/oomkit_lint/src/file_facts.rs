@@ -131,6 +131,9 @@ pub struct FileFacts {
     /// Bodies of `if`s whose test names a rank (`if rank == 0:`,
     /// `if accelerator.is_main_process:`): only one process runs them.
     pub rank_guarded: Vec<TextRange>,
+    /// The bodies of the single-process side of a distributed test (`if not
+    /// args.distributed:`, the `else` of `if world_size > 1:`): one process runs them.
+    pub single_process: Vec<TextRange>,
     /// Names whose value names a rank (`f"model_rank{accelerator.process_index}.bin"`),
     /// directly or through another such name, in source order.
     per_rank_names: HashSet<String>,
@@ -270,6 +273,11 @@ impl FileFacts {
     }
 
     /// Whether `range` lies in a block only rank 0 runs.
+    pub fn single_process(&self, range: TextRange) -> bool {
+        self.single_process.iter().any(|g| g.contains_range(range))
+    }
+
+    /// Whether `range` is under an `if rank == 0:`-style guard.
     pub fn rank_guarded(&self, range: TextRange) -> bool {
         self.rank_guarded.iter().any(|g| g.contains_range(range))
     }
@@ -329,6 +337,48 @@ fn is_main_test(test: &Expr) -> bool {
         }
     }
     name && main
+}
+
+/// `Some(true)` for a test that holds when several processes run (`args.distributed`,
+/// `world_size > 1`, `dist.is_initialized()`), `Some(false)` for its negation (`not
+/// args.distributed`, `world_size == 1`), `None` for anything else.
+fn distributed_test(test: &Expr) -> Option<bool> {
+    let names_multi = |e: &Expr| {
+        last_segment(match e {
+            Expr::Call(c) => &c.func,
+            e => e,
+        })
+        .is_some_and(|l| {
+            let l = l.to_ascii_lowercase();
+            l == "distributed"
+                || l == "is_initialized"
+                || l == "ddp"
+                || l == "multi_gpu"
+                || l == "is_distributed"
+                || l == "use_ddp"
+        })
+    };
+    let world =
+        |e: &Expr| last_segment(e).is_some_and(|l| l.to_ascii_lowercase().contains("world_size"));
+    let one = |e: &Expr| matches!(e, Expr::NumberLiteral(n) if matches!(n.value, ast::Number::Int(ref i) if i.as_u8() == Some(1)));
+    match test {
+        Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => {
+            distributed_test(&u.operand).map(|m| !m)
+        }
+        Expr::Compare(c) if world(&c.left) && c.comparators.len() == 1 => {
+            let (op, right) = (c.ops.first()?, c.comparators.first()?);
+            if !one(right) {
+                return None;
+            }
+            match op {
+                ast::CmpOp::Gt | ast::CmpOp::NotEq => Some(true),
+                ast::CmpOp::Eq | ast::CmpOp::LtE => Some(false),
+                _ => None,
+            }
+        }
+        e if names_multi(e) => Some(true),
+        _ => None,
+    }
 }
 
 fn is_rank_test(test: &Expr) -> bool {
@@ -678,6 +728,24 @@ impl<'a> Visitor<'a> for Scan {
                     });
                     if freezes {
                         self.freeze(&f.iter);
+                    }
+                }
+                Stmt::If(i) if distributed_test(&i.test).is_some() => {
+                    let multi = distributed_test(&i.test) == Some(true);
+                    let single: Option<&[Stmt]> = if multi {
+                        i.elif_else_clauses
+                            .iter()
+                            .find(|c| c.test.is_none())
+                            .map(|c| c.body.as_slice())
+                    } else {
+                        Some(i.body.as_slice())
+                    };
+                    if let Some(body) = single
+                        && let (Some(first), Some(last)) = (body.first(), body.last())
+                    {
+                        self.facts
+                            .single_process
+                            .push(TextRange::new(first.start(), last.end()));
                     }
                 }
                 Stmt::If(i) if is_rank_test(&i.test) => {

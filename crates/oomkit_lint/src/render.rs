@@ -6,6 +6,8 @@ use std::fmt::Write;
 
 use anstyle::{AnsiColor, Style};
 
+use oomkit_core::text::escape;
+
 use crate::diagnostic::Diagnostic;
 
 const PATH: Style = Style::new().bold();
@@ -13,6 +15,8 @@ const CODE: Style = AnsiColor::Red.on_default().bold();
 const HELP: Style = AnsiColor::Cyan.on_default().bold();
 
 /// `path:line:col: OOM101 message` and an indented `help:` line per diagnostic.
+/// The path and the texts quoting the source pass through [`escape`], so
+/// control characters reach a terminal as text.
 pub fn human(diagnostics: &[Diagnostic]) -> String {
     let mut out = String::new();
     for d in diagnostics {
@@ -21,9 +25,13 @@ pub fn human(diagnostics: &[Diagnostic]) -> String {
         let _ = writeln!(
             out,
             "{PATH}{}{PATH:#}:{cell}{}:{}: {CODE}{}{CODE:#}{fixable} {}",
-            d.path, d.line, d.column, d.code, d.message
+            escape(&d.path),
+            d.line,
+            d.column,
+            d.code,
+            escape(&d.message)
         );
-        let _ = writeln!(out, "  {HELP}help{HELP:#}: {}", d.fix);
+        let _ = writeln!(out, "  {HELP}help{HELP:#}: {}", escape(&d.fix));
     }
     out
 }

@@ -1,9 +1,9 @@
 //! Rule fixtures: `fixtures/OOMxxx.py` marks each flagged line with
 //! `# expect: OOMxxx` (repeated for several findings on one line); everything else in
 //! the file is clean code that must not be flagged. Each fixture runs with its own rule
-//! only; the findings' (code, line) multiset must equal the markers, and the messages
-//! are snapshotted. The clean corpus (`fixtures/clean/`) must give no finding with every
-//! rule on.
+//! only (one test per rule, named by its code); the findings' (code, line) multiset
+//! must equal the markers, and the messages are snapshotted. The clean corpus
+//! (`fixtures/clean/`) must give no finding with every rule on.
 #![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
 
 use std::path::Path;
@@ -52,49 +52,81 @@ fn fixtures_of(dir: &Path, code: &str) -> Vec<std::path::PathBuf> {
     out
 }
 
-#[test]
-fn every_rule_has_a_fixture_and_each_fixture_matches_its_markers() {
+/// Runs the fixtures of rule `code` with that rule only: `OOMxxx.py` must
+/// exist and flag something, every fixture's findings must equal its markers,
+/// and every fixture's messages are snapshotted (`rules__<fixture>.snap`).
+fn check_rule(code: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let files = fixtures_of(&dir, code);
+    assert!(
+        files.iter().any(|f| f.ends_with(format!("{code}.py"))),
+        "{code} needs a fixture"
+    );
     let mut failures = Vec::new();
     let mut snapshots = Vec::new();
-    for rule in RULES {
-        let files = fixtures_of(&dir, rule.code);
-        assert!(
-            files
-                .iter()
-                .any(|f| f.ends_with(format!("{}.py", rule.code))),
-            "{} needs a fixture",
-            rule.code
-        );
-        for path in files {
-            let source = std::fs::read_to_string(&path).expect("fixture");
-            let settings = Settings {
-                rules: RuleSet::matching(rule.code).expect("code"),
-                ..Settings::default()
-            };
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .expect("name")
-                .to_string();
-            let diags = lint_source(&name, &source, &settings).expect("fixture parses");
-            let mut got: Vec<(String, usize)> =
-                diags.iter().map(|d| (d.code.to_string(), d.line)).collect();
-            got.sort();
-            let want = expected(&source);
-            if name == format!("{}.py", rule.code) {
-                assert!(!want.is_empty(), "{name} has no flagged example");
-            }
-            if got != want {
-                failures.push(format!("{name}:\n  expected {want:?}\n  got      {got:?}"));
-            }
-            snapshots.push((name.trim_end_matches(".py").to_string(), plain(&diags)));
+    for path in files {
+        let source = std::fs::read_to_string(&path).expect("fixture");
+        let settings = Settings {
+            rules: RuleSet::matching(code).expect("code"),
+            ..Settings::default()
+        };
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("name")
+            .to_string();
+        let diags = lint_source(&name, &source, &settings).expect("fixture parses");
+        let mut got: Vec<(String, usize)> =
+            diags.iter().map(|d| (d.code.to_string(), d.line)).collect();
+        got.sort();
+        let want = expected(&source);
+        if name == format!("{code}.py") {
+            assert!(!want.is_empty(), "{name} has no flagged example");
         }
+        if got != want {
+            failures.push(format!("{name}:\n  expected {want:?}\n  got      {got:?}"));
+        }
+        snapshots.push((name.trim_end_matches(".py").to_string(), plain(&diags)));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     for (name, text) in snapshots {
         insta::assert_snapshot!(name, text);
     }
+}
+
+/// One test per rule, named by its code (`cargo test -p oomkit_lint --test
+/// rules OOM101`), and the list of codes they cover.
+macro_rules! rule_tests {
+    ($($code:ident)*) => {
+        $(
+            #[test]
+            #[allow(non_snake_case)]
+            fn $code() {
+                check_rule(stringify!($code));
+            }
+        )*
+        const TESTED: &[&str] = &[$(stringify!($code)),*];
+    };
+}
+
+rule_tests! {
+    OOM101 OOM102 OOM103 OOM104 OOM105 OOM106 OOM107 OOM108 OOM109 OOM110 OOM111 OOM112
+    OOM113 OOM114 OOM115 OOM116
+    OOM201 OOM202 OOM203 OOM204 OOM205 OOM206 OOM207
+}
+
+/// A new rule gets its line in `rule_tests!` (and its fixture); a removed one
+/// loses it.
+#[test]
+fn every_rule_has_a_test() {
+    let mut registered: Vec<&str> = RULES.iter().map(|r| r.code).collect();
+    let mut tested = TESTED.to_vec();
+    registered.sort_unstable();
+    tested.sort_unstable();
+    assert_eq!(
+        tested, registered,
+        "rule_tests! in tests/rules.rs must list exactly the registered rules"
+    );
 }
 
 #[test]

@@ -25,6 +25,11 @@ impl std::str::FromStr for Threshold {
 
     fn from_str(s: &str) -> Result<Self, String> {
         let s = s.trim();
+        if s.parse::<f64>().is_ok() {
+            return Err(format!(
+                "{s:?} has no unit: write a percentage of total ({s}%) or a size ({s}GiB)"
+            ));
+        }
         if let Some(pct) = s.strip_suffix('%') {
             let v: f64 = pct
                 .trim()
@@ -136,6 +141,10 @@ mod tests {
             growth_bytes_per_s: None,
             oom_eta_s: None,
             error: None,
+            mig: None,
+            memory_source: None,
+            forecast: None,
+            refused: vec![],
             processes: vec![],
         }
     }
@@ -147,6 +156,9 @@ mod tests {
         assert!("0%".parse::<Threshold>().is_err());
         assert!("150%".parse::<Threshold>().is_err());
         assert!("lots".parse::<Threshold>().is_err());
+        let bare = "95".parse::<Threshold>().unwrap_err();
+        assert!(bare.contains("95%") && bare.contains("95GiB"), "{bare}");
+        assert!("70GiB".parse::<Threshold>().is_ok());
         let mut a = Alerter::new(Threshold::Ratio(0.9));
         assert!(a.check(&[gpu(800)]).is_empty());
         let fired = a.check(&[gpu(950)]);

@@ -9,9 +9,19 @@
 //! no state to keep, only escaping (`\\`, `"`, newline in label values).
 //!
 //! Names follow Prometheus' conventions: base units (bytes, seconds, ratios
-//! 0–1), `_bytes`/`_seconds`/`_ratio` suffixes, labels `gpu` (index), `uuid`,
-//! `name`, and for process series `pid` and `command` (cut to
-//! [`COMMAND_LABEL_CHARS`] characters to bound label size).
+//! 0–1), `_bytes`/`_seconds`/`_ratio` suffixes. GPU labels are NVIDIA
+//! DCGM exporter's (`gpu`, `UUID`, `modelName`, `Hostname`; dcgm-exporter's
+//! `pkg/dcgmexporter` label names), plus `mig_index` for a MIG device (its
+//! index under the GPU; DCGM's `GPU_I_ID` is the GPU-instance id, which
+//! `nvml-wrapper` does not read), so
+//! the two join without relabelling. Process series add `pid`, and
+//! `command` only when [`Options::command_lines`] is set (cut to
+//! [`COMMAND_LABEL_CHARS`] characters): a command line can hold paths,
+//! tokens and other users' business, and `/metrics` has no authentication.
+//!
+//! [`DEFAULT_ADDR`] is loopback on a port outside the 9100–9999 range the
+//! Prometheus wiki's "Default port allocations" list hands to exporters (9835,
+//! the first monitor's choice, is taken there by a GPU exporter).
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -22,17 +32,47 @@ use crate::sample::{GpuSample, Sample};
 /// Longest `command` label, characters.
 pub const COMMAND_LABEL_CHARS: usize = 120;
 
+/// The port `--prometheus` serves on when none is given.
+pub const DEFAULT_PORT: u16 = 19180;
+/// The address `--prometheus` serves on when none is given: loopback only.
+pub const DEFAULT_ADDR: &str = "127.0.0.1:19180";
+
+/// What `/metrics` carries besides the figures.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The `Hostname` label (DCGM exporter's): the node's name.
+    pub hostname: String,
+    /// Add each process's command line as a `command` label (off by default).
+    pub command_lines: bool,
+}
+
+/// `--prometheus` address: `HOST:PORT`, `:PORT` or `PORT` (loopback), or
+/// nothing ([`DEFAULT_ADDR`]).
+pub fn parse_addr(s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(DEFAULT_ADDR.to_owned());
+    }
+    let port_only = s.strip_prefix(':').unwrap_or(s);
+    if let Ok(port) = port_only.parse::<u16>() {
+        return Ok(format!("127.0.0.1:{port}"));
+    }
+    s.parse::<SocketAddr>()
+        .map(|a| a.to_string())
+        .map_err(|_| format!("invalid address {s:?} (expected HOST:PORT, :PORT or PORT, e.g. 127.0.0.1:{DEFAULT_PORT})"))
+}
+
 /// Every metric: name, type, help. The README's table is checked against this list.
 pub const METRICS: [(&str, &str, &str); 12] = [
     (
         "oomkit_gpu_up",
         "gauge",
-        "1 when the GPU was read, 0 when it failed (lost, no permission)",
+        "1 when the GPU answered, 0 when it could not be read at all (lost); a refused query leaves its metric absent, not this 0",
     ),
     (
         "oomkit_gpu_memory_used_bytes",
         "gauge",
-        "GPU memory in use (all processes and the driver's reserve), bytes",
+        "GPU memory in use as NVML reports it, bytes (drivers >= 510: without the driver's reserve; unified memory: the host's used memory)",
     ),
     (
         "oomkit_gpu_memory_total_bytes",
@@ -62,12 +102,12 @@ pub const METRICS: [(&str, &str, &str); 12] = [
     (
         "oomkit_gpu_memory_growth_bytes_per_second",
         "gauge",
-        "Theil-Sen slope of used memory over the window, bytes/s",
+        "Theil-Sen slope of used memory over the window, bytes/s (any sign; not a forecast)",
     ),
     (
         "oomkit_gpu_oom_eta_seconds",
         "gauge",
-        "Seconds until free memory is gone at the current steady growth (absent when not growing steadily)",
+        "Seconds until free memory is gone at the current leak's rate (absent when no leak is forecast)",
     ),
     (
         "oomkit_process_gpu_memory_bytes",
@@ -82,7 +122,7 @@ pub const METRICS: [(&str, &str, &str); 12] = [
     (
         "oomkit_process_oom_eta_seconds",
         "gauge",
-        "Seconds until the GPU's free memory is gone at this process's steady growth",
+        "Seconds until the GPU's free memory is gone at this process's leak rate (absent when no leak is forecast)",
     ),
 ];
 
@@ -100,23 +140,28 @@ fn escape(v: &str) -> String {
     out
 }
 
-fn gpu_labels(g: &GpuSample) -> String {
-    format!(
-        "gpu=\"{}\",uuid=\"{}\",name=\"{}\"",
+fn gpu_labels(g: &GpuSample, opts: &Options) -> String {
+    let mut l = format!(
+        "gpu=\"{}\",UUID=\"{}\",modelName=\"{}\",Hostname=\"{}\"",
         g.index,
         escape(g.uuid.as_deref().unwrap_or("")),
-        escape(g.name.as_deref().unwrap_or(""))
-    )
+        escape(g.name.as_deref().unwrap_or("")),
+        escape(&opts.hostname)
+    );
+    if let Some(m) = g.mig {
+        l.push_str(&format!(",mig_index=\"{m}\""));
+    }
+    l
 }
 
 /// The metrics text for one sample.
-pub fn render(sample: &Sample) -> String {
+pub fn render(sample: &Sample, opts: &Options) -> String {
     let mut out = String::new();
     for (name, kind, help) in METRICS {
         let _ = writeln!(out, "# HELP {name} {help}");
         let _ = writeln!(out, "# TYPE {name} {kind}");
         for g in &sample.gpus {
-            let labels = gpu_labels(g);
+            let labels = gpu_labels(g, opts);
             let value: Option<f64> = match name {
                 "oomkit_gpu_up" => Some(if g.error.is_none() { 1.0 } else { 0.0 }),
                 "oomkit_gpu_memory_used_bytes" => g.memory_used_bytes.map(|b| b as f64),
@@ -143,19 +188,19 @@ pub fn render(sample: &Sample) -> String {
                     _ => None,
                 };
                 let Some(v) = value else { continue };
-                let command: String = p
-                    .command
-                    .as_deref()
-                    .unwrap_or("")
-                    .chars()
-                    .take(COMMAND_LABEL_CHARS)
-                    .collect();
-                let _ = writeln!(
-                    out,
-                    "{name}{{{labels},pid=\"{}\",command=\"{}\"}} {v}",
-                    p.pid,
-                    escape(&command)
-                );
+                let command = if opts.command_lines {
+                    let c: String = p
+                        .command
+                        .as_deref()
+                        .unwrap_or("")
+                        .chars()
+                        .take(COMMAND_LABEL_CHARS)
+                        .collect();
+                    format!(",command=\"{}\"", escape(&c))
+                } else {
+                    String::new()
+                };
+                let _ = writeln!(out, "{name}{{{labels},pid=\"{}\"{command}}} {v}", p.pid);
             }
         }
     }
@@ -169,7 +214,7 @@ pub type Shared = Arc<Mutex<Option<Sample>>>;
 
 /// Serves `/metrics` from `shared` on `addr` in a background thread; returns
 /// the bound address (port 0 picks a free one).
-pub fn serve(addr: &str, shared: Shared) -> Result<SocketAddr, String> {
+pub fn serve(addr: &str, shared: Shared, opts: Options) -> Result<SocketAddr, String> {
     let server = tiny_http::Server::http(addr)
         .map_err(|e| format!("cannot serve Prometheus metrics on {addr}: {e}"))?;
     let bound = server
@@ -184,7 +229,7 @@ pub fn serve(addr: &str, shared: Shared) -> Result<SocketAddr, String> {
                     let body = shared
                         .lock()
                         .ok()
-                        .and_then(|s| s.as_ref().map(render))
+                        .and_then(|s| s.as_ref().map(|s| render(s, &opts)))
                         .unwrap_or_default();
                     let mut r = tiny_http::Response::from_string(body);
                     if let Ok(h) = tiny_http::Header::from_bytes(
@@ -232,6 +277,10 @@ mod tests {
                 growth_bytes_per_s: None,
                 oom_eta_s: None,
                 error: None,
+                mig: None,
+                memory_source: None,
+                forecast: None,
+                refused: vec![],
                 processes: vec![ProcessSample {
                     pid: 9,
                     user: None,
@@ -239,17 +288,40 @@ mod tests {
                     used_bytes: Some(30),
                     growth_bytes_per_s: Some(1.5),
                     oom_eta_s: None,
+                    container_pid: None,
+                    forecast: None,
                 }],
             }],
         };
-        let text = render(&s);
-        assert!(text.contains(
-            "oomkit_gpu_memory_used_bytes{gpu=\"0\",uuid=\"GPU-1\",name=\"A \\\"quoted\\\" GPU\"} 40\n"
-        ));
-        assert!(text.contains("oomkit_gpu_utilization_ratio{gpu=\"0\",uuid=\"GPU-1\",name=\"A \\\"quoted\\\" GPU\"} 0.5\n"));
+        let mut opts = Options {
+            hostname: "node-1".into(),
+            command_lines: false,
+        };
+        let text = render(&s, &opts);
+        let labels =
+            "gpu=\"0\",UUID=\"GPU-1\",modelName=\"A \\\"quoted\\\" GPU\",Hostname=\"node-1\"";
+        assert!(
+            text.contains(&format!("oomkit_gpu_memory_used_bytes{{{labels}}} 40\n")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("oomkit_gpu_utilization_ratio{{{labels}}} 0.5\n")));
         assert!(!text.contains("oomkit_gpu_temperature_celsius{"));
+        assert!(text.contains(",pid=\"9\"} 30\n"), "{text}");
+        assert!(!text.contains("command="));
+        opts.command_lines = true;
+        let text = render(&s, &opts);
         assert!(text.contains("pid=\"9\",command=\"python a\\\\b.py\\n\"} 30\n"));
         assert!(text.contains("oomkit_process_gpu_memory_growth_bytes_per_second{"));
         assert!(!text.contains("oomkit_process_oom_eta_seconds{"));
+    }
+
+    #[test]
+    fn addresses() {
+        assert_eq!(parse_addr("").unwrap(), DEFAULT_ADDR);
+        assert_eq!(parse_addr("9000").unwrap(), "127.0.0.1:9000");
+        assert_eq!(parse_addr(":0").unwrap(), "127.0.0.1:0");
+        assert_eq!(parse_addr("0.0.0.0:19180").unwrap(), "0.0.0.0:19180");
+        assert!(parse_addr("example").is_err());
+        assert!(parse_addr("1.2.3.4:99999").is_err());
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use oomkit_core::Bytes;
 
-use crate::sample::{GpuSample, ProcessSample, Sample};
+use crate::sample::{Forecast, GpuSample, ProcessSample, Sample};
 
 /// `+180.00 MiB/min`, `-1.20 GiB/min`, `0` for a flat series.
 pub fn growth(bytes_per_s: f64) -> String {
@@ -21,6 +21,18 @@ pub fn growth(bytes_per_s: f64) -> String {
     let sign = if per_min > 0.0 { '+' } else { '-' };
     // `as` saturates; a slope past u64::MAX bytes/min is not a real reading.
     format!("{sign}{}/min", Bytes(per_min.abs() as u64))
+}
+
+/// The evidence of a forecast: `leaking +20.00 MiB/min, 5 steps over 1m 20s,
+/// last 12s ago`.
+pub fn evidence(f: &Forecast) -> String {
+    format!(
+        "leaking {}, {} steps over {}, last {} ago",
+        growth(f.growth_bytes_per_s),
+        f.steps,
+        eta(f.regime_s),
+        eta(f.since_last_step_s)
+    )
 }
 
 /// `12m 3s` (rounded to whole seconds; hours and days as humantime prints them).
@@ -56,14 +68,18 @@ pub fn command(p: &ProcessSample) -> String {
 /// One GPU as text lines.
 pub fn gpu(out: &mut String, g: &GpuSample) {
     let name = g.name.as_deref().unwrap_or("(unknown GPU)");
+    let mig = g.mig.map_or_else(String::new, |m| format!(" MIG {m}"));
     let _ = writeln!(
         out,
-        "GPU {}  {name}  {}",
+        "GPU {}{mig}  {name}  {}",
         g.index,
         g.uuid.as_deref().unwrap_or("")
     );
     if let Some(err) = &g.error {
         let _ = writeln!(out, "  error: {err}");
+    }
+    if !g.refused.is_empty() {
+        let _ = writeln!(out, "  refused: {}", g.refused.join("; "));
     }
     if let (Some(used), Some(total)) = (g.memory_used_bytes, g.memory_total_bytes) {
         let pct = g.used_ratio().unwrap_or(0.0) * 100.0;
@@ -73,8 +89,12 @@ pub fn gpu(out: &mut String, g: &GpuSample) {
             Bytes(used),
             Bytes(total),
             Bytes(g.free_bytes().unwrap_or(0)),
-            match g.memory_reserved_bytes {
-                Some(r) if r > 0 => format!(", {} reserved by the driver", Bytes(r)),
+            match (g.memory_source.as_deref(), g.memory_reserved_bytes) {
+                (Some("system"), _) =>
+                    " (unified memory: the host's, from /proc/meminfo)".to_owned(),
+                (Some("nvml_v1"), _) =>
+                    " (driver < 510: used includes the driver's reserve)".to_owned(),
+                (_, Some(r)) if r > 0 => format!(", {} reserved by the driver", Bytes(r)),
                 _ => String::new(),
             }
         );
@@ -89,10 +109,15 @@ pub fn gpu(out: &mut String, g: &GpuSample) {
         );
     }
     if let Some(rate) = g.growth_bytes_per_s {
-        let forecast = g.oom_eta_s.map_or_else(String::new, |s| {
-            format!(", out of memory in {} at this rate", eta(s))
-        });
-        let _ = writeln!(out, "  growth   {}{forecast}", growth(rate));
+        let _ = writeln!(out, "  growth   {} over the window", growth(rate));
+    }
+    if let (Some(s), Some(f)) = (g.oom_eta_s, &g.forecast) {
+        let _ = writeln!(
+            out,
+            "  forecast out of memory in {}: {}",
+            eta(s),
+            evidence(f)
+        );
     }
     if g.processes.is_empty() {
         if g.error.is_none() {
@@ -116,6 +141,15 @@ pub fn gpu(out: &mut String, g: &GpuSample) {
             p.growth_bytes_per_s.map_or_else(String::new, growth),
             command(p),
         );
+        if let (Some(s), Some(f)) = (p.oom_eta_s, &p.forecast) {
+            let _ = writeln!(
+                out,
+                "  {:>8}  GPU out of memory in {} at this process's rate: {}",
+                "",
+                eta(s),
+                evidence(f)
+            );
+        }
     }
     let listed = g
         .processes
@@ -238,6 +272,8 @@ mod tests {
             used_bytes: None,
             growth_bytes_per_s: None,
             oom_eta_s: None,
+            container_pid: None,
+            forecast: None,
         };
         assert_eq!(command(&p), "python3 train.py --lr 3e-4");
         p.command = Some("/opt/venv/bin/torchrun".into());

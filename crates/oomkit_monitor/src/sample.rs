@@ -11,10 +11,10 @@ use std::time::SystemTime;
 use oomkit_core::{GpuReading, ProcessReading};
 use serde::Serialize;
 
-use crate::trend::{Series, Trend, eta};
+use crate::trend::{Growth, Series, Trend, eta};
 
 /// Version of the JSON sample contract; bumped on any change to its fields.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Every GPU at one moment.
 #[derive(Clone, Debug, Serialize)]
@@ -30,12 +30,18 @@ pub struct Sample {
 /// One GPU in a sample.
 #[derive(Clone, Debug, Serialize)]
 pub struct GpuSample {
-    /// Driver index.
+    /// Driver index (of the physical GPU, for a MIG instance).
     pub index: u32,
+    /// For a MIG instance: its index under GPU `index`; `null` for a whole GPU.
+    pub mig: Option<u32>,
     /// Product name.
     pub name: Option<String>,
-    /// `GPU-…` identifier.
+    /// `GPU-…` (or `MIG-…`) identifier.
     pub uuid: Option<String>,
+    /// Where the memory figures come from: `nvml`, `nvml_v1` (driver < 510:
+    /// used includes the driver's reserve), `system` (unified memory: the
+    /// host's `/proc/meminfo`); `null` when memory is unknown.
+    pub memory_source: Option<String>,
     /// Total memory, bytes.
     pub memory_total_bytes: Option<u64>,
     /// Used memory, bytes.
@@ -52,10 +58,14 @@ pub struct GpuSample {
     /// Robust slope of used memory over the window, bytes/s (`null` until
     /// enough samples).
     pub growth_bytes_per_s: Option<f64>,
-    /// Seconds until free memory runs out at a steady positive growth.
+    /// Seconds until free memory runs out at the leak's rate (`null`: no leak).
     pub oom_eta_s: Option<f64>,
-    /// Why this GPU could not be read.
+    /// The evidence behind `oom_eta_s` (`null` with it).
+    pub forecast: Option<Forecast>,
+    /// Why this GPU could not be read at all.
     pub error: Option<String>,
+    /// Queries the driver refused while the rest was read (those fields are `null`).
+    pub refused: Vec<String>,
     /// Processes on this GPU, largest first.
     pub processes: Vec<ProcessSample>,
 }
@@ -63,8 +73,11 @@ pub struct GpuSample {
 /// One process in a sample.
 #[derive(Clone, Debug, Serialize)]
 pub struct ProcessSample {
-    /// Host PID.
+    /// PID as the driver reports it (the host's PID namespace).
     pub pid: u32,
+    /// Its PID inside its own PID namespace (a container), when it differs
+    /// (`/proc/PID/status` `NSpid`, readable from the host's namespace).
+    pub container_pid: Option<u32>,
     /// Owner (`null`: not visible in this PID namespace).
     pub user: Option<String>,
     /// Command line (`null`: not visible in this PID namespace).
@@ -73,8 +86,34 @@ pub struct ProcessSample {
     pub used_bytes: Option<u64>,
     /// Robust slope of its memory, bytes/s.
     pub growth_bytes_per_s: Option<f64>,
-    /// Seconds until the GPU's free memory is gone at this process's steady growth.
+    /// Seconds until the GPU's free memory is gone at this process's leak rate.
     pub oom_eta_s: Option<f64>,
+    /// The evidence behind `oom_eta_s`.
+    pub forecast: Option<Forecast>,
+}
+
+/// Why a forecast was made: the growth regime it extrapolates.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Forecast {
+    /// The regime's rate (steps per second × step size), bytes/s.
+    pub growth_bytes_per_s: f64,
+    /// Steps (new highs) in the regime.
+    pub steps: usize,
+    /// Seconds since the regime's first step.
+    pub regime_s: f64,
+    /// Seconds since its latest step.
+    pub since_last_step_s: f64,
+}
+
+impl From<Growth> for Forecast {
+    fn from(g: Growth) -> Self {
+        Forecast {
+            growth_bytes_per_s: g.bytes_per_s,
+            steps: g.steps,
+            regime_s: g.regime_s,
+            since_last_step_s: g.since_last_step_s,
+        }
+    }
 }
 
 impl GpuSample {
@@ -117,18 +156,18 @@ impl Tracker {
         let gpus = readings
             .into_iter()
             .map(|r| {
-                let key = r.uuid.clone().unwrap_or_else(|| format!("#{}", r.index));
+                let key = series_key(r.uuid.as_deref(), r.index, r.mig_index);
                 let window = self.window_s;
-                let trend = match r.memory_used_bytes {
+                let (trend, growth) = match r.memory_used_bytes {
                     Some(used) if r.error.is_none() => {
                         let s = self
                             .gpus
                             .entry(key.clone())
                             .or_insert_with(|| Series::new(window));
                         s.push(t, used as f64);
-                        s.trend()
+                        (s.trend(), s.forecast())
                     }
-                    _ => None,
+                    _ => (None, None),
                 };
                 let free = r.memory_free_bytes();
                 let mut processes: Vec<ProcessSample> = r
@@ -136,23 +175,31 @@ impl Tracker {
                     .into_iter()
                     .map(|p| {
                         let pk = (key.clone(), p.pid);
-                        let ptrend = p.used_bytes.and_then(|used| {
-                            let s = self
-                                .procs
-                                .entry(pk.clone())
-                                .or_insert_with(|| Series::new(window));
-                            s.push(t, used as f64);
-                            s.trend()
-                        });
+                        let (ptrend, pgrowth) = match p.used_bytes {
+                            Some(used) => {
+                                let s = self
+                                    .procs
+                                    .entry(pk.clone())
+                                    .or_insert_with(|| Series::new(window));
+                                s.push(t, used as f64);
+                                (s.trend(), s.forecast())
+                            }
+                            None => (None, None),
+                        };
                         live_procs.insert(pk);
-                        process_sample(p, ptrend, free)
+                        process_sample(p, ptrend, pgrowth, free)
                     })
                     .collect();
                 processes.sort_by(|a, b| b.used_bytes.cmp(&a.used_bytes).then(a.pid.cmp(&b.pid)));
+                let oom_eta_s = free.and_then(|f| eta(f, growth));
                 GpuSample {
                     index: r.index,
+                    mig: r.mig_index,
                     name: r.name,
                     uuid: r.uuid,
+                    memory_source: r
+                        .memory_total_bytes
+                        .map(|_| r.memory_source.clone().unwrap_or_else(|| "nvml".to_owned())),
                     memory_total_bytes: r.memory_total_bytes,
                     memory_used_bytes: r.memory_used_bytes,
                     memory_reserved_bytes: r.memory_reserved_bytes,
@@ -160,8 +207,10 @@ impl Tracker {
                     temperature_c: r.temperature_c,
                     power_w: r.power_w,
                     growth_bytes_per_s: trend.map(|tr| tr.slope),
-                    oom_eta_s: free.and_then(|f| eta(f, trend)),
+                    oom_eta_s,
+                    forecast: oom_eta_s.and(growth.map(Forecast::from)),
                     error: r.error,
+                    refused: r.refused,
                     processes,
                 }
             })
@@ -177,10 +226,7 @@ impl Tracker {
 
     /// Recent used-memory values of a GPU, oldest first (for sparklines).
     pub fn history(&self, gpu: &GpuSample) -> Vec<f64> {
-        let key = gpu
-            .uuid
-            .clone()
-            .unwrap_or_else(|| format!("#{}", gpu.index));
+        let key = series_key(gpu.uuid.as_deref(), gpu.index, gpu.mig);
         self.gpus
             .get(&key)
             .map(|s| s.values().collect())
@@ -188,14 +234,31 @@ impl Tracker {
     }
 }
 
-fn process_sample(p: ProcessReading, trend: Option<Trend>, free: Option<u64>) -> ProcessSample {
+/// One series per GPU or MIG instance: the UUID, else its position.
+fn series_key(uuid: Option<&str>, index: u32, mig: Option<u32>) -> String {
+    match (uuid, mig) {
+        (Some(u), _) => u.to_owned(),
+        (None, Some(m)) => format!("#{index}/{m}"),
+        (None, None) => format!("#{index}"),
+    }
+}
+
+fn process_sample(
+    p: ProcessReading,
+    trend: Option<Trend>,
+    growth: Option<Growth>,
+    free: Option<u64>,
+) -> ProcessSample {
+    let oom_eta_s = free.and_then(|f| eta(f, growth));
     ProcessSample {
         pid: p.pid,
+        container_pid: p.container_pid,
         user: p.user,
         command: p.command,
         used_bytes: p.used_bytes,
         growth_bytes_per_s: trend.map(|t| t.slope),
-        oom_eta_s: free.and_then(|f| eta(f, trend)),
+        oom_eta_s,
+        forecast: oom_eta_s.and(growth.map(Forecast::from)),
     }
 }
 
@@ -209,13 +272,14 @@ mod tests {
             index: 0,
             name: Some("Test GPU".into()),
             uuid: Some("GPU-test".into()),
-            memory_total_bytes: Some(1000),
+            memory_total_bytes: Some(1000 << 20),
             memory_used_bytes: Some(used),
             processes: vec![ProcessReading {
                 pid: 7,
                 user: None,
                 command: None,
                 used_bytes: Some(proc_used),
+                container_pid: None,
             }],
             ..GpuReading::default()
         }
@@ -225,20 +289,28 @@ mod tests {
     fn forecast_from_steady_growth() {
         let mut tr = Tracker::new(60.0);
         let mut last = None;
+        const M: u64 = 1 << 20;
         for i in 0..10u64 {
             let wall = UNIX_EPOCH + Duration::from_secs(i);
-            last = Some(tr.observe(i as f64, wall, vec![reading(100 + 10 * i, 50 + 10 * i)]));
+            last = Some(tr.observe(
+                i as f64,
+                wall,
+                vec![reading((100 + 10 * i) * M, (50 + 10 * i) * M)],
+            ));
         }
         let s = last.unwrap();
         let g = &s.gpus[0];
-        assert_eq!(g.growth_bytes_per_s, Some(10.0));
-        // used 190 of 1000: 810 free at 10 B/s.
+        assert_eq!(g.growth_bytes_per_s, Some(10.0 * M as f64));
+        // used 190 MiB of 1000 MiB: 810 MiB free at 10 MiB/s.
         assert_eq!(g.oom_eta_s, Some(81.0));
-        assert_eq!(g.processes[0].growth_bytes_per_s, Some(10.0));
+        let f = g.forecast.unwrap();
+        assert_eq!((f.steps, f.regime_s), (9, 8.0));
+        assert_eq!(g.processes[0].growth_bytes_per_s, Some(10.0 * M as f64));
         assert_eq!(g.processes[0].oom_eta_s, Some(81.0));
         assert_eq!(s.time, "1970-01-01T00:00:09.000Z");
         let json = serde_json::to_value(&s).unwrap();
-        assert_eq!(json["version"], 1);
+        assert_eq!(json["version"], 2);
+        assert_eq!(json["gpus"][0]["memory_source"], "nvml");
         assert!(json["gpus"][0]["temperature_c"].is_null());
     }
 

@@ -24,6 +24,9 @@ use ratatui::widgets::{Block, Borders, Cell, Gauge, Paragraph, Row, Sparkline, T
 use crate::render;
 use crate::sample::{GpuSample, ProcessSample, Sample, Tracker};
 
+/// Alerts remembered for the status line.
+pub const ALERTS_KEPT: usize = 16;
+
 /// Points of history kept per GPU for the sparkline.
 pub const HISTORY: usize = 240;
 
@@ -70,8 +73,8 @@ pub enum Action {
 pub struct App {
     /// The sample on screen (frozen while paused).
     pub sample: Option<Sample>,
-    /// Used-memory history per GPU index, oldest first.
-    pub history: BTreeMap<u32, Vec<u64>>,
+    /// Used-memory history per GPU (index, MIG device), oldest first.
+    pub history: BTreeMap<(u32, Option<u32>), Vec<u64>>,
     /// Driver version for the header.
     pub driver: Option<String>,
     /// Sampling interval, for the header.
@@ -86,6 +89,9 @@ pub struct App {
     pub paused: bool,
     /// The GPU shown alone, or all.
     pub gpu: Option<u32>,
+    /// Alerts fired (`--alert-at`), newest last: the status line shows the
+    /// newest, never written over the view.
+    pub alerts: Vec<String>,
 }
 
 impl App {
@@ -101,7 +107,15 @@ impl App {
             editing: false,
             paused: false,
             gpu: None,
+            alerts: Vec::new(),
         }
+    }
+
+    /// Records alerts for the status line (the last [`ALERTS_KEPT`]).
+    pub fn alert(&mut self, messages: Vec<String>) {
+        self.alerts.extend(messages);
+        let extra = self.alerts.len().saturating_sub(ALERTS_KEPT);
+        self.alerts.drain(..extra);
     }
 
     /// Takes a new sample (ignored while paused).
@@ -111,7 +125,7 @@ impl App {
         }
         for g in &sample.gpus {
             if let Some(used) = g.memory_used_bytes {
-                let h = self.history.entry(g.index).or_default();
+                let h = self.history.entry((g.index, g.mig)).or_default();
                 h.push(used);
                 if h.len() > HISTORY {
                     h.remove(0);
@@ -226,10 +240,12 @@ pub fn draw(frame: &mut Frame, app: &App) {
         .unwrap_or(u16::MAX)
         .saturating_mul(per_gpu)
         .max(1);
-    let [header, gpu_area, table_area, footer] = Layout::vertical([
+    let status_height = u16::from(!app.alerts.is_empty());
+    let [header, gpu_area, table_area, status, footer] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(gpu_height),
         Constraint::Min(3),
+        Constraint::Length(status_height),
         Constraint::Length(1),
     ])
     .areas(area);
@@ -254,6 +270,19 @@ pub fn draw(frame: &mut Frame, app: &App) {
     }
 
     process_table(frame, app, table_area);
+    if let Some(last) = app.alerts.last() {
+        let more = match app.alerts.len() {
+            0 | 1 => String::new(),
+            n => format!(" (+{} earlier)", n - 1),
+        };
+        frame.render_widget(
+            Paragraph::new(Line::from(Span::styled(
+                format!("⚠ {last}{more}"),
+                Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD),
+            ))),
+            status,
+        );
+    }
     frame.render_widget(Paragraph::new(footer_line(app)), footer);
 }
 
@@ -333,8 +362,9 @@ fn gauge(g: &GpuSample, with_name: bool) -> Gauge<'static> {
 
 fn gpu_panel(frame: &mut Frame, app: &App, g: &GpuSample, rect: Rect) {
     let title = format!(
-        " GPU {}  {}  {} ",
+        " GPU {}{}  {}  {} ",
         g.index,
+        g.mig.map_or_else(String::new, |m| format!(" MIG {m}")),
         g.name.as_deref().unwrap_or("(unknown)"),
         g.uuid.as_deref().unwrap_or("")
     );
@@ -359,18 +389,29 @@ fn gpu_panel(frame: &mut Frame, app: &App, g: &GpuSample, rect: Rect) {
         na(g.temperature_c.map(|c| format!("{c} °C"))),
         na(g.power_w.map(|w| format!("{w:.0} W"))),
     ))];
-    if let Some(rate) = g.growth_bytes_per_s {
-        info.push(Span::raw(format!("  growth {}", render::growth(rate))));
-    }
-    if let Some(eta) = g.oom_eta_s {
-        info.push(Span::styled(
-            format!("  ⚠ out of memory in {}", render::eta(eta)),
+    match (g.oom_eta_s, &g.forecast) {
+        (Some(eta), Some(f)) => info.push(Span::styled(
+            format!(
+                "  ⚠ out of memory in {}: {}, {} steps over {}",
+                render::eta(eta),
+                render::growth(f.growth_bytes_per_s),
+                f.steps,
+                render::eta(f.regime_s)
+            ),
             Style::new().fg(Color::Red).add_modifier(Modifier::BOLD),
-        ));
+        )),
+        _ => {
+            if let Some(rate) = g.growth_bytes_per_s {
+                info.push(Span::raw(format!("  growth {}", render::growth(rate))));
+            }
+        }
     }
     frame.render_widget(Paragraph::new(Line::from(info)), info_row);
 
-    let history: &[u64] = app.history.get(&g.index).map_or(&[], Vec::as_slice);
+    let history: &[u64] = app
+        .history
+        .get(&(g.index, g.mig))
+        .map_or(&[], Vec::as_slice);
     // The newest points that fit, scaled to the GPU's total (a full bar is a full GPU).
     let width = usize::from(spark_row.width);
     let start = history.len().saturating_sub(width);
@@ -435,7 +476,8 @@ fn process_table(frame: &mut Frame, app: &App, rect: Rect) {
 }
 
 /// Runs the TUI until quit or `stop` is set; `on_sample` sees every sample
-/// (for `--log`, Prometheus and alerts, which go on while the display is paused).
+/// (for `--log`, Prometheus and alerts, which go on while the display is
+/// paused) and returns the alerts it fired, shown in the status line.
 ///
 /// Keys are read on a thread of their own and arrive through a channel, so the
 /// sampling loop never waits inside the terminal library: when the terminal
@@ -448,7 +490,7 @@ pub fn run(
     tracker: &mut Tracker,
     interval: Duration,
     stop: &AtomicUsize,
-    mut on_sample: impl FnMut(&Sample) -> io::Result<()>,
+    mut on_sample: impl FnMut(&Sample) -> io::Result<Vec<String>>,
 ) -> io::Result<()> {
     let mut terminal = ratatui::try_init()?;
     let (tx, keys) = std::sync::mpsc::sync_channel::<io::Result<Event>>(64);
@@ -474,7 +516,8 @@ pub fn run(
                 let readings = reader.read();
                 let sample =
                     tracker.observe(start.elapsed().as_secs_f64(), SystemTime::now(), readings);
-                on_sample(&sample)?;
+                let alerts = on_sample(&sample)?;
+                app.alert(alerts);
                 app.update(sample);
                 next += interval;
                 if next < now {
@@ -522,6 +565,8 @@ mod tests {
             used_bytes: Some(used),
             growth_bytes_per_s: growth,
             oom_eta_s: eta,
+            container_pid: None,
+            forecast: None,
         };
         Sample {
             version: 1,
@@ -540,6 +585,15 @@ mod tests {
                     growth_bytes_per_s: Some(3.0 * 1048576.0),
                     oom_eta_s: Some(6826.0),
                     error: None,
+                    mig: None,
+                    memory_source: None,
+                    forecast: Some(crate::sample::Forecast {
+                        growth_bytes_per_s: 3.0 * 1048576.0,
+                        steps: 12,
+                        regime_s: 240.0,
+                        since_last_step_s: 4.0,
+                    }),
+                    refused: vec![],
                     processes: vec![
                         p(
                             4242,
@@ -564,6 +618,10 @@ mod tests {
                     growth_bytes_per_s: None,
                     oom_eta_s: None,
                     error: Some("GPU is lost".into()),
+                    mig: None,
+                    memory_source: None,
+                    forecast: None,
+                    refused: vec![],
                     processes: vec![],
                 },
             ],
@@ -592,8 +650,10 @@ mod tests {
         assert!(s.contains("GPU 0  NVIDIA H100 80GB HBM3  GPU-aaaa"), "{s}");
         assert!(s.contains("60.00 GiB / 80.00 GiB (75%)"), "{s}");
         assert!(s.contains("util 97%  temp 61 °C  power 412 W"), "{s}");
-        assert!(s.contains("growth +180.00 MiB/min"), "{s}");
-        assert!(s.contains("out of memory in 1h 53m 46s"), "{s}");
+        assert!(
+            s.contains("out of memory in 1h 53m 46s: +180.00 MiB/min, 12 steps over 4m"),
+            "{s}"
+        );
         assert!(s.contains("error: GPU is lost"), "{s}");
         assert!(s.contains("python train.py"), "{s}");
         let train = s.find("python train.py").unwrap();
@@ -630,6 +690,14 @@ mod tests {
             "2026-11-25T12:00:00.000Z"
         );
         assert!(screen(&app, 120, 30).contains("PAUSED"));
+        app.alert(vec!["GPU 1 (H100) memory at 95.0%".into()]);
+        let with_alert = screen(&app, 120, 30);
+        let line = with_alert
+            .lines()
+            .find(|l| l.contains("⚠ GPU 1 (H100) memory at 95.0%"))
+            .expect("status line");
+        assert!(!line.contains("PID"), "{with_alert}");
+        assert!(with_alert.contains("q quit"), "footer kept: {with_alert}");
         app.key(KeyCode::Char('1'), KeyModifiers::NONE);
         assert_eq!(app.gpu, Some(1));
         assert!(!screen(&app, 120, 30).contains("GPU 0 "));

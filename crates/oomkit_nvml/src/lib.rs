@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod memory_v1;
 pub mod procs;
 
 use std::collections::BTreeMap;
@@ -102,7 +103,8 @@ impl NvmlReader {
         })
     }
 
-    fn read_one(&mut self, index: u32) -> GpuReading {
+    /// GPU `index`, then its MIG devices (when it is in MIG mode), each a row.
+    fn read_one(&mut self, index: u32) -> Vec<GpuReading> {
         let (known_name, known_uuid) = self.known.get(&index).cloned().unwrap_or_default();
         let mut r = GpuReading {
             index,
@@ -114,7 +116,7 @@ impl NvmlReader {
             Ok(d) => d,
             Err(e) => {
                 r.error = Some(describe(&e));
-                return r;
+                return vec![r];
             }
         };
         if r.name.is_none() {
@@ -123,59 +125,129 @@ impl NvmlReader {
         if r.uuid.is_none() {
             r.uuid = device.uuid().ok();
         }
-        match device.memory_info() {
-            Ok(m) => {
-                r.memory_total_bytes = Some(m.total);
-                r.memory_used_bytes = Some(m.used);
-                r.memory_reserved_bytes = Some(m.reserved);
-            }
-            Err(e) => r.error = Some(format!("memory: {}", describe(&e))),
-        }
-        // Optional fields: "Not Supported" (and any other refusal) is None.
-        r.utilization_pct = device.utilization_rates().ok().map(|u| u.gpu);
-        r.temperature_c = device.temperature(TemperatureSensor::Gpu).ok();
-        r.power_w = device.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
-
-        let mut seen: BTreeMap<u32, Option<u64>> = BTreeMap::new();
-        let lists = [
-            device.running_compute_processes(),
-            device.running_graphics_processes(),
-        ];
-        for list in lists {
-            match list {
-                Ok(list) => {
-                    for p in list {
-                        let used = match p.used_gpu_memory {
-                            UsedGpuMemory::Used(b) => Some(b),
-                            UsedGpuMemory::Unavailable => None,
-                        };
-                        // A process with compute and graphics contexts is listed
-                        // twice with the same figure: keep one.
-                        seen.entry(p.pid).or_insert(used);
-                    }
-                }
-                Err(NvmlError::NotSupported) => {}
-                Err(e) if r.error.is_none() => {
-                    r.error = Some(format!("processes: {}", describe(&e)));
-                }
-                Err(_) => {}
-            }
-        }
-        r.processes = seen
-            .into_iter()
-            .map(|(pid, used_bytes)| {
-                let (user, command) = self.procs.describe(pid);
-                ProcessReading {
-                    pid,
-                    user,
-                    command,
-                    used_bytes,
-                }
-            })
-            .collect();
+        fill(&self.nvml, &device, &mut r, &mut self.procs);
         self.known.insert(index, (r.name.clone(), r.uuid.clone()));
-        r
+        let mut rows = vec![r];
+        // MIG: each instance is a row of its own under its parent (its own
+        // memory, processes and forecast). This works when only the instances
+        // are accessible: the parent's refusals are in its `refused`.
+        let in_mig = device.mig_mode().is_ok_and(|m| m.current == 1);
+        if in_mig {
+            let max = device.mig_device_count().unwrap_or(0);
+            for m in 0..max {
+                let Ok(mig) = device.mig_device_by_index(m) else {
+                    continue; // an empty slot: NOT_FOUND
+                };
+                let mut row = GpuReading {
+                    index,
+                    mig_index: Some(m),
+                    name: mig.name().ok(),
+                    uuid: mig.uuid().ok(),
+                    ..GpuReading::default()
+                };
+                fill(&self.nvml, &mig, &mut row, &mut self.procs);
+                rows.push(row);
+            }
+        }
+        rows
     }
+}
+
+/// Reads memory, utilisation, temperature, power and processes of `device`
+/// (a GPU or a MIG device) into `r`: what is refused goes to `r.refused`,
+/// a lost GPU to `r.error`.
+fn fill(
+    nvml: &Nvml,
+    device: &nvml_wrapper::Device,
+    r: &mut GpuReading,
+    lookup: &mut procs::Lookup,
+) {
+    match device.memory_info() {
+        Ok(m) => {
+            r.memory_total_bytes = Some(m.total);
+            r.memory_used_bytes = Some(m.used);
+            r.memory_reserved_bytes = Some(m.reserved);
+        }
+        // Unified memory (GB10/DGX Spark, Jetson): the GPU has no memory
+        // of its own to report; it allocates from the host's, as nvtop
+        // and gpud read it.
+        Err(NvmlError::NotSupported) => match procs::system_memory() {
+            Some((total, available)) => {
+                r.memory_total_bytes = Some(total);
+                r.memory_used_bytes = Some(total.saturating_sub(available));
+                r.memory_source = Some("system".to_owned());
+            }
+            None => r.refused.push("memory: Not Supported".to_owned()),
+        },
+        // A driver older than 510: no v2 query. v1's used includes the
+        // driver's reserve, so it is marked.
+        Err(NvmlError::FunctionNotFound | NvmlError::FailedToLoadSymbol(_)) => {
+            match memory_v1::memory_info(device) {
+                Ok((total, used)) => {
+                    r.memory_total_bytes = Some(total);
+                    r.memory_used_bytes = Some(used);
+                    r.memory_source = Some("nvml_v1".to_owned());
+                }
+                Err(e) => r.refused.push(format!("memory: {}", describe(&e))),
+            }
+        }
+        Err(e @ NvmlError::GpuLost) => {
+            r.error = Some(describe(&e));
+            return;
+        }
+        Err(e) => r.refused.push(format!("memory: {}", describe(&e))),
+    }
+    // Optional fields: "Not Supported" (and any other refusal) is None.
+    r.utilization_pct = device.utilization_rates().ok().map(|u| u.gpu);
+    r.temperature_c = device.temperature(TemperatureSensor::Gpu).ok();
+    r.power_w = device.power_usage().ok().map(|mw| f64::from(mw) / 1000.0);
+
+    let mut seen: BTreeMap<u32, Option<u64>> = BTreeMap::new();
+    let lists = [
+        device.running_compute_processes(),
+        device.running_graphics_processes(),
+    ];
+    for list in lists {
+        match list {
+            Ok(list) => {
+                for p in list {
+                    let used = match p.used_gpu_memory {
+                        UsedGpuMemory::Used(b) => Some(b),
+                        UsedGpuMemory::Unavailable => None,
+                    };
+                    // A process with compute and graphics contexts is listed
+                    // twice with the same figure: keep one.
+                    seen.entry(p.pid).or_insert(used);
+                }
+            }
+            Err(NvmlError::NotSupported) => {}
+            Err(e) => {
+                let what = format!("processes: {}", describe(&e));
+                if !r.refused.contains(&what) {
+                    r.refused.push(what);
+                }
+            }
+        }
+    }
+    r.processes = seen
+        .into_iter()
+        .map(|(pid, used_bytes)| {
+            let (user, command, container_pid) = lookup.describe(pid, |pid| {
+                // NVML's own name for a PID it reported (the driver
+                // resolves it in the host's namespace).
+                nvml.sys_process_name(pid, 256)
+                    .ok()
+                    .filter(|n| !n.is_empty())
+            });
+            ProcessReading {
+                pid,
+                user,
+                command,
+                used_bytes,
+                container_pid,
+            }
+        })
+        .collect();
 }
 
 impl GpuReader for NvmlReader {
@@ -199,7 +271,7 @@ impl GpuReader for NvmlReader {
             }
         };
         self.procs.begin_sample();
-        let readings = (0..count).map(|i| self.read_one(i)).collect();
+        let readings = (0..count).flat_map(|i| self.read_one(i)).collect();
         self.procs.end_sample();
         readings
     }

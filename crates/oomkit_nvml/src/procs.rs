@@ -1,10 +1,12 @@
 //! What NVML does not say about a process, read from `/proc`.
 //!
-//! NVML reports PIDs in the host's PID namespace. Inside a container those
-//! PIDs usually do not exist (or, worse, name another process), so a PID whose
-//! `/proc` entry is missing gets no command or user — shown as "not in this
-//! PID namespace" — rather than a guess. Reads are bounded (a command line is
-//! cut at [`MAX_CMDLINE`] bytes).
+//! NVML reports PIDs in the host's PID namespace. Inside a container (a child
+//! PID namespace, [`in_child_pid_namespace`]) those numbers mean nothing
+//! here, or worse name another process, so `/proc` is never consulted for
+//! them: the command is NVML's own process name, the user unknown. In the
+//! host's namespace, `/proc/PID/status` `NSpid` gives a containerised
+//! process's PID inside its container too. Reads are bounded (a command line
+//! is cut at [`MAX_CMDLINE`] bytes).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
@@ -30,6 +32,49 @@ pub fn command(pid: u32) -> Option<String> {
         return Some(format!("[{}]", comm.trim_end()));
     }
     Some(args.join(" "))
+}
+
+/// The inode of the initial PID namespace (`PROC_PID_INIT_INO` in the
+/// kernel's `include/linux/proc_ns.h`): `/proc/self/ns/pid` links to
+/// `pid:[4026531836]` on the host and to another inode in a container.
+pub const INIT_PID_NAMESPACE: &str = "pid:[4026531836]";
+
+/// True when this process runs in a child PID namespace (a container), where
+/// the host PIDs NVML reports cannot be looked up in `/proc`.
+pub fn in_child_pid_namespace() -> bool {
+    fs::read_link("/proc/self/ns/pid")
+        .map(|l| l.to_string_lossy() != INIT_PID_NAMESPACE)
+        .unwrap_or(false)
+}
+
+/// The PID of `pid` inside its own (innermost) PID namespace, when that
+/// differs from `pid`: the last field of `NSpid` in `/proc/PID/status`.
+pub fn container_pid(pid: u32) -> Option<u32> {
+    let file = fs::File::open(format!("/proc/{pid}/status")).ok()?;
+    let mut text = String::new();
+    file.take(64 * 1024).read_to_string(&mut text).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("NSpid:"))?;
+    let inner: u32 = line.split_whitespace().last()?.parse().ok()?;
+    (inner != pid).then_some(inner)
+}
+
+/// Host memory from `/proc/meminfo` as (total, available) bytes, for GPUs
+/// that allocate from it (unified memory).
+pub fn system_memory() -> Option<(u64, u64)> {
+    let file = fs::File::open("/proc/meminfo").ok()?;
+    let mut text = String::new();
+    file.take(64 * 1024).read_to_string(&mut text).ok()?;
+    parse_meminfo(&text)
+}
+
+/// `MemTotal` and `MemAvailable` of a `/proc/meminfo` text, in bytes.
+pub fn parse_meminfo(text: &str) -> Option<(u64, u64)> {
+    let field = |name: &str| -> Option<u64> {
+        let rest = text.lines().find_map(|l| l.strip_prefix(name))?;
+        let kib: u64 = rest.trim().strip_suffix("kB")?.trim().parse().ok()?;
+        kib.checked_mul(1024)
+    };
+    Some((field("MemTotal:")?, field("MemAvailable:")?))
 }
 
 /// Owner uid of `pid`, if visible.
@@ -87,11 +132,26 @@ pub fn tree(root: u32) -> BTreeSet<u32> {
 /// Per-sample cache of user and command: a PID's entry lives as long as the
 /// PID keeps appearing in samples, so a busy 10 Hz monitor reads `/proc` once
 /// per process, not ten times a second.
-#[derive(Default)]
 pub struct Lookup {
-    cache: BTreeMap<u32, (Option<String>, Option<String>)>,
+    cache: BTreeMap<u32, Described>,
     users: BTreeMap<u32, String>,
     seen: BTreeSet<u32>,
+    /// In a child PID namespace: host PIDs are never looked up in `/proc`.
+    foreign: bool,
+}
+
+/// (user, command, PID inside its container).
+type Described = (Option<String>, Option<String>, Option<u32>);
+
+impl Default for Lookup {
+    fn default() -> Self {
+        Lookup {
+            cache: BTreeMap::new(),
+            users: BTreeMap::new(),
+            seen: BTreeSet::new(),
+            foreign: in_child_pid_namespace(),
+        }
+    }
 }
 
 impl Lookup {
@@ -106,18 +166,30 @@ impl Lookup {
         self.cache.retain(|pid, _| seen.contains(pid));
     }
 
-    /// (user, command) of `pid`; both `None` when the PID is not visible here.
-    pub fn describe(&mut self, pid: u32) -> (Option<String>, Option<String>) {
+    /// (user, command, PID inside its container) of a host `pid`; user and
+    /// command `None` when it is not visible here. In a child PID namespace
+    /// `/proc` is not consulted (the number would name another process):
+    /// the command is `fallback(pid)` (NVML's process name), the user `None`.
+    pub fn describe(
+        &mut self,
+        pid: u32,
+        fallback: impl FnOnce(u32) -> Option<String>,
+    ) -> Described {
         self.seen.insert(pid);
         if let Some(hit) = self.cache.get(&pid) {
             return hit.clone();
         }
-        let command = command(pid);
-        let user = command
-            .as_ref()
-            .and_then(|_| uid(pid))
-            .map(|u| self.users.entry(u).or_insert_with(|| user_name(u)).clone());
-        let value = (user, command);
+        let value = if self.foreign {
+            (None, fallback(pid), None)
+        } else {
+            let command = command(pid);
+            let user = command
+                .as_ref()
+                .and_then(|_| uid(pid))
+                .map(|u| self.users.entry(u).or_insert_with(|| user_name(u)).clone());
+            let inner = command.as_ref().and_then(|_| container_pid(pid));
+            (user, command, inner)
+        };
         self.cache.insert(pid, value.clone());
         value
     }
@@ -143,6 +215,21 @@ mod tests {
         let absent = u32::MAX - 1;
         assert_eq!(command(absent), None);
         let mut l = Lookup::default();
-        assert_eq!(l.describe(absent), (None, None));
+        assert_eq!(l.describe(absent, |_| None), (None, None, None));
+        // Our own PID is the same inside and out (no container here, or
+        // we are its init's namespace).
+        assert_eq!(container_pid(std::process::id()), None);
+    }
+
+    #[test]
+    fn meminfo() {
+        let text =
+            "MemTotal:       131072000 kB\nMemFree:         1000 kB\nMemAvailable:   65536000 kB\n";
+        assert_eq!(
+            parse_meminfo(text),
+            Some((131_072_000 * 1024, 65_536_000 * 1024))
+        );
+        assert_eq!(parse_meminfo("MemTotal: lots\n"), None);
+        assert!(system_memory().is_some());
     }
 }

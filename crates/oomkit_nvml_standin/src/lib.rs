@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use nvml_wrapper_sys::bindings::{
-    nvmlDevice_t, nvmlMemory_v2_t, nvmlProcessInfo_t, nvmlReturn_t, nvmlUtilization_t,
+    nvmlDevice_t, nvmlMemory_t, nvmlMemory_v2_t, nvmlProcessInfo_t, nvmlReturn_t, nvmlUtilization_t,
 };
 use serde::Deserialize;
 
@@ -33,7 +33,9 @@ const ERROR_INVALID_ARGUMENT: nvmlReturn_t = 2;
 const ERROR_NOT_SUPPORTED: nvmlReturn_t = 3;
 const ERROR_NO_PERMISSION: nvmlReturn_t = 4;
 const ERROR_INSUFFICIENT_SIZE: nvmlReturn_t = 7;
+const ERROR_NOT_FOUND: nvmlReturn_t = 6;
 const ERROR_DRIVER_NOT_LOADED: nvmlReturn_t = 9;
+const ERROR_FUNCTION_NOT_FOUND: nvmlReturn_t = 13;
 const ERROR_LIB_RM_VERSION_MISMATCH: nvmlReturn_t = 18;
 const ERROR_GPU_IS_LOST: nvmlReturn_t = 15;
 const ERROR_UNKNOWN: nvmlReturn_t = 999;
@@ -93,12 +95,26 @@ pub struct Device {
     /// after init on.
     #[serde(default)]
     pub lost_after_s: Option<f64>,
-    /// `nvmlDeviceGetMemoryInfo_v2` fails with this code name.
+    /// `nvmlDeviceGetMemoryInfo_v2` fails with this code name
+    /// (`NOT_SUPPORTED`: a unified-memory GPU such as GB10 or Jetson).
     #[serde(default)]
     pub memory_error: Option<String>,
+    /// A driver older than 510: `nvmlDeviceGetMemoryInfo_v2` answers
+    /// FUNCTION_NOT_FOUND (a real one lacks the symbol), only the v1 query
+    /// works, and its `used` includes the driver's reserve.
+    #[serde(default)]
+    pub pre_510: bool,
+    /// The process-list calls fail with this code name (`NO_PERMISSION`: a
+    /// non-root user on a MIG parent, some containers).
+    #[serde(default)]
+    pub processes_error: Option<String>,
     /// Processes with a context on this GPU.
     #[serde(default)]
     pub processes: Vec<Process>,
+    /// MIG devices (the GPU is in MIG mode when any is listed): each answers
+    /// like a device of its own through `nvmlDeviceGetMigDeviceHandleByIndex`.
+    #[serde(default)]
+    pub mig: Vec<Device>,
 }
 
 /// One process on one GPU; its memory grows linearly from `start_s`.
@@ -127,6 +143,9 @@ pub struct Process {
     /// `compute` (default) or `graphics`.
     #[serde(default)]
     pub kind: Option<String>,
+    /// What `nvmlSystemGetProcessName` answers for this PID (absent: NOT_FOUND).
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 struct State {
@@ -161,15 +180,35 @@ fn with_device(handle: nvmlDevice_t, f: impl FnOnce(&Device, f64) -> nvmlReturn_
     let Some(state) = guard.as_ref() else {
         return ERROR_UNINITIALIZED;
     };
-    let index = (handle as usize).wrapping_sub(1);
-    let Some(device) = state.scenario.devices.get(index) else {
+    let (index, mig) = decode(handle);
+    let Some(parent) = index.and_then(|i| state.scenario.devices.get(i)) else {
         return ERROR_INVALID_ARGUMENT;
     };
     let t = state.start.elapsed().as_secs_f64();
-    if device.lost_after_s.is_some_and(|lost| t >= lost) {
+    if parent.lost_after_s.is_some_and(|lost| t >= lost) {
         return ERROR_GPU_IS_LOST;
     }
-    f(device, t)
+    match mig {
+        None => f(parent, t),
+        Some(m) => match parent.mig.get(m) {
+            Some(instance) => f(instance, t),
+            None => ERROR_INVALID_ARGUMENT,
+        },
+    }
+}
+
+/// Handles are opaque to callers: a GPU's is its index + 1; a MIG device's
+/// adds (its index + 1) << 16.
+fn encode(index: usize, mig: Option<usize>) -> nvmlDevice_t {
+    let m = mig.map_or(0, |m| m.saturating_add(1));
+    (index.saturating_add(1) | (m << 16)) as nvmlDevice_t
+}
+
+fn decode(handle: nvmlDevice_t) -> (Option<usize>, Option<usize>) {
+    let h = handle as usize;
+    let index = (h & 0xFFFF).checked_sub(1);
+    let mig = (h >> 16).checked_sub(1);
+    (index, mig)
 }
 
 fn pid_of(p: &Process) -> Option<u32> {
@@ -274,6 +313,8 @@ pub extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char {
         ERROR_NO_PERMISSION => c"Insufficient Permissions",
         ERROR_INSUFFICIENT_SIZE => c"Insufficient Size",
         ERROR_DRIVER_NOT_LOADED => c"Driver Not Loaded",
+        ERROR_NOT_FOUND => c"Not Found",
+        ERROR_FUNCTION_NOT_FOUND => c"Function Not Found",
         ERROR_GPU_IS_LOST => c"GPU is lost",
         _ => c"Unknown Error",
     };
@@ -333,8 +374,7 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
     if d.lost_after_s.is_some_and(|lost| t >= lost) {
         return ERROR_GPU_IS_LOST;
     }
-    // Handles are opaque to callers: index + 1, never null.
-    let handle = i.saturating_add(1) as nvmlDevice_t;
+    let handle = encode(i, None);
     // SAFETY: forwarded contract.
     unsafe { put(device, handle) }
 }
@@ -374,6 +414,9 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
         if let Some(name) = &d.memory_error {
             return code(name);
         }
+        if d.pre_510 {
+            return ERROR_FUNCTION_NOT_FOUND;
+        }
         if memory.is_null() {
             return ERROR_INVALID_ARGUMENT;
         }
@@ -396,6 +439,31 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
             used,
         };
         // SAFETY: as above.
+        unsafe { put(memory, value) }
+    })
+}
+
+/// NVML's first memory query (before driver 510): `used` includes the
+/// driver's reserve.
+///
+/// # Safety
+/// `memory` must be valid for a write of `nvmlMemory_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
+    device: nvmlDevice_t,
+    memory: *mut nvmlMemory_t,
+) -> nvmlReturn_t {
+    with_device(device, |d, t| {
+        if let Some(name) = &d.memory_error {
+            return code(name);
+        }
+        let used = device_used(d, t).saturating_add(d.reserved_bytes);
+        let value = nvmlMemory_t {
+            total: d.total_bytes,
+            free: d.total_bytes.saturating_sub(used),
+            used,
+        };
+        // SAFETY: forwarded contract.
         unsafe { put(memory, value) }
     })
 }
@@ -463,6 +531,9 @@ unsafe fn processes(
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
     with_device(device, |d, t| {
+        if let Some(name) = &d.processes_error {
+            return code(name);
+        }
         if count.is_null() {
             return ERROR_INVALID_ARGUMENT;
         }
@@ -515,4 +586,101 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
 ) -> nvmlReturn_t {
     // SAFETY: forwarded contract.
     unsafe { processes(device, "graphics", count, infos) }
+}
+
+/// The scripted `name` of a process any device lists with this PID.
+///
+/// # Safety
+/// `name` must be valid for `length` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlSystemGetProcessName(
+    pid: c_uint,
+    name: *mut c_char,
+    length: c_uint,
+) -> nvmlReturn_t {
+    let Ok(guard) = STATE.lock() else {
+        return ERROR_UNKNOWN;
+    };
+    let Some(state) = guard.as_ref() else {
+        return ERROR_UNINITIALIZED;
+    };
+    let found = state
+        .scenario
+        .devices
+        .iter()
+        .flat_map(|d| d.processes.iter())
+        .find(|p| pid_of(p) == Some(pid))
+        .and_then(|p| p.name.clone());
+    match found {
+        // SAFETY: forwarded contract.
+        Some(n) => unsafe { write_str(&n, name, length) },
+        None => ERROR_NOT_FOUND,
+    }
+}
+
+/// MIG mode: enabled (current and pending) when the scenario lists MIG
+/// devices, else NOT_SUPPORTED (a GPU without MIG).
+///
+/// # Safety
+/// `current` and `pending` must be valid for writes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMigMode(
+    device: nvmlDevice_t,
+    current: *mut c_uint,
+    pending: *mut c_uint,
+) -> nvmlReturn_t {
+    if decode(device).1.is_some() {
+        return ERROR_NOT_SUPPORTED;
+    }
+    with_device(device, |d, _| {
+        if d.mig.is_empty() {
+            return ERROR_NOT_SUPPORTED;
+        }
+        // SAFETY: forwarded contract.
+        unsafe {
+            let rc = put(current, 1);
+            if rc != SUCCESS {
+                return rc;
+            }
+            put(pending, 1)
+        }
+    })
+}
+
+/// # Safety
+/// `count` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
+    device: nvmlDevice_t,
+    count: *mut c_uint,
+) -> nvmlReturn_t {
+    with_device(device, |d, _| {
+        if d.mig.is_empty() {
+            return ERROR_NOT_SUPPORTED;
+        }
+        let n = c_uint::try_from(d.mig.len()).unwrap_or(c_uint::MAX);
+        // SAFETY: forwarded contract.
+        unsafe { put(count, n) }
+    })
+}
+
+/// # Safety
+/// `mig_device` must be valid for a write.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
+    device: nvmlDevice_t,
+    index: c_uint,
+    mig_device: *mut nvmlDevice_t,
+) -> nvmlReturn_t {
+    let (Some(parent), None) = decode(device) else {
+        return ERROR_INVALID_ARGUMENT;
+    };
+    with_device(device, |d, _| {
+        let m = index as usize;
+        if m >= d.mig.len() {
+            return ERROR_NOT_FOUND;
+        }
+        // SAFETY: forwarded contract.
+        unsafe { put(mig_device, encode(parent, Some(m))) }
+    })
 }

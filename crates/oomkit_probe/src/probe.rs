@@ -2,18 +2,23 @@
 //! `oomkit_explain`, driven by [`crate::search`].
 //!
 //! A trial is
-//! - `ok` when the command exits 0;
-//! - `oom` when it fails (non-zero exit or a signal) and `oomkit_explain`
-//!   finds a device out-of-memory error in its output — every format explain
-//!   knows;
+//! - `oom` when `oomkit_explain` finds a device out-of-memory error anywhere
+//!   in its output — every format explain knows — whatever its exit status: a
+//!   program that catches its OOM and exits 0 (accelerate's
+//!   `find_executable_batch_size`, Lightning's batch-size finder, a loop that
+//!   skips the batch) still ran out of memory at this size;
+//! - `ok` when the command exits 0 with no OOM in its output;
 //! - `timeout` when it outlives `--timeout` (its group is killed);
 //! - `error` for any other failure (a `ValueError`, a segfault, a host-RAM
 //!   `MemoryError`): never taken for an OOM, never for "works".
 //!
-//! `timeout` and `error` stop the search; so does an interrupt.
+//! `timeout` and `error` stop the search; so does an interrupt. When the
+//! search ends with neighbours (`b` fit, `b + 1` ran out of memory), `b + 1` is
+//! run once more: the answer is `exact` only when both runs of it ran out of
+//! memory, else the boundary is `flaky` (one transient OOM — fragmentation, a
+//! neighbour's job on the GPU — must not decide the answer alone).
 
 use std::ffi::OsString;
-use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use serde::Serialize;
@@ -25,7 +30,7 @@ use oomkit_nvml::GpuReader;
 use crate::Error;
 use crate::command::CommandLine;
 use crate::hook::{self, Hook};
-use crate::runner::{self, Exit, Finished, Killed};
+use crate::runner::{self, Exit, Finished, Interrupts, Killed};
 use crate::search::{self, Answer, Bounds, Verdict};
 
 /// How one trial ended.
@@ -81,6 +86,9 @@ pub struct Trial {
     /// One line on what happened: the OOM headline, or the last line of
     /// output of a failed trial.
     pub detail: Option<String>,
+    /// This trial re-ran the batch right above the answer to confirm the
+    /// boundary.
+    pub confirmation: bool,
 }
 
 /// Options of a probe.
@@ -92,7 +100,10 @@ pub struct ProbeOptions<'a> {
     /// Report a batch this many percent below the largest success.
     pub margin_pct: f64,
     /// Set by the caller's signal handler.
-    pub interrupt: Option<&'a AtomicUsize>,
+    pub interrupt: Option<&'a Interrupts>,
+    /// After a forwarded signal, how long a trial gets before its tree is
+    /// killed.
+    pub grace: Duration,
     /// NVML, when available: each trial's process tree is sampled.
     pub gpu: Option<&'a RefCell<dyn GpuReader>>,
 }
@@ -103,6 +114,7 @@ impl std::fmt::Debug for ProbeOptions<'_> {
             .field("bounds", &self.bounds)
             .field("timeout", &self.timeout)
             .field("margin_pct", &self.margin_pct)
+            .field("grace", &self.grace)
             .field("gpu", &self.gpu.is_some())
             .finish_non_exhaustive()
     }
@@ -122,12 +134,49 @@ pub enum Progress<'a> {
     Done(&'a Trial),
 }
 
+/// How the probe ended (the JSON's `result`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Conclusion {
+    /// `max_batch` fit and `max_batch + 1` ran out of memory twice.
+    Exact,
+    /// `max_batch + 1` ran out of memory once and fit once: the limit moves
+    /// from run to run.
+    Flaky,
+    /// Nothing ran out of memory up to `max` (the answer is a lower bound).
+    NoOomUpToMax,
+    /// Even `--min` ran out of memory.
+    MinDoesNotFit,
+    /// A trial ended in `error` or `timeout`; what was learned is reported.
+    Stopped,
+    /// oomkit was interrupted.
+    Interrupted,
+}
+
+impl Conclusion {
+    /// The exit status of `oomkit probe` for this conclusion (an
+    /// interrupted probe dies of its signal instead; 130 stands for that).
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Conclusion::Exact => 0,
+            Conclusion::MinDoesNotFit => 1,
+            Conclusion::Stopped => 2,
+            Conclusion::NoOomUpToMax => 3,
+            Conclusion::Flaky => 4,
+            Conclusion::Interrupted => 130,
+        }
+    }
+}
+
 /// The answer (the JSON of `oomkit probe --format json`).
 #[derive(Debug, Serialize)]
 pub struct ProbeReport {
     /// Contract version.
     pub version: u32,
-    /// The largest batch that ran; `null` when none did.
+    /// How the probe ended.
+    pub result: Conclusion,
+    /// The largest batch that ran (and never ran out of memory); `null` when
+    /// none did.
     pub max_batch: Option<u64>,
     /// `max_batch` less `--margin` percent (never below `--min`).
     pub recommended_batch: Option<u64>,
@@ -135,34 +184,27 @@ pub struct ProbeReport {
     pub margin_pct: f64,
     /// The smallest batch that ran out of memory.
     pub min_oom_batch: Option<u64>,
-    /// Whether `max_batch` is exact (its neighbour ran out of memory, or it
-    /// is `--max`); false when a trial stopped the search.
+    /// Whether `max_batch` is exact: `result` is `exact`.
     pub exact: bool,
+    /// The largest batch the search could try: `--max`, else its default.
+    pub max: u64,
     /// Where the search started when `--estimate` was given.
     pub estimate: Option<u64>,
     /// Whether oomkit was interrupted.
     pub interrupted: bool,
+    /// The signal that interrupted it.
+    #[serde(skip)]
+    pub signal: Option<i32>,
     /// Every trial in order.
     pub trials: Vec<Trial>,
 }
 
 impl ProbeReport {
-    /// 0 a largest batch was found, 1 even `--min` does not fit, 2 a trial
-    /// failed otherwise (error, timeout), 130 interrupted.
+    /// 0 exact, 1 even `--min` does not fit, 2 a trial failed otherwise
+    /// (error, timeout), 3 no out-of-memory up to `max`, 4 flaky boundary;
+    /// 130 interrupted (the binary dies of the signal instead).
     pub fn exit_code(&self) -> u8 {
-        if self.interrupted {
-            130
-        } else if self
-            .trials
-            .iter()
-            .any(|t| matches!(t.outcome, Outcome::Error | Outcome::Timeout))
-        {
-            2
-        } else if self.max_batch.is_some() {
-            0
-        } else {
-            1
-        }
+        self.result.exit_code()
     }
 }
 
@@ -179,54 +221,91 @@ pub fn probe(
     let mut trials: Vec<Trial> = Vec::new();
     let mut failure: Option<Error> = None;
     let mut interrupted = false;
-    let answer: Answer = search::search(opts.bounds, |batch| {
-        // Interrupted between trials: start no new one.
-        if opts
-            .interrupt
-            .is_some_and(|flag| flag.load(std::sync::atomic::Ordering::SeqCst) != 0)
-        {
-            interrupted = true;
-            return Verdict::Stop;
-        }
-        let index = u32::try_from(trials.len())
-            .unwrap_or(u32::MAX)
-            .saturating_add(1);
-        progress(Progress::Start { index, batch });
-        let trial = match run_trial(cmd, &hook, opts, batch, index) {
-            Ok(t) => t,
+    let was_interrupted = || opts.interrupt.is_some_and(|i| i.count() > 0);
+    let mut one =
+        |batch: u64, confirmation: bool, trials: &mut Vec<Trial>| -> Result<Outcome, Error> {
+            // Interrupted between trials: start no new one.
+            if was_interrupted() {
+                return Ok(Outcome::Interrupted);
+            }
+            let index = u32::try_from(trials.len())
+                .unwrap_or(u32::MAX)
+                .saturating_add(1);
+            progress(Progress::Start { index, batch });
+            let mut trial = run_trial(cmd, &hook, opts, batch, index)?;
+            trial.confirmation = confirmation;
+            let outcome = trial.outcome;
+            if outcome != Outcome::Interrupted {
+                progress(Progress::Done(&trial));
+                trials.push(trial);
+            }
+            Ok(outcome)
+        };
+    let answer: Answer =
+        search::search(opts.bounds, |batch| match one(batch, false, &mut trials) {
+            Ok(Outcome::Ok) => Verdict::Fits,
+            Ok(Outcome::Oom) => Verdict::TooBig,
+            Ok(Outcome::Interrupted) => {
+                interrupted = true;
+                Verdict::Stop
+            }
+            Ok(Outcome::Error | Outcome::Timeout) => Verdict::Stop,
             Err(e) => {
                 failure = Some(e);
-                return Verdict::Stop;
+                Verdict::Stop
             }
-        };
-        let verdict = match trial.outcome {
-            Outcome::Ok => Verdict::Fits,
-            Outcome::Oom => Verdict::TooBig,
-            Outcome::Interrupted => {
-                interrupted = true;
-                return Verdict::Stop;
-            }
-            Outcome::Error | Outcome::Timeout => Verdict::Stop,
-        };
-        progress(Progress::Done(&trial));
-        trials.push(trial);
-        verdict
-    });
+        });
     if let Some(e) = failure {
         return Err(e);
+    }
+    let mut conclusion = if interrupted {
+        Conclusion::Interrupted
+    } else if answer.stopped {
+        Conclusion::Stopped
+    } else if answer.no_oom_up_to_top(opts.bounds) {
+        Conclusion::NoOomUpToMax
+    } else if answer.largest_fit.is_none() {
+        Conclusion::MinDoesNotFit
+    } else {
+        Conclusion::Exact
+    };
+    // Confirm the boundary: the batch right above the answer runs again.
+    if conclusion == Conclusion::Exact
+        && let (Some(lo), Some(hi)) = (answer.largest_fit, answer.smallest_too_big)
+        && hi == lo.saturating_add(1)
+    {
+        conclusion = match one(hi, true, &mut trials)? {
+            Outcome::Oom => Conclusion::Exact,
+            Outcome::Ok => Conclusion::Flaky,
+            Outcome::Interrupted => {
+                interrupted = true;
+                Conclusion::Interrupted
+            }
+            Outcome::Error | Outcome::Timeout => Conclusion::Stopped,
+        };
+    } else if conclusion == Conclusion::Exact {
+        // An answer that is not a pair of neighbours cannot be exact.
+        conclusion = Conclusion::Stopped;
     }
     let recommended = answer
         .largest_fit
         .map(|b| with_margin(b, opts.margin_pct, opts.bounds.min));
     Ok(ProbeReport {
-        version: 1,
+        version: 2,
+        result: conclusion,
         max_batch: answer.largest_fit,
         recommended_batch: recommended,
         margin_pct: opts.margin_pct,
         min_oom_batch: answer.smallest_too_big,
-        exact: answer.is_exact(opts.bounds.min, opts.bounds.max),
+        exact: conclusion == Conclusion::Exact,
+        max: opts.bounds.top(),
         estimate: opts.bounds.estimate,
         interrupted,
+        signal: if interrupted {
+            opts.interrupt.and_then(Interrupts::last).map(|(s, _)| s)
+        } else {
+            None
+        },
         trials,
     })
 }
@@ -263,6 +342,7 @@ fn run_trial(
         runner::Options {
             timeout: opts.timeout,
             interrupt: opts.interrupt,
+            grace: opts.grace,
             gpu: opts.gpu,
             ..runner::Options::default()
         },
@@ -281,6 +361,12 @@ fn run_trial(
             _ => None,
         });
     let detail = match outcome {
+        Outcome::Oom if f.exit == Exit::Code(0) => Some(format!(
+            "{} (exit status 0: the program caught the out-of-memory error)",
+            oom_event
+                .map(oomkit_explain::render::headline)
+                .unwrap_or_default()
+        )),
         Outcome::Oom => oom_event.map(oomkit_explain::render::headline),
         Outcome::Ok => None,
         Outcome::Timeout => opts
@@ -304,6 +390,7 @@ fn run_trial(
         exit_code,
         signal,
         detail,
+        confirmation: false,
     })
 }
 
@@ -314,10 +401,12 @@ pub fn classify(f: &Finished) -> Outcome {
         Some(Killed::Interrupt(_)) => return Outcome::Interrupted,
         None => {}
     }
-    if f.exit == Exit::Code(0) {
-        Outcome::Ok
-    } else if f.report.has_oom() {
+    // An OOM anywhere in the output counts, whatever the exit status: a
+    // program that caught it and exited 0 still ran out of memory.
+    if f.report.has_oom() {
         Outcome::Oom
+    } else if f.exit == Exit::Code(0) {
+        Outcome::Ok
     } else {
         Outcome::Error
     }
@@ -372,6 +461,7 @@ mod tests {
                 timeout: None,
                 margin_pct: 10.0,
                 interrupt: None,
+                grace: runner::DEFAULT_GRACE,
                 gpu: None,
             },
             |_| {},
@@ -380,7 +470,12 @@ mod tests {
         assert_eq!(r.max_batch, Some(12));
         assert_eq!(r.recommended_batch, Some(10));
         assert!(r.exact);
+        assert_eq!(r.result, Conclusion::Exact);
         assert_eq!(r.exit_code(), 0);
+        // The boundary was confirmed: 13 ran twice, the second time as a
+        // confirmation.
+        let last = r.trials.last().unwrap();
+        assert_eq!((last.batch, last.confirmation), (13, true));
         let oom = r.trials.iter().find(|t| t.outcome == Outcome::Oom).unwrap();
         let held: oomkit_core::Bytes = "23.61 GiB".parse().unwrap();
         assert_eq!(oom.peak_bytes, Some(held.get()));

@@ -154,8 +154,9 @@ pub struct Page<'a> {
     pub timeline: &'a Timeline,
     /// The end of the output.
     pub tail: &'a str,
-    /// A memory snapshot dumped at the OOM, and how to read it.
-    pub snapshot: Option<(&'a str, &'a str)>,
+    /// A memory snapshot dumped at the OOM, and how to read it (`None` when
+    /// it was removed after the analysis).
+    pub snapshot: Option<(&'a str, Option<&'a str>)>,
     /// `oomkit snapshot`'s report on it, as text.
     pub snapshot_report: Option<&'a str>,
 }
@@ -197,13 +198,19 @@ pub fn html(p: &Page<'_>) -> String {
         section_event(&mut h, e);
     }
     if let Some((path, cmd)) = p.snapshot {
+        let how = match cmd {
+            Some(cmd) => format!(
+                "Read it with <code>{}</code>, or drop the file on pytorch.org/memory_viz.",
+                esc(cmd)
+            ),
+            None => "It was removed after this analysis (<code>--keep-snapshot</code> keeps it)."
+                .to_owned(),
+        };
         let _ = write!(
             h,
             "<section><h2>Memory snapshot</h2><p>PyTorch's allocator history was dumped at the OOM to \
-             <code>{}</code>. Read it with <code>{}</code>, or drop the file on \
-             pytorch.org/memory_viz.</p>",
+             <code>{}</code>. {how}</p>",
             esc(path),
-            esc(cmd)
         );
         if let Some(text) = p.snapshot_report {
             let _ = write!(h, "<pre class=\"tail\">{}</pre>", esc(text));

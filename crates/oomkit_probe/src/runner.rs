@@ -1,18 +1,33 @@
 //! Runs one command as a supervised child and reads everything it prints.
 //!
-//! Invariants (ARCHITECTURE.md):
-//! - **No process is left behind.** The child runs in its own process group
-//!   (`process_group(0)`). When its main process exits — noticed with
-//!   `waitid(WNOWAIT)` so the group leader is still a zombie and its group id
-//!   cannot be reused — the whole group is killed, so helpers that inherited
-//!   the pipes (data-loader workers) neither stall us nor survive. A timeout
-//!   kills the group; an interrupt forwards the signal to the group and kills
-//!   it after [`INTERRUPT_GRACE`].
-//! - **The terminal follows the child.** With stdin inherited from a terminal
-//!   whose foreground group is ours, the child's group is made the foreground
-//!   group (`tcsetpgrp`), so it can read the terminal (`input()`, `pdb`) and
-//!   gets Ctrl-C itself, as under a shell; the terminal is handed back when it
-//!   exits (with SIGTTOU blocked, which POSIX requires for a background group).
+//! The process contract (what `timeout`, `env` and a shell promise, kept):
+//! - **The terminal is left as the shell set it.** oomkit never calls
+//!   `tcsetpgrp`. When the command may use the terminal (`run` with a
+//!   terminal on stdin) it stays in oomkit's process group — the shell's job —
+//!   so it reads the terminal when the job is in the foreground, is stopped
+//!   with the job by Ctrl-Z or SIGTTIN, gets the terminal's Ctrl-C itself, and
+//!   a pipeline peer (`oomkit run -- CMD | less`) keeps the terminal. Otherwise
+//!   (`probe`, whose trials read `/dev/null`, and `run` without a terminal on
+//!   stdin) it gets its own process group (`process_group(0)`), which the
+//!   terminal never signals, so each signal reaches it once: forwarded by oomkit.
+//! - **Stops are left alone.** A stopped command is not continued behind the
+//!   user's back; a forwarded signal is followed by SIGCONT (as `timeout`
+//!   does) so that a stopped command can act on it. Ctrl-Z reaches a command
+//!   in its own group through [`Interrupts::suspend`], which stops it with
+//!   oomkit and continues it with oomkit.
+//! - **Each signal is forwarded once.** A signal oomkit receives is sent on to
+//!   the command's processes, except one the terminal sent to the job the
+//!   command shares with oomkit (it had it already). After a forwarded signal
+//!   the command gets [`Options::grace`] (default [`DEFAULT_GRACE`]), then the
+//!   whole tree is killed.
+//! - **No process is left behind.** oomkit is a child subreaper (Linux,
+//!   `PR_SET_CHILD_SUBREAPER`), so orphaned descendants are re-parented to it
+//!   rather than to init. When the main process exits — noticed with
+//!   `waitid(WNOWAIT)`, so it stays a zombie and its PID and group id cannot be
+//!   reused — every descendant of oomkit (found through `/proc`) is killed, and
+//!   its own group too when it has one, so helpers that inherited the pipes
+//!   (data-loader workers) neither stall us nor survive; adopted zombies are
+//!   reaped.
 //! - **Bounded memory.** Output is read in 64 KiB chunks through bounded
 //!   channels; only the last `tail_bytes` are kept. `oomkit_explain` reads
 //!   the whole stream (its own memory is bounded), so an OOM is recognised
@@ -21,7 +36,7 @@
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::io::{self, Read, Write};
+use std::io::{self, IsTerminal, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStderr, ChildStdout, Stdio};
 use std::sync::Arc;
@@ -30,9 +45,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, killpg};
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
-use nix::unistd::{Pid, getpgrp, tcgetpgrp, tcsetpgrp};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+use nix::unistd::Pid;
 use oomkit_explain::{Explainer, Report};
 use oomkit_nvml::GpuReader;
 
@@ -56,9 +71,16 @@ pub const DRAIN_IDLE: Duration = Duration::from_secs(2);
 /// The most time spent draining after the main process exited.
 pub const DRAIN_MAX: Duration = Duration::from_secs(10);
 
-/// After forwarding an interrupt, the group gets this long to exit before it
-/// is killed.
-pub const INTERRUPT_GRACE: Duration = Duration::from_secs(3);
+/// After a forwarded signal, the command gets this long to exit before its
+/// whole tree is killed: the default grace of the schedulers that send the
+/// same SIGTERM — Kubernetes' `terminationGracePeriodSeconds` (30 s) and
+/// SLURM's `KillWait` (30 s).
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(30);
+
+/// Rounds of "list the descendants, kill them" after the main process exits:
+/// a process that forks between the listing and the kill is caught by the
+/// next round.
+const KILL_ROUNDS: usize = 8;
 
 /// How much of stderr alone is kept, besides the interleaved tail.
 pub const STDERR_TAIL: usize = 64 * 1024;
@@ -84,9 +106,12 @@ pub struct Options<'a> {
     pub inherit_stdin: bool,
     /// Also write everything the child prints here (`--log`).
     pub log: Option<&'a mut dyn Write>,
-    /// A signal number set by the caller's signal handler (0: none); it is
-    /// forwarded to the child's group.
-    pub interrupt: Option<&'a AtomicUsize>,
+    /// Signals oomkit received (filled by the caller's signal handling); each
+    /// is forwarded to the command once.
+    pub interrupt: Option<&'a Interrupts>,
+    /// After a forwarded signal, how long the command gets before its whole
+    /// tree is killed.
+    pub grace: Duration,
     /// How much of the output to keep (the tail).
     pub tail_bytes: usize,
     /// NVML, when the driver is there: the GPU memory of the command's process
@@ -102,9 +127,74 @@ impl Default for Options<'_> {
             inherit_stdin: false,
             log: None,
             interrupt: None,
+            grace: DEFAULT_GRACE,
             tail_bytes: DEFAULT_TAIL_BYTES,
             gpu: None,
         }
+    }
+}
+
+/// The signals oomkit received while supervising, written by its signal
+/// handling (any thread) and read by the supervisor.
+#[derive(Debug, Default)]
+pub struct Interrupts {
+    received: AtomicUsize,
+    last: AtomicUsize,
+    /// The process group of a command running in its own group (0: none),
+    /// for [`Interrupts::suspend`].
+    own_group: std::sync::atomic::AtomicI32,
+}
+
+/// Marks, in [`Interrupts`]' last signal, one the terminal sent (the kernel's
+/// `SI_KERNEL` origin: Ctrl-C, Ctrl-\\, a hang-up) rather than a process.
+const FROM_TERMINAL: usize = 1 << 16;
+
+impl Interrupts {
+    /// Records one received signal; `from_terminal` when the kernel sent it on
+    /// the terminal's behalf (it then went to the whole foreground job).
+    pub fn record(&self, signal: i32, from_terminal: bool) {
+        let value = usize::try_from(signal).unwrap_or(0) & 0xffff;
+        let value = if from_terminal {
+            value | FROM_TERMINAL
+        } else {
+            value
+        };
+        self.last.store(value, Ordering::SeqCst);
+        self.received.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Ctrl-Z (SIGTSTP) for oomkit's caller: stops the command with oomkit,
+    /// as one job. A command in its own group is not in the terminal's job,
+    /// so it is stopped here (SIGTSTP to its group), oomkit stops itself
+    /// (SIGSTOP, SIGTSTP's default action), and once continued (`fg`, `bg`)
+    /// it continues the command's group. A command sharing oomkit's group was
+    /// stopped by the terminal already. Call it from the thread that handles
+    /// signals.
+    pub fn suspend(&self) {
+        let group = self.own_group.load(Ordering::SeqCst);
+        let group = (group > 0).then(|| Pid::from_raw(group));
+        if let Some(g) = group {
+            let _ = killpg(g, Signal::SIGTSTP);
+        }
+        let _ = nix::sys::signal::raise(Signal::SIGSTOP);
+        if let Some(g) = group {
+            let _ = killpg(g, Signal::SIGCONT);
+        }
+    }
+
+    /// How many signals were received so far.
+    pub fn count(&self) -> usize {
+        self.received.load(Ordering::SeqCst)
+    }
+
+    /// The last signal received and whether the terminal sent it.
+    pub fn last(&self) -> Option<(i32, bool)> {
+        if self.count() == 0 {
+            return None;
+        }
+        let v = self.last.load(Ordering::SeqCst);
+        let signal = i32::try_from(v & 0xffff).ok()?;
+        Some((signal, v & FROM_TERMINAL != 0))
     }
 }
 
@@ -132,7 +222,8 @@ impl Exit {
 pub enum Killed {
     /// It outlived the timeout.
     Timeout,
-    /// oomkit was interrupted (the signal number).
+    /// oomkit received this signal and forwarded it (the command may still
+    /// have exited by itself within the grace).
     Interrupt(i32),
 }
 
@@ -172,11 +263,17 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
     let Some((program, args)) = cmd.argv.split_first() else {
         return Err(Error::NoCommand);
     };
+    // The command shares the terminal's job only where it may use the
+    // terminal; anywhere else its own group makes killing it atomic.
+    let own_group = !(opts.inherit_stdin && io::stdin().is_terminal());
+    become_subreaper();
     let mut command = std::process::Command::new(program);
+    if own_group {
+        command.process_group(0);
+    }
     command
         .args(args)
         .envs(cmd.env.iter().map(|(k, v)| (k, v)))
-        .process_group(0)
         .stdin(if opts.inherit_stdin {
             Stdio::inherit()
         } else {
@@ -197,7 +294,6 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
             return Err(Error::Pid(child.id()));
         }
     };
-    let terminal = opts.inherit_stdin.then(|| Terminal::give(pid)).flatten();
     let (tx, rx) = sync_channel::<Chunk>(CHANNEL_CHUNKS);
     let hang_up = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
     spawn_readers(&mut child, &tx, &hang_up);
@@ -212,6 +308,14 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
     });
     let mut sup = Supervisor {
         pid,
+        own_group,
+        pgid: if own_group {
+            pid
+        } else {
+            nix::unistd::getpgrp()
+        },
+        adopted: Vec::new(),
+        forwarded: 0,
         opts,
         start,
         etx: Some(etx),
@@ -228,12 +332,16 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
         interrupted_at: None,
         exited_at: None,
     };
-    sup.supervise(&rx);
-    if let Some(t) = terminal {
-        t.take_back();
+    if let (true, Some(i)) = (own_group, sup.opts.interrupt) {
+        i.own_group.store(pid.as_raw(), Ordering::SeqCst);
     }
-    // Reap the leader; its group was killed when it exited.
+    sup.supervise(&rx);
+    if let Some(i) = sup.opts.interrupt {
+        i.own_group.store(0, Ordering::SeqCst);
+    }
+    // Reap the main process; its tree was killed when it exited.
     let status = child.wait().map_err(Error::Wait)?;
+    reap(&sup.adopted);
     let exit = match (status.code(), status.signal()) {
         (Some(c), _) => Exit::Code(c),
         (None, Some(s)) => Exit::Signal(s),
@@ -265,6 +373,15 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
 
 struct Supervisor<'a> {
     pid: Pid,
+    /// The command has its own process group (else it shares oomkit's).
+    own_group: bool,
+    /// The command's process group: its own, or oomkit's.
+    pgid: Pid,
+    /// Orphans of the command that oomkit adopted as a subreaper and killed:
+    /// reaped at the end.
+    adopted: Vec<Pid>,
+    /// Received signals already dealt with.
+    forwarded: usize,
     opts: Options<'a>,
     start: Instant,
     etx: Option<SyncSender<Vec<u8>>>,
@@ -354,52 +471,113 @@ impl Supervisor<'_> {
     /// One step of watching the main process.
     fn watch(&mut self) {
         self.sample_gpu();
-        let flags = WaitPidFlag::WEXITED
-            | WaitPidFlag::WSTOPPED
-            | WaitPidFlag::WNOHANG
-            | WaitPidFlag::WNOWAIT;
-        let exited = match waitid(Id::Pid(self.pid), flags) {
-            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_) => true,
-            Ok(WaitStatus::Stopped(..)) => {
-                // Ctrl-Z (or any stop signal): nobody here does job control,
-                // and a stopped command would hang oomkit, so it goes on.
-                self.kill(Signal::SIGCONT);
-                false
-            }
-            Ok(_) => false,
-        };
+        // Exits only: a stopped command is left stopped (job control is the
+        // shell's, and continuing it would fight a SIGTTIN).
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        let exited = matches!(
+            waitid(Id::Pid(self.pid), flags),
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_)
+        );
         if exited {
             self.exited_at = Some(Instant::now());
-            self.kill(Signal::SIGKILL);
+            self.kill_tree();
             return;
         }
         if self.killed.is_none() && self.opts.timeout.is_some_and(|t| self.start.elapsed() >= t) {
             self.killed = Some(Killed::Timeout);
-            self.kill(Signal::SIGKILL);
+            self.kill_tree();
             return;
         }
-        let sig = self.opts.interrupt.map_or(0, |a| a.load(Ordering::SeqCst));
-        if sig != 0 && self.interrupted_at.is_none() {
-            let signal = i32::try_from(sig)
-                .ok()
-                .and_then(|s| Signal::try_from(s).ok())
-                .unwrap_or(Signal::SIGINT);
-            if self.killed.is_none() {
-                self.killed = Some(Killed::Interrupt(signal as i32));
-            }
-            self.interrupted_at = Some(Instant::now());
-            self.kill(signal);
-        } else if self
+        self.forward_signals();
+        if self
             .interrupted_at
-            .is_some_and(|t| t.elapsed() >= INTERRUPT_GRACE)
+            .is_some_and(|t| t.elapsed() >= self.opts.grace)
         {
-            self.kill(Signal::SIGKILL);
+            self.kill_tree();
         }
     }
 
-    /// Signals the whole group; a group that is already gone is fine.
-    fn kill(&self, signal: Signal) {
-        let _ = killpg(self.pid, signal);
+    /// Forwards each signal received since the last look, once.
+    fn forward_signals(&mut self) {
+        let Some(interrupts) = self.opts.interrupt else {
+            return;
+        };
+        let count = interrupts.count();
+        if count <= self.forwarded {
+            return;
+        }
+        self.forwarded = count;
+        let Some((sig, from_terminal)) = interrupts.last() else {
+            return;
+        };
+        // The terminal signals its whole foreground job: a command in our
+        // group had this one already, and it decides what it means (a
+        // debugger's Ctrl-C is no request to stop).
+        if from_terminal && !self.own_group {
+            return;
+        }
+        let signal = Signal::try_from(sig).unwrap_or(Signal::SIGTERM);
+        if self.killed.is_none() {
+            self.killed = Some(Killed::Interrupt(signal as i32));
+        }
+        if self.interrupted_at.is_none() {
+            self.interrupted_at = Some(Instant::now());
+        }
+        self.signal_tree(signal);
+        if !matches!(signal, Signal::SIGKILL | Signal::SIGCONT) {
+            // A stopped command acts on the signal only once continued.
+            self.signal_tree(Signal::SIGCONT);
+        }
+    }
+
+    /// Sends `signal` to the command and all its descendants: its group
+    /// when it has one, and each process of [`Procs::tree`] (also those
+    /// that left the group, or were re-parented to oomkit).
+    fn signal_tree(&self, signal: Signal) {
+        if self.own_group {
+            let _ = killpg(self.pid, signal);
+        }
+        let procs = Procs::read();
+        for p in procs.tree(self.pid, self.pgid) {
+            // Each process gets the signal once: the group's members had it
+            // from `killpg`.
+            let in_group = self.own_group && procs.group(p) == Some(self.pgid);
+            if in_group || (p == self.pid && self.exited_at.is_some()) {
+                continue;
+            }
+            let _ = kill(p, signal);
+        }
+    }
+
+    /// Kills the command's whole tree, repeating while new processes appear
+    /// (a fork between listing and killing). The main process, a zombie held
+    /// by `WNOWAIT` once it exited, keeps its PID and group id reserved.
+    fn kill_tree(&mut self) {
+        if self.own_group {
+            let _ = killpg(self.pid, Signal::SIGKILL);
+        }
+        let me = Pid::this();
+        for _ in 0..KILL_ROUNDS {
+            let procs = Procs::read();
+            let alive: Vec<Pid> = procs
+                .tree(self.pid, self.pgid)
+                .into_iter()
+                .filter(|&p| p != self.pid || self.exited_at.is_none())
+                .filter(|&p| !procs.zombie(p))
+                .collect();
+            if alive.is_empty() {
+                break;
+            }
+            for p in alive {
+                let _ = kill(p, Signal::SIGKILL);
+                if p != self.pid && procs.parent(p) == Some(me) && !self.adopted.contains(&p) {
+                    self.adopted.push(p);
+                }
+            }
+            if self.own_group {
+                let _ = killpg(self.pid, Signal::SIGKILL);
+            }
+        }
     }
 
     /// One chunk of output: pass it through, log it, keep its tail, read
@@ -447,34 +625,117 @@ impl Supervisor<'_> {
     }
 }
 
-/// Our terminal, lent to the child's process group.
-struct Terminal {
-    ours: Pid,
+/// Makes oomkit a child subreaper (Linux): an orphaned descendant of the
+/// command is re-parented to oomkit instead of init, so it is still found
+/// (and killed) as oomkit's descendant. Elsewhere a no-op.
+fn become_subreaper() {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        let _ = nix::sys::prctl::set_child_subreaper(true);
+    }
 }
 
-impl Terminal {
-    /// Makes `child` the foreground group of the terminal on stdin, when stdin
-    /// is a terminal and we are its foreground group.
-    fn give(child: Pid) -> Option<Terminal> {
-        let stdin = io::stdin();
-        let ours = getpgrp();
-        if tcgetpgrp(&stdin).ok()? != ours {
-            return None;
+/// One reading of `/proc`: each process's parent, group and whether it is
+/// a zombie. Empty where there is no `/proc`.
+struct Procs {
+    /// pid → (ppid, pgid, zombie)
+    table: std::collections::HashMap<i32, (i32, i32, bool)>,
+}
+
+impl Procs {
+    fn read() -> Procs {
+        let mut table = std::collections::HashMap::new();
+        if let Ok(dir) = std::fs::read_dir("/proc") {
+            for entry in dir.flatten() {
+                let Some(pid) = entry
+                    .file_name()
+                    .to_str()
+                    .and_then(|s| s.parse::<i32>().ok())
+                else {
+                    continue;
+                };
+                let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                    continue;
+                };
+                // After the command name (which may hold spaces and parentheses):
+                // state, ppid, pgrp.
+                let Some((_, rest)) = stat.rsplit_once(')') else {
+                    continue;
+                };
+                let mut f = rest.split_whitespace();
+                let (Some(state), Some(ppid), Some(pgrp)) = (f.next(), f.next(), f.next()) else {
+                    continue;
+                };
+                if let (Ok(ppid), Ok(pgrp)) = (ppid.parse(), pgrp.parse()) {
+                    table.insert(pid, (ppid, pgrp, state == "Z"));
+                }
+            }
         }
-        tcsetpgrp(&stdin, child).ok()?;
-        Some(Terminal { ours })
+        Procs { table }
     }
 
-    /// Makes our group the foreground group again. From a background group
-    /// that raises SIGTTOU unless it is blocked, so it is, for this call.
-    fn take_back(self) {
-        let mut ttou = SigSet::empty();
-        ttou.add(Signal::SIGTTOU);
-        let Ok(old) = ttou.thread_swap_mask(SigmaskHow::SIG_BLOCK) else {
-            return;
-        };
-        let _ = tcsetpgrp(io::stdin(), self.ours);
-        let _ = old.thread_set_mask();
+    fn parent(&self, pid: Pid) -> Option<Pid> {
+        self.table
+            .get(&pid.as_raw())
+            .map(|&(pp, _, _)| Pid::from_raw(pp))
+    }
+
+    fn group(&self, pid: Pid) -> Option<Pid> {
+        self.table
+            .get(&pid.as_raw())
+            .map(|&(_, g, _)| Pid::from_raw(g))
+    }
+
+    fn zombie(&self, pid: Pid) -> bool {
+        self.table.get(&pid.as_raw()).is_some_and(|&(_, _, z)| z)
+    }
+
+    /// `root`, its descendants, and the descendants of oomkit's other
+    /// children in group `pgid` (orphans of the command re-parented to
+    /// oomkit). The command's other processes without `/proc`: `root` alone.
+    fn tree(&self, root: Pid, pgid: Pid) -> Vec<Pid> {
+        let me = std::process::id();
+        let me = i32::try_from(me).unwrap_or(0);
+        let mut children: std::collections::HashMap<i32, Vec<i32>> =
+            std::collections::HashMap::new();
+        for (&pid, &(ppid, _, _)) in &self.table {
+            children.entry(ppid).or_default().push(pid);
+        }
+        let mut stack = vec![root.as_raw()];
+        stack.extend(
+            children
+                .get(&me)
+                .into_iter()
+                .flatten()
+                .copied()
+                .filter(|&p| p != root.as_raw())
+                .filter(|p| {
+                    self.table
+                        .get(p)
+                        .is_some_and(|&(_, g, _)| g == pgid.as_raw())
+                }),
+        );
+        let mut seen = std::collections::BTreeSet::new();
+        while let Some(pid) = stack.pop() {
+            if pid != me && seen.insert(pid) {
+                stack.extend(children.get(&pid).into_iter().flatten().copied());
+            }
+        }
+        seen.into_iter().map(Pid::from_raw).collect()
+    }
+}
+
+/// Reaps the adopted orphans that were killed (each by its PID, so no other
+/// child of oomkit's is ever taken from its owner); one that has not died
+/// yet after a short wait is left to the next run or to oomkit's exit.
+fn reap(adopted: &[Pid]) {
+    for &p in adopted {
+        for _ in 0..20 {
+            match waitpid(p, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) => thread::sleep(Duration::from_millis(5)),
+                _ => break,
+            }
+        }
     }
 }
 
@@ -653,10 +914,45 @@ mod tests {
     }
 
     #[test]
-    fn a_stopped_command_is_continued() {
-        let f = run(&sh("kill -STOP $$; echo resumed"), Options::default()).unwrap();
-        assert_eq!(f.exit, Exit::Code(0));
-        assert_eq!(f.tail, b"resumed\n");
+    fn a_forwarded_signal_reaches_a_stopped_command() {
+        // The command stops itself; oomkit leaves it stopped until a signal
+        // comes, which it forwards followed by SIGCONT, as `timeout` does.
+        let interrupts = Interrupts::default();
+        let f = thread::scope(|s| {
+            s.spawn(|| {
+                thread::sleep(Duration::from_millis(300));
+                interrupts.record(15, false);
+            });
+            run(
+                &sh("kill -STOP $$; echo resumed"),
+                Options {
+                    interrupt: Some(&interrupts),
+                    ..Options::default()
+                },
+            )
+            .unwrap()
+        });
+        assert_eq!(f.killed, Some(Killed::Interrupt(15)));
+        assert_eq!(f.exit, Exit::Signal(15));
+        assert!(f.tail.is_empty(), "{:?}", String::from_utf8_lossy(&f.tail));
+    }
+
+    #[test]
+    fn after_the_grace_the_whole_tree_is_killed() {
+        // The command ignores SIGTERM; after the grace it is killed.
+        let interrupts = Interrupts::default();
+        interrupts.record(15, false);
+        let f = run(
+            &sh("trap '' TERM; sleep 30 & wait; wait"),
+            Options {
+                interrupt: Some(&interrupts),
+                grace: Duration::from_millis(300),
+                ..Options::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(f.killed, Some(Killed::Interrupt(15)));
+        assert_eq!(f.exit, Exit::Signal(9));
     }
 
     #[test]
@@ -675,11 +971,12 @@ mod tests {
 
     #[test]
     fn an_interrupt_is_forwarded_to_the_group() {
-        let flag = AtomicUsize::new(2);
+        let interrupts = Interrupts::default();
+        interrupts.record(2, false);
         let f = run(
             &sh("sleep 30"),
             Options {
-                interrupt: Some(&flag),
+                interrupt: Some(&interrupts),
                 ..Options::default()
             },
         )

@@ -10,7 +10,8 @@
 //!   OOM, then bisect between the largest success and the smallest OOM
 //!   (Lightning's `binsearch`, see `docs/reference/batch-size-probes.md`
 //!   §3.1). For a threshold `t ≥ min` that is `2·⌊log2(t/min)⌋ + 2` trials
-//!   at most.
+//!   at most. The doubling stops at [`DEFAULT_MAX`]: a command that never
+//!   runs out of memory costs `log2(DEFAULT_MAX/min) + 1` trials, not 65.
 //! - **Bounded (`--max`)**: try `min` (so "even the minimum does not fit" costs
 //!   one trial), then each trial is the *smallest* batch that still keeps the
 //!   worst case within `1 + ⌈log2(max − min + 1)⌉` trials — the information
@@ -22,6 +23,13 @@
 //!   after a success, down after an OOM) by 1, 2, then `max(4, e/32)`
 //!   doubling, and bisect the last gap. An estimate that is exact or off by
 //!   one costs 2–3 trials; one off by 10 % about `log2(e/10) + 5`.
+
+/// Where the doubling of an unbounded search stops (`--max`'s default):
+/// 2^16, far above any per-device batch of samples (the largest in PyTorch
+/// Lightning's and accelerate's batch-size finders' examples are in the
+/// hundreds), and reached from 1 in 17 trials. A command that still fits
+/// there gets "no out-of-memory up to 65536", not a bisection of 2^64.
+pub const DEFAULT_MAX: u64 = 1 << 16;
 
 /// What one trial said about a batch size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +47,8 @@ pub enum Verdict {
 pub struct Bounds {
     /// Smallest batch to try (≥ 1).
     pub min: u64,
-    /// Largest batch to try; `None` grows without limit.
+    /// Largest batch to try (bisection within `[min, max]`); `None` doubles
+    /// from `min` up to [`DEFAULT_MAX`].
     pub max: Option<u64>,
     /// Start here and search around it (clamped into `[min, max]`).
     pub estimate: Option<u64>,
@@ -70,6 +79,20 @@ impl Answer {
                 (None, None) => false,
             }
     }
+
+    /// No batch up to the search's top ([`Bounds::top`]) ran out of memory:
+    /// the answer is only a lower bound.
+    pub fn no_oom_up_to_top(&self, bounds: Bounds) -> bool {
+        !self.stopped && self.smallest_too_big.is_none() && self.largest_fit == Some(bounds.top())
+    }
+}
+
+impl Bounds {
+    /// The largest batch the search may try: `max`, else [`DEFAULT_MAX`]
+    /// (never below `min`).
+    pub fn top(&self) -> u64 {
+        self.max.unwrap_or(DEFAULT_MAX).max(self.min.max(1))
+    }
 }
 
 /// `⌈log2(n)⌉` for `n ≥ 1` (0 for 0 and 1).
@@ -94,6 +117,7 @@ pub fn search(bounds: Bounds, mut oracle: impl FnMut(u64) -> Verdict) -> Answer 
     let mut s = State {
         answer: Answer::default(),
         max,
+        cap: bounds.top(),
     };
     let mut ask = |s: &mut State, b: u64| -> bool {
         s.answer.trials = s.answer.trials.saturating_add(1);
@@ -114,7 +138,7 @@ pub fn search(bounds: Bounds, mut oracle: impl FnMut(u64) -> Verdict) -> Answer 
     };
     match bounds.estimate {
         Some(e) => {
-            let e = e.clamp(min, max.unwrap_or(u64::MAX));
+            let e = e.clamp(min, s.cap);
             if !ask(&mut s, e) {
                 return s.answer;
             }
@@ -145,6 +169,8 @@ pub fn search(bounds: Bounds, mut oracle: impl FnMut(u64) -> Verdict) -> Answer 
 struct State {
     answer: Answer,
     max: Option<u64>,
+    /// Where unbounded doubling stops ([`Bounds::top`]).
+    cap: u64,
 }
 
 impl State {
@@ -160,8 +186,8 @@ impl State {
     fn next(&self, budget: Option<u32>) -> Option<u64> {
         let lo = self.answer.largest_fit?;
         let Some(hi) = self.hi() else {
-            // Unbounded growth: double.
-            return (lo < u64::MAX).then(|| lo.saturating_mul(2).max(lo + 1));
+            // Unbounded growth: double, up to the cap.
+            return (lo < self.cap).then(|| lo.saturating_mul(2).max(lo + 1).min(self.cap));
         };
         if hi <= lo.saturating_add(1) {
             return None;
@@ -200,8 +226,8 @@ fn gallop(s: &mut State, e: u64, min: u64, ask: &mut impl FnMut(&mut State, u64)
     let up = s.answer.largest_fit == Some(e);
     for k in 0.. {
         let b = if up {
-            let b = e.saturating_add(offset(k));
-            if b == e || s.hi().is_some_and(|hi| b >= hi) {
+            let b = e.saturating_add(offset(k)).min(s.cap);
+            if s.answer.largest_fit.is_some_and(|lo| b <= lo) || s.hi().is_some_and(|hi| b >= hi) {
                 // Past the bound: bisect what is left.
                 return true;
             }
@@ -395,6 +421,45 @@ mod tests {
             (Some(2), None, 3)
         );
         assert!(!a.is_exact(1, None));
+    }
+
+    #[test]
+    fn unbounded_doubling_stops_at_the_default_max() {
+        let mut tried = Vec::new();
+        let bounds = Bounds {
+            min: 1,
+            max: None,
+            estimate: None,
+        };
+        let a = search(bounds, |b| {
+            tried.push(b);
+            Verdict::Fits
+        });
+        assert_eq!(a.largest_fit, Some(DEFAULT_MAX));
+        assert_eq!(a.trials, 17);
+        assert_eq!(tried.last(), Some(&DEFAULT_MAX));
+        assert!(a.no_oom_up_to_top(bounds));
+        assert!(!a.is_exact(1, None));
+        // From an estimate too, and from a min above the default.
+        for bounds in [
+            Bounds {
+                min: 1,
+                max: None,
+                estimate: Some(60_000),
+            },
+            Bounds {
+                min: 100_000,
+                max: None,
+                estimate: None,
+            },
+        ] {
+            let a = search(bounds, |b| {
+                assert!(b <= bounds.top(), "{b}");
+                Verdict::Fits
+            });
+            assert_eq!(a.largest_fit, Some(bounds.top()));
+            assert!(a.no_oom_up_to_top(bounds));
+        }
     }
 
     #[test]

@@ -82,6 +82,17 @@ pub struct DeviceReport {
     pub peak_event: i64,
     /// Running total after the last event.
     pub end_bytes: u64,
+    /// Reserved bytes before the first event: `reserved_bytes` minus what the
+    /// trace's segment events added (see [`ReservedReplay`]).
+    pub reserved_baseline_bytes: u64,
+    /// Highest reserved total over the trace (`reserved_bytes` without one).
+    pub reserved_peak_bytes: u64,
+    /// First event reaching `reserved_peak_bytes`; −1 when no event rises
+    /// above the reserved baseline.
+    pub reserved_peak_event: i64,
+    /// `segment_alloc`, `segment_free`, `segment_map` and `segment_unmap`
+    /// events in the trace.
+    pub segment_events: u64,
     /// Largest groups of allocations alive at the peak.
     pub top_sites: Vec<Site>,
     /// Free space and waste inside segments.
@@ -126,8 +137,12 @@ pub struct Fragmentation {
     pub pending_free_bytes: u64,
     /// Whether this snapshot already uses expandable segments.
     pub expandable_segments: bool,
-    /// Free bytes in whole pages that `expandable_segments:True` could unmap and
-    /// reuse for any request (0 when already on).
+    /// What `expandable_segments:True` would recover that the allocator
+    /// cannot: free bytes inside **partly used** segments, in whole pages
+    /// (20 MiB large pool, 2 MiB small pool) aligned within their segment,
+    /// as `ExpandableSegment::unmap` releases them; wholly free segments are
+    /// not counted (the allocator frees those itself before an OOM). 0 when
+    /// expandable segments are already on.
     pub expandable_recoverable_bytes: u64,
     /// Segments with the most free space (up to --top).
     pub segments: Vec<SegmentFrag>,
@@ -206,6 +221,8 @@ pub struct Timeline {
     pub series: Vec<String>,
     /// (event index, bytes per series); event −1 is before the trace.
     pub points: Vec<(i64, Vec<u64>)>,
+    /// Reserved bytes at each point.
+    pub reserved: Vec<u64>,
 }
 
 /// One segment's blocks for the map.
@@ -459,11 +476,37 @@ fn group(sites: &Sites, allocs: &[(Option<u32>, u64)]) -> Vec<Site> {
 }
 
 /// Page sizes in which expandable segments map memory: 20 MiB in the large
-/// pool, 2 MiB in the small pool (CUDACachingAllocator.cpp `kLargeBuffer` /
-/// `kSmallBuffer`; every `segment_map` in `h100-oom-expandable.pickle` is a
+/// pool, 2 MiB in the small pool (CUDACachingAllocator.cpp,
+/// `get_expandable_segment`: `segment_size = pool->is_small ? kSmallBuffer :
+/// kLargeBuffer`; every `segment_map` in `h100-oom-expandable.pickle` is a
 /// multiple of one of them).
 const LARGE_PAGE: u64 = 20 << 20;
 const SMALL_PAGE: u64 = 2 << 20;
+
+/// The bytes of a free block at `offset` (from its segment's base) that an
+/// expandable segment could unmap: the whole `page`-sized pages inside it,
+/// aligned to the segment's base — CUDACachingAllocator.cpp's
+/// `ExpandableSegment::unmap` ("unmaps all the completely empty segment_size_
+/// segments between [begin, begin + size)": `segmentRight(ptr)` to
+/// `segmentLeft(ptr + size)`).
+///
+/// Only partly used segments count. Before raising an OOM the allocator
+/// already returns every *wholly* free segment to the driver
+/// (`release_cached_blocks` → `release_block`, cudaFree), with or without
+/// expandable segments; what it cannot return is free space between live
+/// blocks of a fixed segment, which an expandable segment unmaps page by page
+/// and maps again wherever a request needs it.
+fn recoverable_pages(offset: u64, size: u64, page: u64) -> u64 {
+    let Some(first) = offset.div_ceil(page).checked_mul(page) else {
+        return 0;
+    };
+    let last = offset
+        .saturating_add(size)
+        .checked_div(page)
+        .unwrap_or(0)
+        .saturating_mul(page);
+    last.saturating_sub(first)
+}
 
 fn fragmentation(
     segs: &[&Segment],
@@ -479,6 +522,7 @@ fn fragmentation(
     let mut untiled = Vec::new();
     let mut alloc_mismatch = Vec::new();
     for s in segs {
+        let partly_used = s.blocks.iter().any(|b| b.state != BlockState::Inactive);
         let (mut sf, mut sw, mut sa, mut largest, mut covered) = (0u128, 0u128, 0u128, 0u64, 0u128);
         let mut next = s.address;
         let mut contiguous = true;
@@ -490,14 +534,16 @@ fn fragmentation(
                 BlockState::Inactive => {
                     sf = sf.saturating_add(u128::from(b.size));
                     largest = largest.max(b.size);
-                    if !expandable_on && !s.expandable {
+                    if !expandable_on && !s.expandable && partly_used {
                         let page = if s.large == Some(false) {
                             SMALL_PAGE
                         } else {
                             LARGE_PAGE
                         };
-                        let whole = b.size.checked_div(page).unwrap_or(0).saturating_mul(page);
-                        recover = recover.saturating_add(u128::from(whole));
+                        if let Some(offset) = b.address.checked_sub(s.address) {
+                            let whole = recoverable_pages(offset, b.size, page);
+                            recover = recover.saturating_add(u128::from(whole));
+                        }
                     }
                 }
                 BlockState::Allocated => {
@@ -639,18 +685,28 @@ pub const LEAK_MIN_ITERATIONS: u64 = 3;
 /// line: allocations with only C++ frames (the autograd engine's thread making
 /// gradients) or none are not attributable to code the user can change.
 ///
-/// An **iteration** is, when the trace has timestamps and a `record_function`
-/// family repeats at least 3 times (`forward_0`, `forward_1`, … or
-/// `Optimizer.step#AdamW.step` ×10), the stretch between two STARTs of the most
-/// frequent family. Otherwise iterations are told apart by the allocations
-/// memory curve of the replay: an iteration ends when the running total has
-/// risen by at least a tenth of the trace's range (≥ 1 MiB) above its last low
-/// and then fallen back by at least half of that rise — a forward pass followed
-/// by backward and the optimizer step. Loading weights, creating optimizer
-/// state or a forward pass cut short by an OOM only rise, so they stay in one
-/// iteration. Optimizer state created once, or the last
-/// step's tensors, then fall in one iteration; a list that gains a tensor each
-/// step is in every iteration.
+/// An **iteration** is, in this order of preference:
+/// 1. when the trace has timestamps and a `record_function` family repeats at
+///    least 3 times (`forward_0`, `forward_1`, … or `Optimizer.step#AdamW.step`
+///    ×10), the stretch between two STARTs of the most frequent family;
+/// 2. else the trace's own **period** ([`period_marker`]): a training loop runs
+///    the same lines once per step, so the Python sites that allocate a
+///    regular number of times across the whole trace agree on the number of
+///    steps; each allocation of the first such site starts an iteration. It
+///    reads only the order of events, never their sizes, so a leak of any
+///    length (one that grows the range a hundredfold) leaves the
+///    iterations as they are;
+/// 3. else the allocations memory curve of the replay: an iteration ends when
+///    the running total has risen by at least a threshold above its last low
+///    and then fallen back by at least half of that rise — a forward pass
+///    followed by backward and the optimizer step. The threshold is a tenth of
+///    the trace's range or half of its deepest fall from a high, whichever is
+///    smaller (≥ 1 MiB): memory that is never freed raises the range but not
+///    the falls. Loading weights, creating optimizer state or a forward pass
+///    cut short by an OOM only rise, so they stay in one iteration.
+///
+/// Optimizer state created once, or the last step's tensors, then fall in one
+/// iteration; a list that gains a tensor each step is in every iteration.
 fn leaks(
     sites: &Sites,
     events: &[Event],
@@ -659,19 +715,47 @@ fn leaks(
 ) -> Vec<Leak> {
     let survivor_idx: BTreeSet<usize> = rp.pairs.alive.values().map(|&(_, i)| i).collect();
     let mut iter_of = vec![0u32; events.len()];
-    let from = match family {
-        Some((name, starts)) => {
-            for (i, slot) in iter_of.iter_mut().enumerate() {
-                *slot = u32::try_from(starts.partition_point(|&s| s <= i)).unwrap_or(u32::MAX);
-            }
+    let starts_to_iterations = |iter_of: &mut [u32], starts: &[usize]| {
+        for (i, slot) in iter_of.iter_mut().enumerate() {
+            *slot = u32::try_from(starts.partition_point(|&s| s <= i)).unwrap_or(u32::MAX);
+        }
+    };
+    let marker = if family.is_none() {
+        period_marker(sites, events)
+    } else {
+        None
+    };
+    let from = match (family, marker) {
+        (Some((name, starts)), _) => {
+            starts_to_iterations(&mut iter_of, starts);
             format!("record_function {name}")
         }
-        None => {
-            // A step: the running total rises by at least a tenth of the
-            // trace's range above the last low, then falls back by at least
-            // half of that rise.
+        (None, Some((site, starts))) => {
+            starts_to_iterations(&mut iter_of, &starts);
+            format!(
+                "the trace's period: {} steps, each starting at an allocation by {}",
+                starts.len(),
+                sites.label(site)
+            )
+        }
+        (None, None) => {
+            // A step: the running total rises by at least the threshold
+            // above the last low, then falls back by at least half of that
+            // rise.
+            let mut cur = i128::try_from(rp.baseline).unwrap_or(i128::MAX);
+            let (mut top, mut deepest) = (cur, 0i128);
+            for e in events {
+                match e.action {
+                    Action::Alloc => cur = cur.saturating_add(i128::from(e.size)),
+                    Action::FreeCompleted => cur = cur.saturating_sub(i128::from(e.size)).max(0),
+                    _ => {}
+                }
+                top = top.max(cur);
+                deepest = deepest.max(top.saturating_sub(cur));
+            }
             let min_swing = i128::try_from(rp.peak.saturating_sub(rp.baseline) / 10)
                 .unwrap_or(i128::MAX)
+                .min(deepest / 2)
                 .max(1 << 20);
             let mut cur = i128::try_from(rp.baseline).unwrap_or(i128::MAX);
             let (mut low, mut high, mut it) = (cur, cur, 0u32);
@@ -727,9 +811,156 @@ fn leaks(
     out
 }
 
+/// The trace's period: the Python site whose allocations mark the start of
+/// each step, and the event indices of those allocations.
+///
+/// A site is a **candidate** when it allocates at least
+/// [`LEAK_MIN_ITERATIONS`] times, its allocations span at least half of the
+/// trace, and they are regular: the gaps between consecutive ones vary little
+/// (standard deviation at most half their mean). Lines of a training loop are
+/// such sites, each allocating once per step, or k times for a line inside a
+/// loop over k layers; a line run only while loading (all its allocations
+/// close together) spans too little. The number of steps is the allocation
+/// count held by the most candidates (ties: the smaller count), and the marker
+/// is the candidate with that count whose first allocation comes first.
+/// `None` when no site qualifies.
+fn period_marker(sites: &Sites, events: &[Event]) -> Option<(usize, Vec<usize>)> {
+    #[derive(Default, Clone, Copy)]
+    struct Stat {
+        count: u64,
+        first: usize,
+        last: usize,
+        gap_sum: f64,
+        gap_sq: f64,
+    }
+    let mut stats: Vec<Stat> = vec![Stat::default(); sites.labels.len()];
+    for (i, e) in events.iter().enumerate() {
+        if e.action != Action::Alloc {
+            continue;
+        }
+        let Some(st) = stats.get_mut(sites.id(e.stack())) else {
+            continue;
+        };
+        if st.count > 0 {
+            let gap = i.saturating_sub(st.last) as f64;
+            st.gap_sum += gap;
+            st.gap_sq += gap * gap;
+        } else {
+            st.first = i;
+        }
+        st.last = i;
+        st.count = st.count.saturating_add(1);
+    }
+    let half = events.len() / 2;
+    let candidates: Vec<(usize, Stat)> = stats
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|(id, st)| {
+            let label = sites.labels.get(*id).map_or("", String::as_str);
+            if st.count < LEAK_MIN_ITERATIONS || label == NO_STACK || label == CPP_ONLY {
+                return false;
+            }
+            let gaps = st.count.saturating_sub(1) as f64;
+            let mean = st.gap_sum / gaps;
+            let var = (st.gap_sq / gaps - mean * mean).max(0.0);
+            st.last.saturating_sub(st.first) >= half && var.sqrt() <= mean / 2.0
+        })
+        .collect();
+    let mut votes: BTreeMap<u64, u64> = BTreeMap::new();
+    for (_, st) in &candidates {
+        let v = votes.entry(st.count).or_default();
+        *v = v.saturating_add(1);
+    }
+    let steps = votes
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|(&c, _)| c)?;
+    let (site, _) = candidates
+        .iter()
+        .filter(|(_, st)| st.count == steps)
+        .min_by_key(|(_, st)| st.first)?;
+    let starts: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.action == Action::Alloc && sites.id(e.stack()) == *site)
+        .map(|(i, _)| i)
+        .collect();
+    Some((*site, starts))
+}
+
+/// Reserved memory over time, replayed from the trace's segment events as
+/// MemoryViz.js replays them for its segment timeline (`torch/utils/viz/MemoryViz.js`,
+/// `segment_alloc`/`segment_free` add and remove a cudaMalloc'ed segment,
+/// `segment_map`/`segment_unmap` grow and shrink an expandable one; sizes in
+/// bytes). The trace may start after the first segments were made (the hook
+/// keeps the last N events), so the total is replayed backwards from the end
+/// state: before the first event, reserved = Σ segment sizes at the dump − Σ
+/// alloc/map sizes + Σ free/unmap sizes in the trace.
+#[derive(Debug, Clone, Copy)]
+pub struct ReservedReplay {
+    /// Before the first event.
+    pub baseline: u64,
+    /// Highest total.
+    pub peak: u64,
+    /// First event reaching the peak (−1: before the first event).
+    pub peak_event: i64,
+    /// Segment events seen.
+    pub events: u64,
+    /// How far below zero the baseline came out (segment events the end
+    /// state does not account for); it was held at 0. 0 on real files.
+    pub shortfall: u64,
+}
+
+/// How a segment event changes reserved memory (+ adds, − removes).
+fn reserved_delta(e: &Event) -> Option<i128> {
+    match e.action {
+        Action::SegmentAlloc | Action::SegmentMap => Some(i128::from(e.size)),
+        Action::SegmentFree | Action::SegmentUnmap => Some(i128::from(e.size).saturating_neg()),
+        _ => None,
+    }
+}
+
+fn reserved_replay(events: &[Event], reserved_end: u128) -> ReservedReplay {
+    let (mut net, mut n) = (0i128, 0u64);
+    for d in events.iter().filter_map(reserved_delta) {
+        net = net.saturating_add(d);
+        n = n.saturating_add(1);
+    }
+    let start = i128::try_from(reserved_end)
+        .unwrap_or(i128::MAX)
+        .saturating_sub(net);
+    let mut cur = start.max(0);
+    let (mut peak, mut peak_event) = (cur, -1i64);
+    for (i, e) in events.iter().enumerate() {
+        if let Some(d) = reserved_delta(e) {
+            cur = cur.saturating_add(d).max(0);
+            if cur > peak {
+                peak = cur;
+                peak_event = i64::try_from(i).unwrap_or(i64::MAX);
+            }
+        }
+    }
+    let narrow = |v: i128| u64::try_from(v.max(0)).unwrap_or(u64::MAX);
+    ReservedReplay {
+        baseline: narrow(start),
+        peak: narrow(peak),
+        peak_event,
+        events: n,
+        shortfall: narrow(start.saturating_neg()),
+    }
+}
+
 /// Memory over time stacked by the top sites (plus "other"), sampled at about
-/// 600 points; the peak is always one of them.
-fn timeline(sites: &Sites, events: &[Event], rp: &Replay, top: &[Site]) -> Timeline {
+/// 600 points, with reserved memory at each; the peak and the reserved peak
+/// are always among them.
+fn timeline(
+    sites: &Sites,
+    events: &[Event],
+    rp: &Replay,
+    top: &[Site],
+    rr: &ReservedReplay,
+) -> Timeline {
     let series: Vec<String> = top
         .iter()
         .map(|s| s.frame.clone())
@@ -765,8 +996,13 @@ fn timeline(sites: &Sites, events: &[Event], rp: &Replay, top: &[Site]) -> Timel
         }
     }
     let mut points = vec![(-1i64, cur.clone())];
+    let mut reserved_now = i128::from(rr.baseline);
+    let mut reserved = vec![rr.baseline];
     let stride = (events.len() / 600).max(1);
     for (i, e) in events.iter().enumerate() {
+        if let Some(d) = reserved_delta(e) {
+            reserved_now = reserved_now.saturating_add(d).max(0);
+        }
         match e.action {
             Action::Alloc => {
                 let k = series_of(sites, e.stack());
@@ -795,12 +1031,18 @@ fn timeline(sites: &Sites, events: &[Event], rp: &Replay, top: &[Site]) -> Timel
         let idx = i64::try_from(i).unwrap_or(i64::MAX);
         if i.checked_rem(stride) == Some(stride.saturating_sub(1))
             || idx == rp.peak_event
+            || idx == rr.peak_event
             || i.saturating_add(1) == events.len()
         {
             points.push((idx, cur.clone()));
+            reserved.push(u64::try_from(reserved_now).unwrap_or(u64::MAX));
         }
     }
-    Timeline { series, points }
+    Timeline {
+        series,
+        points,
+        reserved,
+    }
 }
 
 /// Analyses every device (or the one asked for).
@@ -873,6 +1115,13 @@ fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &Sites) -> DeviceRepor
             rp.pairs.realloc
         ));
     }
+    let rr = reserved_replay(events, reserved);
+    if rr.shortfall > 0 {
+        warnings.push(format!(
+            "the trace's segment events add {} bytes more than the segments hold at the dump; reserved memory before the first event was held at 0",
+            rr.shortfall
+        ));
+    }
     let expandable_on =
         snap.expandable_setting.unwrap_or(false) || segs.iter().any(|s| s.expandable);
     let (fragmentation, frag_warnings) = fragmentation(&segs, expandable_on, opts.top);
@@ -884,7 +1133,7 @@ fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &Sites) -> DeviceRepor
         let leaks = scope.spawn(|| leaks(sites, events, &rp, fam.as_ref()));
         let all_at_peak = group(sites, &alive_at(events, &rp, rp.peak_event));
         let top_sites: Vec<Site> = all_at_peak.into_iter().take(opts.top).collect();
-        let timeline = timeline(sites, events, &rp, &top_sites);
+        let timeline = timeline(sites, events, &rp, &top_sites, &rr);
         let leaks = match leaks.join() {
             Ok(l) => l,
             Err(panic) => std::panic::resume_unwind(panic),
@@ -936,6 +1185,10 @@ fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &Sites) -> DeviceRepor
         peak_bytes: sat(rp.peak),
         peak_event: rp.peak_event,
         end_bytes: sat(rp.end),
+        reserved_baseline_bytes: rr.baseline,
+        reserved_peak_bytes: rr.peak,
+        reserved_peak_event: rr.peak_event,
+        segment_events: rr.events,
         top_sites,
         fragmentation,
         leaks,
@@ -949,6 +1202,20 @@ fn device(snap: &Snapshot, d: i64, opts: &Options, sites: &Sites) -> DeviceRepor
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn recoverable_pages_are_whole_aligned_pages_inside_the_block() {
+        const MIB: u64 = 1 << 20;
+        let page = 20 * MIB;
+        // A 30 MiB hole at offset 10 MiB holds the page [20, 40).
+        assert_eq!(super::recoverable_pages(10 * MIB, 30 * MIB, page), 20 * MIB);
+        // 39 MiB at offset 1 MiB: only [20, 40) is whole; [0, 20) is not empty.
+        assert_eq!(super::recoverable_pages(MIB, 39 * MIB, page), 20 * MIB);
+        // Smaller than a page, or straddling a boundary: nothing.
+        assert_eq!(super::recoverable_pages(15 * MIB, 10 * MIB, page), 0);
+        assert_eq!(super::recoverable_pages(0, 60 * MIB, page), 60 * MIB);
+        assert_eq!(super::recoverable_pages(u64::MAX - 5, 10, page), 0);
+    }
+
     use super::*;
 
     #[test]

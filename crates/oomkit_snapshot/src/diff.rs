@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use crate::Error;
 use crate::analyze::site_label;
 use crate::load::{BlockState, Snapshot};
 
@@ -66,12 +67,27 @@ fn sat(v: u128) -> u64 {
     u64::try_from(v).unwrap_or(u64::MAX)
 }
 
-/// Compares two snapshots device by device (`device` limits it to one).
-pub fn diff(a: &Snapshot, b: &Snapshot, device: Option<i64>) -> Vec<DeviceDiff> {
+/// Compares two snapshots device by device (`device` limits it to one, and
+/// must be a device of A or B, as `oomkit snapshot --device` must be one of
+/// its snapshot's).
+pub fn diff(a: &Snapshot, b: &Snapshot, device: Option<i64>) -> Result<Vec<DeviceDiff>, Error> {
     let (sa, sb) = (side(a), side(b));
     let devices: BTreeSet<i64> = sa.keys().chain(sb.keys()).copied().collect();
+    if let Some(d) = device
+        && !devices.contains(&d)
+    {
+        let have: Vec<String> = devices.iter().map(i64::to_string).collect();
+        return Err(Error::NoDeviceInEither {
+            device: d,
+            available: if have.is_empty() {
+                "none".to_string()
+            } else {
+                have.join(", ")
+            },
+        });
+    }
     let empty = (0u128, 0u128, BTreeMap::new());
-    devices
+    Ok(devices
         .into_iter()
         .filter(|d| device.is_none_or(|x| x == *d))
         .map(|d| {
@@ -113,5 +129,5 @@ pub fn diff(a: &Snapshot, b: &Snapshot, device: Option<i64>) -> Vec<DeviceDiff> 
                 sites,
             }
         })
-        .collect()
+        .collect())
 }

@@ -119,6 +119,23 @@ fn device(h: &mut String, d: &DeviceReport) {
         &Bytes(d.end_bytes).to_string(),
         &format!("{} events", d.events),
     );
+    if d.events > 0 {
+        let at = if d.reserved_peak_event < 0 {
+            "before the first event".to_string()
+        } else {
+            format!("at event {}", d.reserved_peak_event)
+        };
+        fig(
+            h,
+            "reserved peak",
+            &Bytes(d.reserved_peak_bytes).to_string(),
+            &format!(
+                "{at}; {} before the trace, {} segment events",
+                Bytes(d.reserved_baseline_bytes),
+                d.segment_events
+            ),
+        );
+    }
     fig(
         h,
         "free inside segments",
@@ -172,6 +189,7 @@ fn timeline(h: &mut String, d: &DeviceReport) {
         .points
         .iter()
         .map(|(_, v)| v.iter().copied().fold(0u64, u64::saturating_add))
+        .chain(t.reserved.iter().copied())
         .max()
         .unwrap_or(1)
         .max(1);
@@ -183,7 +201,7 @@ fn timeline(h: &mut String, d: &DeviceReport) {
     let total_h = top + ht + 30.0 + strip;
     let _ = writeln!(
         h,
-        "<h3>Memory over time by allocation site</h3><svg width=\"{:.0}\" height=\"{total_h:.0}\" viewBox=\"0 0 {:.0} {total_h:.0}\" role=\"img\">",
+        "<h3>Memory over time by allocation site; the line is reserved memory</h3><svg width=\"{:.0}\" height=\"{total_h:.0}\" viewBox=\"0 0 {:.0} {total_h:.0}\" role=\"img\">",
         left + w + 10.0,
         left + w + 10.0
     );
@@ -227,6 +245,25 @@ fn timeline(h: &mut String, d: &DeviceReport) {
             esc(name)
         );
         lower = upper;
+    }
+    // Reserved memory (segments), as a step line over the areas.
+    if t.reserved.len() == t.points.len() {
+        let mut pts = String::new();
+        let mut last: Option<f64> = None;
+        for ((ev, _), r) in t.points.iter().zip(&t.reserved) {
+            let (xx, yy) = (x(*ev), y(*r));
+            if let Some(prev) = last {
+                let _ = write!(pts, "{xx:.1},{prev:.1} ");
+            }
+            let _ = write!(pts, "{xx:.1},{yy:.1} ");
+            last = Some(yy);
+        }
+        let _ = writeln!(
+            h,
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"#222\" stroke-width=\"1.5\"><title>reserved (segments): peak {}</title></polyline>",
+            pts.trim_end(),
+            Bytes(d.reserved_peak_bytes)
+        );
     }
     // Peak and OOM markers.
     if d.peak_event >= 0 {

@@ -44,7 +44,7 @@ pub mod render;
 
 pub use analyze::{DeviceReport, Options, Report, analyze};
 pub use diff::{DeviceDiff, SiteDiff, diff};
-pub use load::{Snapshot, load};
+pub use load::{Snapshot, load, load_stream};
 
 /// Why a snapshot could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +61,14 @@ pub enum Error {
         /// Asked for.
         device: i64,
         /// Present.
+        available: String,
+    },
+    /// `snapshot diff --device N` names a device neither snapshot has.
+    #[error("neither snapshot has device {device} (devices: {available})")]
+    NoDeviceInEither {
+        /// Asked for.
+        device: i64,
+        /// Present in either snapshot.
         available: String,
     },
 }

@@ -563,6 +563,19 @@ pub fn load<R: Read + Send>(
     // MARK, SETITEMS, and `action`, `addr`, `size` with their values).
     let mut hook = Collect::new(usize::try_from(len / 48).unwrap_or(0));
     let root = pickle::decode(open, len, &mut hook)?;
+    convert(root, hook)
+}
+
+/// Decodes and converts a snapshot from a stream of unknown length (standard
+/// input, a pipe, `<(zcat …)`), read once to its end.
+pub fn load_stream<R: Read + Send>(input: R) -> Result<Snapshot, Error> {
+    let mut hook = Collect::new(0);
+    let root = pickle::decode_stream(input, &mut hook)?;
+    convert(root, hook)
+}
+
+/// The decoded pickle and what the hook collected → the typed snapshot.
+fn convert(root: Value, mut hook: Collect) -> Result<Snapshot, Error> {
     let mut lists = hook.finish();
     let mut snap = Snapshot::default();
     let (segments, traces, annotations, settings) = match &root {

@@ -399,8 +399,11 @@ struct Reader {
     hi: usize,
     /// Offset of `buf[lo]` in the input.
     pos: u64,
-    /// Input length.
+    /// Input length (`u64::MAX` for a stream until its end is seen).
     total: u64,
+    /// Whether `total` is the stream's length as told (else it is read to
+    /// its end, and lengths are checked against what arrives).
+    known: bool,
 }
 
 /// Bytes per chunk read ahead (256 KiB measured no slower than 1 MiB, and
@@ -412,14 +415,36 @@ const CHUNK: usize = 256 << 10;
 const HEAD: usize = 64 << 10;
 
 impl Reader {
-    fn new(src: ReadAhead, total: u64) -> Self {
+    fn new(src: ReadAhead, total: Option<u64>) -> Self {
         Reader {
             src,
             buf: Vec::new(),
             lo: 0,
             hi: 0,
             pos: 0,
-            total,
+            total: total.unwrap_or(u64::MAX),
+            known: total.is_some(),
+        }
+    }
+
+    /// Bytes buffered from `lo`.
+    fn avail(&self) -> usize {
+        self.hi.saturating_sub(self.lo)
+    }
+
+    /// Makes up to `n` bytes available at `buf[lo..]`, fewer only at the end
+    /// of the input (then the length of a stream becomes known).
+    fn fill_upto(&mut self, n: usize) -> Result<(), PickleError> {
+        match self.fill(n) {
+            Err(PickleError::NoStop(_)) => {
+                if !self.known {
+                    let left = u64::try_from(self.avail()).unwrap_or(u64::MAX);
+                    self.total = self.pos.saturating_add(left);
+                    self.known = true;
+                }
+                Ok(())
+            }
+            other => other,
         }
     }
 
@@ -470,13 +495,12 @@ impl Reader {
         Ok(())
     }
 
-    /// Steps back over the first `n` bytes, still in the buffer after `take`.
-    fn rewind_header(&mut self, n: u64) {
-        self.lo = self.lo.saturating_sub(usize::try_from(n).unwrap_or(0));
-        self.pos = self.pos.saturating_sub(n);
-    }
-
     fn take(&mut self, n: u64, what: &'static str, at: usize) -> Result<&[u8], PickleError> {
+        if !self.known {
+            // A stream: the claimed length is checked against the bytes that
+            // actually arrive (the buffer grows only as they do).
+            self.fill_upto(usize::try_from(n).unwrap_or(usize::MAX))?;
+        }
         let left = self.total.saturating_sub(self.pos);
         if n > left {
             return Err(PickleError::Truncated {
@@ -519,6 +543,9 @@ impl Reader {
     /// The next opcode and its position, or `None` at the end of input.
     fn next(&mut self) -> Result<Option<(usize, Op<'_>)>, PickleError> {
         let at = self.at();
+        if !self.known && self.lo >= self.hi {
+            self.fill_upto(1)?;
+        }
         if self.pos >= self.total {
             return Ok(None);
         }
@@ -660,7 +687,6 @@ fn long_value(b: &[u8]) -> Value {
 
 /// A memo slot.
 enum Slot {
-    Empty,
     Val(Value),
     /// The hook took this object: fetching it again is not supported.
     Taken,
@@ -679,11 +705,22 @@ struct Gap {
 }
 
 /// The memo: dense indices in a vector (minus the gaps), others in a map.
+///
+/// Bounds (the file decides the indices, so both are checked here):
+/// - memory: a slot is only ever added by a PUT, MEMOIZE or taken record, one
+///   per opcode. The vector grows only by appending the index right after its
+///   end (how `pickle.py` numbers its memo: `len(self.memo)`); any other index
+///   goes to the map, so a LONG_BINPUT of index 4 billion costs one map entry,
+///   not a vector of 4 billion slots;
+/// - time: [`Memo::trim`] removes every taken slot it looks at, so each slot is
+///   looked at once however many APPENDS follow, and adjacent gaps merge.
 struct Memo {
     dense: Vec<Slot>,
     gaps: Vec<Gap>,
-    sparse: HashMap<u64, Value>,
+    sparse: HashMap<u64, Slot>,
     next: u64,
+    /// Slots [`Memo::trim`] looked at ([`decode_counting`]'s work).
+    work: u64,
 }
 
 /// Where a memo index lives.
@@ -722,101 +759,112 @@ impl Memo {
         }
     }
 
-    fn put(&mut self, i: u64, v: &Value, limit: usize) {
+    /// Stores `slot` under memo index `i`: in the vector when `i` is in it or
+    /// right after it, else in the map.
+    fn store(&mut self, i: u64, slot: Slot) {
+        match self.pos(i) {
+            Pos::Dense(k) if k < self.dense.len() => {
+                if let Some(s) = self.dense.get_mut(k) {
+                    *s = slot;
+                }
+                // A value stored before in the map for this index is stale.
+                if !self.sparse.is_empty() {
+                    self.sparse.remove(&i);
+                }
+            }
+            Pos::Dense(k) if k == self.dense.len() => {
+                self.dense.push(slot);
+                if !self.sparse.is_empty() {
+                    self.sparse.remove(&i);
+                }
+            }
+            _ => {
+                self.sparse.insert(i, slot);
+            }
+        }
+    }
+
+    fn put(&mut self, i: u64, v: &Value) {
         let idx = u32::try_from(i).unwrap_or(u32::MAX);
         match v {
             Value::List(n) | Value::Tuple(n) => n.memo.set(idx),
             Value::Dict(n) => n.memo.set(idx),
             _ => {}
         }
-        match self.pos(i) {
-            Pos::Dense(k) if k < self.dense.len() => {
-                if let Some(slot) = self.dense.get_mut(k) {
-                    *slot = Slot::Val(v.clone());
-                }
-            }
-            Pos::Dense(k) if k < limit && i >= self.shift() => {
-                self.dense.resize_with(k, || Slot::Empty);
-                self.dense.push(Slot::Val(v.clone()));
-            }
-            _ => {
-                self.sparse.insert(i, v.clone());
-            }
-        }
+        self.store(i, Slot::Val(v.clone()));
+    }
+
+    fn slot(&self, i: u64) -> Option<&Slot> {
+        let dense = match self.pos(i) {
+            Pos::Dense(k) => self.dense.get(k),
+            Pos::Taken => return Some(&Slot::Taken),
+            Pos::Elsewhere => None,
+        };
+        dense.or_else(|| self.sparse.get(&i))
     }
 
     fn get(&self, i: u64, at: usize) -> Result<Value, PickleError> {
-        let slot = match self.pos(i) {
-            Pos::Dense(k) => self.dense.get(k),
-            Pos::Taken => Some(&Slot::Taken),
-            Pos::Elsewhere => None,
-        };
-        match slot {
+        match self.slot(i) {
             Some(Slot::Val(v)) => Ok(v.clone()),
             Some(Slot::Taken) => Err(PickleError::Malformed {
                 at,
                 why: "a trace entry is fetched again from the memo (shared trace entries are not supported)",
             }),
-            Some(Slot::Empty) | None => {
-                self.sparse.get(&i).cloned().ok_or(PickleError::Malformed {
-                    at,
-                    why: "GET of a memo entry that was never stored",
-                })
-            }
+            None => Err(PickleError::Malformed {
+                at,
+                why: "GET of a memo entry that was never stored",
+            }),
         }
     }
 
     /// The value at a memo index, without cloning it.
     fn get_ref(&self, i: u64) -> Option<&Value> {
-        match self.pos(i) {
-            Pos::Dense(k) => match self.dense.get(k) {
-                Some(Slot::Val(v)) => Some(v),
-                _ => None,
-            },
+        match self.slot(i) {
+            Some(Slot::Val(v)) => Some(v),
             _ => None,
         }
     }
 
     /// Memoizes an object the hook took before it was built.
-    fn put_taken(&mut self, i: u64, limit: usize) {
-        if let Pos::Dense(k) = self.pos(i)
-            && k < limit
-            && i >= self.shift()
-        {
-            if k >= self.dense.len() {
-                self.dense.resize_with(k, || Slot::Empty);
-                self.dense.push(Slot::Taken);
-            } else if let Some(slot) = self.dense.get_mut(k) {
-                *slot = Slot::Taken;
-            }
+    fn put_taken(&mut self, i: u64) {
+        if matches!(self.pos(i), Pos::Taken) {
+            return;
         }
+        self.store(i, Slot::Taken);
     }
 
     /// Frees the memo's reference to an object the hook took.
     fn taken(&mut self, v: &Value) {
         let Value::Dict(n) = v else { return };
-        let Pos::Dense(k) = self.pos(u64::from(n.memo.get())) else {
-            return;
-        };
-        if let Some(slot) = self.dense.get_mut(k)
-            && matches!(slot, Slot::Val(Value::Dict(m)) if Rc::ptr_eq(m, n))
+        let i = u64::from(n.memo.get());
+        let is_it = |slot: &Slot| matches!(slot, Slot::Val(Value::Dict(m)) if Rc::ptr_eq(m, n));
+        if let Pos::Dense(k) = self.pos(i)
+            && let Some(slot) = self.dense.get_mut(k)
+            && is_it(slot)
+        {
+            *slot = Slot::Taken;
+        } else if let Some(slot) = self.sparse.get_mut(&i)
+            && is_it(slot)
         {
             *slot = Slot::Taken;
         }
     }
 
-    /// Cuts a run of taken slots off the end of the dense vector, when they are
-    /// the most recent memo indices.
+    /// Cuts the run of taken slots off the end of the dense vector. Every slot
+    /// it counts is removed, so the work over a whole decode is linear.
     fn trim(&mut self) {
+        if !matches!(self.dense.last(), Some(Slot::Taken)) {
+            return;
+        }
         let taken = self
             .dense
             .iter()
             .rev()
             .take_while(|s| matches!(s, Slot::Taken))
             .count();
-        if taken == 0 {
-            return;
-        }
+        self.work = self
+            .work
+            .saturating_add(u64::try_from(taken).unwrap_or(u64::MAX));
         let keep = self.dense.len().saturating_sub(taken);
         let shift = self.shift();
         let start = u64::try_from(keep)
@@ -824,15 +872,19 @@ impl Memo {
             .saturating_add(shift);
         let n = u64::try_from(taken).unwrap_or(0);
         let end = start.saturating_add(n);
-        if end != self.next {
-            return;
-        }
         self.dense.truncate(keep);
-        self.gaps.push(Gap {
-            start,
-            end,
-            shift: shift.saturating_add(n),
-        });
+        match self.gaps.last_mut() {
+            // Adjacent to the last gap: one longer gap.
+            Some(last) if last.end == start => {
+                last.end = end;
+                last.shift = last.shift.saturating_add(n);
+            }
+            _ => self.gaps.push(Gap {
+                start,
+                end,
+                shift: shift.saturating_add(n),
+            }),
+        }
     }
 }
 
@@ -980,13 +1032,12 @@ fn fast_record(
     r: &mut Reader,
     memo: &mut Memo,
     keys: &mut KeyCache,
-    limit: usize,
     hook: &mut impl Hook,
 ) -> Result<bool, PickleError> {
     // Usually 4 KiB are buffered already: no call.
     if r.hi.saturating_sub(r.lo) < 4096 {
         let left = usize::try_from(r.total.saturating_sub(r.pos)).unwrap_or(usize::MAX);
-        r.fill(left.min(4096))?;
+        r.fill_upto(left.min(4096))?;
     }
     let Some(b) = r.buf.get(r.lo..r.hi) else {
         return Ok(false);
@@ -1142,13 +1193,13 @@ fn fast_record(
     r.pos = r.pos.saturating_add(u64::try_from(c).unwrap_or(0));
     if let Some((i, _)) = dict_memo {
         keys.forget(i);
-        memo.put_taken(i, limit);
+        memo.put_taken(i);
         next = next.max(i.saturating_add(1));
     }
     for (i, text) in strings.iter().flatten() {
         keys.forget(*i);
         let v = Value::Str(Rc::new(String::from_utf8_lossy(text).into_owned()));
-        memo.put(*i, &v, limit);
+        memo.put(*i, &v);
     }
     memo.next = next;
     Ok(true)
@@ -1162,34 +1213,88 @@ pub fn decode<R: Read + Send>(
     hook: &mut impl Hook,
 ) -> Result<Value, PickleError> {
     let input = open().map_err(|e| PickleError::Io(e.to_string()))?;
+    decode_input(input, Some(len), hook, &mut 0)
+}
+
+/// [`decode`], also counting the work done: opcodes read, items moved into
+/// containers, fast-path records and memo slots examined. Each of these is
+/// bounded by the number of opcodes (an item is moved once, a memo slot is
+/// trimmed once), so the count stays within a small multiple of the input's
+/// length on every input; the tests and the fuzz target check that it does,
+/// which bounds time without timing anything.
+pub fn decode_counting<R: Read + Send>(
+    mut open: impl FnMut() -> io::Result<R>,
+    len: u64,
+    hook: &mut impl Hook,
+) -> (Result<Value, PickleError>, u64) {
+    let mut work = 0;
+    let r = open()
+        .map_err(|e| PickleError::Io(e.to_string()))
+        .and_then(|input| decode_input(input, Some(len), hook, &mut work));
+    (r, work)
+}
+
+/// Decodes a pickle from a stream of unknown length (standard input, a pipe,
+/// a process substitution), read once to its end. Every claimed length is
+/// checked against the bytes that arrive, so memory stays proportional to
+/// the input.
+pub fn decode_stream<R: Read + Send>(input: R, hook: &mut impl Hook) -> Result<Value, PickleError> {
+    decode_input(input, None, hook, &mut 0)
+}
+
+fn decode_input<R: Read + Send>(
+    input: R,
+    len: Option<u64>,
+    hook: &mut impl Hook,
+    work: &mut u64,
+) -> Result<Value, PickleError> {
     std::thread::scope(|scope| {
         // Small inputs (every test) get small buffers.
-        let small = usize::try_from(len).unwrap_or(usize::MAX).max(1);
-        let src = ReadAhead::spawn(scope, input, len, HEAD.min(small), CHUNK.min(small));
-        decode_from(&mut Reader::new(src, len), len, hook)
+        let small = len.map_or(usize::MAX, |l| {
+            usize::try_from(l).unwrap_or(usize::MAX).max(1)
+        });
+        let src = ReadAhead::spawn(
+            scope,
+            input,
+            len.unwrap_or(u64::MAX),
+            HEAD.min(small),
+            CHUNK.min(small),
+        );
+        decode_from(&mut Reader::new(src, len), hook, work)
     })
 }
 
 /// [`decode`] once the input is being read ahead.
-fn decode_from(r: &mut Reader, len: u64, hook: &mut impl Hook) -> Result<Value, PickleError> {
-    let head_len = len.min(2);
-    check_header(r.take(head_len, "header", 0)?)?;
-    r.rewind_header(head_len);
-    let mut stack: Vec<Value> = Vec::new();
-    let mut marks: Vec<usize> = Vec::new();
+fn decode_from(r: &mut Reader, hook: &mut impl Hook, work: &mut u64) -> Result<Value, PickleError> {
+    r.fill_upto(2)?;
+    check_header(r.buf.get(r.lo..r.hi).unwrap_or_default())?;
     let mut memo = Memo {
         dense: Vec::new(),
         gaps: Vec::new(),
         sparse: HashMap::new(),
         next: 0,
+        work: 0,
     };
-    // Dense memo indices are below the number of opcodes, so below the length.
-    let memo_limit = usize::try_from(len).unwrap_or(usize::MAX);
+    let result = decode_ops(r, hook, &mut memo, work);
+    *work = work.saturating_add(memo.work);
+    result
+}
+
+/// The opcode loop of [`decode_from`].
+fn decode_ops(
+    r: &mut Reader,
+    hook: &mut impl Hook,
+    memo: &mut Memo,
+    work: &mut u64,
+) -> Result<Value, PickleError> {
+    let mut stack: Vec<Value> = Vec::new();
+    let mut marks: Vec<usize> = Vec::new();
     let mal = |at, why| PickleError::Malformed { at, why };
     // The depth of a container built from `items`, checked against the
     // limit; the items are sealed first, so a container later put into
     // itself is refused.
-    let seal_items = |items: &[Value], at| {
+    let seal_items = |items: &[Value], at, work: &mut u64| {
+        *work = work.saturating_add(u64::try_from(items.len()).unwrap_or(u64::MAX));
         let depth = items
             .iter()
             .map(Value::depth)
@@ -1208,6 +1313,7 @@ fn decode_from(r: &mut Reader, len: u64, hook: &mut impl Hook) -> Result<Value, 
     let mut keys = KeyCache::default();
     let mut try_record = false;
     while let Some((at, op)) = r.next()? {
+        *work = work.saturating_add(1);
         match op {
             Op::Proto(p) => {
                 if !(2..=5).contains(&p) {
@@ -1273,7 +1379,7 @@ fn decode_from(r: &mut Reader, len: u64, hook: &mut impl Hook) -> Result<Value, 
                     .pop()
                     .ok_or_else(|| mal(at, "LIST/TUPLE without MARK"))?;
                 let items = stack.split_off(m.min(stack.len()));
-                let depth = seal_items(&items, at)?;
+                let depth = seal_items(&items, at, work)?;
                 stack.push(if matches!(op, Op::Tuple) {
                     Value::Tuple(Node::new(items, depth, true))
                 } else {
@@ -1299,7 +1405,7 @@ fn decode_from(r: &mut Reader, len: u64, hook: &mut impl Hook) -> Result<Value, 
                     .checked_sub(n)
                     .ok_or_else(|| mal(at, "TUPLE1/2/3 on a short stack"))?;
                 let items = stack.split_off(start);
-                let depth = seal_items(&items, at)?;
+                let depth = seal_items(&items, at, work)?;
                 stack.push(Value::Tuple(Node::new(items, depth, true)));
             }
             Op::Dict => {
@@ -1308,7 +1414,7 @@ fn decode_from(r: &mut Reader, len: u64, hook: &mut impl Hook) -> Result<Value, 
                 if !items.len().is_multiple_of(2) {
                     return Err(mal(at, "DICT with an odd number of items"));
                 }
-                let depth = seal_items(&items, at)?;
+                let depth = seal_items(&items, at, work)?;
                 let mut pairs = Vec::with_capacity(items.len() / 2);
                 let mut it = items.into_iter();
                 while let (Some(k), Some(v)) = (it.next(), it.next()) {
@@ -1329,7 +1435,7 @@ fn decode_from(r: &mut Reader, len: u64, hook: &mut impl Hook) -> Result<Value, 
                     _ => return Err(mal(at, "APPEND to something that is not a list")),
                 };
                 let items = stack.get(m..).unwrap_or_default();
-                let depth = seal_items(items, at)?;
+                let depth = seal_items(items, at, work)?;
                 if list.sealed.get() {
                     return Err(mal(
                         at,
@@ -1376,7 +1482,7 @@ fn decode_from(r: &mut Reader, len: u64, hook: &mut impl Hook) -> Result<Value, 
                 if !items.len().is_multiple_of(2) {
                     return Err(mal(at, "SETITEMS with an odd number of items"));
                 }
-                let depth = seal_items(items, at)?;
+                let depth = seal_items(items, at, work)?;
                 if dict.sealed.get() {
                     return Err(mal(
                         at,
@@ -1398,7 +1504,7 @@ fn decode_from(r: &mut Reader, len: u64, hook: &mut impl Hook) -> Result<Value, 
                     .last()
                     .ok_or_else(|| mal(at, "PUT on an empty stack"))?;
                 keys.forget(i);
-                memo.put(i, v, memo_limit);
+                memo.put(i, v);
             }
             Op::Memoize => {
                 let v = stack
@@ -1407,7 +1513,7 @@ fn decode_from(r: &mut Reader, len: u64, hook: &mut impl Hook) -> Result<Value, 
                 let i = memo.next;
                 memo.next = memo.next.saturating_add(1);
                 keys.forget(i);
-                memo.put(i, v, memo_limit);
+                memo.put(i, v);
             }
             Op::Get(i) => {
                 stack.push(memo.get(i, at)?);
@@ -1425,10 +1531,11 @@ fn decode_from(r: &mut Reader, len: u64, hook: &mut impl Hook) -> Result<Value, 
             // Each pass stands for one `EMPTY_DICT` already read.
             let mut taken = 0usize;
             let generic = loop {
-                if !fast_record(r, &mut memo, &mut keys, memo_limit, hook)? {
+                if !fast_record(r, memo, &mut keys, hook)? {
                     break true;
                 }
                 taken = taken.saturating_add(1);
+                *work = work.saturating_add(1);
                 if r.lo < r.hi && r.buf.get(r.lo) == Some(&b'}') {
                     r.lo = r.lo.saturating_add(1);
                     r.pos = r.pos.saturating_add(1);
@@ -1445,9 +1552,7 @@ fn decode_from(r: &mut Reader, len: u64, hook: &mut impl Hook) -> Result<Value, 
             }
         }
     }
-    Err(PickleError::NoStop(
-        usize::try_from(len).unwrap_or(usize::MAX),
-    ))
+    Err(PickleError::NoStop(r.at()))
 }
 
 #[cfg(test)]

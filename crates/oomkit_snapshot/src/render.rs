@@ -5,6 +5,7 @@
 use oomkit_core::remedies::RemedyId;
 use std::fmt::Write as _;
 
+use oomkit_core::text::escape;
 use oomkit_core::{Bytes, remedies};
 
 use crate::analyze::{DeviceReport, Report, Site};
@@ -27,13 +28,17 @@ fn sites(out: &mut String, list: &[Site], indent: &str) {
             "{indent}{:>12}  {:>5}×  {}",
             b(s.bytes).to_string(),
             s.count,
-            s.frame
+            escape(&s.frame)
         );
     }
 }
 
 /// The report as text; `name` names the input.
+///
+/// Text from the input (frame names, annotation names) and the input's name
+/// pass through [`escape`]: control characters reach a terminal as text.
 pub fn human(report: &Report, name: &str) -> String {
+    let name = &*escape(name);
     let mut out = String::new();
     if report.devices.is_empty() {
         let _ = writeln!(
@@ -84,6 +89,26 @@ fn device(out: &mut String, d: &DeviceReport, name: &str) {
         };
         let _ = writeln!(out, "  peak         {}  {at}", b(d.peak_bytes));
         let _ = writeln!(out, "  end          {}", b(d.end_bytes));
+        if d.segment_events == 0 {
+            let _ = writeln!(
+                out,
+                "  reserved     {} throughout (no segment events in the trace)",
+                b(d.reserved_peak_bytes)
+            );
+        } else {
+            let at = if d.reserved_peak_event < 0 {
+                "before the first event".to_string()
+            } else {
+                format!("at event {}", d.reserved_peak_event)
+            };
+            let _ = writeln!(
+                out,
+                "  reserved     peak {}  {at} ({} before the first event, {} segment events)",
+                b(d.reserved_peak_bytes),
+                b(d.reserved_baseline_bytes),
+                d.segment_events
+            );
+        }
     }
     if !d.top_sites.is_empty() {
         let _ = writeln!(
@@ -117,7 +142,7 @@ fn device(out: &mut String, d: &DeviceReport, name: &str) {
     } else if f.expandable_recoverable_bytes > 0 {
         let _ = writeln!(
             out,
-            "    {} of it is whole pages that expandable_segments:True could return for any request",
+            "    {} of it is whole pages between live blocks that expandable_segments:True would unmap and reuse for any request",
             b(f.expandable_recoverable_bytes)
         );
         remedy_line(out, RemedyId::ExpandableSegments);
@@ -135,11 +160,11 @@ fn device(out: &mut String, d: &DeviceReport, name: &str) {
                 l.iterations,
                 b(l.bytes),
                 l.count,
-                l.frame
+                escape(&l.frame)
             );
         }
         if let Some(l) = d.leaks.first() {
-            let _ = writeln!(out, "    iterations from: {}", l.iterations_from);
+            let _ = writeln!(out, "    iterations from: {}", escape(&l.iterations_from));
         }
         remedy_line(out, RemedyId::ReleaseReferences);
     }
@@ -147,14 +172,14 @@ fn device(out: &mut String, d: &DeviceReport, name: &str) {
         let _ = writeln!(out, "\n  Annotated ranges: {}", d.annotations.len());
     }
     for w in &d.warnings {
-        let _ = writeln!(out, "  warning: {w}");
+        let _ = writeln!(out, "  warning: {}", escape(w));
     }
 }
 
 /// `diff A B` as text.
 pub fn human_diff(diffs: &[DeviceDiff], a: &str, b_name: &str, top: usize) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "A = {a}\nB = {b_name}");
+    let _ = writeln!(out, "A = {}\nB = {}", escape(a), escape(b_name));
     for d in diffs {
         let _ = writeln!(
             out,
@@ -178,7 +203,7 @@ pub fn human_diff(diffs: &[DeviceDiff], a: &str, b_name: &str, top: usize) -> St
                 format!("{sign}{}", b(s.growth_bytes.unsigned_abs())),
                 format!("{} → {}", b(s.a_bytes), b(s.b_bytes)),
                 format!("{} → {}", s.a_count, s.b_count),
-                s.frame
+                escape(&s.frame)
             );
         }
     }

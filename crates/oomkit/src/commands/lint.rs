@@ -56,27 +56,7 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
     if let Some(code) = &args.explain {
         return explain(&mut out, code, args.format);
     }
-    let (config, project) = find_config()?;
-    let select = args.select.clone().or(config.select.clone());
-    let mut extend_select = config.extend_select.clone();
-    extend_select.extend(args.extend_select.iter().cloned());
-    let mut ignore = config.ignore.clone();
-    ignore.extend(args.ignore.iter().cloned());
-    let settings = Settings {
-        rules: rule_set(Selection {
-            select: select.as_deref(),
-            extend_select: &extend_select,
-            ignore: &ignore,
-            preview: args.preview || config.preview.unwrap_or(false),
-        })?,
-        project,
-    };
-    let limit = match args.max_file_size {
-        Some(n) => n,
-        None => config
-            .max_file_size()?
-            .unwrap_or(oomkit_lint::DEFAULT_MAX_FILE_SIZE),
-    };
+    let discovery = Discovery::new(&args)?;
 
     let paths = if args.paths.is_empty() {
         vec![PathBuf::from(".")]
@@ -87,27 +67,49 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
         if paths.len() > 1 {
             bail!("`-` (standard input) cannot be combined with other paths");
         }
+        let dir = args
+            .stdin_filename
+            .as_ref()
+            .and_then(|n| std::path::absolute(n).ok())
+            .and_then(|p| p.parent().map(Path::to_path_buf));
+        let found = discovery.at(&dir.unwrap_or_else(|| discovery.cwd.clone()));
+        let (settings, limit) = match &found.settings {
+            Ok(s) => *s,
+            Err(e) => bail!("{e}"),
+        };
         return stdin(&mut out, &args, &settings, limit);
     }
     // the walk runs on its own thread and each file is linted as soon as it is found
     // (the walk took a tenth of the run before any file was linted); the
     // outcomes come in any order, and everything printed is sorted
-    let walk = Walk::new(&paths, &config.exclude)?;
+    let walk = Walk::new(&paths);
     let pool = pool()?;
     let (send, found) = std::sync::mpsc::channel();
     let (linted, mut errors) = std::thread::scope(|scope| {
         let walker = scope.spawn(move || {
-            walk.run(&mut |path| {
+            walk.run(&mut |path, explicit| {
                 // the receiver lives until the walk ends
-                let _ = send.send(path);
+                let _ = send.send((path, explicit));
             })
         });
         let linted: Vec<(PathBuf, Outcome)> = pool.install(|| {
             sent_paths(found)
                 .par_bridge()
-                .map(|path| {
-                    let outcome = lint_file(&path, &settings, args.fix, limit);
-                    (path, outcome)
+                .filter_map(|(path, explicit)| {
+                    let found = discovery.of_file(&path);
+                    let outcome = match &found.settings {
+                        // a walked file that its configuration excludes is not linted
+                        // (a file named on the command line always is)
+                        Ok(_) if !explicit && found.excludes(&path) => return None,
+                        Ok((settings, limit)) => lint_file(&path, settings, args.fix, *limit),
+                        Err(e) => Outcome::Failed(FileError {
+                            path: display(&path),
+                            line: None,
+                            column: None,
+                            message: e.clone(),
+                        }),
+                    };
+                    Some((path, outcome))
                 })
                 .collect()
         });
@@ -142,7 +144,14 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
         let named: Vec<Vec<&str>> = pool.install(|| {
             files
                 .par_iter()
-                .map(|path| helpers_named_in(path, &helpers, limit))
+                .map(|path| {
+                    let limit = discovery
+                        .of_file(path)
+                        .settings
+                        .as_ref()
+                        .map_or(oomkit_lint::DEFAULT_MAX_FILE_SIZE, |s| s.1);
+                    helpers_named_in(path, &helpers, limit)
+                })
                 .collect()
         });
         for h in named.into_iter().flatten() {
@@ -191,9 +200,14 @@ fn pool() -> anyhow::Result<rayon::ThreadPool> {
 const STACK: usize = 256 << 20;
 
 fn describe(e: &FileError) -> String {
+    // The path and the parser's message (which may quote the source) are input.
+    let (path, message) = (
+        oomkit_core::text::escape(&e.path),
+        oomkit_core::text::escape(&e.message),
+    );
     match (e.line, e.column) {
-        (Some(l), Some(c)) => format!("{}:{l}:{c}: {}", e.path, e.message),
-        _ => format!("{}: {}", e.path, e.message),
+        (Some(l), Some(c)) => format!("{path}:{l}:{c}: {message}"),
+        _ => format!("{path}: {message}"),
     }
 }
 
@@ -278,51 +292,230 @@ fn explain(out: &mut impl Write, code: &str, format: LintFormat) -> anyhow::Resu
     Ok(0)
 }
 
-/// The files that say which library versions a project uses (with `requirements*.txt`),
-/// read from the nearest directory at or above the working directory that has any.
+/// The files that say which library versions a project uses (with `requirements*.txt`).
 const VERSION_FILES: &[&str] = &["pyproject.toml", "uv.lock", "poetry.lock"];
 
-/// `[tool.oomkit.lint]` from the nearest `pyproject.toml` at or above the working
-/// directory, and the library versions pinned in the nearest directory with version
-/// files (`pyproject.toml`, `requirements*.txt`, `uv.lock`, `poetry.lock`). Version
-/// files are small; one over 1 MiB or unreadable adds nothing.
-fn find_config() -> anyhow::Result<(LintConfig, Project)> {
-    let cwd = std::env::current_dir().context("cannot read the working directory")?;
-    let mut config = None;
-    let mut project = None;
-    for dir in cwd.ancestors() {
-        let file = dir.join("pyproject.toml");
-        if config.is_none() && file.is_file() {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
-            let cfg = LintConfig::from_pyproject(&text)
-                .with_context(|| format!("in {}", file.display()))?;
-            config = Some(cfg.unwrap_or_default());
+/// Configuration discovered per file, as ruff does: each file takes `[tool.oomkit.lint]`
+/// from the nearest `pyproject.toml` at or above its own directory, and the library
+/// versions from the nearest directory at or above it with version files
+/// (`pyproject.toml`, `requirements*.txt`, `uv.lock`, `poetry.lock`) — not from the
+/// working directory, so `oomkit lint path/to/project` reads that project's pins from
+/// anywhere. Each directory is resolved once (a cache shared by the worker threads), so
+/// a tree costs a few `stat`s per directory. Flags on the command line apply on top of
+/// every file's configuration. Version files are small; one over 1 MiB or unreadable
+/// adds nothing.
+struct Discovery<'a> {
+    args: &'a LintArgs,
+    cwd: PathBuf,
+    cache: std::sync::Mutex<std::collections::HashMap<PathBuf, std::sync::Arc<Found>>>,
+}
+
+/// What holds for the files of one directory.
+struct Found {
+    /// The nearest `pyproject.toml` (its directory and its `[tool.oomkit.lint]`).
+    config: Option<(PathBuf, LintConfig)>,
+    /// The nearest directory's version pins (`None`: no version file up to the root).
+    project: Option<Project>,
+    /// The rules and the file size limit, or why the configuration is unusable.
+    settings: Result<(Settings, u64), String>,
+    /// The configuration's `exclude` patterns, rooted at its directory.
+    exclude: Option<ignore::overrides::Override>,
+}
+
+impl Found {
+    fn excludes(&self, path: &Path) -> bool {
+        let Some(ov) = &self.exclude else {
+            return false;
+        };
+        let Ok(abs) = std::path::absolute(path) else {
+            return false;
+        };
+        // a pattern may name the file or any directory above it, up to the root
+        abs.ancestors()
+            .enumerate()
+            .take_while(|(_, a)| self.config.as_ref().is_some_and(|(d, _)| a.starts_with(d)))
+            .any(|(i, a)| ov.matched(a, i > 0).is_ignore())
+    }
+}
+
+impl<'a> Discovery<'a> {
+    fn new(args: &'a LintArgs) -> anyhow::Result<Self> {
+        let cwd = std::env::current_dir().context("cannot read the working directory")?;
+        Ok(Self {
+            args,
+            cwd,
+            cache: std::sync::Mutex::default(),
+        })
+    }
+
+    /// What holds for `path`, a file (its directory is looked up).
+    fn of_file(&self, path: &Path) -> std::sync::Arc<Found> {
+        let abs = std::path::absolute(path).unwrap_or_else(|_| self.cwd.join(path));
+        let dir = abs
+            .parent()
+            .map_or_else(|| self.cwd.clone(), Path::to_path_buf);
+        self.at(&dir)
+    }
+
+    /// What holds in directory `dir` (absolute).
+    fn at(&self, dir: &Path) -> std::sync::Arc<Found> {
+        if let Some(f) = self.lock().get(dir) {
+            return f.clone();
         }
-        if project.is_none() {
-            let files: Vec<PathBuf> = VERSION_FILES
-                .iter()
-                .map(|n| dir.join(n))
-                .filter(|p| p.is_file())
-                .chain(requirement_files(dir))
-                .collect();
-            if !files.is_empty() {
-                let mut p = Project::default();
-                for path in files {
-                    let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= 1 << 20);
-                    if let (true, Ok(text)) = (small, std::fs::read_to_string(&path)) {
-                        let name = path.file_name().unwrap_or_default().to_string_lossy();
-                        p.read(&name, &text);
-                    }
+        let config = read_pyproject(dir);
+        let project = read_versions(dir);
+        let (config, project) = if config.is_some() && project.is_some() {
+            (config, project)
+        } else {
+            match dir.parent() {
+                Some(parent) => {
+                    let up = self.at(parent);
+                    let config = config.or_else(|| {
+                        up.config
+                            .as_ref()
+                            .map(|(d, c)| Ok((d.clone(), c.clone())))
+                            .or_else(|| up.settings.as_ref().err().map(|e| Err(e.clone())))
+                    });
+                    (config, project.or(up.project))
                 }
-                project = Some(p);
+                None => (config, project),
             }
-        }
-        if config.is_some() && project.is_some() {
-            break;
+        };
+        let found = std::sync::Arc::new(self.settle(config, project));
+        self.lock().insert(dir.to_path_buf(), found.clone());
+        found
+    }
+
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<PathBuf, std::sync::Arc<Found>>> {
+        self.cache
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The command line's flags on top of a configuration.
+    fn settle(
+        &self,
+        config: Option<Result<(PathBuf, LintConfig), String>>,
+        project: Option<Project>,
+    ) -> Found {
+        let config = match config.transpose() {
+            Ok(c) => c,
+            Err(e) => {
+                return Found {
+                    config: None,
+                    project,
+                    settings: Err(e),
+                    exclude: None,
+                };
+            }
+        };
+        let args = self.args;
+        let empty = LintConfig::default();
+        let (dir, cfg) = match &config {
+            Some((d, c)) => (Some(d), c),
+            None => (None, &empty),
+        };
+        let name = |e: &dyn std::fmt::Display| match dir {
+            Some(d) => format!("{}: {e}", d.join("pyproject.toml").display()),
+            None => e.to_string(),
+        };
+        let select = args.select.clone().or(cfg.select.clone());
+        let mut extend_select = cfg.extend_select.clone();
+        extend_select.extend(args.extend_select.iter().cloned());
+        let mut ignore = cfg.ignore.clone();
+        ignore.extend(args.ignore.iter().cloned());
+        let settings = rule_set(Selection {
+            select: select.as_deref(),
+            extend_select: &extend_select,
+            ignore: &ignore,
+            preview: args.preview || cfg.preview.unwrap_or(false),
+        })
+        .map_err(|e| name(&e))
+        .and_then(|rules| {
+            let limit = match args.max_file_size {
+                Some(n) => n,
+                None => cfg
+                    .max_file_size()
+                    .map_err(|e| name(&e))?
+                    .unwrap_or(oomkit_lint::DEFAULT_MAX_FILE_SIZE),
+            };
+            Ok((
+                Settings {
+                    rules,
+                    project: project.unwrap_or_default(),
+                },
+                limit,
+            ))
+        });
+        let mut exclude = None;
+        let settings = match (dir, settings) {
+            (Some(d), Ok(s)) if !cfg.exclude.is_empty() => {
+                let mut b = ignore::overrides::OverrideBuilder::new(d);
+                let built = cfg
+                    .exclude
+                    .iter()
+                    .try_for_each(|p| {
+                        b.add(&format!("!{p}"))
+                            .map(|_| ())
+                            .map_err(|e| name(&format!("invalid exclude pattern `{p}`: {e}")))
+                    })
+                    .and_then(|()| b.build().map_err(|e| name(&e)));
+                match built {
+                    Ok(o) => {
+                        exclude = Some(o);
+                        Ok(s)
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+            (_, s) => s,
+        };
+        Found {
+            config,
+            project,
+            settings,
+            exclude,
         }
     }
-    Ok((config.unwrap_or_default(), project.unwrap_or_default()))
+}
+
+/// `[tool.oomkit.lint]` of `dir/pyproject.toml` when there is one (the default
+/// configuration when the file has no such table), or why it cannot be read.
+fn read_pyproject(dir: &Path) -> Option<Result<(PathBuf, LintConfig), String>> {
+    let file = dir.join("pyproject.toml");
+    if !file.is_file() {
+        return None;
+    }
+    let read = std::fs::read_to_string(&file)
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))
+        .and_then(|text| {
+            LintConfig::from_pyproject(&text).map_err(|e| format!("in {}: {e}", file.display()))
+        });
+    Some(read.map(|c| (dir.to_path_buf(), c.unwrap_or_default())))
+}
+
+/// The version pins of `dir`'s own version files (`None` when it has none).
+fn read_versions(dir: &Path) -> Option<Project> {
+    let files: Vec<PathBuf> = VERSION_FILES
+        .iter()
+        .map(|n| dir.join(n))
+        .filter(|p| p.is_file())
+        .chain(requirement_files(dir))
+        .collect();
+    if files.is_empty() {
+        return None;
+    }
+    let mut p = Project::default();
+    for path in files {
+        let small = std::fs::metadata(&path).is_ok_and(|m| m.len() <= 1 << 20);
+        if let (true, Ok(text)) = (small, std::fs::read_to_string(&path)) {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            p.read(&name, &text);
+        }
+    }
+    Some(p)
 }
 
 /// `requirements*.txt` in `dir`.
@@ -348,7 +541,9 @@ fn display(path: &Path) -> String {
 }
 
 /// The paths a [`Walk`] sends, as they come.
-fn sent_paths(found: std::sync::mpsc::Receiver<PathBuf>) -> impl Iterator<Item = PathBuf> + Send {
+fn sent_paths(
+    found: std::sync::mpsc::Receiver<(PathBuf, bool)>,
+) -> impl Iterator<Item = (PathBuf, bool)> + Send {
     found.into_iter()
 }
 
@@ -360,28 +555,19 @@ fn sent_paths(found: std::sync::mpsc::Receiver<PathBuf>) -> impl Iterator<Item =
 /// takes regular files with those extensions only, so it never opens a device or FIFO.
 struct Walk {
     paths: Vec<PathBuf>,
-    overrides: ignore::overrides::Override,
 }
 
 impl Walk {
-    /// Checks the `exclude` patterns before any file is found (and maybe fixed).
-    fn new(paths: &[PathBuf], exclude: &[String]) -> anyhow::Result<Self> {
-        let mut overrides = ignore::overrides::OverrideBuilder::new(".");
-        for pattern in exclude {
-            overrides
-                .add(&format!("!{pattern}"))
-                .with_context(|| format!("invalid exclude pattern `{pattern}`"))?;
-        }
-        let overrides = overrides.build().context("invalid exclude patterns")?;
-        Ok(Self {
+    fn new(paths: &[PathBuf]) -> Self {
+        Self {
             paths: paths.to_vec(),
-            overrides,
-        })
+        }
     }
 
     /// Hands each file to `found`, explicit files first, and returns what could not be
-    /// read.
-    fn run(self, found: &mut dyn FnMut(PathBuf)) -> Vec<FileError> {
+    /// read. Each file comes with whether it was named on the command line (`exclude`
+    /// patterns, which each file's configuration applies, never skip those).
+    fn run(self, found: &mut dyn FnMut(PathBuf, bool)) -> Vec<FileError> {
         let mut errors = Vec::new();
         let mut dirs = Vec::new();
         for p in &self.paths {
@@ -394,7 +580,7 @@ impl Walk {
             match std::fs::metadata(p) {
                 Err(e) => errors.push(error(format!("cannot read: {e}"))),
                 Ok(m) if m.is_dir() => dirs.push(p.clone()),
-                Ok(_) if p.extension().is_none() || has_python_extension(p) => found(p.clone()),
+                Ok(_) if p.extension().is_none() || has_python_extension(p) => found(p.clone(), true),
                 Ok(_) => errors.push(error(
                     "not a Python file (expected .py, .pyi, .pyw or .ipynb, or no extension and a `#!…python` line); not linted"
                         .into(),
@@ -408,14 +594,14 @@ impl Walk {
         for p in rest {
             builder.add(p);
         }
-        builder.require_git(false).overrides(self.overrides);
+        builder.require_git(false);
         for entry in builder.build() {
             match entry {
                 Ok(e) => {
                     // regular files only: never a device, a FIFO or a socket
                     let is_file = e.file_type().is_some_and(|t| t.is_file());
                     if is_file && has_python_extension(e.path()) {
-                        found(e.into_path());
+                        found(e.into_path(), false);
                     }
                 }
                 Err(err) => {

@@ -8,6 +8,7 @@ mod hub_client;
 mod lint;
 mod llamacpp;
 mod monitor;
+mod preflight;
 mod probe;
 mod run;
 mod snapshot;
@@ -19,6 +20,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Explain(args) => explain::run(args, cli.color),
         Command::Lint(args) => lint::run(args, cli.color),
+        Command::Estimate(args) if preflight::applies(&args) => preflight::run(*args, cli.color),
         Command::Estimate(args) => estimate::run(*args, cli.color),
         Command::Probe(args) => probe::run(args, cli.color),
         Command::Run(args) => run::run(args, cli.color),

@@ -26,11 +26,12 @@ struct Sinks {
     metrics: Option<prometheus::Shared>,
     alerter: Option<Alerter>,
     alert_cmd: Option<String>,
-    color: ColorChoice,
 }
 
 impl Sinks {
-    fn take(&mut self, sample: &Sample) -> std::io::Result<()> {
+    /// Logs, publishes and checks a sample; returns the alerts it fired
+    /// (the caller shows them: stderr, or the TUI's status line).
+    fn take(&mut self, sample: &Sample) -> std::io::Result<Vec<String>> {
         if let Some(log) = &mut self.log {
             let line = serde_json::to_string(sample).map_err(std::io::Error::other)?;
             log.append(&line)?;
@@ -40,16 +41,31 @@ impl Sinks {
         {
             *latest = Some(sample.clone());
         }
+        let mut fired = Vec::new();
         if let Some(alerter) = &mut self.alerter {
             for alert in alerter.check(&sample.gpus) {
-                writeln!(output::stderr(self.color), "warning: {}", alert.message)?;
                 if let Some(cmd) = &self.alert_cmd {
                     spawn_alert(cmd, &alert)?;
                 }
+                fired.push(alert.message);
             }
         }
-        Ok(())
+        Ok(fired)
     }
+}
+
+/// The node's name for the `Hostname` label: `$NODE_NAME` when set (the
+/// DaemonSet in deploy/ sets it from the downward API's `spec.nodeName`, since
+/// a pod's own hostname is the pod's name), else the kernel's hostname.
+fn hostname() -> String {
+    if let Ok(n) = std::env::var("NODE_NAME")
+        && !n.trim().is_empty()
+    {
+        return n.trim().to_owned();
+    }
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_default()
 }
 
 /// Runs the alert command without waiting for it; a thread reaps it.
@@ -80,7 +96,8 @@ pub fn run(args: MonitorArgs, color: ColorChoice) -> anyhow::Result<u8> {
                 msg.push_str(": ");
                 msg.push_str(&cause.to_string());
             }
-            let line = serde_json::json!({ "version": 1, "error": msg });
+            let line =
+                serde_json::json!({ "version": oomkit_monitor::sample::VERSION, "error": msg });
             let mut out = output::stdout(ColorChoice::Never);
             writeln!(out, "{line}")?;
             Err(err)
@@ -116,6 +133,13 @@ fn monitor(args: MonitorArgs, color: ColorChoice) -> anyhow::Result<u8> {
         .transpose()
         .map_err(|e| anyhow!("--alert-at: {e}"))?;
 
+    let metrics_addr = args
+        .prometheus
+        .as_deref()
+        .map(prometheus::parse_addr)
+        .transpose()
+        .map_err(|e| anyhow!("--prometheus: {e}"))?;
+
     let mut reader = NvmlReader::open()?;
 
     let log = match &args.log {
@@ -125,10 +149,15 @@ fn monitor(args: MonitorArgs, color: ColorChoice) -> anyhow::Result<u8> {
         ),
         None => None,
     };
-    let metrics = match &args.prometheus {
+    let metrics = match &metrics_addr {
         Some(addr) => {
             let shared: prometheus::Shared = Arc::new(Mutex::new(None));
-            let bound = prometheus::serve(addr, Arc::clone(&shared)).map_err(|e| anyhow!(e))?;
+            let opts = prometheus::Options {
+                hostname: hostname(),
+                command_lines: args.metrics_command_lines,
+            };
+            let bound =
+                prometheus::serve(addr, Arc::clone(&shared), opts).map_err(|e| anyhow!(e))?;
             writeln!(
                 output::stderr(color),
                 "serving Prometheus metrics on http://{bound}/metrics"
@@ -142,7 +171,6 @@ fn monitor(args: MonitorArgs, color: ColorChoice) -> anyhow::Result<u8> {
         metrics,
         alerter: threshold.map(Alerter::new),
         alert_cmd: args.alert_cmd.clone(),
-        color,
     };
     let mut tracker = Tracker::new(window.as_secs_f64());
     let stop = interrupt::install()?;
@@ -206,7 +234,9 @@ fn sample_loop(
                 out.flush()?;
             }
         }
-        sinks.take(&sample)?;
+        for message in sinks.take(&sample)? {
+            writeln!(output::stderr(color), "warning: {message}")?;
+        }
         taken = taken.saturating_add(1);
         if count.is_some_and(|c| taken >= c) {
             return Ok(());

@@ -3,6 +3,7 @@
 //! (with a spinner when stderr is a terminal) and the answer last.
 
 use std::cell::RefCell;
+use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::time::Duration;
 
@@ -11,8 +12,8 @@ use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use oomkit_core::Bytes;
 use oomkit_nvml::{GpuReader, NvmlReader};
-use oomkit_probe::probe::{self, Outcome, ProbeOptions, ProbeReport, Progress, Trial};
-use oomkit_probe::search::{Bounds, bounded_budget};
+use oomkit_probe::probe::{self, Conclusion, Outcome, ProbeOptions, ProbeReport, Progress, Trial};
+use oomkit_probe::search::{Bounds, DEFAULT_MAX, bounded_budget};
 use oomkit_probe::{CommandLine, command};
 
 use crate::cli::{Cli, ColorChoice, Command, Format, ProbeArgs};
@@ -20,7 +21,13 @@ use crate::commands::estimate;
 use crate::{interrupt, output};
 
 pub fn run(args: ProbeArgs, color: ColorChoice) -> anyhow::Result<u8> {
-    let timeout = args.timeout.as_deref().map(parse_duration).transpose()?;
+    after_double_dash(&args.command, std::env::args_os().collect())?;
+    let timeout = args
+        .timeout
+        .as_deref()
+        .map(|t| parse_duration("--timeout", t))
+        .transpose()?;
+    let grace = parse_duration("--grace", &args.grace)?;
     if !(0.0..100.0).contains(&args.margin) {
         bail!(
             "--margin must be a percentage in [0, 100), got {}",
@@ -36,6 +43,20 @@ pub fn run(args: ProbeArgs, color: ColorChoice) -> anyhow::Result<u8> {
         Some(tokens) => Some(estimated_max_batch(tokens)?),
         None => None,
     };
+    if !args.no_preflight {
+        // The command as the first trial runs it: `{batch}` is --min.
+        let first: Vec<std::ffi::OsString> = args
+            .command
+            .iter()
+            .map(|t| match t.to_str() {
+                Some(s) => s
+                    .replace(command::PLACEHOLDER, &args.min.to_string())
+                    .into(),
+                None => t.clone(),
+            })
+            .collect();
+        super::preflight::before_launch(&first, args.gpu.as_deref(), args.preflight, color)?;
+    }
     let cmd = CommandLine::new(args.command);
     let human = args.format == Format::Human;
     // Trial lines are results in human mode (stdout) and chatter in JSON mode (stderr).
@@ -64,7 +85,7 @@ pub fn run(args: ProbeArgs, color: ColorChoice) -> anyhow::Result<u8> {
         "  {:>5}  {:>7}  {:<8} {:>8}  {:>11}  detail",
         "trial", "batch", "outcome", "seconds", "peak"
     )?;
-    let flag = interrupt::install()?;
+    let interrupts = interrupt::supervise()?;
     // NVML when the driver is there; without it, peaks come from PyTorch alone.
     let gpu = NvmlReader::open().ok().map(RefCell::new);
     let spinner = std::io::stderr().is_terminal().then(|| {
@@ -84,7 +105,8 @@ pub fn run(args: ProbeArgs, color: ColorChoice) -> anyhow::Result<u8> {
             bounds,
             timeout,
             margin_pct: args.margin,
-            interrupt: Some(&flag),
+            interrupt: Some(&interrupts),
+            grace,
             gpu: gpu.as_ref().map(|g| g as &RefCell<dyn GpuReader>),
         },
         |p| match p {
@@ -111,7 +133,13 @@ pub fn run(args: ProbeArgs, color: ColorChoice) -> anyhow::Result<u8> {
     if let Some(pb) = &spinner {
         pb.finish_and_clear();
     }
-    let report = report?;
+    let report = match report {
+        Ok(r) => r,
+        Err(e) => match super::run::spawn_failure(&e) {
+            Some(code) => return Ok(code),
+            None => return Err(e.into()),
+        },
+    };
     if let Some(e) = write_err {
         return Err(e.into());
     }
@@ -125,15 +153,40 @@ pub fn run(args: ProbeArgs, color: ColorChoice) -> anyhow::Result<u8> {
         }
     }
     lines.flush()?;
+    if let Some(s) = report.signal.filter(|&s| interrupt::reraised(s)) {
+        interrupt::die_of(s);
+    }
     Ok(report.exit_code())
 }
 
-/// `90s`, `2m`, `1h30m` (humantime) or plain (possibly fractional) seconds.
-fn parse_duration(s: &str) -> anyhow::Result<Duration> {
-    let d =
-        oomkit_core::duration::parse(s).map_err(|e| anyhow::anyhow!("invalid --timeout: {e}"))?;
+/// The command must follow `--`, as `run`'s does: without it, flags after
+/// the program (`oomkit probe sh -c 'exit 0' --max 4`) would be taken for
+/// the command's. `--estimate`'s list ends at that `--` too. The command is
+/// the end of the raw arguments; the one before it must be `--`.
+fn after_double_dash(command: &[OsString], argv: Vec<OsString>) -> anyhow::Result<()> {
+    let before = argv
+        .len()
+        .checked_sub(command.len())
+        .and_then(|i| i.checked_sub(1))
+        .and_then(|i| argv.get(i));
+    if before.is_some_and(|a| a == "--") {
+        return Ok(());
+    }
+    let program = command
+        .first()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    bail!(
+        "the command to probe goes after `--`: oomkit probe [OPTIONS] -- CMD [ARGS]... (got `{program}` without `--`)"
+    )
+}
+
+/// `90s`, `2m`, `1h30m` (humantime) or plain (possibly fractional) seconds,
+/// for the flag `flag`.
+pub fn parse_duration(flag: &str, s: &str) -> anyhow::Result<Duration> {
+    let d = oomkit_core::duration::parse(s).map_err(|e| anyhow::anyhow!("invalid {flag}: {e}"))?;
     if d.is_zero() {
-        bail!("--timeout must be positive, got {s}");
+        bail!("{flag} must be positive, got {s}");
     }
     Ok(d)
 }
@@ -183,13 +236,14 @@ fn plan(b: &Bounds, gpu: Option<&str>) -> String {
             gpu.unwrap_or("the GPU")
         ),
         (None, Some(max)) => format!(
-            "batch {}..={max}: bisection, at most {} trials",
+            "batch {}..={max}: bisection, at most {} trials (and 1 more to confirm the boundary)",
             b.min,
             bounded_budget(b.min, max)
         ),
         (None, None) => format!(
-            "from batch {}: doubling until the first OOM, then bisecting (no --max)",
-            b.min
+            "from batch {}: doubling until the first OOM (at most {}), then bisecting",
+            b.min,
+            b.top()
         ),
     }
 }
@@ -211,6 +265,13 @@ fn trial_line(index: u32, t: &Trial) -> String {
             status
         } else {
             format!("{status}: {detail}")
+        };
+    }
+    if t.confirmation {
+        detail = if detail.is_empty() {
+            "run again to confirm the boundary".to_string()
+        } else {
+            format!("run again to confirm the boundary: {detail}")
         };
     }
     format!(
@@ -240,22 +301,32 @@ fn answer(r: &ProbeReport, min: u64) -> String {
             t.outcome.label()
         ));
     }
-    match (r.max_batch, r.min_oom_batch) {
-        (Some(b), Some(oom)) if r.exact => s.push_str(&format!(
-            "largest batch that fits: {b}  ({oom} ran out of memory; {n} trials)\n"
+    match (r.result, r.max_batch, r.min_oom_batch) {
+        (Conclusion::Exact, Some(b), Some(oom)) => s.push_str(&format!(
+            "largest batch that fits: {b}  ({oom} ran out of memory, twice; {n} trials)\n"
         )),
-        (Some(b), None) if r.exact => s.push_str(&format!(
-            "largest batch that fits: {b}  (= --max, nothing larger was tried; {n} trials)\n"
+        (Conclusion::Flaky, Some(b), Some(oom)) => s.push_str(&format!(
+            "flaky boundary: {oom} ran out of memory once and fit once; {b} fit  ({n} trials)\n\
+             largest batch that never ran out of memory: {b} (not exact: memory at this size varies \
+             between runs — fragmentation, other processes on the GPU; leave a --margin)\n"
         )),
-        (Some(b), oom) => s.push_str(&format!(
+        (Conclusion::NoOomUpToMax, Some(b), _) => s.push_str(&format!(
+            "no out-of-memory up to {b}{}: the limit is higher  ({n} trials)\n",
+            if r.max == b && r.estimate.is_none() && b == DEFAULT_MAX {
+                " (the default --max)"
+            } else {
+                " (--max)"
+            }
+        )),
+        (_, Some(b), oom) => s.push_str(&format!(
             "largest batch that ran so far: {b}{}  ({n} trials; not a final answer)\n",
             oom.map(|o| format!(", {o} ran out of memory"))
                 .unwrap_or_default()
         )),
-        (None, Some(_)) => s.push_str(&format!(
+        (_, None, Some(_)) => s.push_str(&format!(
             "even --min {min} does not fit: it ran out of memory\n"
         )),
-        (None, None) => s.push_str("no batch size was confirmed\n"),
+        (_, None, None) => s.push_str("no batch size was confirmed\n"),
     }
     if let (Some(rec), Some(b)) = (r.recommended_batch, r.max_batch)
         && r.margin_pct > 0.0
@@ -282,13 +353,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_command_must_follow_a_double_dash() {
+        let os = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        let cmd = os(&["sh", "-c", "exit 0"]);
+        assert!(
+            after_double_dash(&cmd, os(&["oomkit", "probe", "--", "sh", "-c", "exit 0"])).is_ok()
+        );
+        assert!(after_double_dash(&cmd, os(&["oomkit", "probe", "sh", "-c", "exit 0"])).is_err());
+        // A `--` inside the command is not the separator.
+        let cmd = os(&["sh", "--", "x"]);
+        assert!(after_double_dash(&cmd, os(&["oomkit", "probe", "sh", "--", "x"])).is_err());
+    }
+
+    #[test]
     fn durations_in_humantime_or_seconds() {
-        assert_eq!(parse_duration("90s").unwrap(), Duration::from_secs(90));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("45").unwrap(), Duration::from_secs(45));
+        let p = |s| parse_duration("--timeout", s);
+        assert_eq!(p("90s").unwrap(), Duration::from_secs(90));
+        assert_eq!(p("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(p("1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(p("45").unwrap(), Duration::from_secs(45));
         for bad in ["0", "-3", "soon", "0s"] {
-            assert!(parse_duration(bad).is_err(), "{bad}");
+            assert!(p(bad).is_err(), "{bad}");
         }
     }
 }

@@ -29,16 +29,30 @@ struct JsonDiff<'a> {
     devices: &'a [oomkit_snapshot::DeviceDiff],
 }
 
-/// Reads and decodes one snapshot file; errors name the file.
+/// Reads and decodes one snapshot: a regular file (its length known, streamed
+/// through a buffer), or `-`, a pipe, `/dev/stdin` or `<(zcat …)`, read once as
+/// a stream to its end. Errors name the input.
 fn read(path: &Path) -> anyhow::Result<(String, Snapshot)> {
+    if path.as_os_str() == "-" {
+        let name = "standard input".to_string();
+        let snap = oomkit_snapshot::load_stream(std::io::stdin())
+            .with_context(|| format!("cannot read {name}"))?;
+        return Ok((name, snap));
+    }
     let name = path.display().to_string();
     let meta = std::fs::metadata(path).with_context(|| format!("cannot read {name}"))?;
     if meta.is_dir() {
         bail!("{name} is a directory, not a snapshot pickle");
     }
     let open = || File::open(path).map(|f| std::io::BufReader::with_capacity(1 << 16, f));
-    let snap =
-        oomkit_snapshot::load(open, meta.len()).with_context(|| format!("cannot read {name}"))?;
+    let snap = if meta.is_file() {
+        oomkit_snapshot::load(open, meta.len())
+    } else {
+        // A FIFO or a character device has no length: read it to its end.
+        let f = open().with_context(|| format!("cannot read {name}"))?;
+        oomkit_snapshot::load_stream(f)
+    }
+    .with_context(|| format!("cannot read {name}"))?;
     Ok((name, snap))
 }
 
@@ -109,7 +123,14 @@ fn run_diff(args: SnapshotDiffArgs, color: ColorChoice) -> anyhow::Result<u8> {
         Ok(x) => x,
         Err(e) => return Ok(input_error(&e)),
     };
-    let diffs = oomkit_snapshot::diff(&a, &b, args.device);
+    let diffs = match oomkit_snapshot::diff(&a, &b, args.device) {
+        Ok(d) => d,
+        Err(e) => {
+            return Ok(input_error(
+                &anyhow::Error::new(e).context(format!("cannot compare {an} and {bn}")),
+            ));
+        }
+    };
     let mut out = output::stdout(color);
     match args.format {
         Format::Json => {

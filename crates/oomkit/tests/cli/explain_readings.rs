@@ -1,8 +1,9 @@
 //! `oomkit explain` on memory readings, through the binary: every
 //! format read with its numbers, readings joined to the OOM of the same
 //! paste, the JSON contract, exit statuses, and hostile tables. The real
-//! readings in `fixtures/readings/` are also run by `explain.rs`'s fixture
-//! test against their `.expect.json`.
+//! readings in `fixtures/readings/` are also run by the explain crate's
+//! fixture runner (`oomkit_explain/tests/explain_fixtures.rs`) against their
+//! `.expect.json`.
 
 use serde_json::Value;
 

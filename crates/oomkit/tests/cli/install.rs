@@ -347,3 +347,80 @@ fn links_and_paths(doc: &Path, text: &str, missing: &mut Vec<String>) {
         }
     }
 }
+
+/// Nothing in the repository cites a path outside it (the team's notes are
+/// copied into `docs/reference/`) or an issue number a reader cannot open:
+/// every text file under version control's usual folders is read.
+#[test]
+fn nothing_cites_a_path_outside_the_repository_or_an_issue_number() {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                if !matches!(
+                    name.as_str(),
+                    "target" | ".git" | "corpus" | "artifacts" | "node_modules"
+                ) {
+                    walk(&p, out);
+                }
+            } else if [
+                ".rs", ".md", ".py", ".sh", ".toml", ".tsv", ".yml", ".yaml", ".txt",
+            ]
+            .iter()
+            .any(|x| name.ends_with(x))
+            {
+                out.push(p);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&root(), &mut files);
+    assert!(files.len() > 100, "found only {} files", files.len());
+    // Spelled in pieces so this test does not find itself.
+    let outside = [
+        ["shared/", "reference"].concat(),
+        ["shared/", "seeds"].concat(),
+        ["shared/", "fixtures"].concat(),
+        ["shared/", "design"].concat(),
+    ];
+    // The word, a space, then a digit.
+    let issue = |line: &str| {
+        let lower = line.to_ascii_lowercase();
+        ["issue ", "issues "].iter().any(|w| {
+            lower.match_indices(w).any(|(i, _)| {
+                let word_start = i == 0 || !lower.as_bytes()[i - 1].is_ascii_alphanumeric();
+                word_start
+                    && lower
+                        .as_bytes()
+                        .get(i + w.len())
+                        .is_some_and(u8::is_ascii_digit)
+            })
+        })
+    };
+    let mut bad = Vec::new();
+    for f in &files {
+        let rel = f
+            .strip_prefix(root())
+            .unwrap_or(f)
+            .to_string_lossy()
+            .into_owned();
+        let Ok(text) = std::fs::read_to_string(f) else {
+            continue;
+        };
+        for (n, line) in text.lines().enumerate() {
+            if outside.iter().any(|o| line.contains(o.as_str())) {
+                bad.push(format!("{rel}:{}: a path outside the repository", n + 1));
+            }
+            // The changelog records history; the reference notes cite other
+            // projects' issues.
+            if !rel.starts_with("CHANGELOG") && !rel.starts_with("docs/reference") && issue(line) {
+                bad.push(format!("{rel}:{}: an issue number", n + 1));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}

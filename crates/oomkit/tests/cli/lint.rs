@@ -26,7 +26,7 @@ fn markers(source: &str) -> Vec<(String, u64)> {
 const CODES: &[&str] = &[
     "OOM101", "OOM102", "OOM103", "OOM104", "OOM105", "OOM106", "OOM107", "OOM108", "OOM109",
     "OOM110", "OOM111", "OOM112", "OOM201", "OOM202", "OOM203", "OOM204", "OOM205", "OOM206",
-    "OOM207", "OOM113", "OOM114", "OOM115",
+    "OOM207", "OOM113", "OOM114", "OOM115", "OOM116",
 ];
 
 #[test]

@@ -3,22 +3,33 @@
 #![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
 
 mod docs;
+mod escape;
 mod estimate;
 mod estimate_hub;
 mod estimate_llamacpp;
+mod estimate_preflight;
 mod explain;
 mod explain_readings;
 mod explain_v3;
 mod install;
 mod lint;
+mod lint_v3;
 mod monitor;
+mod monitor_v2;
 mod probe;
+mod probe_v2;
+mod process_contract;
 mod robust_any;
 mod robust_estimate;
 mod robust_explain;
 mod robust_lint;
 mod run;
+mod run_hook;
 mod snapshot;
+mod snapshot_expandable;
+mod snapshot_input;
+mod snapshot_leaks;
+mod snapshot_reserved;
 mod support;
 
 use std::path::{Path, PathBuf};

@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::support::{Cli, cli, exit_2_says, exit_2_usage};
 use crate::{oomkit, stderr, stdout};
 
 /// A folder with `libnvidia-ml.so.1` → the stand-in.
-struct Driver {
-    dir: tempfile::TempDir,
+pub(crate) struct Driver {
+    pub(crate) dir: tempfile::TempDir,
 }
 
 fn standin() -> PathBuf {
@@ -29,16 +30,18 @@ fn standin() -> PathBuf {
 }
 
 impl Driver {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let dir = tempfile::tempdir().expect("test setup");
         std::os::unix::fs::symlink(standin(), dir.path().join("libnvidia-ml.so.1"))
             .expect("test setup");
         Driver { dir }
     }
 
-    fn cmd(&self, scenario: &str, args: &[&str]) -> Command {
+    pub(crate) fn cmd(&self, scenario: &str, args: &[&str]) -> Command {
         let mut c = oomkit();
-        c.env("LD_LIBRARY_PATH", self.dir.path())
+        // NODE_NAME names the node in /metrics; the tests expect the hostname.
+        c.env_remove("NODE_NAME")
+            .env("LD_LIBRARY_PATH", self.dir.path())
             .env("OOMKIT_NVML_SCENARIO", scenario_path(scenario))
             .arg("monitor")
             .args(args)
@@ -49,19 +52,30 @@ impl Driver {
         c
     }
 
-    fn run(&self, scenario: &str, args: &[&str]) -> Output {
+    /// `oomkit monitor ARGS` on the stand-in playing `scenario`, killed past a minute.
+    fn cli(&self, scenario: &str, args: &[&str]) -> Cli {
+        cli(&["monitor"])
+            .args(args)
+            .env_remove("NODE_NAME")
+            .env("LD_LIBRARY_PATH", self.dir.path())
+            .env("OOMKIT_NVML_SCENARIO", scenario_path(scenario))
+            .cwd(self.dir.path())
+            .within(Duration::from_secs(60))
+    }
+
+    pub(crate) fn run(&self, scenario: &str, args: &[&str]) -> Output {
         let child = self.cmd(scenario, args).spawn().expect("test setup");
         wait_limited(child, Duration::from_secs(60))
     }
 }
 
-fn scenario_path(name: &str) -> PathBuf {
+pub(crate) fn scenario_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../oomkit_nvml_standin/scenarios")
         .join(name)
 }
 
-fn wait_limited(mut child: std::process::Child, limit: Duration) -> Output {
+pub(crate) fn wait_limited(mut child: std::process::Child, limit: Duration) -> Output {
     let start = Instant::now();
     let out = child.stdout.take();
     let err = child.stderr.take();
@@ -124,7 +138,7 @@ fn wait_for_process(pattern: &str) {
     }
 }
 
-fn lines_json(o: &Output) -> Vec<Value> {
+pub(crate) fn lines_json(o: &Output) -> Vec<Value> {
     stdout(o)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
@@ -174,21 +188,23 @@ fn json_lines_follow_the_contract() {
     let line = raw.lines().nth(2).unwrap();
     assert_key_order(line, 0, &["version", "time", "gpus"]);
     assert_eq!(s.as_object().unwrap().len(), 3);
-    assert_eq!(s["version"], 1);
+    assert_eq!(s["version"], 2);
     let time = s["time"].as_str().unwrap();
     assert!(
         time.len() == 24 && time.ends_with('Z') && time.as_bytes()[10] == b'T',
         "{time}"
     );
     let g = &s["gpus"][0];
-    assert_eq!(g.as_object().unwrap().len(), 12);
+    assert_eq!(g.as_object().unwrap().len(), 16);
     assert_key_order(
         line,
         0,
         &[
             "index",
+            "mig",
             "name",
             "uuid",
+            "memory_source",
             "memory_total_bytes",
             "memory_used_bytes",
             "utilization_pct",
@@ -196,28 +212,35 @@ fn json_lines_follow_the_contract() {
             "power_w",
             "growth_bytes_per_s",
             "oom_eta_s",
+            "forecast",
             "error",
+            "refused",
             "processes",
         ],
     );
+    assert!(g["mig"].is_null());
+    assert_eq!(g["memory_source"], "nvml");
+    assert_eq!(g["refused"], serde_json::json!([]));
     assert_eq!(g["memory_total_bytes"], 85520809984u64);
     assert_eq!(g["utilization_pct"], 87);
     assert_eq!(g["power_w"], 412.0);
     // Three samples are too few for a slope: null, never zero.
     assert!(g["growth_bytes_per_s"].is_null());
     let p = &g["processes"][0];
-    assert_eq!(p.as_object().unwrap().len(), 6);
+    assert_eq!(p.as_object().unwrap().len(), 8);
     let procs_at = line.find("\"processes\":").unwrap();
     assert_key_order(
         line,
         procs_at,
         &[
             "pid",
+            "container_pid",
             "user",
             "command",
             "used_bytes",
             "growth_bytes_per_s",
             "oom_eta_s",
+            "forecast",
         ],
     );
     assert_eq!(p["pid"], 1);
@@ -251,6 +274,12 @@ fn forecast_matches_the_scenario_growth() {
         (eta - expected).abs() / expected < 0.02,
         "eta {eta} vs {expected}"
     );
+    // The evidence: 10 MiB steps every 100 ms.
+    let f = &g["forecast"];
+    let frate = f["growth_bytes_per_s"].as_f64().unwrap();
+    assert!((frate - want).abs() / want < 0.05, "forecast rate {frate}");
+    assert!(f["steps"].as_u64().unwrap() >= 3, "{f}");
+    assert!(f["regime_s"].as_f64().unwrap() > 0.5, "{f}");
     let leak = &g["processes"][0];
     assert_eq!(leak["pid"], 1);
     let prate = leak["growth_bytes_per_s"].as_f64().unwrap();
@@ -264,7 +293,11 @@ fn forecast_matches_the_scenario_growth() {
     let s = stdout(&o);
     let last_block = s.rsplit("\n\n").next().unwrap();
     assert!(last_block.contains("growth   +"), "{last_block}");
-    assert!(last_block.contains("out of memory in"), "{last_block}");
+    assert!(
+        last_block.contains("forecast out of memory in"),
+        "{last_block}"
+    );
+    assert!(last_block.contains(" steps over "), "{last_block}");
     assert!(
         last_block.contains("GiB/min"),
         "100 MiB/s is 5.86 GiB/min: {last_block}"
@@ -364,7 +397,7 @@ fn log_appends_whole_lines_and_rotates() {
         assert!(text.len() <= 8192);
         for line in text.lines() {
             let v: Value = serde_json::from_str(line).unwrap();
-            assert_eq!(v["version"], 1);
+            assert_eq!(v["version"], 2);
             n += 1;
         }
     }
@@ -383,20 +416,20 @@ fn log_appends_whole_lines_and_rotates() {
 /// Starts the monitor with `--prometheus` on a free loopback port, waits
 /// `after`, scrapes `/metrics` once, then stops it with SIGTERM.
 fn scrape(d: &Driver, scenario: &str, after: Duration) -> (String, Output) {
-    let mut child = d
-        .cmd(
-            scenario,
-            &[
-                "--prometheus",
-                "127.0.0.1:0",
-                "--format",
-                "json",
-                "--interval",
-                "100ms",
-            ],
-        )
-        .spawn()
-        .expect("test setup");
+    scrape_with(d, scenario, after, &["--prometheus", "127.0.0.1:0"])
+}
+
+/// Runs the monitor with `extra` (which starts the server), scrapes
+/// `/metrics` once after `after`, and stops it with SIGTERM.
+pub(crate) fn scrape_with(
+    d: &Driver,
+    scenario: &str,
+    after: Duration,
+    extra: &[&str],
+) -> (String, Output) {
+    let mut args = vec!["--format", "json", "--interval", "100ms"];
+    args.extend_from_slice(extra);
+    let mut child = d.cmd(scenario, &args).spawn().expect("test setup");
     let err = child.stderr.take().expect("test setup");
     let mut lines = BufReader::new(err).lines();
     let first = lines.next().expect("a first line").expect("a first line");
@@ -433,7 +466,11 @@ fn prometheus_metrics_scraped_over_loopback() {
     assert_eq!(out.status.code(), Some(0));
     assert!(body.starts_with("HTTP/1.1 200"), "{body}");
     assert!(body.contains("text/plain; version=0.0.4"), "{body}");
-    let labels = "gpu=\"0\",uuid=\"GPU-5f3b6c1e-8d2a-4c7e-9b1f-0a2d3e4f5a6b\",name=\"NVIDIA H100 80GB HBM3\"";
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let labels = format!(
+        "gpu=\"0\",UUID=\"GPU-5f3b6c1e-8d2a-4c7e-9b1f-0a2d3e4f5a6b\",modelName=\"NVIDIA H100 80GB HBM3\",Hostname=\"{}\"",
+        host.trim()
+    );
     assert!(
         body.contains(&format!(
             "oomkit_gpu_memory_total_bytes{{{labels}}} 85520809984\n"
@@ -443,8 +480,10 @@ fn prometheus_metrics_scraped_over_loopback() {
     assert!(body.contains(&format!("oomkit_gpu_utilization_ratio{{{labels}}} 0.87\n")));
     assert!(body.contains(&format!("oomkit_gpu_memory_used_bytes{{{labels}}} ")));
     assert!(body.contains(&format!(
-        "oomkit_process_gpu_memory_bytes{{{labels},pid=\"4000000\",command=\"\"}} 2147483648\n"
+        "oomkit_process_gpu_memory_bytes{{{labels},pid=\"4000000\"}} 2147483648\n"
     )));
+    // No command lines unless asked for.
+    assert!(!body.contains("command="), "{body}");
     assert!(body.contains("oomkit_process_gpu_memory_growth_bytes_per_second{"));
     assert!(body.contains("# TYPE oomkit_gpu_memory_used_bytes gauge"));
     let growth = body
@@ -463,9 +502,11 @@ fn prometheus_reports_a_lost_gpu_as_down() {
     // lost.json: GPU 1 falls off the bus 0.35 s after start.
     let (body, out) = scrape(&d, "lost.json", Duration::from_millis(900));
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
     let up = |gpu: &str, uuid: &str| {
         format!(
-            "oomkit_gpu_up{{gpu=\"{gpu}\",uuid=\"GPU-00000000-0000-0000-0000-00000000000{uuid}\",name=\"NVIDIA A100-SXM4-40GB\"}}"
+            "oomkit_gpu_up{{gpu=\"{gpu}\",UUID=\"GPU-00000000-0000-0000-0000-00000000000{uuid}\",modelName=\"NVIDIA A100-SXM4-40GB\",Hostname=\"{}\"}}",
+            host.trim()
         )
     };
     assert!(body.contains(&format!("{} 1\n", up("0", "a"))), "{body}");
@@ -570,16 +611,18 @@ fn faults_give_one_line_and_exit_2() {
         ),
         ("driver-not-loaded.json", "the NVIDIA driver is not loaded"),
     ] {
-        let o = d.run(scenario, &["--once"]);
-        assert_eq!(o.status.code(), Some(2), "{scenario}");
-        let err = stderr(&o);
-        assert!(err.starts_with("error: ") && err.contains(needle), "{err}");
-        assert_eq!(err.lines().count(), 1, "{err}");
-        assert!(stdout(&o).is_empty());
-        let o = d.run(scenario, &["--format", "json", "--count", "3"]);
-        assert_eq!(o.status.code(), Some(2));
-        let v: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
-        assert_eq!(v["version"], 1);
+        d.cli(scenario, &["--once"])
+            .run()
+            .code(2)
+            .one_error_line()
+            .stderr_has(&format!("error: {needle}"))
+            .stdout_is("");
+        let v = d
+            .cli(scenario, &["--format", "json", "--count", "3"])
+            .run()
+            .code(2)
+            .json();
+        assert_eq!(v["version"], 2);
         assert!(v["error"].as_str().unwrap().contains(needle), "{v}");
     }
 }
@@ -597,37 +640,39 @@ fn no_library_says_what_to_do() {
         return;
     }
     let empty = tempfile::tempdir().unwrap();
-    let o = oomkit()
+    cli(&["monitor", "--once"])
         .env("LD_LIBRARY_PATH", empty.path())
-        .args(["monitor", "--once"])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(2));
-    let err = stderr(&o);
-    assert!(err.contains("cannot load libnvidia-ml.so.1"), "{err}");
-    assert!(err.contains("LD_LIBRARY_PATH"), "{err}");
-    assert_eq!(err.lines().count(), 1, "{err}");
+        .run()
+        .code(2)
+        .stderr_one_line()
+        .stderr_has("cannot load libnvidia-ml.so.1")
+        .stderr_has("LD_LIBRARY_PATH");
 }
 
 #[test]
 fn bad_arguments_exit_2() {
     let d = Driver::new();
-    for args in [
-        &["--interval", "10ms"][..],
-        &["--interval", "soon"],
-        &["--alert-at", "150%"],
-        &["--alert-cmd", "true"],
-        &["--window", "0s"],
-        &["--log-max-size", "12"],
-        &["--count", "0"],
-        &["--prometheus", "not-an-address"],
-    ] {
-        let mut all = vec!["--once"];
-        all.extend_from_slice(args);
-        let o = d.run("leak.json", &all);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains("error"), "{args:?}: {}", stderr(&o));
-    }
+    let base = d.cli("leak.json", &["--once"]);
+    exit_2_says(
+        &base,
+        &[
+            (&["--interval", "10ms"], "shorter than 50ms"),
+            (&["--interval", "soon"], "invalid duration \"soon\""),
+            (&["--alert-at", "150%"], "must be in (0, 100]"),
+            (&["--alert-at", "95"], "95%"),
+            (&["--window", "0s"], "invalid duration \"0s\""),
+            (&["--log-max-size", "12"], "too small"),
+            (&["--prometheus", "not-an-address"], "not-an-address"),
+        ],
+    );
+    // Refused by the argument parser (usage errors are several lines).
+    exit_2_usage(
+        &base,
+        &[
+            (&["--alert-cmd", "true"], "--alert-at"),
+            (&["--count", "0"], "--count"),
+        ],
+    );
 }
 
 /// `oomkit monitor --interval 100ms MARKER` on a pseudo-terminal made by

@@ -119,13 +119,17 @@ fn finds_the_threshold_through_each_frameworks_real_oom_message() {
         );
         assert_eq!(o.status.code(), Some(0), "{log}: {}", stderr(&o));
         let j = json(&o);
-        assert_eq!(j["version"], 1);
+        assert_eq!(j["version"], 2);
         assert_eq!(j["max_batch"], threshold, "{log}: {j}");
         assert_eq!(j["exact"], true);
+        assert_eq!(j["result"], "exact");
         assert_trials_agree(&j, threshold);
-        // ⌈log2(64/1)⌉ + 1 trials at most.
-        let n = j["trials"].as_array().unwrap().len();
-        assert!(n <= 7, "{log}: {n} trials");
+        // ⌈log2(64/1)⌉ + 1 trials at most, and one to confirm the boundary.
+        let trials = j["trials"].as_array().unwrap();
+        assert!(trials.len() <= 8, "{log}: {} trials", trials.len());
+        let last = trials.last().unwrap();
+        assert_eq!(last["batch"], threshold + 1, "{log}: {j}");
+        assert_eq!(last["confirmation"], true, "{log}: {j}");
     }
 }
 
@@ -158,7 +162,7 @@ fn human_output_lists_each_trial_then_the_answer() {
     // The OOM trials' peak is what the message says the process held.
     assert!(out.contains("23.61 GiB"), "{out}");
     assert!(
-        out.contains("largest batch that fits: 10  (11 ran out of memory;"),
+        out.contains("largest batch that fits: 10  (11 ran out of memory, twice;"),
         "{out}"
     );
     assert!(
@@ -170,9 +174,11 @@ fn human_output_lists_each_trial_then_the_answer() {
 #[test]
 fn the_batch_is_substituted_and_exported() {
     let o = probe(&["--max", "8", "--format", "json"], &["--check-env"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Nothing ran out of memory up to --max: its own outcome and status.
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     let j = json(&o);
     assert_eq!(j["max_batch"], 8);
+    assert_eq!(j["result"], "no_oom_up_to_max");
     assert_eq!(j["min_oom_batch"], serde_json::Value::Null);
 }
 
@@ -270,7 +276,7 @@ fn helpers_holding_the_pipes_neither_stall_the_probe_nor_survive_it() {
         "{:?}",
         start.elapsed()
     );
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert_eq!(json(&o)["max_batch"], 2);
     let pid = read_pid(&helper);
     assert!(gone(pid), "helper {pid} survived the probe");
@@ -321,7 +327,9 @@ pub fn interrupt(subcommand: &str, script: &[&str], ready: &str) -> (Output, u32
 fn ctrl_c_kills_the_trial_and_prints_what_was_learned() {
     // Trials 1 and 2 write the pid too; interrupt the hanging one (batch 4).
     let (o, trial) = interrupt("probe", &["--batch", "{batch}", "--threshold", "2"], "4");
-    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    // oomkit dies of the SIGINT it was sent, once the trial is gone.
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(o.status.signal(), Some(2), "{:?} {}", o.status, stderr(&o));
     let out = stdout(&o);
     assert!(out.contains("interrupted"), "{out}");
     assert!(out.contains("largest batch that ran so far: 2"), "{out}");
@@ -369,11 +377,12 @@ fn starts_from_the_estimate_and_needs_few_trials_when_it_is_right() {
     assert_eq!(j["estimate"], expected);
     assert_eq!(j["max_batch"], expected);
     assert_eq!(j["trials"][0]["batch"], expected);
+    // Two trials for an exact estimate, and one to confirm the boundary.
     assert!(j["trials"].as_array().unwrap().len() <= 3, "{j}");
 }
 
 #[test]
-fn bad_arguments_exit_2_with_a_message() {
+fn bad_arguments_exit_125_with_a_message() {
     let cases: [(&[&str], &str); 5] = [
         (
             &["probe", "--timeout", "soon", "--", "true"],
@@ -389,15 +398,23 @@ fn bad_arguments_exit_2_with_a_message() {
             "--estimate needs --gpu",
         ),
         (
-            &["probe", "--", "/nonexistent/train"],
-            "cannot run /nonexistent/train",
+            &["probe", "sh", "-c", "exit 0", "--max", "4"],
+            "the command to probe goes after `--`",
         ),
     ];
     for (args, want) in cases {
         let o = run_in(&probe_fixtures(), args, None);
-        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert_eq!(o.status.code(), Some(125), "{args:?}");
         assert!(stderr(&o).contains(want), "{args:?}: {}", stderr(&o));
     }
+    // A command that cannot be found: 127, as `timeout` and `env` say.
+    let o = run_in(
+        &probe_fixtures(),
+        &["probe", "--", "/nonexistent/train"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(127));
+    assert!(stderr(&o).contains("cannot run /nonexistent/train"));
 }
 
 /// The human and JSON outputs as snapshots (times and the interpreter's path

@@ -66,18 +66,44 @@ fn passes_output_through_byte_for_byte() {
 
 #[test]
 fn exits_with_the_commands_status_and_128_plus_a_killing_signal() {
+    use std::os::unix::process::ExitStatusExt;
     let dir = tempfile::tempdir().unwrap();
     let o = run_py(dir.path(), &[], "import sys; sys.exit(3)");
     assert_eq!(o.status.code(), Some(3));
+    // argparse's status for bad arguments is the command's, not oomkit's.
+    let o = run_py(dir.path(), &[], "import sys; sys.exit(2)");
+    assert_eq!(o.status.code(), Some(2));
+    let o = run_py(
+        dir.path(),
+        &[],
+        "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)",
+    );
+    assert_eq!(o.status.code(), Some(128 + 11));
+    // SIGTERM, SIGINT, SIGHUP: oomkit dies of the same signal, as the shell
+    // would have seen the command die.
     let o = run_py(
         dir.path(),
         &[],
         "import os, signal; os.kill(os.getpid(), signal.SIGTERM)",
     );
-    assert_eq!(o.status.code(), Some(128 + 15));
+    assert_eq!(o.status.signal(), Some(15), "{:?}", o.status);
     let o = run_in(dir.path(), &["run", "--", "/nonexistent/train"], None);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(127));
     assert!(stderr(&o).contains("cannot run /nonexistent/train"));
+    let o = run_in(dir.path(), &["run", "--", "/etc/passwd"], None);
+    assert_eq!(o.status.code(), Some(126));
+    assert!(stderr(&o).contains("cannot run /etc/passwd"));
+    // oomkit's own failures: 125.
+    let o = run_in(
+        dir.path(),
+        &["run", "--log", "/nonexistent/dir/log", "--", "true"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    let o = run_in(dir.path(), &["run", "--grace", "soon", "--", "true"], None);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    let o = run_in(dir.path(), &["run", "--bogus", "--", "true"], None);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
 }
 
 /// The same report `oomkit explain` prints for the same text, after the
@@ -226,6 +252,7 @@ fn snapshot_on_oom_dumps_through_the_hook_and_chains_sitecustomize() {
         .args([
             "run",
             "--snapshot-on-oom",
+            "--keep-snapshot",
             "--report",
             "page.html",
             "--",
@@ -258,7 +285,22 @@ fn snapshot_on_oom_dumps_through_the_hook_and_chains_sitecustomize() {
     let page = std::fs::read_to_string(dir.path().join("page.html")).unwrap();
     assert!(page.contains("Memory snapshot") && page.contains("train.py:42 forward"));
     let dumped = std::fs::read(path).unwrap();
-    std::fs::remove_file(path).unwrap();
+    // A private folder per run, one file per rank (RANK unset: rank 0).
+    let folder = Path::new(path).parent().unwrap();
+    assert!(
+        Path::new(path)
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("oom-snapshot-rank0-pid"),
+        "{path}"
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(folder).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "{mode:o}");
+    }
+    std::fs::remove_dir_all(folder).unwrap();
     assert_eq!(dumped, std::fs::read(fake.join("snapshot.pickle")).unwrap());
     assert_eq!(std::fs::read_to_string(&marker).unwrap(), "ran");
     // Without an OOM, nothing is dumped and nothing is said.
@@ -295,12 +337,13 @@ fn helpers_do_not_stall_run_or_survive_it() {
 }
 
 #[test]
-fn ctrl_c_is_forwarded_and_the_status_is_130() {
+fn ctrl_c_is_forwarded_and_oomkit_dies_of_it() {
+    use std::os::unix::process::ExitStatusExt;
     let (o, pid) = interrupt("run", &["--batch", "2", "--threshold", "1"], "2");
-    // Python turns SIGINT into KeyboardInterrupt and dies of it: 128 + 2.
-    assert_eq!(o.status.code(), Some(130), "{}", stderr(&o));
+    // Python turns SIGINT into KeyboardInterrupt and dies of it; so does oomkit.
+    assert_eq!(o.status.signal(), Some(2), "{:?} {}", o.status, stderr(&o));
     assert!(
-        stderr(&o).contains("oomkit: interrupted (signal 2)"),
+        stderr(&o).contains("oomkit: signal 2 forwarded to the command; it died of signal 2"),
         "{}",
         stderr(&o)
     );

@@ -4,8 +4,11 @@
 //! use super::support::{cli, exit_2_says};
 //! cli(&["estimate", "gpt2", "--format", "json"]).run().code(0).json();
 //! cli(&["lint", "-"]).stdin("x = 1\n").cwd(dir).run().code(0).stdout_has("All checks passed");
+//! cli(&["monitor", "--once"]).env("LD_LIBRARY_PATH", dir).within(limit).run().code(2);
 //! // Table-driven bad input: every row exits 2 with one `error: …` line containing its fragment.
-//! exit_2_says(&cli(&["estimate"]), &[(&["gpt2", "--batch", "0"], "--batch")]);
+//! exit_2_says(&cli(&["estimate"]), &[(&["gpt2", "--gpu", "rtx-409"], "unknown GPU")]);
+//! // `exit_2_is`: stderr is exactly the row's text; `exit_2_usage`: clap's
+//! // several-line usage errors (`error:` first, the fragment somewhere).
 //! ```
 //!
 //! Every failed check panics with the command line, the exit status and both
@@ -19,6 +22,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
 
 use super::oomkit;
 
@@ -31,6 +35,7 @@ pub struct Cli {
     stdin: Option<Vec<u8>>,
     cwd: Option<PathBuf>,
     env: Vec<(OsString, Option<OsString>)>,
+    limit: Option<Duration>,
 }
 
 /// `oomkit ARGS…`.
@@ -40,6 +45,7 @@ pub fn cli(args: &[&str]) -> Cli {
         stdin: None,
         cwd: None,
         env: Vec::new(),
+        limit: None,
     }
 }
 
@@ -77,6 +83,13 @@ impl Cli {
     /// Removes an environment variable.
     pub fn env_remove(mut self, key: impl Into<OsString>) -> Self {
         self.env.push((key.into(), None));
+        self
+    }
+
+    /// Kills the run and fails past `limit`: a hang fails the test instead
+    /// of stalling the suite.
+    pub fn within(mut self, limit: Duration) -> Self {
+        self.limit = Some(limit);
         self
     }
 
@@ -119,9 +132,43 @@ impl Cli {
                 let _ = pipe.write_all(&input);
             })
         });
-        let out = child
-            .wait_with_output()
-            .unwrap_or_else(|e| panic!("{}: wait: {e}", self.line()));
+        let out = match self.limit {
+            None => child.wait_with_output(),
+            Some(limit) => {
+                // Drain both pipes on threads so a large output cannot block
+                // the child while the clock runs.
+                let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+                    std::thread::spawn(move || {
+                        let mut buf = Vec::new();
+                        if let Some(mut p) = pipe {
+                            let _ = std::io::Read::read_to_end(&mut p, &mut buf);
+                        }
+                        buf
+                    })
+                };
+                let out_pipe = drain(child.stdout.take().map(|p| Box::new(p) as _));
+                let err_pipe = drain(child.stderr.take().map(|p| Box::new(p) as _));
+                let start = Instant::now();
+                let status = loop {
+                    match child.try_wait() {
+                        Ok(Some(status)) => break Ok(status),
+                        Ok(None) if start.elapsed() > limit => {
+                            let _ = child.kill();
+                            let _ = child.wait();
+                            panic!("{}: ran past {limit:?}", self.line());
+                        }
+                        Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                        Err(e) => break Err(e),
+                    }
+                };
+                status.map(|status| Output {
+                    status,
+                    stdout: out_pipe.join().expect("stdout reader"),
+                    stderr: err_pipe.join().expect("stderr reader"),
+                })
+            }
+        }
+        .unwrap_or_else(|e| panic!("{}: wait: {e}", self.line()));
         if let Some(f) = feeder {
             f.join().expect("stdin feeder");
         }
@@ -180,6 +227,15 @@ impl Ran {
     pub fn stdout_has(&self, part: &str) -> &Self {
         if !self.stdout().contains(part) {
             self.fail(&format!("expected stdout to contain {part:?}"));
+        }
+        self
+    }
+
+    /// Standard output is exactly `text`.
+    #[track_caller]
+    pub fn stdout_is(&self, text: &str) -> &Self {
+        if self.stdout() != text {
+            self.fail(&format!("expected stdout to be {text:?}"));
         }
         self
     }

@@ -28,7 +28,7 @@ pub const MAX_BATCH: u64 = 1 << 20;
 pub const MAX_SLOTS: u64 = 256;
 
 /// Why llama.cpp's knobs or file cannot be estimated. Never names a flag:
-/// the binary words these for its command line.
+/// [`LlamaError::message`] names the settings as a front end spells them.
 #[derive(Debug, thiserror::Error)]
 pub enum LlamaError {
     /// The file could not be read.
@@ -57,6 +57,40 @@ pub enum LlamaError {
         .0.name()
     )]
     QuantizedV(CacheType),
+}
+
+impl LlamaError {
+    /// The message of an error about a setting, with the setting named by
+    /// `name` (the binary: its flag); `None` for the others, whose `Display`
+    /// names no setting.
+    pub fn message<'a>(
+        &self,
+        name: &dyn Fn(crate::knob::Knob) -> std::borrow::Cow<'a, str>,
+    ) -> Option<String> {
+        use crate::knob::Knob;
+        Some(match self {
+            LlamaError::Context(n) => format!(
+                "{} {n} is above the limit of {MAX_CTX} cells",
+                name(Knob::CtxSize)
+            ),
+            LlamaError::Slots(n) => format!(
+                "{} {n} is above the limit of {MAX_SLOTS} slots",
+                name(Knob::Parallel)
+            ),
+            LlamaError::Batch => format!(
+                "{}/{} above the limit of {MAX_BATCH} tokens",
+                name(Knob::BatchSize),
+                name(Knob::UbatchSize)
+            ),
+            LlamaError::QuantizedV(t) => format!(
+                "{} {} needs flash attention: llama.cpp refuses a quantized V cache with {} off",
+                name(Knob::CacheTypeV),
+                t.name(),
+                name(Knob::FlashAttn)
+            ),
+            LlamaError::Read(_) | LlamaError::HeaderContext { .. } => return None,
+        })
+    }
 }
 
 /// How many layers go to the GPU (`-ngl`).
@@ -190,21 +224,6 @@ pub struct Outcome<'a> {
     pub by_type: BTreeMap<&'static str, Bytes>,
 }
 
-/// The JSON output.
-#[derive(Serialize)]
-struct JsonOut<'a> {
-    version: u32,
-    engine: &'static str,
-    model: serde_json::Value,
-    setup: &'a Args,
-    components: crate::Components,
-    device_used_bytes: Bytes,
-    warnings: &'a [String],
-    llamacpp: &'a Report,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    fit: Option<serde_json::Value>,
-}
-
 impl<'a> Outcome<'a> {
     /// Runs the estimate (and the plan on `gpu`).
     pub fn new(m: &'a Model, args: &'a Args, gpu: Option<&'a Gpu>) -> Outcome<'a> {
@@ -291,9 +310,9 @@ impl<'a> Outcome<'a> {
                 "plan_fits": p.fits || p.max_ctx.is_some() || p.max_ngl.is_some(),
             })
         });
-        JsonOut {
+        crate::json::Json {
             version: 1,
-            engine: "llama.cpp",
+            engine: Some("llama.cpp"),
             model: serde_json::json!({
                 "id": m.cfg.id,
                 "file": m.file,
@@ -305,16 +324,19 @@ impl<'a> Outcome<'a> {
                 "weights_bytes_by_type": self.by_type,
             }),
             setup: self.args,
-            components: crate::Components {
+            components: std::borrow::Cow::Owned(crate::Components {
                 weights_bytes: r.model_gpu_bytes,
                 kv_cache_bytes: r.kv_gpu_bytes,
                 activations_bytes: r.compute_gpu_bytes,
                 cuda_context_bytes: r.overhead_bytes,
                 ..Default::default()
-            },
+            }),
+            peak_allocated_bytes: None,
+            peak_reserved_bytes: None,
             device_used_bytes: r.gpu_total_bytes,
+            peak_phase: None,
             warnings: &self.warnings,
-            llamacpp: r,
+            detail: Some(crate::json::Detail::Llamacpp(r)),
             fit,
         }
     }

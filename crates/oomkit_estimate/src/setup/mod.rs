@@ -1,5 +1,5 @@
 //! What the user runs: task, method, precision, quantization, optimizer and
-//! input sizes ([`types`]), validated ([`validate`]) so the formulas can
+//! input sizes (`types.rs`), validated (`validate.rs`) so the formulas can
 //! trust it.
 
 mod types;

@@ -50,6 +50,9 @@ pub struct Checker<'a> {
     /// While an assignment binds its targets: its value was computed with gradients off
     /// or from a name bound so ([`Scope::bound_without_grad`]).
     pub(super) value_without_grad: bool,
+    /// The value of the expression statement being visited (`model(example)` on a line
+    /// of its own): its result is dropped at once, and with it any graph.
+    pub(crate) discarded: Option<crate::parse::TextRange>,
 }
 
 /// The walk's own guard: the nesting pre-check (`parse::depth`) already refuses
@@ -98,6 +101,7 @@ impl<'a> Checker<'a> {
             depth: 0,
             too_deep: false,
             value_without_grad: false,
+            discarded: None,
         };
         ch.visit_body(&module.body);
         if ch.too_deep {

@@ -68,6 +68,8 @@ pub struct BodyFacts<'a> {
     assigned_count: usize,
     /// Every assignment: target texts and value (augmented ones included).
     pub(super) assigns: Vec<(Vec<String>, &'a Expr, bool)>,
+    /// Where each of `assigns` sits (same index).
+    assign_places: Vec<Place>,
     calls: Vec<(&'a ast::ExprCall, Place)>,
     /// Indices in `calls` of the training-step calls (see [`Facts::step_calls`]).
     step_calls: Vec<usize>,
@@ -200,6 +202,45 @@ impl<'a> Facts<'a> {
             at.get(at.partition_point(|&i| i < start))
                 .is_none_or(|&i| i >= end)
         })
+    }
+
+    /// `name` is accumulated in the body and otherwise only reset to a constant under
+    /// an `if` (`if step % 100 == 0: running_loss = 0.0`): a reset every N steps, which
+    /// still keeps N steps' worth of whatever is accumulated.
+    pub fn reset_only_under_guard(&self, name: &str) -> bool {
+        let (start, end) = self.span.assigns;
+        let mut accumulates = false;
+        for i in start..end {
+            let (Some((targets, value, aug)), Some(place)) =
+                (self.all.assigns.get(i), self.all.assign_places.get(i))
+            else {
+                continue;
+            };
+            if !targets.iter().any(|t| t == name) {
+                continue;
+            }
+            if *aug || mentions(value, name) {
+                accumulates = true;
+                continue;
+            }
+            let (in_if, _, _) = self.relative(*place);
+            let constant = match value {
+                Expr::NumberLiteral(_) | Expr::NoneLiteral(_) => true,
+                Expr::UnaryOp(u) => matches!(&*u.operand, Expr::NumberLiteral(_)),
+                Expr::Call(c) => {
+                    c.arguments
+                        .args
+                        .iter()
+                        .all(|a| matches!(a, Expr::NumberLiteral(_)))
+                        && c.arguments.keywords.is_empty()
+                }
+                _ => false,
+            };
+            if !(in_if && constant) {
+                return false;
+            }
+        }
+        accumulates
     }
 
     /// Whether the body holds another loop (an epoch loop around a batch loop).
@@ -374,6 +415,8 @@ impl<'a> BodyScan<'a> {
                     }
                 }
                 self.note_assigned(names.iter().cloned());
+                let place = self.place();
+                self.facts.assign_places.push(place);
                 self.facts
                     .assigns
                     .push((names.into_iter().collect(), &a.value, false));
@@ -382,6 +425,8 @@ impl<'a> BodyScan<'a> {
             Stmt::AugAssign(a) => {
                 let mut names = HashSet::new();
                 collect_targets(&a.target, &mut names);
+                let place = self.place();
+                self.facts.assign_places.push(place);
                 self.facts
                     .assigns
                     .push((names.into_iter().collect(), &a.value, true));
@@ -392,6 +437,8 @@ impl<'a> BodyScan<'a> {
                     let mut names = HashSet::new();
                     collect_targets(&a.target, &mut names);
                     self.note_assigned(names.iter().cloned());
+                    let place = self.place();
+                    self.facts.assign_places.push(place);
                     self.facts
                         .assigns
                         .push((names.into_iter().collect(), v, false));

@@ -356,6 +356,7 @@ const MODEL_NAMES: &[&str] = &[
     "classifier",
     "critic",
     "actor",
+    "policy",
     "netg",
     "netd",
     "ddp_model",

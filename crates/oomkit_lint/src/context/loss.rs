@@ -88,7 +88,7 @@ impl<'a> Checker<'a> {
         if let Some(known) = memo.try_borrow().ok().and_then(|m| m.get(name).copied()) {
             return known;
         }
-        let found = self.consumed_as_loss_uncached(name);
+        let found = self.consumed_as_loss_uncached(name, true);
         if let Ok(mut m) = memo.try_borrow_mut() {
             m.insert(name.to_string(), found);
         }
@@ -100,7 +100,13 @@ impl<'a> Checker<'a> {
     /// backpropagated / scaled / appended somewhere (not by `name.append` itself)?
     /// Reads the function's [`LossIndex`], built once: the cost is the names reached,
     /// not the size of the function.
-    fn consumed_as_loss_uncached(&self, name: &str) -> bool {
+    /// Whether `name` leaves the function by `return` and is otherwise never
+    /// backpropagated, scaled or handed on (a list of outputs the function returns).
+    pub fn only_returned(&self, name: &str) -> bool {
+        self.consumed_as_loss(name) && !self.consumed_as_loss_uncached(name, false)
+    }
+
+    fn consumed_as_loss_uncached(&self, name: &str, returns: bool) -> bool {
         let scope = self.scope();
         if let Ok(mut index) = scope.loss_index.try_borrow_mut()
             && index.is_none()
@@ -120,7 +126,7 @@ impl<'a> Checker<'a> {
             if from.get(n).is_some_and(|&f| f < at) {
                 continue;
             }
-            if index.returned.contains(n)
+            if (returns && index.returned.contains(n))
                 || index.sinks.get(n).is_some_and(|calls| {
                     calls
                         .iter()

@@ -90,7 +90,15 @@ const DATA_ITER_WORDS: &[&str] = &[
     "loader", "batches", "dataset", "data", "epoch", "step", "iter", "train", "eval", "valid",
     "test", "sample", "prompts",
 ];
-const DATA_TARGET_WORDS: &[&str] = &["batch", "step", "epoch", "iteration", "sample", "inputs"];
+const DATA_TARGET_WORDS: &[&str] = &[
+    "batch",
+    "step",
+    "epoch",
+    "iteration",
+    "sample",
+    "inputs",
+    "update",
+];
 
 /// See [`LoopFrame::is_data_loop`].
 pub(super) fn is_data_loop(iter: Option<&Expr>, target: Option<&Expr>, source: &str) -> bool {

@@ -92,11 +92,20 @@ impl<'a> Checker<'a> {
                     }
                 }
                 let grad_off = u32::from(off);
+                // contexts entered on an `ExitStack` end with its `with`
+                let exit_stack = w.items.iter().any(|i| {
+                    matches!(&i.context_expr, Expr::Call(c) if last_segment(&c.func) == Some("ExitStack"))
+                });
                 let s = self.scope_mut();
+                let before = s.no_grad;
                 s.no_grad = s.no_grad.saturating_add(grad_off);
                 self.visit_body(&w.body);
                 let s = self.scope_mut();
-                s.no_grad = s.no_grad.saturating_sub(grad_off);
+                s.no_grad = if exit_stack {
+                    before
+                } else {
+                    s.no_grad.saturating_sub(grad_off)
+                };
             }
             Stmt::Assign(a) => {
                 self.visit_expr(&a.value);
@@ -157,7 +166,22 @@ impl<'a> Checker<'a> {
                 }
             }
             Stmt::Expr(e) => {
+                let outer = self.discarded.replace(e.value.range());
                 self.visit_expr(&e.value);
+                self.discarded = outer;
+                // `stack.enter_context(torch.no_grad())` (an `ExitStack`): grad is off from
+                // here on, until the stack's `with` ends
+                if let Expr::Call(c) = &*e.value
+                    && let Expr::Attribute(a) = &*c.func
+                    && a.attr.as_str() == "enter_context"
+                    && c.arguments
+                        .args
+                        .first()
+                        .is_some_and(|x| self.is_grad_off(x))
+                {
+                    let s = self.scope_mut();
+                    s.no_grad = s.no_grad.saturating_add(1);
+                }
                 // `torch.set_grad_enabled(False)` as a statement: grad is off from here on
                 if let Expr::Call(c) = &*e.value
                     && matches!(

@@ -16,7 +16,10 @@ rule_doc! {
     /// ## Evidence it needs
     /// A call of the model with gradients on (no `with torch.no_grad()`/`inference_mode()`
     /// around it, no such decorator, project wrappers named after them included:
-    /// YOLOv5's `@smart_inference_mode()`), where the code shows inference:
+    /// YOLOv5's `@smart_inference_mode()`; no `stack.enter_context(torch.no_grad())` on
+    /// an `ExitStack` before it, no `torch.set_grad_enabled(False)`), whose result is
+    /// kept (a warm-up `model(example)` on a line of its own drops its graph at once),
+    /// where the code shows inference:
     /// - after `model.eval()` (on that same model, with no `model.train()` in between, in
     ///   source order), inside a loop over data that does not backpropagate: this holds
     ///   even in a function that trains in another loop;
@@ -124,6 +127,11 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     }
     let scope = ch.scope();
     if !ch.grad_enabled() || scope.reported_inference {
+        return;
+    }
+    // a call whose result is dropped at once (a warm-up `model(example)`): its graph is
+    // freed as soon as the statement ends
+    if ch.discarded == Some(call.range()) {
         return;
     }
     let callee = text_of(&call.func);

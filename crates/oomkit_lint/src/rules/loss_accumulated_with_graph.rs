@@ -13,8 +13,13 @@ rule_doc! {
     ///
     /// ## Evidence it needs
     /// The added value must carry a graph (model output, loss function, or a torch op on
-    /// one, outside `no_grad`), and the total must only be accumulated in the loop (never
-    /// reset per iteration) and never backpropagated or returned — except that returning
+    /// one, outside `no_grad`), and the total must only be accumulated in the loop (not
+    /// reset on every iteration; a reset to a constant under an `if` — `if step % 100 ==
+    /// 99: running_loss = 0.0` — still keeps every graph until the reset, and is flagged
+    /// saying so, unless the loop steps its optimizer under a `%` guard: a total over one
+    /// gradient-accumulation window, as torchtune's recipes keep, spans a few
+    /// micro-batches whose buffers their backward freed) and never backpropagated or
+    /// returned — except that returning
     /// it is no excuse when each added value was itself backpropagated in the loop (the
     /// PyTorch FAQ's `total_loss += loss`: those graphs cannot be used again). The added
     /// value may also be the result of a step helper of the same file —
@@ -54,6 +59,8 @@ pub(crate) struct LossAccumulatedWithGraph {
     pub value: String,
     /// The value's receiver, where `.item()` goes.
     pub receiver: String,
+    /// The total is reset now and then (`if step % 100 == 0: total = 0`).
+    pub until_reset: bool,
 }
 
 impl Violation for LossAccumulatedWithGraph {
@@ -61,7 +68,15 @@ impl Violation for LossAccumulatedWithGraph {
 
     fn message(&self) -> String {
         let (t, v) = (&self.total, &self.value);
-        format!("`{t}` accumulates `{v}` with its autograd graph, keeping every step's graph alive")
+        if self.until_reset {
+            format!(
+                "`{t}` accumulates `{v}` with its autograd graph: every step's graph stays alive until `{t}` is next reset"
+            )
+        } else {
+            format!(
+                "`{t}` accumulates `{v}` with its autograd graph, keeping every step's graph alive"
+            )
+        }
     }
 
     fn fix_title(&self) -> String {
@@ -81,10 +96,30 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
         Expr::Subscript(s) => text_of(&s.value),
         t => text_of(t),
     };
-    if name.is_empty() || (lp.facts.assigned(&name) && !lp.only_accumulated(&name)) {
+    if name.is_empty() {
         return;
     }
-    if !(ch.kind(value).has_graph() || returns_backpropagated(ch, value))
+    let until_reset = lp.facts.assigned(&name)
+        && !lp.only_accumulated(&name)
+        && !lp.targets.contains(&name);
+    if until_reset && !lp.facts.reset_only_under_guard(&name) {
+        return;
+    }
+    // a total over one gradient-accumulation window (the optimizer steps under a `%`
+    // guard, where the total is reset: torchtune's `running_loss`) spans a few
+    // micro-batches whose graphs' buffers their backward already freed: bounded
+    if until_reset
+        && lp
+            .facts
+            .step_calls()
+            .any(|site| site.modulo && crate::context::optimizer_step(ch, site.call).is_some())
+    {
+        return;
+    }
+    // a value that is backpropagated in this function carries a graph, whatever
+    // computed it (`loss = agent.loss(batch)`; `loss.backward()`)
+    let backpropagated = matches!(value, Expr::Name(n) if ch.scope().backpropagated.contains(n.id.as_str()));
+    if !(ch.kind(value).has_graph() || backpropagated || returns_backpropagated(ch, value))
         || (ch.consumed_as_loss(&name) && !ch.kept_after_backward(&name, value))
     {
         return;
@@ -98,6 +133,7 @@ fn flag(ch: &mut Checker<'_>, range: crate::parse::TextRange, target: &Expr, val
             total: t,
             value: v,
             receiver,
+            until_reset,
         },
     );
 }

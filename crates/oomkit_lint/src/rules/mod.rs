@@ -3,8 +3,9 @@
 //!
 //! To add a rule: write `rules/<name>.rs` (docs in the fixed sections through
 //! `rule_doc!`, a `Violation` type that words its message and fix title — see
-//! `violation.rs` —, a `check` function that reports it), add a variant and a line
-//! below, and add `tests/fixtures/OOMxxx.py`.
+//! `violation.rs` —, a `check` function that reports it), add one entry to the
+//! `rules!` table below (it declares the module, the enum variant and the table row),
+//! and add `tests/fixtures/OOMxxx.py`.
 
 use crate::context::Checker;
 use crate::parse::ast::{Expr, ExprCall, Stmt};
@@ -19,59 +20,9 @@ macro_rules! rule_doc {
     };
 }
 
-mod data_parallel;
-mod ddp_without_set_device;
-mod deprecated_cuda_amp;
-mod deprecated_load_in_kbit;
-mod empty_cache_in_loop;
-mod from_pretrained_default_dtype;
-mod fsdp_full_state_dict_on_gpu;
-pub(crate) mod graph_kept_by_meter;
-mod hidden_state_not_detached;
-mod hook_stores_activation;
-mod inference_without_no_grad;
-mod loss_accumulated_with_graph;
-mod missing_zero_grad;
-mod move_after_device_map;
-mod object_recreated_in_loop;
-mod outputs_kept_on_gpu;
-mod retain_graph_in_loop;
-mod tensor_appended_in_loop;
-mod tensor_stored_on_module;
-mod torch_load_without_map_location;
-mod unscaled_gradient_accumulation;
 mod violation;
-mod zero_grad_every_micro_step;
 
 pub(crate) use violation::Violation;
-
-/// A rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[allow(missing_docs)]
-pub enum Rule {
-    TensorAppendedInLoop,
-    LossAccumulatedWithGraph,
-    MissingZeroGrad,
-    InferenceWithoutNoGrad,
-    EmptyCacheInLoop,
-    UnscaledGradientAccumulation,
-    ZeroGradEveryMicroStep,
-    RetainGraphInLoop,
-    DeprecatedCudaAmp,
-    TensorStoredOnModule,
-    FromPretrainedDefaultDtype,
-    TorchLoadWithoutMapLocation,
-    DeprecatedLoadInKbit,
-    DataParallel,
-    MoveAfterDeviceMap,
-    HookStoresActivation,
-    HiddenStateNotDetached,
-    FsdpFullStateDictOnGpu,
-    DdpWithoutSetDevice,
-    GraphKeptByMeter,
-    OutputsKeptOnGpu,
-    ObjectRecreatedInLoop,
-}
 
 /// What a rule reports, as ruff groups its rules. Only [`Category::Memory`] runs by
 /// default; the others are opt-in (`--select upgrade`, `--extend-select advice`).
@@ -130,253 +81,137 @@ pub struct RuleInfo {
     pub doc: &'static str,
 }
 
-use Rule as R;
+/// THE table: each rule once — its variant, its module (one file per rule), code,
+/// name, remedy, category and flags. The macro declares the modules, the [`Rule`] enum
+/// and [`RULES`] (in that order, so `RULES[rule as usize]` is the rule's entry).
+macro_rules! rules {
+    ($(
+        $variant:ident => $vis:vis $module:ident {
+            code: $code:literal, name: $name:literal, remedy: $remedy:expr,
+            category: $category:ident, preview: $preview:literal, fixable: $fixable:literal,
+            tensorflow: $tensorflow:literal $(,)?
+        }
+    ),* $(,)?) => {
+        $($vis mod $module;)*
 
-/// Every rule, in enum order (the stable rules by code, then the rules added since).
-pub static RULES: &[RuleInfo] = &[
-    RuleInfo {
-        rule: R::TensorAppendedInLoop,
-        code: "OOM101",
-        name: "tensor-appended-in-loop",
-        remedy: Some(RemedyId::ReleaseReferences),
-        category: Category::Memory,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: tensor_appended_in_loop::DOC,
+        /// A rule.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[allow(missing_docs)]
+        pub enum Rule {
+            $($variant,)*
+        }
+
+        /// Every rule, in enum order (the stable rules by code, then the rules added since).
+        pub static RULES: &[RuleInfo] = &[
+            $(RuleInfo {
+                rule: Rule::$variant,
+                code: $code,
+                name: $name,
+                remedy: $remedy,
+                category: Category::$category,
+                preview: $preview,
+                fixable: $fixable,
+                tensorflow: $tensorflow,
+                doc: $module::DOC,
+            },)*
+        ];
+    };
+}
+
+rules! {
+    TensorAppendedInLoop => tensor_appended_in_loop {
+        code: "OOM101", name: "tensor-appended-in-loop", remedy: Some(RemedyId::ReleaseReferences),
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::LossAccumulatedWithGraph,
-        code: "OOM102",
-        name: "loss-accumulated-with-graph",
-        remedy: Some(RemedyId::ReleaseReferences),
-        category: Category::Memory,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: loss_accumulated_with_graph::DOC,
+    LossAccumulatedWithGraph => loss_accumulated_with_graph {
+        code: "OOM102", name: "loss-accumulated-with-graph", remedy: Some(RemedyId::ReleaseReferences),
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::MissingZeroGrad,
-        code: "OOM103",
-        name: "missing-zero-grad",
-        remedy: None,
-        category: Category::Memory,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: missing_zero_grad::DOC,
+    MissingZeroGrad => missing_zero_grad {
+        code: "OOM103", name: "missing-zero-grad", remedy: None,
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::InferenceWithoutNoGrad,
-        code: "OOM104",
-        name: "inference-without-no-grad",
-        remedy: Some(RemedyId::InferenceMode),
-        category: Category::Memory,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: inference_without_no_grad::DOC,
+    InferenceWithoutNoGrad => inference_without_no_grad {
+        code: "OOM104", name: "inference-without-no-grad", remedy: Some(RemedyId::InferenceMode),
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::EmptyCacheInLoop,
-        code: "OOM105",
-        name: "empty-cache-in-loop",
-        remedy: Some(RemedyId::EmptyCacheBetweenPhases),
-        category: Category::Memory,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: empty_cache_in_loop::DOC,
+    EmptyCacheInLoop => empty_cache_in_loop {
+        code: "OOM105", name: "empty-cache-in-loop", remedy: Some(RemedyId::EmptyCacheBetweenPhases),
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::UnscaledGradientAccumulation,
-        code: "OOM106",
-        name: "unscaled-gradient-accumulation",
-        remedy: Some(RemedyId::GradientAccumulation),
-        category: Category::Memory,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: unscaled_gradient_accumulation::DOC,
+    UnscaledGradientAccumulation => unscaled_gradient_accumulation {
+        code: "OOM106", name: "unscaled-gradient-accumulation", remedy: Some(RemedyId::GradientAccumulation),
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::ZeroGradEveryMicroStep,
-        code: "OOM107",
-        name: "zero-grad-every-micro-step",
-        remedy: Some(RemedyId::GradientAccumulation),
-        category: Category::Memory,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: zero_grad_every_micro_step::DOC,
+    ZeroGradEveryMicroStep => zero_grad_every_micro_step {
+        code: "OOM107", name: "zero-grad-every-micro-step", remedy: Some(RemedyId::GradientAccumulation),
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::RetainGraphInLoop,
-        code: "OOM108",
-        name: "retain-graph-in-loop",
-        remedy: Some(RemedyId::ReleaseReferences),
-        category: Category::Memory,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: retain_graph_in_loop::DOC,
+    RetainGraphInLoop => retain_graph_in_loop {
+        code: "OOM108", name: "retain-graph-in-loop", remedy: Some(RemedyId::ReleaseReferences),
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::DeprecatedCudaAmp,
-        code: "OOM109",
-        name: "deprecated-cuda-amp",
-        remedy: Some(RemedyId::MixedPrecision),
-        category: Category::Upgrade,
-        preview: false,
-        fixable: true,
-        tensorflow: false,
-        doc: deprecated_cuda_amp::DOC,
+    DeprecatedCudaAmp => deprecated_cuda_amp {
+        code: "OOM109", name: "deprecated-cuda-amp", remedy: Some(RemedyId::MixedPrecision),
+        category: Upgrade, preview: false, fixable: true, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::TensorStoredOnModule,
-        code: "OOM110",
-        name: "tensor-stored-on-module",
-        remedy: Some(RemedyId::ReleaseReferences),
-        category: Category::Memory,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: tensor_stored_on_module::DOC,
+    TensorStoredOnModule => tensor_stored_on_module {
+        code: "OOM110", name: "tensor-stored-on-module", remedy: Some(RemedyId::ReleaseReferences),
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::FromPretrainedDefaultDtype,
-        code: "OOM201",
-        name: "from-pretrained-default-dtype",
-        remedy: Some(RemedyId::HalfPrecisionWeights),
-        category: Category::Memory,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: from_pretrained_default_dtype::DOC,
+    FromPretrainedDefaultDtype => from_pretrained_default_dtype {
+        code: "OOM201", name: "from-pretrained-default-dtype", remedy: Some(RemedyId::HalfPrecisionWeights),
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::TorchLoadWithoutMapLocation,
-        code: "OOM202",
-        name: "torch-load-without-map-location",
-        remedy: None,
-        category: Category::Memory,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: torch_load_without_map_location::DOC,
+    TorchLoadWithoutMapLocation => torch_load_without_map_location {
+        code: "OOM202", name: "torch-load-without-map-location", remedy: None,
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::DeprecatedLoadInKbit,
-        code: "OOM203",
-        name: "deprecated-load-in-kbit",
-        remedy: Some(RemedyId::Quantize8bit),
-        category: Category::Upgrade,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: deprecated_load_in_kbit::DOC,
+    DeprecatedLoadInKbit => deprecated_load_in_kbit {
+        code: "OOM203", name: "deprecated-load-in-kbit", remedy: Some(RemedyId::Quantize8bit),
+        category: Upgrade, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::DataParallel,
-        code: "OOM204",
-        name: "data-parallel",
-        remedy: Some(RemedyId::ZeroSharding),
-        category: Category::Advice,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: data_parallel::DOC,
+    DataParallel => data_parallel {
+        code: "OOM204", name: "data-parallel", remedy: Some(RemedyId::ZeroSharding),
+        category: Advice, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::MoveAfterDeviceMap,
-        code: "OOM205",
-        name: "move-after-device-map",
-        remedy: Some(RemedyId::ModelParallel),
-        category: Category::Memory,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: move_after_device_map::DOC,
+    MoveAfterDeviceMap => move_after_device_map {
+        code: "OOM205", name: "move-after-device-map", remedy: Some(RemedyId::ModelParallel),
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::HookStoresActivation,
-        code: "OOM111",
-        name: "hook-stores-activation",
-        remedy: Some(RemedyId::ReleaseReferences),
-        category: Category::Memory,
-        preview: true,
-        fixable: false,
-        tensorflow: false,
-        doc: hook_stores_activation::DOC,
+    HookStoresActivation => hook_stores_activation {
+        code: "OOM111", name: "hook-stores-activation", remedy: Some(RemedyId::ReleaseReferences),
+        category: Memory, preview: true, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::HiddenStateNotDetached,
-        code: "OOM112",
-        name: "hidden-state-not-detached",
-        remedy: Some(RemedyId::ReleaseReferences),
-        category: Category::Memory,
-        preview: true,
-        fixable: false,
-        tensorflow: false,
-        doc: hidden_state_not_detached::DOC,
+    HiddenStateNotDetached => hidden_state_not_detached {
+        code: "OOM112", name: "hidden-state-not-detached", remedy: Some(RemedyId::ReleaseReferences),
+        category: Memory, preview: true, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::FsdpFullStateDictOnGpu,
-        code: "OOM206",
-        name: "fsdp-full-state-dict-on-gpu",
-        remedy: Some(RemedyId::CpuOffload),
-        category: Category::Memory,
-        preview: false,
-        fixable: false,
-        tensorflow: false,
-        doc: fsdp_full_state_dict_on_gpu::DOC,
+    FsdpFullStateDictOnGpu => fsdp_full_state_dict_on_gpu {
+        code: "OOM206", name: "fsdp-full-state-dict-on-gpu", remedy: Some(RemedyId::CpuOffload),
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::DdpWithoutSetDevice,
-        code: "OOM207",
-        name: "ddp-without-set-device",
-        remedy: None,
-        category: Category::Memory,
-        preview: true,
-        fixable: false,
-        tensorflow: false,
-        doc: ddp_without_set_device::DOC,
+    DdpWithoutSetDevice => ddp_without_set_device {
+        code: "OOM207", name: "ddp-without-set-device", remedy: None,
+        category: Memory, preview: true, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::GraphKeptByMeter,
-        code: "OOM113",
-        name: "graph-kept-by-meter",
-        remedy: Some(RemedyId::ReleaseReferences),
-        category: Category::Memory,
-        preview: true,
-        fixable: false,
-        tensorflow: false,
-        doc: graph_kept_by_meter::DOC,
+    GraphKeptByMeter => pub(crate) graph_kept_by_meter {
+        code: "OOM113", name: "graph-kept-by-meter", remedy: Some(RemedyId::ReleaseReferences),
+        category: Memory, preview: true, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::OutputsKeptOnGpu,
-        code: "OOM114",
-        name: "outputs-kept-on-gpu",
-        remedy: Some(RemedyId::ReleaseReferences),
-        category: Category::Memory,
-        preview: true,
-        fixable: false,
-        tensorflow: false,
-        doc: outputs_kept_on_gpu::DOC,
+    OutputsKeptOnGpu => outputs_kept_on_gpu {
+        code: "OOM114", name: "outputs-kept-on-gpu", remedy: Some(RemedyId::ReleaseReferences),
+        category: Memory, preview: true, fixable: false, tensorflow: false,
     },
-    RuleInfo {
-        rule: R::ObjectRecreatedInLoop,
-        code: "OOM115",
-        name: "object-recreated-in-loop",
-        remedy: None,
-        category: Category::Memory,
-        preview: true,
-        fixable: false,
-        tensorflow: true,
-        doc: object_recreated_in_loop::DOC,
+    ObjectRecreatedInLoop => object_recreated_in_loop {
+        code: "OOM115", name: "object-recreated-in-loop", remedy: None,
+        category: Memory, preview: true, fixable: false, tensorflow: true,
     },
-];
+    GeneratorOutputNotDetached => generator_output_not_detached {
+        code: "OOM116", name: "generator-output-not-detached", remedy: Some(RemedyId::ReleaseReferences),
+        category: Memory, preview: true, fixable: false, tensorflow: false,
+    },
+}
 
 impl Rule {
     /// The rule's table entry.
@@ -405,7 +240,7 @@ const RULES_IN_ENUM_ORDER: () = {
         assert!(rule as usize == i, "RULES is out of enum order");
         i += 1;
     }
-    assert!(RULES.len() == Rule::ObjectRecreatedInLoop as usize + 1);
+    assert!(RULES.len() == Rule::GeneratorOutputNotDetached as usize + 1);
 };
 const _: () = RULES_IN_ENUM_ORDER;
 
@@ -529,6 +364,7 @@ pub(crate) fn on_stmt<'a>(ch: &mut Checker<'a>, stmt: &'a Stmt) {
             tensor_stored_on_module::check(ch, a);
         }
         Stmt::Import(_) | Stmt::ImportFrom(_) => deprecated_cuda_amp::check_import(ch, stmt),
+        Stmt::Return(r) => tensor_appended_in_loop::check_step_return(ch, r),
         Stmt::FunctionDef(f) => {
             hook_stores_activation::check(ch, f);
             object_recreated_in_loop::check_function(ch, f);
@@ -554,6 +390,7 @@ pub(crate) fn on_call<'a>(ch: &mut Checker<'a>, call: &'a ExprCall) {
     graph_kept_by_meter::check(ch, call);
     outputs_kept_on_gpu::check(ch, call);
     object_recreated_in_loop::check_call(ch, call);
+    generator_output_not_detached::check(ch, call);
 }
 
 /// Attribute-level rules (uses that are not calls).

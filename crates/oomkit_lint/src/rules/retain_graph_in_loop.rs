@@ -1,6 +1,6 @@
 //! OOM108 `retain-graph-in-loop`.
 
-use crate::context::{Checker, backward_loss};
+use crate::context::{Checker, backward_loss, mentions};
 use crate::parse::Ranged;
 use crate::parse::ast::{self, Expr};
 use crate::rules::{Rule, Violation};
@@ -13,7 +13,11 @@ rule_doc! {
     ///
     /// ## Evidence it needs
     /// A literal `retain_graph=True` on a backward call directly inside a loop over data or
-    /// steps.
+    /// steps, in a loop that carries a value from one iteration to the next (`hidden =
+    /// model(x, hidden)`, `total += loss`) without ever detaching it there. A loop that
+    /// rebuilds its graph every iteration — from fresh inputs, or from carried state it
+    /// detaches (`state = state.detach()`, `repackage_hidden(h)`) — frees each graph when
+    /// the next iteration drops it, whatever `retain_graph` says.
     ///
     /// ## Why it costs memory
     /// `retain_graph=True` keeps the saved activations of the graph after the backward
@@ -70,6 +74,36 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !matches!(&kw.value, Expr::BooleanLiteral(b) if b.value) {
         return;
     }
+    if !carries_graph(ch) {
+        return;
+    }
     let t = ch.snippet(call.func.range()).to_string();
     ch.report(call.range(), RetainGraphInLoop { callee: t });
+}
+
+/// Whether the innermost loop carries a value across iterations (assigned from itself)
+/// and never detaches or re-creates it in the loop.
+fn carries_graph(ch: &Checker<'_>) -> bool {
+    let Some(lp) = ch.innermost_loop() else {
+        return false;
+    };
+    let assigns = lp.facts.assigns();
+    let detaches = |v: &Expr| {
+        let text = ch.snippet(v.range());
+        text.contains("detach") || text.contains("repackage") || text.contains(".item()")
+    };
+    assigns.iter().any(|(targets, value, aug)| {
+        targets.iter().any(|t| {
+            (*aug || mentions(value, t))
+                && !detaches(value)
+                && !lp.targets.contains(t)
+                && !lp.facts.calls().any(|site| {
+                    matches!(&*site.call.func, Expr::Attribute(a)
+                        if a.attr.as_str() == "detach_" && crate::context::text_of(&a.value) == *t)
+                })
+                && assigns.iter().all(|(other, v, a)| {
+                    !other.contains(t) || ((*a || mentions(v, t)) && !detaches(v))
+                })
+        })
+    })
 }

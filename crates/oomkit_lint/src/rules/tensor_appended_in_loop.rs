@@ -18,7 +18,16 @@ rule_doc! {
     /// the iteration (created outside the loop), and the loop must be over data or steps. A
     /// container that is itself backpropagated or returned as a loss (`losses.append(l)`
     /// then `sum(losses).backward()`) is not flagged — unless each value was already
-    /// backpropagated in the loop, when returning the list cannot be for a backward.
+    /// backpropagated in the loop, when returning the list cannot be for a backward, or
+    /// the values are outputs (logits, predictions: not named like a loss) that a
+    /// function which trains nothing only returns (`all_logits.append(out.logits)` …
+    /// `return all_logits`): every graph then leaves the function with the list. The
+    /// fix offered fits the value: `.item()` for a loss, `.detach().cpu()` for a batch
+    /// of outputs (`.item()` raises on more than one element). Lightning's
+    /// `training_step` runs once per batch, so `self.outputs.append(logits)` there (a list
+    /// on the module, emptied at the epoch's end) and a returned dict's tensors other
+    /// than `"loss"` in a class with `training_epoch_end` (Lightning keeps every step's
+    /// dict for it and detaches only the loss) keep each step's graph for the epoch.
     ///
     /// ## Why it costs memory
     /// The list keeps every step's tensor on the GPU and, through its `grad_fn`, the whole
@@ -52,6 +61,14 @@ pub(crate) struct TensorAppendedInLoop {
     pub value: String,
     /// The value's receiver, where `.item()` goes.
     pub receiver: String,
+    /// The container is returned by the function: it outlives the loop.
+    pub returned: bool,
+    /// The value is a scalar (a loss), so `.item()` works; otherwise (logits,
+    /// outputs) only `.detach()`/`.cpu()` do.
+    pub scalar: bool,
+    /// Kept by a Lightning step method for the epoch (`self.outputs.append(preds)` in
+    /// `training_step`, or returned to `*_epoch_end`), not by a loop of this file.
+    pub per_epoch: bool,
 }
 
 impl Violation for TensorAppendedInLoop {
@@ -59,27 +76,55 @@ impl Violation for TensorAppendedInLoop {
 
     fn message(&self) -> String {
         let (c, v) = (&self.container, &self.value);
-        format!("`{c}` keeps `{v}` and its autograd graph alive for every iteration of the loop")
+        if self.per_epoch {
+            return format!(
+                "`{c}` keeps `{v}` and its autograd graph alive from every step until the epoch ends"
+            );
+        }
+        if self.returned {
+            format!(
+                "`{c}` keeps `{v}` and its autograd graph alive for every iteration of the loop, and the function returns it: every graph outlives the loop"
+            )
+        } else {
+            format!("`{c}` keeps `{v}` and its autograd graph alive for every iteration of the loop")
+        }
     }
 
     fn fix_title(&self) -> String {
         let r = &self.receiver;
-        format!("Store `{r}.item()` (or `{r}.detach()`) instead")
+        if self.scalar {
+            format!("Store `{r}.item()` (or `{r}.detach()`) instead")
+        } else {
+            format!("Store `{r}.detach().cpu()` (or `{r}.detach()` to keep it on the GPU) instead")
+        }
     }
 }
 
-fn in_loop_and_kept(ch: &Checker<'_>, container: &Expr, value: &Expr) -> bool {
-    let Some(lp) = ch.innermost_loop() else {
-        return false;
-    };
+/// Whether `value` reads as a scalar loss (`.item()` works on it) rather than a
+/// batch of outputs.
+fn is_scalar(ch: &Checker<'_>, value: &Expr) -> bool {
+    let text = ch.snippet(value.range()).to_ascii_lowercase();
+    text.contains("loss")
+        || matches!(value, Expr::Call(c) if ch.is_loss_callee(&c.func))
+}
+
+/// `Some(returned)` when the container keeps the value past the iteration.
+fn in_loop_and_kept(ch: &Checker<'_>, container: &Expr, value: &Expr) -> Option<bool> {
+    let lp = ch.innermost_loop()?;
     if !lp.is_data_loop {
-        return false;
+        return None;
     }
     let name = text_of(container);
     // a list re-created inside the loop is dropped every iteration
-    !name.is_empty()
-        && !lp.facts.assigned(&name)
-        && (!ch.consumed_as_loss(&name) || ch.kept_after_backward(&name, value))
+    if name.is_empty() || lp.facts.assigned(&name) {
+        return None;
+    }
+    if !ch.consumed_as_loss(&name) || ch.kept_after_backward(&name, value) {
+        return Some(false);
+    }
+    // a list of outputs (logits, predictions: not a loss) that the function only
+    // returns, in a function that does not train: the caller gets every graph
+    (!ch.scope().trains && !is_scalar(ch, value) && ch.only_returned(&name)).then_some(true)
 }
 
 fn report(
@@ -87,18 +132,108 @@ fn report(
     stmt_range: crate::parse::TextRange,
     container: &Expr,
     value: &Expr,
+    returned: bool,
 ) {
     let c = ch.snippet(container.range()).to_string();
     let v = ch.snippet(value.range()).to_string();
     let r = ch.receiver_snippet(value);
+    let scalar = is_scalar(ch, value);
     ch.report(
         stmt_range,
         TensorAppendedInLoop {
             container: c,
             value: v,
             receiver: r,
+            returned,
+            scalar,
+            per_epoch: false,
         },
     );
+}
+
+/// The Lightning step method that runs with gradients on (Lightning runs
+/// `validation_step`, `test_step` and `predict_step` without them).
+const STEP_METHODS: &[&str] = &["training_step"];
+
+/// `self.outputs.append(preds)` in a Lightning step method: the list lives on the
+/// module across steps (emptied at the epoch's end), so each kept graph lives with it.
+fn check_step_method_append(ch: &mut Checker<'_>, call: &ast::ExprCall, container: &Expr, value: &Expr) {
+    let scope = ch.scope();
+    let Some(me) = scope.self_name.as_deref() else {
+        return;
+    };
+    if !STEP_METHODS.contains(&scope.name.as_str()) || ch.innermost_loop().is_some() {
+        return;
+    }
+    let Expr::Attribute(a) = container else {
+        return;
+    };
+    if !matches!(&*a.value, Expr::Name(n) if n.id.as_str() == me) || !ch.kind(value).has_graph() {
+        return;
+    }
+    let c = ch.snippet(container.range()).to_string();
+    let v = ch.snippet(value.range()).to_string();
+    let r = ch.receiver_snippet(value);
+    let scalar = is_scalar(ch, value);
+    ch.report(
+        call.range(),
+        TensorAppendedInLoop {
+            container: c,
+            value: v,
+            receiver: r,
+            returned: false,
+            scalar,
+            per_epoch: true,
+        },
+    );
+}
+
+/// `return {"loss": loss, "preds": out}` from `training_step` in a class that defines
+/// `training_epoch_end` (Lightning 1.x): Lightning keeps every step's returned dict for
+/// that hook and detaches only `"loss"`, so the other tensors keep their graphs.
+pub(crate) fn check_step_return(ch: &mut Checker<'_>, ret: &ast::StmtReturn) {
+    if !ch.enabled(Rule::TensorAppendedInLoop) {
+        return;
+    }
+    let scope = ch.scope();
+    if scope.self_name.is_none() || scope.name != "training_step" {
+        return;
+    }
+    let Some(Expr::Dict(d)) = ret.value.as_deref() else {
+        return;
+    };
+    let at = ret.range();
+    let hook = ch.module().body.iter().any(|s| match s {
+        ast::Stmt::ClassDef(c) if c.range().contains_range(at) => c.body.iter().any(|m| {
+            matches!(m, ast::Stmt::FunctionDef(f) if f.name.as_str() == "training_epoch_end")
+        }),
+        _ => false,
+    });
+    if !hook {
+        return;
+    }
+    for item in &d.items {
+        let Some(Expr::StringLiteral(key)) = &item.key else {
+            continue;
+        };
+        if key.value.to_str() == "loss" || !ch.kind(&item.value).has_graph() {
+            continue;
+        }
+        let v = ch.snippet(item.value.range()).to_string();
+        let r = ch.receiver_snippet(&item.value);
+        let scalar = is_scalar(ch, &item.value);
+        ch.report(
+            item.value.range(),
+            TensorAppendedInLoop {
+                container: "training_epoch_end".to_string(),
+                value: v,
+                receiver: r,
+                returned: false,
+                scalar,
+                per_epoch: true,
+            },
+        );
+    }
 }
 
 /// `xs.append(t)` / `xs.extend([t])`.
@@ -118,8 +253,14 @@ pub(crate) fn check_call(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         },
         _ => return,
     };
-    if ch.kind(value).has_graph() && in_loop_and_kept(ch, &a.value, value) {
-        report(ch, call.range(), &a.value, value);
+    if ch.innermost_loop().is_none() {
+        check_step_method_append(ch, call, &a.value, value);
+        return;
+    }
+    if ch.kind(value).has_graph()
+        && let Some(returned) = in_loop_and_kept(ch, &a.value, value)
+    {
+        report(ch, call.range(), &a.value, value, returned);
     }
 }
 
@@ -131,9 +272,9 @@ pub(crate) fn check_aug_assign(ch: &mut Checker<'_>, a: &ast::StmtAugAssign) {
     let Expr::List(l) = &*a.value else { return };
     if let [v] = &*l.elts
         && ch.kind(v).has_graph()
-        && in_loop_and_kept(ch, &a.target, v)
+        && let Some(returned) = in_loop_and_kept(ch, &a.target, v)
     {
-        report(ch, a.range(), &a.target, v);
+        report(ch, a.range(), &a.target, v, returned);
     }
 }
 
@@ -154,8 +295,8 @@ pub(crate) fn check_subscript_store(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
     if key_is_step
         && !crate::context::mentions(&a.value, &container)
         && ch.kind(&a.value).has_graph()
-        && in_loop_and_kept(ch, &s.value, &a.value)
+        && let Some(returned) = in_loop_and_kept(ch, &s.value, &a.value)
     {
-        report(ch, a.range(), &s.value, &a.value);
+        report(ch, a.range(), &s.value, &a.value, returned);
     }
 }

@@ -151,7 +151,10 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     {
         return;
     }
-    let why = if file.distributed && !file.rank_guarded(call.range()) {
+    let why = if file.distributed
+        && !file.rank_guarded(call.range())
+        && !file.single_process(call.range())
+    {
         "every rank loads its tensors onto the device they were saved from (often GPU 0)"
             .to_string()
     } else if let Some(name) = file.bound_to.get(&call.range()).and_then(|targets| {
@@ -163,7 +166,7 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     }) && trains
     {
         format!(
-            "`{name}` keeps its tensors on the device they were saved from for the whole training"
+            "`{name}` stays alive on the GPU it was saved from (its tensors are loaded there) for the whole training"
         )
     } else {
         return;

@@ -2,14 +2,22 @@
 #
 # oomkit puts this file's folder first on PYTHONPATH. It runs the
 # sitecustomize it shadows (if any), then waits for `import torch`; in the
-# main process (not multiprocessing workers), once CUDA is available:
-#   OOMKIT_PEAK_FILE       at exit, writes max over devices of
-#                          torch.cuda.max_memory_reserved() (bytes)
-#   OOMKIT_SNAPSHOT_PATH   torch.cuda.memory._record_memory_history(max_entries=
+# main process (not multiprocessing workers):
+#   OOMKIT_PEAK_FILE       at exit, if CUDA was initialised, writes max over
+#                          devices of torch.cuda.max_memory_reserved() (bytes)
+#   OOMKIT_SNAPSHOT_DIR    when CUDA initialises, queued with
+#                          torch.cuda._lazy_call (PyTorch's own queue of calls
+#                          deferred to CUDA initialisation):
+#                          torch.cuda.memory._record_memory_history(max_entries=
 #                          OOMKIT_SNAPSHOT_MAX_ENTRIES) and, on the first OOM,
-#                          torch.cuda.memory._dump_snapshot(OOMKIT_SNAPSHOT_PATH)
-#                          from torch._C._cuda_attach_out_of_memory_observer
-# It never prints (the program's output stays byte-exact) and never raises.
+#                          torch.cuda.memory._dump_snapshot() into that folder
+#                          as oom-snapshot-rank<RANK>-pid<PID>.pickle, from
+#                          torch._C._cuda_attach_out_of_memory_observer
+# It changes nothing the program sees: it never initialises CUDA (no
+# torch.cuda.is_available() at import, so CUDA_VISIBLE_DEVICES and
+# PYTORCH_CUDA_ALLOC_CONF set after `import torch` still apply, and forked
+# workers find CUDA uninitialised), never prints (the output stays
+# byte-exact) and never raises.
 import os as _oomkit_os
 import sys as _oomkit_sys
 
@@ -39,32 +47,55 @@ def _oomkit_main_process():
         return True
 
 
-def _oomkit_on_torch(torch):
+def _oomkit_rank():
+    env = _oomkit_os.environ
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID"):
+        value = env.get(key, "")
+        if value.isdigit():
+            return value
+    return "0"
+
+
+def _oomkit_start_history(torch, folder):
+    """Runs when CUDA initialises (from torch.cuda._lazy_call's queue)."""
     try:
-        if not _oomkit_main_process() or not torch.cuda.is_available():
-            return
+        entries = int(_oomkit_os.environ.get("OOMKIT_SNAPSHOT_MAX_ENTRIES", "100000"))
+        torch.cuda.memory._record_memory_history(max_entries=entries)
+        name = "oom-snapshot-rank%s-pid%d.pickle" % (_oomkit_rank(), _oomkit_os.getpid())
+        path = _oomkit_os.path.join(folder, name)
+        dumped = []
+
+        def _oomkit_on_oom(device, alloc, device_alloc, device_free):
+            if dumped:
+                return
+            dumped.append(True)
+            try:
+                torch.cuda.memory._dump_snapshot(path)
+            except Exception:
+                pass
+
+        torch._C._cuda_attach_out_of_memory_observer(_oomkit_on_oom)
     except Exception:
+        # An exception here would fail the program's CUDA initialisation.
+        pass
+
+
+def _oomkit_on_torch(torch):
+    if not _oomkit_main_process():
         return
     env = _oomkit_os.environ
-    snapshot = env.get("OOMKIT_SNAPSHOT_PATH")
-    if snapshot:
+    folder = env.get("OOMKIT_SNAPSHOT_DIR")
+    if folder:
         try:
-            entries = int(env.get("OOMKIT_SNAPSHOT_MAX_ENTRIES", "100000"))
-            torch.cuda.memory._record_memory_history(max_entries=entries)
-            dumped = []
-
-            def _oomkit_on_oom(device, alloc, device_alloc, device_free):
-                if dumped:
-                    return
-                dumped.append(True)
-                try:
-                    torch.cuda.memory._dump_snapshot(snapshot)
-                except Exception:
-                    pass
-
-            torch._C._cuda_attach_out_of_memory_observer(_oomkit_on_oom)
+            lazy_call = torch.cuda._lazy_call
         except Exception:
-            pass
+            lazy_call = None
+        if lazy_call is not None:
+            try:
+                # Runs now if CUDA is already initialised, else when it is.
+                lazy_call(lambda: _oomkit_start_history(torch, folder))
+            except Exception:
+                pass
     peak = env.get("OOMKIT_PEAK_FILE")
     if peak:
         import atexit

@@ -2,7 +2,7 @@
 # bug: `map_location` is left `None` whenever CUDA is available, so a checkpoint is
 #      loaded onto the GPUs it was saved from, with a surge of GPU memory on load; fixed
 #      in HorizonRobotics/alf#1532 (always `torch.device('cpu')`).
-# fidelity: the map_location lines follow the diff quoted in the PR review; reduced.
+# reproduction written here (the pattern, not the project's code); the map_location lines follow the diff quoted in the PR review; reduced.
 # expect: OOM202
 import os
 

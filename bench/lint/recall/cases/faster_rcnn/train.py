@@ -3,7 +3,7 @@
 #      as tensors (`total_loss += total` ...), so every iteration's graph stays alive and
 #      memory keeps growing; reported in bubbliiiing/faster-rcnn-pytorch#35, fixed by
 #      summing `.item()`s.
-# fidelity: the five `+=` lines follow the issue; the loop and the trainer are reduced.
+# reproduction written here (the pattern, not the project's code); the five `+=` lines follow the issue; the loop and the trainer are reduced.
 # expect: OOM102
 from nets.frcnn_training import FasterRCNNTrainer
 

@@ -2,7 +2,7 @@
 # bug: the evaluation loop runs the reconstruction model without `torch.no_grad()`, so
 #      autograd keeps every batch's activations (guopengf/FL-MRCM#2, "GPU Memory
 #      Leakage"; the maintainer's fix is `with torch.no_grad():` at line 172).
-# fidelity: described in the issue (no code quoted); the loop is reconstructed.
+# reproduction written here (the pattern, not the project's code); described in the issue (no code quoted); the loop is reconstructed.
 # expect: OOM104
 import torch
 

@@ -2,7 +2,7 @@
 # bug: `forward` stores its output on the module (`self.activity = y`) without
 #      `.detach()`: the graph of the last forward stays alive (growingnet/gromo#135,
 #      fixed in growingnet/gromo#138).
-# fidelity: the forward follows the code quoted in the issue.
+# reproduction written here (the pattern, not the project's code); the forward follows the code quoted in the issue.
 # expect: OOM110
 import torch
 

@@ -3,7 +3,7 @@
 #      backpropagated loss without `.detach()`/`.item()`: every step's graph is kept
 #      (transformers#6939: all 12 GB of RAM used after ~20 000 steps); fixed in
 #      huggingface/transformers#6999 (a detached loss).
-# fidelity: the `+=` line and the helper's shape follow the issue and PR; reduced.
+# reproduction written here (the pattern, not the project's code); the `+=` line and the helper's shape follow the issue and PR; reduced.
 # expect: OOM102
 import torch
 

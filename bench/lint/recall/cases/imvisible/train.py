@@ -3,7 +3,7 @@
 #      (`running_loss += loss` ...), storing their graphs and exhausting RAM; the
 #      maintainer's answer in samuelyu2002/ImVisible#2 (lines 97-99 and 165-167) is
 #      `+= loss.item()`, committed afterwards.
-# fidelity: the running sums follow the issue; the model and data are reduced.
+# reproduction written here (the pattern, not the project's code); the running sums follow the issue; the model and data are reduced.
 # expect: OOM102
 import torch
 import torch.nn as nn

@@ -1,7 +1,7 @@
 # recall case: keras-team/keras#9151 (a user's reinforcement-learning script)
 # bug: the model is compiled again in every episode, and memory grows until it runs out;
 #      the maintainer's fix: compile once, or build in a fresh graph/`clear_session()`.
-# fidelity: the loop follows the code quoted in the issue.
+# reproduction written here (the pattern, not the project's code); the loop follows the code quoted in the issue.
 # expect: OOM115
 from keras.layers import Dense
 from keras.models import Sequential

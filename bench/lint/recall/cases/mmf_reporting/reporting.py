@@ -2,7 +2,7 @@
 # bug: the reduced loss dict (graph-carrying tensors) is handed to the meter's update
 #      dict as is, so the meter keeps every step's graph: GPU and CPU OOMs; fixed in
 #      facebookresearch/mmf#560 (`.item()` per loss).
-# fidelity: the update lines follow the diff quoted in the PR review; reduced.
+# reproduction written here (the pattern, not the project's code); the update lines follow the diff quoted in the PR review; reduced.
 # expect: OOM113
 import torch
 from mmf.common.registry import registry

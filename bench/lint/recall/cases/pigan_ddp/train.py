@@ -3,7 +3,7 @@
 #      seven extra processes hold 500+ MB each on GPU 0 (marcoamonteiro/pi-GAN#22); the
 #      fix confirmed in the thread is `torch.cuda.set_device(rank)` at the start of
 #      `train`.
-# fidelity: described in the issue; the set-up is reconstructed.
+# reproduction written here (the pattern, not the project's code); described in the issue; the set-up is reconstructed.
 # expect: OOM207
 import os
 

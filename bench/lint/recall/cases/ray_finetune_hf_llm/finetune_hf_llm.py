@@ -1,7 +1,7 @@
 # recall case: ray-project/ray, doc/source/templates/04_finetuning_llms_with_deepspeed/finetune_hf_llm.py
 # bug: the loss of every step is summed with its graph (`loss_sum += loss`); the memory
 #      leak of ray-project/ray#40714, fixed in ray-project/ray#40940 (`loss.item()`).
-# fidelity: the summing lines follow the diff quoted in the PR review; the rest is reduced.
+# reproduction written here (the pattern, not the project's code); the summing lines follow the diff quoted in the PR review; the rest is reduced.
 # expect: OOM102
 import torch
 from accelerate import Accelerator

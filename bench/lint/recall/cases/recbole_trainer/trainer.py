@@ -2,7 +2,7 @@
 # bug: the loss of every batch is summed as a tensor (`total_loss = losses if total_loss
 #      is None else total_loss + losses`), storing each batch's graph until the epoch
 #      ends: out of memory (RUCAIBox/RecBole#307, which sums `losses.item()`).
-# fidelity: described in the PR title; the epoch loop is reconstructed.
+# reproduction written here (the pattern, not the project's code); described in the PR title; the epoch loop is reconstructed.
 # expect: OOM102
 
 

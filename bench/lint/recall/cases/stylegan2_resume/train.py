@@ -3,7 +3,7 @@
 #      saved from, in every process of a distributed run, and keeps it while training:
 #      "too much GPU memory is used" (rosinality/stylegan2-pytorch#31); the maintainer's
 #      fix is `map_location=lambda storage, loc: storage`.
-# fidelity: the load and its use follow the PR thread; the script is reduced.
+# reproduction written here (the pattern, not the project's code); the load and its use follow the PR thread; the script is reduced.
 # expect: OOM202
 import argparse
 

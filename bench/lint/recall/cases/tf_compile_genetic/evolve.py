@@ -1,7 +1,7 @@
 # recall case: tensorflow/tensorflow#26108 (a genetic algorithm compiling models in a loop)
 # bug: `model.compile` in a loop leaks about 20 MB per call until memory is exhausted;
 #      the fix in the thread is to compile once (or clear the session between models).
-# fidelity: the loop follows the code quoted in the issue.
+# reproduction written here (the pattern, not the project's code); the loop follows the code quoted in the issue.
 # expect: OOM115
 import tensorflow as tf
 

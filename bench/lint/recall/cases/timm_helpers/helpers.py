@@ -3,7 +3,7 @@
 # bug: `torch.load(checkpoint_path)` loads the checkpoint onto the GPU it was saved from
 #      before the state dict is copied into the model: "out of memory" on load; fixed in
 #      huggingface/pytorch-image-models#23 (load onto the CPU).
-# fidelity: described in the PR; the helper is reconstructed.
+# reproduction written here (the pattern, not the project's code); described in the PR; the helper is reconstructed.
 # expect: OOM202
 import os
 from collections import OrderedDict

@@ -2,7 +2,7 @@
 # bug: the prediction for every audio file is kept on the GPU in a dict
 #      (`out_dict[wav_f][dataset_name] = out`) until all files are done, so many inputs
 #      run out of GPU memory; fixed in X-niper/UniTalker#7 (`out.cpu()`).
-# fidelity: the store follows the PR; the loop is reconstructed from its description.
+# reproduction written here (the pattern, not the project's code); the store follows the PR; the loop is reconstructed from its description.
 # expect: OOM114
 import torch
 

@@ -3,7 +3,7 @@
 #      tensors (`total_loss[loss_name] += loss_val * batch_size`), keeping every
 #      batch's graph; fixed in MultimediaTechLab/YOLO#83 (`defaultdict(float)` and
 #      `loss_val.item()`).
-# fidelity: the dict and the `+=` line follow the PR discussion; the batch step is reduced.
+# reproduction written here (the pattern, not the project's code); the dict and the `+=` line follow the PR discussion; the batch step is reduced.
 # expect: OOM102
 from collections import defaultdict
 
