@@ -54,261 +54,328 @@ pub enum Flavor {
     Shell,
 }
 
-/// A remedy's id: one variant per entry of [`REMEDIES`], so an id that does
-/// not exist cannot be written (explain's fixes, estimate's plans, lint's
-/// rules all name remedies with it). Serialises and prints as the stable
-/// kebab-case string (`expandable-segments`), the JSON contracts' form.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum RemedyId {
-    /// `reduce-batch`.
-    ReduceBatch,
-    /// `gradient-accumulation`.
-    GradientAccumulation,
-    /// `mixed-precision`.
-    MixedPrecision,
-    /// `half-precision-weights`.
-    HalfPrecisionWeights,
-    /// `gradient-checkpointing`.
-    GradientCheckpointing,
-    /// `optimizer-8bit`.
-    Optimizer8bit,
-    /// `lora`.
-    Lora,
-    /// `qlora`.
-    Qlora,
-    /// `quantize-8bit`.
-    Quantize8bit,
-    /// `quantize-4bit`.
-    Quantize4bit,
-    /// `cpu-offload`.
-    CpuOffload,
-    /// `zero-sharding`.
-    ZeroSharding,
-    /// `model-parallel`.
-    ModelParallel,
-    /// `efficient-attention`.
-    EfficientAttention,
-    /// `expandable-segments`.
-    ExpandableSegments,
-    /// `max-split-size`.
-    MaxSplitSize,
-    /// `empty-cache-between-phases`.
-    EmptyCacheBetweenPhases,
-    /// `inference-mode`.
-    InferenceMode,
-    /// `release-references`.
-    ReleaseReferences,
-    /// `record-memory-history`.
-    RecordMemoryHistory,
-    /// `reduce-input-size`.
-    ReduceInputSize,
-    /// `diffusers-slicing`.
-    DiffusersSlicing,
-    /// `diffusers-cpu-offload`.
-    DiffusersCpuOffload,
-    /// `a1111-medvram`.
-    A1111Medvram,
-    /// `a1111-lowvram`.
-    A1111Lowvram,
-    /// `comfyui-lowvram`.
-    ComfyuiLowvram,
-    /// `vllm-gpu-memory-utilization`.
-    VllmGpuMemoryUtilization,
-    /// `vllm-max-model-len`.
-    VllmMaxModelLen,
-    /// `vllm-kv-cache-dtype`.
-    VllmKvCacheDtype,
-    /// `vllm-tensor-parallel`.
-    VllmTensorParallel,
-    /// `vllm-enforce-eager`.
-    VllmEnforceEager,
-    /// `llamacpp-gpu-layers`.
-    LlamacppGpuLayers,
-    /// `llamacpp-context`.
-    LlamacppContext,
-    /// `llamacpp-kv-cache-quant`.
-    LlamacppKvCacheQuant,
-    /// `llamacpp-batch`.
-    LlamacppBatch,
-    /// `tf-memory-growth`.
-    TfMemoryGrowth,
-    /// `tf-memory-limit`.
-    TfMemoryLimit,
-    /// `tf-cuda-malloc-async`.
-    TfCudaMallocAsync,
-    /// `tf-report-allocations`.
-    TfReportAllocations,
-    /// `jax-no-preallocate`.
-    JaxNoPreallocate,
-    /// `jax-mem-fraction`.
-    JaxMemFraction,
-    /// `jax-platform-allocator`.
-    JaxPlatformAllocator,
-    /// `jax-rematerialize`.
-    JaxRematerialize,
-    /// `free-other-processes`.
-    FreeOtherProcesses,
-    /// `raise-memory-fraction`.
-    RaiseMemoryFraction,
-    /// `fix-allocation-size`.
-    FixAllocationSize,
-    /// `disable-sysmem-fallback`.
-    DisableSysmemFallback,
-    /// `disable-cuda-graphs`.
-    DisableCudaGraphs,
-    /// `nccl-debug`.
-    NcclDebug,
-    /// `nccl-reduce-buffers`.
-    NcclReduceBuffers,
-    /// `tgi-max-batch-prefill-tokens`.
-    TgiMaxBatchPrefillTokens,
-    /// `onnxruntime-arena`.
-    OnnxruntimeArena,
-    /// `cupy-memory-pool`.
-    CupyMemoryPool,
-    /// `paddle-memory-flags`.
-    PaddleMemoryFlags,
-    /// `mps-high-watermark`.
-    MpsHighWatermark,
-    /// `xpu-relaxed-allocation-limits`.
-    XpuRelaxedAllocationLimits,
-    /// `cudnn-workspace`.
-    CudnnWorkspace,
-    /// `unload-models`.
-    UnloadModels,
-    /// `bigger-gpu`.
-    BiggerGpu,
+/// Where a fix applies: the operating system, the device backend, the
+/// runtime (framework or engine), the application and the phase of the job.
+/// An empty list means "any". A fix is offered only where every dimension
+/// the situation states admits it ([`Scope::admits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Scope {
+    /// Operating systems it works on.
+    pub os: &'static [Os],
+    /// Device backends it works on.
+    pub devices: &'static [Device],
+    /// Frameworks or engines it is written for.
+    pub runtimes: &'static [Runtime],
+    /// Applications it is a setting of: unlike the other dimensions, an
+    /// application-specific fix needs the application to be known.
+    pub apps: &'static [App],
+    /// Phases of the job where it helps.
+    pub phases: &'static [Phase],
+}
+
+/// An operating system.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum Os {
+    Linux,
+    Windows,
+    Macos,
+}
+
+/// A device backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum Device {
+    Cuda,
+    /// AMD ROCm (PyTorch's HIP).
+    Rocm,
+    /// PyTorch's Apple backend.
+    Mps,
+    /// Intel GPUs.
+    Xpu,
+    /// Apple Metal outside PyTorch (MLX, llama.cpp).
+    Metal,
+    Tpu,
+}
+
+/// A framework or engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum Runtime {
+    Pytorch,
+    Tensorflow,
+    Jax,
+    Vllm,
+    LlamaCpp,
+    Tgi,
+    Onnxruntime,
+    Cupy,
+    Paddle,
+    Nccl,
+    LuaTorch,
+    Mlx,
+    Tensorrt,
+    Ctranslate2,
+    Rapids,
+}
+
+/// An application on top of a framework.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum App {
+    A1111,
+    Comfyui,
+    Diffusers,
+    Vllm,
+    Deepspeed,
+    Fsdp,
+    Transformers,
+    Accelerate,
+    Lightning,
+}
+
+/// The phase of a job.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[allow(missing_docs)]
+pub enum Phase {
+    Loading,
+    Compiling,
+    Training,
+    Evaluation,
+    Inference,
+    Generation,
+    Serving,
+}
+
+/// What is known of the job that failed; `None` where the log does not say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Situation {
+    /// Operating system.
+    pub os: Option<Os>,
+    /// Device backend.
+    pub device: Option<Device>,
+    /// Framework or engine.
+    pub runtime: Option<Runtime>,
+    /// Application.
+    pub app: Option<App>,
+    /// Phase.
+    pub phase: Option<Phase>,
+}
+
+impl Scope {
+    /// Everywhere.
+    pub const ANY: Scope = Scope {
+        os: &[],
+        devices: &[],
+        runtimes: &[],
+        apps: &[],
+        phases: &[],
+    };
+
+    /// Only on these operating systems.
+    pub const fn os(self, os: &'static [Os]) -> Scope {
+        Scope { os, ..self }
+    }
+
+    /// Only on these device backends.
+    pub const fn devices(self, devices: &'static [Device]) -> Scope {
+        Scope { devices, ..self }
+    }
+
+    /// Only in these frameworks or engines.
+    pub const fn runtimes(self, runtimes: &'static [Runtime]) -> Scope {
+        Scope { runtimes, ..self }
+    }
+
+    /// Only in these applications (which must be known).
+    pub const fn apps(self, apps: &'static [App]) -> Scope {
+        Scope { apps, ..self }
+    }
+
+    /// Only in these phases.
+    pub const fn phases(self, phases: &'static [Phase]) -> Scope {
+        Scope { phases, ..self }
+    }
+
+    /// Whether a fix of this scope fits `s`: each dimension `s` states is
+    /// one the scope lists (or the scope lists none), and an application
+    /// scope names the application `s` states.
+    pub fn admits(&self, s: &Situation) -> bool {
+        fn fits<T: PartialEq>(list: &[T], v: Option<T>) -> bool {
+            list.is_empty() || v.is_none_or(|v| list.contains(&v))
+        }
+        fits(self.os, s.os)
+            && fits(self.devices, s.device)
+            && fits(self.runtimes, s.runtime)
+            && fits(self.phases, s.phase)
+            && (self.apps.is_empty() || s.app.is_some_and(|a| self.apps.contains(&a)))
+    }
+}
+
+/// Runtimes that run a job batch by batch (not a serving engine with its own
+/// scheduler).
+const BATCHED: &[Runtime] = &[
+    Runtime::Pytorch,
+    Runtime::Tensorflow,
+    Runtime::Jax,
+    Runtime::Onnxruntime,
+    Runtime::Cupy,
+    Runtime::Paddle,
+    Runtime::Nccl,
+    Runtime::LuaTorch,
+    Runtime::Mlx,
+    Runtime::Tensorrt,
+    Runtime::Ctranslate2,
+];
+/// PyTorch, and NCCL errors raised inside PyTorch jobs.
+const TORCH: &[Runtime] = &[Runtime::Pytorch, Runtime::Nccl];
+/// Backends that nvidia-smi, rocm-smi or xpu-smi can list processes on.
+const DISCRETE: &[Device] = &[Device::Cuda, Device::Rocm, Device::Xpu];
+/// PyTorch's caching allocator configuration (CUDA and ROCm builds).
+const CACHING: &[Device] = &[Device::Cuda, Device::Rocm];
+/// Every phase that runs the model on data.
+const RUNNING: &[Phase] = &[
+    Phase::Compiling,
+    Phase::Training,
+    Phase::Evaluation,
+    Phase::Inference,
+    Phase::Generation,
+];
+const TRAINING: &[Phase] = &[Phase::Training, Phase::Compiling];
+const NOT_TRAINING: &[Phase] = &[
+    Phase::Loading,
+    Phase::Inference,
+    Phase::Generation,
+    Phase::Serving,
+];
+
+/// The one table of remedy ids: the variant, its stable kebab-case id (the
+/// JSON contracts' form; ids are never renamed, estimate and lint keep them
+/// in their output) and where the fix applies.
+macro_rules! remedy_ids {
+    ($( $var:ident = $name:literal, $scope:expr; )*) => {
+        /// A remedy's id: one variant per entry of [`REMEDIES`], so an id that does
+        /// not exist cannot be written (explain's fixes, estimate's plans, lint's
+        /// rules all name remedies with it). Serialises and prints as the stable
+        /// kebab-case string (`expandable-segments`), the JSON contracts' form.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum RemedyId {
+            $( #[doc = concat!("`", $name, "`.")] $var, )*
+        }
+
+        impl RemedyId {
+            /// Every id, in [`REMEDIES`]' order.
+            pub const ALL: &'static [RemedyId] = &[$( RemedyId::$var, )*];
+
+            /// The kebab-case id.
+            pub const fn as_str(self) -> &'static str {
+                match self {
+                    $( RemedyId::$var => $name, )*
+                }
+            }
+
+            /// Where the fix applies.
+            pub const fn scope(self) -> Scope {
+                match self {
+                    $( RemedyId::$var => $scope, )*
+                }
+            }
+        }
+    };
+}
+
+remedy_ids! {
+    ReduceBatch = "reduce-batch", Scope::ANY.runtimes(BATCHED).phases(RUNNING);
+    GradientAccumulation = "gradient-accumulation", Scope::ANY.runtimes(TORCH).phases(TRAINING);
+    MixedPrecision = "mixed-precision",
+        Scope::ANY.runtimes(&[Runtime::Pytorch, Runtime::Nccl, Runtime::Tensorflow, Runtime::Paddle]).phases(TRAINING);
+    HalfPrecisionWeights = "half-precision-weights", Scope::ANY.runtimes(TORCH);
+    GradientCheckpointing = "gradient-checkpointing",
+        Scope::ANY.runtimes(&[Runtime::Pytorch, Runtime::Nccl, Runtime::Jax]).phases(TRAINING);
+    Optimizer8bit = "optimizer-8bit", Scope::ANY.runtimes(TORCH).devices(DISCRETE).phases(TRAINING);
+    Lora = "lora", Scope::ANY.runtimes(TORCH).phases(TRAINING);
+    Qlora = "qlora", Scope::ANY.runtimes(TORCH).devices(DISCRETE).phases(TRAINING);
+    Quantize8bit = "quantize-8bit",
+        Scope::ANY.runtimes(&[Runtime::Pytorch, Runtime::LlamaCpp, Runtime::Ctranslate2]).phases(NOT_TRAINING);
+    Quantize4bit = "quantize-4bit",
+        Scope::ANY
+            .runtimes(&[Runtime::Pytorch, Runtime::LlamaCpp, Runtime::Vllm, Runtime::Tgi, Runtime::Mlx])
+            .phases(NOT_TRAINING);
+    CpuOffload = "cpu-offload", Scope::ANY.runtimes(TORCH);
+    RankZeroLoading = "rank-zero-loading",
+        Scope::ANY.runtimes(TORCH).devices(DISCRETE).phases(&[Phase::Loading]);
+    ZeroSharding = "zero-sharding",
+        Scope::ANY.runtimes(TORCH).devices(DISCRETE).phases(&[Phase::Training, Phase::Loading]);
+    ModelParallel = "model-parallel",
+        Scope::ANY
+            .runtimes(&[Runtime::Pytorch, Runtime::Nccl, Runtime::Vllm, Runtime::LlamaCpp, Runtime::Tgi])
+            .devices(DISCRETE);
+    EfficientAttention = "efficient-attention", Scope::ANY.runtimes(&[Runtime::Pytorch, Runtime::Jax]);
+    // PyTorch does not support expandable segments on Windows
+    // (c10/cuda/CUDAAllocatorConfig.cpp warns "expandable_segments not
+    // supported on this platform").
+    ExpandableSegments = "expandable-segments",
+        Scope::ANY.runtimes(TORCH).devices(CACHING).os(&[Os::Linux]);
+    MaxSplitSize = "max-split-size", Scope::ANY.runtimes(TORCH).devices(CACHING);
+    EmptyCacheBetweenPhases = "empty-cache-between-phases",
+        Scope::ANY.runtimes(&[Runtime::Pytorch, Runtime::Nccl, Runtime::Tensorflow]);
+    // Already in effect where the phase is generation (`generate` runs
+    // under no_grad) or serving.
+    InferenceMode = "inference-mode",
+        Scope::ANY.runtimes(&[Runtime::Pytorch]).phases(&[Phase::Evaluation, Phase::Inference]);
+    ReleaseReferences = "release-references", Scope::ANY.runtimes(TORCH).phases(RUNNING);
+    RecordMemoryHistory = "record-memory-history",
+        Scope::ANY.runtimes(&[Runtime::Pytorch, Runtime::Nccl, Runtime::Jax]).devices(&[Device::Cuda, Device::Rocm, Device::Tpu]);
+    ReduceInputSize = "reduce-input-size", Scope::ANY;
+    DiffusersSlicing = "diffusers-slicing", Scope::ANY.runtimes(&[Runtime::Pytorch]).apps(&[App::Diffusers]);
+    DiffusersCpuOffload = "diffusers-cpu-offload", Scope::ANY.runtimes(&[Runtime::Pytorch]).apps(&[App::Diffusers]);
+    A1111Medvram = "a1111-medvram", Scope::ANY.apps(&[App::A1111]);
+    A1111Lowvram = "a1111-lowvram", Scope::ANY.apps(&[App::A1111]);
+    ComfyuiLowvram = "comfyui-lowvram", Scope::ANY.apps(&[App::Comfyui]);
+    VllmGpuMemoryUtilization = "vllm-gpu-memory-utilization", Scope::ANY.apps(&[App::Vllm]);
+    VllmMaxModelLen = "vllm-max-model-len", Scope::ANY.apps(&[App::Vllm]);
+    VllmKvCacheDtype = "vllm-kv-cache-dtype", Scope::ANY.apps(&[App::Vllm]);
+    VllmTensorParallel = "vllm-tensor-parallel", Scope::ANY.runtimes(&[Runtime::Pytorch, Runtime::Vllm, Runtime::Tgi]).devices(DISCRETE);
+    VllmEnforceEager = "vllm-enforce-eager", Scope::ANY.apps(&[App::Vllm]);
+    LlamacppGpuLayers = "llamacpp-gpu-layers", Scope::ANY.runtimes(&[Runtime::LlamaCpp]);
+    LlamacppContext = "llamacpp-context", Scope::ANY.runtimes(&[Runtime::LlamaCpp]);
+    LlamacppKvCacheQuant = "llamacpp-kv-cache-quant", Scope::ANY.runtimes(&[Runtime::LlamaCpp]);
+    LlamacppBatch = "llamacpp-batch", Scope::ANY.runtimes(&[Runtime::LlamaCpp]);
+    TfMemoryGrowth = "tf-memory-growth", Scope::ANY.runtimes(&[Runtime::Tensorflow]);
+    TfMemoryLimit = "tf-memory-limit", Scope::ANY.runtimes(&[Runtime::Tensorflow]);
+    TfCudaMallocAsync = "tf-cuda-malloc-async", Scope::ANY.runtimes(&[Runtime::Tensorflow]).devices(&[Device::Cuda]);
+    TfReportAllocations = "tf-report-allocations", Scope::ANY.runtimes(&[Runtime::Tensorflow]);
+    // The GPU pool's settings (XLA_PYTHON_CLIENT_*): not TPU.
+    JaxNoPreallocate = "jax-no-preallocate", Scope::ANY.runtimes(&[Runtime::Jax]).devices(CACHING);
+    JaxMemFraction = "jax-mem-fraction", Scope::ANY.runtimes(&[Runtime::Jax]).devices(CACHING);
+    JaxPlatformAllocator = "jax-platform-allocator", Scope::ANY.runtimes(&[Runtime::Jax]).devices(CACHING);
+    JaxRematerialize = "jax-rematerialize", Scope::ANY.runtimes(&[Runtime::Jax]);
+    FreeOtherProcesses = "free-other-processes", Scope::ANY.devices(DISCRETE);
+    RaiseMemoryFraction = "raise-memory-fraction", Scope::ANY.runtimes(TORCH);
+    FixAllocationSize = "fix-allocation-size", Scope::ANY;
+    DisableSysmemFallback = "disable-sysmem-fallback", Scope::ANY.os(&[Os::Windows]).devices(&[Device::Cuda]);
+    DisableCudaGraphs = "disable-cuda-graphs",
+        Scope::ANY.runtimes(&[Runtime::Pytorch, Runtime::Nccl, Runtime::Vllm]).devices(CACHING);
+    NcclDebug = "nccl-debug", Scope::ANY.runtimes(TORCH).devices(CACHING);
+    NcclReduceBuffers = "nccl-reduce-buffers", Scope::ANY.runtimes(TORCH).devices(CACHING);
+    TgiMaxBatchPrefillTokens = "tgi-max-batch-prefill-tokens", Scope::ANY.runtimes(&[Runtime::Tgi]);
+    OnnxruntimeArena = "onnxruntime-arena", Scope::ANY.runtimes(&[Runtime::Onnxruntime]);
+    CupyMemoryPool = "cupy-memory-pool", Scope::ANY.runtimes(&[Runtime::Cupy, Runtime::Rapids]);
+    PaddleMemoryFlags = "paddle-memory-flags", Scope::ANY.runtimes(&[Runtime::Paddle]);
+    MpsHighWatermark = "mps-high-watermark", Scope::ANY.runtimes(&[Runtime::Pytorch]).devices(&[Device::Mps]);
+    XpuRelaxedAllocationLimits = "xpu-relaxed-allocation-limits", Scope::ANY.devices(&[Device::Xpu]);
+    CudnnWorkspace = "cudnn-workspace",
+        Scope::ANY.runtimes(&[Runtime::Pytorch, Runtime::Nccl, Runtime::Tensorflow]).devices(&[Device::Cuda]);
+    UnloadModels = "unload-models", Scope::ANY;
+    BiggerGpu = "bigger-gpu", Scope::ANY;
 }
 
 impl RemedyId {
-    /// Every id, in [`REMEDIES`]' order.
-    pub const ALL: &'static [RemedyId] = &[
-        RemedyId::ReduceBatch,
-        RemedyId::GradientAccumulation,
-        RemedyId::MixedPrecision,
-        RemedyId::HalfPrecisionWeights,
-        RemedyId::GradientCheckpointing,
-        RemedyId::Optimizer8bit,
-        RemedyId::Lora,
-        RemedyId::Qlora,
-        RemedyId::Quantize8bit,
-        RemedyId::Quantize4bit,
-        RemedyId::CpuOffload,
-        RemedyId::ZeroSharding,
-        RemedyId::ModelParallel,
-        RemedyId::EfficientAttention,
-        RemedyId::ExpandableSegments,
-        RemedyId::MaxSplitSize,
-        RemedyId::EmptyCacheBetweenPhases,
-        RemedyId::InferenceMode,
-        RemedyId::ReleaseReferences,
-        RemedyId::RecordMemoryHistory,
-        RemedyId::ReduceInputSize,
-        RemedyId::DiffusersSlicing,
-        RemedyId::DiffusersCpuOffload,
-        RemedyId::A1111Medvram,
-        RemedyId::A1111Lowvram,
-        RemedyId::ComfyuiLowvram,
-        RemedyId::VllmGpuMemoryUtilization,
-        RemedyId::VllmMaxModelLen,
-        RemedyId::VllmKvCacheDtype,
-        RemedyId::VllmTensorParallel,
-        RemedyId::VllmEnforceEager,
-        RemedyId::LlamacppGpuLayers,
-        RemedyId::LlamacppContext,
-        RemedyId::LlamacppKvCacheQuant,
-        RemedyId::LlamacppBatch,
-        RemedyId::TfMemoryGrowth,
-        RemedyId::TfMemoryLimit,
-        RemedyId::TfCudaMallocAsync,
-        RemedyId::TfReportAllocations,
-        RemedyId::JaxNoPreallocate,
-        RemedyId::JaxMemFraction,
-        RemedyId::JaxPlatformAllocator,
-        RemedyId::JaxRematerialize,
-        RemedyId::FreeOtherProcesses,
-        RemedyId::RaiseMemoryFraction,
-        RemedyId::FixAllocationSize,
-        RemedyId::DisableSysmemFallback,
-        RemedyId::DisableCudaGraphs,
-        RemedyId::NcclDebug,
-        RemedyId::NcclReduceBuffers,
-        RemedyId::TgiMaxBatchPrefillTokens,
-        RemedyId::OnnxruntimeArena,
-        RemedyId::CupyMemoryPool,
-        RemedyId::PaddleMemoryFlags,
-        RemedyId::MpsHighWatermark,
-        RemedyId::XpuRelaxedAllocationLimits,
-        RemedyId::CudnnWorkspace,
-        RemedyId::UnloadModels,
-        RemedyId::BiggerGpu,
-    ];
-
-    /// The kebab-case id.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            RemedyId::ReduceBatch => "reduce-batch",
-            RemedyId::GradientAccumulation => "gradient-accumulation",
-            RemedyId::MixedPrecision => "mixed-precision",
-            RemedyId::HalfPrecisionWeights => "half-precision-weights",
-            RemedyId::GradientCheckpointing => "gradient-checkpointing",
-            RemedyId::Optimizer8bit => "optimizer-8bit",
-            RemedyId::Lora => "lora",
-            RemedyId::Qlora => "qlora",
-            RemedyId::Quantize8bit => "quantize-8bit",
-            RemedyId::Quantize4bit => "quantize-4bit",
-            RemedyId::CpuOffload => "cpu-offload",
-            RemedyId::ZeroSharding => "zero-sharding",
-            RemedyId::ModelParallel => "model-parallel",
-            RemedyId::EfficientAttention => "efficient-attention",
-            RemedyId::ExpandableSegments => "expandable-segments",
-            RemedyId::MaxSplitSize => "max-split-size",
-            RemedyId::EmptyCacheBetweenPhases => "empty-cache-between-phases",
-            RemedyId::InferenceMode => "inference-mode",
-            RemedyId::ReleaseReferences => "release-references",
-            RemedyId::RecordMemoryHistory => "record-memory-history",
-            RemedyId::ReduceInputSize => "reduce-input-size",
-            RemedyId::DiffusersSlicing => "diffusers-slicing",
-            RemedyId::DiffusersCpuOffload => "diffusers-cpu-offload",
-            RemedyId::A1111Medvram => "a1111-medvram",
-            RemedyId::A1111Lowvram => "a1111-lowvram",
-            RemedyId::ComfyuiLowvram => "comfyui-lowvram",
-            RemedyId::VllmGpuMemoryUtilization => "vllm-gpu-memory-utilization",
-            RemedyId::VllmMaxModelLen => "vllm-max-model-len",
-            RemedyId::VllmKvCacheDtype => "vllm-kv-cache-dtype",
-            RemedyId::VllmTensorParallel => "vllm-tensor-parallel",
-            RemedyId::VllmEnforceEager => "vllm-enforce-eager",
-            RemedyId::LlamacppGpuLayers => "llamacpp-gpu-layers",
-            RemedyId::LlamacppContext => "llamacpp-context",
-            RemedyId::LlamacppKvCacheQuant => "llamacpp-kv-cache-quant",
-            RemedyId::LlamacppBatch => "llamacpp-batch",
-            RemedyId::TfMemoryGrowth => "tf-memory-growth",
-            RemedyId::TfMemoryLimit => "tf-memory-limit",
-            RemedyId::TfCudaMallocAsync => "tf-cuda-malloc-async",
-            RemedyId::TfReportAllocations => "tf-report-allocations",
-            RemedyId::JaxNoPreallocate => "jax-no-preallocate",
-            RemedyId::JaxMemFraction => "jax-mem-fraction",
-            RemedyId::JaxPlatformAllocator => "jax-platform-allocator",
-            RemedyId::JaxRematerialize => "jax-rematerialize",
-            RemedyId::FreeOtherProcesses => "free-other-processes",
-            RemedyId::RaiseMemoryFraction => "raise-memory-fraction",
-            RemedyId::FixAllocationSize => "fix-allocation-size",
-            RemedyId::DisableSysmemFallback => "disable-sysmem-fallback",
-            RemedyId::DisableCudaGraphs => "disable-cuda-graphs",
-            RemedyId::NcclDebug => "nccl-debug",
-            RemedyId::NcclReduceBuffers => "nccl-reduce-buffers",
-            RemedyId::TgiMaxBatchPrefillTokens => "tgi-max-batch-prefill-tokens",
-            RemedyId::OnnxruntimeArena => "onnxruntime-arena",
-            RemedyId::CupyMemoryPool => "cupy-memory-pool",
-            RemedyId::PaddleMemoryFlags => "paddle-memory-flags",
-            RemedyId::MpsHighWatermark => "mps-high-watermark",
-            RemedyId::XpuRelaxedAllocationLimits => "xpu-relaxed-allocation-limits",
-            RemedyId::CudnnWorkspace => "cudnn-workspace",
-            RemedyId::UnloadModels => "unload-models",
-            RemedyId::BiggerGpu => "bigger-gpu",
-        }
-    }
-
     /// The id spelled `s`, if there is one.
     pub fn parse(s: &str) -> Option<RemedyId> {
         RemedyId::ALL.iter().copied().find(|id| id.as_str() == s)
@@ -654,6 +721,29 @@ pub static REMEDIES: &[Remedy] = &[
             Snippet {
                 flavor: Flavor::Accelerate,
                 code: "from accelerate import init_empty_weights, load_checkpoint_and_dispatch\n\nwith init_empty_weights():\n    model = MyModel(config)\nmodel = load_checkpoint_and_dispatch(\n    model, checkpoint=\"ckpt_dir\", device_map=\"auto\", max_memory={0: \"20GiB\", \"cpu\": \"64GiB\"}\n)",
+            },
+        ],
+    },
+    Remedy {
+        id: RemedyId::RankZeroLoading,
+        title: "Load the weights once and shard them, not a full copy per rank",
+        why: "Under FSDP or DeepSpeed every rank that calls from_pretrained (or .to(device)) first materialises the whole model; loading on rank 0 only (the others on the meta device) and broadcasting into the shards keeps one copy in CPU RAM and only a shard on each GPU; costs a broadcast at start-up.",
+        snippets: &[
+            Snippet {
+                flavor: Flavor::Accelerate,
+                code: "# accelerate config (FSDP): only rank 0 reads the checkpoint, then broadcasts into the shards\nfsdp_config:\n  fsdp_cpu_ram_efficient_loading: true\n  fsdp_sync_module_states: true",
+            },
+            Snippet {
+                flavor: Flavor::Transformers,
+                code: "model = AutoModelForCausalLM.from_pretrained(\n    MODEL_ID,\n    dtype=torch.bfloat16,\n    low_cpu_mem_usage=True,  # no full fp32 copy before the weights load\n)  # no device_map and no .to(\"cuda\") under FSDP/DeepSpeed: let the wrapper place the shards",
+            },
+            Snippet {
+                flavor: Flavor::Deepspeed,
+                code: "import deepspeed\n\nwith deepspeed.zero.Init(config_dict_or_path=\"ds_config.json\"):  # ZeRO-3: parameters are partitioned as they are created\n    model = AutoModelForCausalLM.from_pretrained(MODEL_ID, dtype=torch.bfloat16)",
+            },
+            Snippet {
+                flavor: Flavor::Pytorch,
+                code: "rank0 = torch.distributed.get_rank() == 0\nwith torch.device(\"cpu\" if rank0 else \"meta\"):\n    model = build_model()  # real weights on rank 0 only\nmodel = FSDP(model, device_id=torch.cuda.current_device(), sync_module_states=True,\n             param_init_fn=None if rank0 else (lambda m: m.to_empty(device=torch.cuda.current_device(), recurse=False)))",
             },
         ],
     },
@@ -1324,69 +1414,6 @@ mod tests {
     use super::*;
     use std::collections::HashSet;
 
-    /// Every id other code refers to, in ladder order.
-    const IDS: &[&str] = &[
-        "reduce-batch",
-        "gradient-accumulation",
-        "mixed-precision",
-        "half-precision-weights",
-        "gradient-checkpointing",
-        "optimizer-8bit",
-        "lora",
-        "qlora",
-        "quantize-8bit",
-        "quantize-4bit",
-        "cpu-offload",
-        "zero-sharding",
-        "model-parallel",
-        "efficient-attention",
-        "expandable-segments",
-        "max-split-size",
-        "empty-cache-between-phases",
-        "inference-mode",
-        "release-references",
-        "record-memory-history",
-        "reduce-input-size",
-        "diffusers-slicing",
-        "diffusers-cpu-offload",
-        "a1111-medvram",
-        "a1111-lowvram",
-        "comfyui-lowvram",
-        "vllm-gpu-memory-utilization",
-        "vllm-max-model-len",
-        "vllm-kv-cache-dtype",
-        "vllm-tensor-parallel",
-        "vllm-enforce-eager",
-        "llamacpp-gpu-layers",
-        "llamacpp-context",
-        "llamacpp-kv-cache-quant",
-        "llamacpp-batch",
-        "tf-memory-growth",
-        "tf-memory-limit",
-        "tf-cuda-malloc-async",
-        "tf-report-allocations",
-        "jax-no-preallocate",
-        "jax-mem-fraction",
-        "jax-platform-allocator",
-        "jax-rematerialize",
-        "free-other-processes",
-        "raise-memory-fraction",
-        "fix-allocation-size",
-        "disable-sysmem-fallback",
-        "disable-cuda-graphs",
-        "nccl-debug",
-        "nccl-reduce-buffers",
-        "tgi-max-batch-prefill-tokens",
-        "onnxruntime-arena",
-        "cupy-memory-pool",
-        "paddle-memory-flags",
-        "mps-high-watermark",
-        "xpu-relaxed-allocation-limits",
-        "cudnn-workspace",
-        "unload-models",
-        "bigger-gpu",
-    ];
-
     #[test]
     fn incompatible_pairs_name_remedies() {
         for i in INCOMPATIBLE {
@@ -1432,16 +1459,9 @@ mod tests {
     }
 
     #[test]
-    fn every_referenced_id_exists() {
-        for id in IDS {
-            assert!(find(id).is_some(), "missing remedy {id}");
-        }
-        for r in REMEDIES {
-            assert!(
-                IDS.contains(&r.id.as_str()),
-                "{} is not listed in IDS",
-                r.id
-            );
+    fn every_id_has_a_remedy_and_a_scope() {
+        for id in RemedyId::ALL {
+            assert!(find(id.as_str()).is_some(), "missing remedy {id}");
         }
         assert!(find("no-such-remedy").is_none());
         // The enum and the table are the same list, in the same order.
@@ -1518,6 +1538,62 @@ mod tests {
                     r.id
                 );
             }
+        }
+    }
+
+    #[test]
+    fn scopes_admit_what_they_name_and_refuse_the_rest() {
+        let mac_mlx = Situation {
+            os: Some(Os::Macos),
+            device: Some(Device::Metal),
+            runtime: Some(Runtime::Mlx),
+            ..Situation::default()
+        };
+        for id in [
+            RemedyId::LlamacppContext,
+            RemedyId::LlamacppGpuLayers,
+            RemedyId::FreeOtherProcesses,
+            RemedyId::ExpandableSegments,
+        ] {
+            assert!(!id.scope().admits(&mac_mlx), "{id} offered to MLX on a Mac");
+        }
+        let windows = Situation {
+            os: Some(Os::Windows),
+            device: Some(Device::Cuda),
+            runtime: Some(Runtime::Pytorch),
+            ..Situation::default()
+        };
+        assert!(!RemedyId::ExpandableSegments.scope().admits(&windows));
+        assert!(RemedyId::MaxSplitSize.scope().admits(&windows));
+        assert!(RemedyId::DisableSysmemFallback.scope().admits(&windows));
+        // An application's setting needs the application.
+        let comfy = Situation {
+            runtime: Some(Runtime::Pytorch),
+            app: Some(App::Comfyui),
+            ..Situation::default()
+        };
+        assert!(!RemedyId::A1111Medvram.scope().admits(&comfy));
+        assert!(!RemedyId::A1111Medvram.scope().admits(&Situation::default()));
+        assert!(RemedyId::ComfyuiLowvram.scope().admits(&comfy));
+        // Unknown dimensions admit; known ones must be listed.
+        assert!(RemedyId::ReduceBatch.scope().admits(&Situation::default()));
+        let generating = Situation {
+            runtime: Some(Runtime::Pytorch),
+            phase: Some(Phase::Generation),
+            ..Situation::default()
+        };
+        assert!(!RemedyId::InferenceMode.scope().admits(&generating));
+        // Every scope admits at least one situation, and the ids are kebab-case.
+        for id in RemedyId::ALL {
+            let sc = id.scope();
+            let s = Situation {
+                os: sc.os.first().copied(),
+                device: sc.devices.first().copied(),
+                runtime: sc.runtimes.first().copied(),
+                app: sc.apps.first().copied(),
+                phase: sc.phases.first().copied(),
+            };
+            assert!(sc.admits(&s), "{id}");
         }
     }
 

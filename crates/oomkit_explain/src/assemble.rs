@@ -1,11 +1,15 @@
 //! Turns a region's signals into findings: chains merged, context attached,
 //! app/phase/GPU read from the surrounding log, duplicates folded.
 
+use std::sync::LazyLock;
+
 use oomkit_core::gpus;
+use oomkit_core::remedies::Os;
+use regex::Regex;
 
 use crate::detail;
 use crate::detect::{Chain, Fields, Kind, Signal, Status};
-use crate::event::{App, Framework, GpuGuess, Phase};
+use crate::event::{App, Backend, Framework, GpuGuess, Phase};
 use crate::normalize::Doc;
 
 /// An error before diagnosis: the merged signals of one message.
@@ -23,6 +27,7 @@ pub struct Finding {
     pub repeats: u32,
     pub app: Option<App>,
     pub phase: Option<Phase>,
+    pub os: Option<Os>,
     pub gpu: Option<GpuGuess>,
     pub follows_line: Option<u64>,
     /// Lines of the readings (nvidia-smi, PyTorch counters) joined to it.
@@ -42,6 +47,7 @@ impl Finding {
             repeats: 1,
             app: None,
             phase: None,
+            os: None,
             gpu: None,
             follows_line: None,
             reading_lines: Vec::new(),
@@ -225,6 +231,7 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
                     repeats: 1,
                     app: Some(App::Comfyui),
                     phase: Some(Phase::Inference),
+                    os: None,
                     gpu: None,
                     follows_line: None,
                     reading_lines: Vec::new(),
@@ -240,7 +247,48 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
     // Hints are read once per region (they describe the whole traceback).
     let app = app_hint(region);
     let phase = phase_hint(region);
+    let os = os_hint(region);
+    let model = model_hint(region);
+    let growth = growth_hint(region);
+    let batch = int_hint(region, &BATCH);
+    let beams = int_hint(region, &BEAMS);
+    let quantized = QUANTIZED.iter().any(|n| region.contains(n));
+    let quant = quant_hint(region, model.as_deref());
     for f in &mut out {
+        let d = &mut f.sig.fields.details;
+        if let Some(g) = &growth {
+            detail::add(d, detail::Detail::Growth(g.clone()));
+        }
+        if f.sig.framework == Framework::Pytorch {
+            if let Some(b) = batch {
+                detail::add(d, detail::Detail::BatchSize(b));
+            }
+            if let Some(b) = beams {
+                detail::add(d, detail::Detail::NumBeams(b));
+            }
+            if quantized {
+                detail::add(d, detail::Detail::Quantization("bitsandbytes".into()));
+            }
+        }
+        if matches!(
+            f.sig.framework,
+            Framework::Vllm | Framework::LlamaCpp | Framework::Tgi | Framework::Mlx
+        ) || f.app == Some(App::Vllm)
+        {
+            if let Some(m) = &model {
+                detail::add(&mut f.sig.fields.details, detail::Detail::Model(m.clone()));
+            }
+            if let Some(q) = &quant {
+                detail::add(
+                    &mut f.sig.fields.details,
+                    detail::Detail::Quantization(q.clone()),
+                );
+            }
+        }
+        f.os = os.or(match f.sig.backend {
+            Some(Backend::Mps | Backend::Metal) => Some(Os::Macos),
+            _ => None,
+        });
         if f.app.is_none() && f.sig.framework == Framework::Pytorch {
             f.app = app;
         }
@@ -300,7 +348,134 @@ fn app_hint(region: &str) -> Option<App> {
         .map(|(_, app)| *app)
 }
 
+/// `oomkit run`'s line when memory climbed steadily before the error
+/// (`memory climbed steadily: +1.20 GiB/min, +40.00 MiB per printed figure
+/// (2.00 GiB → 9.50 GiB)`).
+fn growth_hint(region: &str) -> Option<String> {
+    let at = region.find("memory climbed steadily: ")?;
+    let rest = region.get(at + "memory climbed steadily: ".len()..)?;
+    let end = rest.find(')').map_or(rest.len().min(120), |e| e + 1);
+    rest.get(..end).map(str::to_string)
+}
+
+/// The batch size a traceback frame or command line shows.
+static BATCH: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(
+        r"\b(?:per_device_(?:train|eval)_batch_size|batch_size|batch-size)\s*[=: ]\s*(\d{1,6})\b",
+    )
+    .ok()
+});
+/// `num_beams=N` in a `generate` call.
+static BEAMS: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"\bnum_beams\s*=\s*(\d{1,4})\b").ok());
+/// A model loaded quantized by bitsandbytes.
+const QUANTIZED: &[&str] = &[
+    "load_in_4bit=True",
+    "load_in_8bit=True",
+    "BitsAndBytesConfig(",
+    "bnb_config",
+    "bnb_4bit",
+];
+
+fn int_hint(region: &str, re: &LazyLock<Option<Regex>>) -> Option<u64> {
+    re.as_ref()?.captures(region)?.get(1)?.as_str().parse().ok()
+}
+
+/// The model a serving log names: vLLM's config dump (`model='org/name'`),
+/// an `LLM(model="…")` call, llama.cpp's loader (`… from /path/x.gguf`),
+/// or the command line (`-m`, `--model`, `vllm serve`).
+fn model_hint(region: &str) -> Option<String> {
+    static RES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+        [
+            r#"\bmodel=['"]([^'"\s]{1,200})['"]"#,
+            r"\bfrom (\S{1,300}\.gguf)\b",
+            r"(?:^|\s)(?:-m|--model) (\S{1,300})",
+            r"\bvllm serve (\S{1,200})",
+        ]
+        .iter()
+        .filter_map(|p| Regex::new(p).ok())
+        .collect()
+    });
+    RES.iter()
+        .find_map(|re| re.captures(region)?.get(1))
+        .map(|m| m.as_str().to_string())
+}
+
+/// A GGUF model's quantization: llama.cpp's `file type = Q4_K - Medium`
+/// (read as `Q4_K_M`), else the tag in the model's file name.
+fn quant_hint(region: &str, model: Option<&str>) -> Option<String> {
+    static FTYPE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+        Regex::new(r"(?:file type|model ftype)\s*=\s*([A-Z0-9_]+)(?: - (Small|Medium|Large))?").ok()
+    });
+    static TAG: LazyLock<Option<Regex>> = LazyLock::new(|| {
+        Regex::new(r"(?i)(?:^|[-_.])(IQ[1-4]_[A-Z]{1,3}|Q[2-8]_K(?:_[SML])?|Q[4-8]_[01]|BF16|F16|F32)\.gguf").ok()
+    });
+    if let Some(c) = FTYPE.as_ref().and_then(|re| re.captures(region))
+        && let Some(t) = c.get(1)
+    {
+        let size = c.get(2).map_or("", |s| match s.as_str() {
+            "Small" => "_S",
+            "Medium" => "_M",
+            _ => "_L",
+        });
+        return Some(format!("{}{size}", t.as_str()));
+    }
+    let m = model?;
+    TAG.as_ref()
+        .and_then(|re| re.captures(m))
+        .and_then(|c| c.get(1))
+        .map(|t| t.as_str().to_ascii_uppercase())
+}
+
+/// The operating system, from what only it prints: Windows drive paths and
+/// batch files, macOS home and Homebrew paths, Linux home and system paths.
+/// WSL counts as Linux (its paths are Linux paths).
+fn os_hint(region: &str) -> Option<Os> {
+    const HINTS: &[(&[&str], Os)] = &[
+        (
+            &[
+                ":\\Users\\",
+                "C:\\",
+                "D:\\",
+                "E:\\",
+                "\\site-packages\\",
+                "webui-user.bat",
+                "python.exe",
+                "ComfyUI_windows_portable",
+            ],
+            Os::Windows,
+        ),
+        (
+            &[
+                "/Users/",
+                "/opt/homebrew/",
+                "/Library/Frameworks/",
+                "Darwin",
+            ],
+            Os::Macos,
+        ),
+        (
+            &[
+                "/home/",
+                "/usr/lib/python",
+                "/usr/local/lib/python",
+                "/opt/conda/",
+                "/root/",
+            ],
+            Os::Linux,
+        ),
+    ];
+    HINTS
+        .iter()
+        .find(|(needles, _)| needles.iter().any(|n| region.contains(n)))
+        .map(|(_, os)| *os)
+}
+
 fn phase_hint(region: &str) -> Option<Phase> {
+    // Strongest evidence first: a backward pass or an optimizer step is
+    // training whatever else the traceback shows; a frame in `generate`,
+    // the compiler or the loader names the phase better than a script
+    // called train.py does.
     const HINTS: &[(&[&str], Phase)] = &[
         (
             &[
@@ -310,16 +485,21 @@ fn phase_hint(region: &str) -> Option<Phase> {
                 "optimizer.step",
                 "training_step",
                 "train_step",
-                // a function or script named for training: `in train`,
-                // `in train_one_epoch`, `train.py`, `train_cls.py`
-                ", in train",
-                "train.py",
-                "train_",
-                "trainer.py",
-                "train_function",
-                "fit(",
             ],
             Phase::Training,
+        ),
+        (
+            &["generation/utils.py", "generation\\utils.py", ".generate("],
+            Phase::Generation,
+        ),
+        (
+            &[
+                "torch/_inductor",
+                "torch/_dynamo",
+                "compile_fx",
+                "XLA:TPU compile",
+            ],
+            Phase::Compiling,
         ),
         (
             &[
@@ -334,8 +514,30 @@ fn phase_hint(region: &str) -> Option<Phase> {
         ),
         (
             &[
+                "evaluation_loop",
+                "prediction_step",
+                "validation_step",
+                "eval_step",
+                "evaluate(",
+            ],
+            Phase::Evaluation,
+        ),
+        (
+            &[
+                // a function or script named for training: `in train`,
+                // `in train_one_epoch`, `train.py`, `train_cls.py`
+                ", in train",
+                "train.py",
+                "train_",
+                "trainer.py",
+                "train_function",
+                "fit(",
+            ],
+            Phase::Training,
+        ),
+        (
+            &[
                 "generate(",
-                "generation/utils.py",
                 "inference_mode",
                 "no_grad",
                 "pipeline_",

@@ -164,6 +164,18 @@ details! {
     LargestFreeBlock(Bytes) = "largest_free_block",
     /// TF BFC dump: fragmentation of the free space, as text.
     PoolFragmentation(String) = "pool_fragmentation",
+    /// Steady growth before the error (`oomkit run`'s timeline line).
+    Growth(String) = "growth",
+    /// The batch size the traceback or command line shows.
+    BatchSize(u64) = "batch_size",
+    /// `num_beams` in the traceback (beam search multiplies the batch).
+    NumBeams(u64) = "num_beams",
+    /// The model the log names (vLLM's `model='…'`, llama.cpp's `.gguf` path).
+    Model(String) = "model",
+    /// The model file's quantization (llama.cpp's file type or file name).
+    Quantization(String) = "quantization",
+    /// Why the per-process figures are missing (NVML's placeholder).
+    ProcessMemory(&'static str) = "process_memory",
     /// What a disguised message means.
     Meaning(&'static str) = "meaning",
     /// XLA BufferAssignment: the program's total allocation.

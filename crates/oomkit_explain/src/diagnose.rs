@@ -5,7 +5,8 @@
 //! user limit. The rules follow `docs/reference/oom-messages.md` §2 and
 //! its "Field conventions"; the first rule that applies wins:
 //!
-//! 1. R ≥ 2^48 → `size_overflow` (a negative size cast to unsigned).
+//! 1. R ≥ 2^48, or PyTorch's "more than 1EB" guard → `size_overflow` (a negative
+//!    size cast to unsigned).
 //! 2. R > T, or R larger than every GPU of the catalogue (`oomkit_core::gpus`)
 //!    when the message states no total, or a family-declared impossible
 //!    request → `impossible_request`; then a family-declared per-allocation
@@ -25,7 +26,7 @@
 
 use oomkit_core::Bytes;
 use oomkit_core::remedies::RemedyId;
-use oomkit_core::remedies::{self, Flavor};
+use oomkit_core::remedies::{self, Flavor, Situation};
 
 use crate::assemble::Finding;
 use crate::detail::{BufferKind, Detail};
@@ -74,6 +75,7 @@ pub fn diagnose_with(f: Finding, own: &[u64]) -> Event {
         gpu: f.gpu.clone(),
         app: f.app,
         phase: f.phase,
+        os: f.os,
         repeats: f.repeats,
         ranks: f.ranks.clone(),
         follows_line: f.follows_line,
@@ -182,6 +184,9 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
         Status::Oom => {}
     }
     let (r, t, fr, a) = (x.requested, x.total, x.free, x.allocated);
+    if let Some((c @ Cause::SizeOverflow, e)) = &f.sig.implied {
+        return (*c, e.clone());
+    }
     if let Some(r) = r
         && r.0 >= 1 << 48
     {
@@ -347,6 +352,19 @@ fn cause(f: &Finding, n: &Numbers) -> (Cause, String) {
             );
         }
     }
+    // A timeline that climbed steadily to the error: the job did not need
+    // more memory at once, it kept what it should have freed.
+    if let Some(g) = x.details.iter().find_map(|d| match d {
+        Detail::Growth(g) => Some(g),
+        _ => None,
+    }) {
+        return (
+            Cause::Leak,
+            format!(
+                "memory climbed steadily before the error ({g}): something is kept across steps (tensors with their graphs, a growing cache or list)"
+            ),
+        );
+    }
     if r.is_some() || t.is_some() || a.is_some() || fr.is_some() {
         return (Cause::Capacity, capacity_evidence(f, n));
     }
@@ -478,6 +496,9 @@ fn unknown_evidence(f: &Finding) -> String {
         Some(l) => format!(
             "{what}; the message states no memory figures, but the memory reading at line {l} shows what held the GPU"
         ),
+        None if matches!(f.sig.backend, Some(Backend::Mps | Backend::Metal)) => format!(
+            "{what}; the message states no memory figures: on a Mac the GPU shares the system's unified memory, so check what else holds memory (Activity Monitor's Memory tab)"
+        ),
         None => format!(
             "{what}; the message states no memory figures, so check what holds the GPU (`oomkit monitor --once`, or nvidia-smi)"
         ),
@@ -528,6 +549,9 @@ fn by_app(f: &Finding) -> Vec<Flavor> {
         Framework::LuaTorch => vec![Shell],
         Framework::A1111 => vec![A1111, Shell],
         Framework::Comfyui => vec![Comfyui, Shell],
+        Framework::Mlx | Framework::Tensorrt | Framework::Ctranslate2 | Framework::Rapids => {
+            vec![Shell]
+        }
     }
 }
 
@@ -545,7 +569,7 @@ fn ladder(f: &Finding) -> Vec<RemedyId> {
         ],
         // A TPU program is compiled to fit the chip's HBM: the GPU pool's
         // preallocation settings (XLA_PYTHON_CLIENT_*) do not apply.
-        Framework::Jax if f.sig.format == "xla-tpu-memory-space" => {
+        Framework::Jax if f.sig.backend == Some(Backend::Tpu) => {
             vec![RemedyId::JaxRematerialize, RemedyId::ReduceBatch]
         }
         // The platform allocator has no pool to enlarge: only the program
@@ -577,12 +601,20 @@ fn ladder(f: &Finding) -> Vec<RemedyId> {
                 .details
                 .contains(&Detail::Buffer(BufferKind::ModelWeights));
             if weights {
-                vec![
-                    RemedyId::LlamacppGpuLayers,
-                    RemedyId::Quantize4bit,
-                    RemedyId::LlamacppContext,
-                    RemedyId::FreeOtherProcesses,
-                ]
+                // A model already at 4 bits or fewer is not told to
+                // quantize to 4 bits.
+                let low_bit = model_quant(&f.sig.fields).is_some_and(|q| {
+                    let q = q.to_ascii_uppercase();
+                    ["Q2", "Q3", "Q4", "IQ1", "IQ2", "IQ3", "IQ4"]
+                        .iter()
+                        .any(|p| q.starts_with(p))
+                });
+                let mut v = vec![RemedyId::LlamacppGpuLayers];
+                if !low_bit {
+                    v.push(RemedyId::Quantize4bit);
+                }
+                v.extend([RemedyId::LlamacppContext, RemedyId::FreeOtherProcesses]);
+                v
             } else {
                 vec![
                     RemedyId::LlamacppContext,
@@ -628,6 +660,33 @@ fn ladder(f: &Finding) -> Vec<RemedyId> {
                 RemedyId::ReduceInputSize,
             ]
         }
+        // MLX on a Mac: the model and its cache must fit the GPU's share of
+        // unified memory (macOS wires at most about 75 % by default).
+        Framework::Mlx => vec![
+            RemedyId::ReduceInputSize,
+            RemedyId::Quantize4bit,
+            RemedyId::ReduceBatch,
+            RemedyId::UnloadModels,
+        ],
+        // TensorRT plans memory for the optimisation profile's largest
+        // shapes and the builder's workspace.
+        Framework::Tensorrt => vec![
+            RemedyId::ReduceInputSize,
+            RemedyId::ReduceBatch,
+            RemedyId::FreeOtherProcesses,
+            RemedyId::UnloadModels,
+        ],
+        Framework::Ctranslate2 => vec![
+            RemedyId::Quantize8bit,
+            RemedyId::ReduceBatch,
+            RemedyId::FreeOtherProcesses,
+            RemedyId::ReduceInputSize,
+        ],
+        Framework::Rapids => vec![
+            RemedyId::ReduceInputSize,
+            RemedyId::FreeOtherProcesses,
+            RemedyId::CupyMemoryPool,
+        ],
         Framework::Pytorch => pytorch_ladder(f),
     }
 }
@@ -672,20 +731,39 @@ fn pytorch_ladder(f: &Finding) -> Vec<RemedyId> {
             RemedyId::VllmEnforceEager,
             RemedyId::VllmTensorParallel,
         ],
+        // Every rank loading a full copy (FSDP, DeepSpeed, device_map):
+        // load once and shard, before making the model smaller.
+        (Some(App::Deepspeed | App::Accelerate), Some(Phase::Loading)) => vec![
+            RemedyId::RankZeroLoading,
+            RemedyId::ZeroSharding,
+            RemedyId::HalfPrecisionWeights,
+            RemedyId::Quantize4bit,
+            RemedyId::CpuOffload,
+        ],
         (_, Some(Phase::Loading)) => vec![
+            RemedyId::RankZeroLoading,
             RemedyId::HalfPrecisionWeights,
             RemedyId::Quantize4bit,
             RemedyId::Quantize8bit,
             RemedyId::ModelParallel,
             RemedyId::CpuOffload,
         ],
-        (_, Some(Phase::Inference)) => vec![
+        (_, Some(Phase::Inference | Phase::Generation | Phase::Evaluation)) => vec![
             RemedyId::InferenceMode,
             RemedyId::HalfPrecisionWeights,
             RemedyId::ReduceBatch,
             RemedyId::EfficientAttention,
             RemedyId::Quantize4bit,
             RemedyId::CpuOffload,
+        ],
+        // A DeepSpeed job shards and offloads before it shrinks the batch.
+        (Some(App::Deepspeed), Some(Phase::Training)) => vec![
+            RemedyId::ZeroSharding,
+            RemedyId::CpuOffload,
+            RemedyId::ReduceBatch,
+            RemedyId::GradientAccumulation,
+            RemedyId::GradientCheckpointing,
+            RemedyId::MixedPrecision,
         ],
         (_, Some(Phase::Training)) => vec![
             RemedyId::ReduceBatch,
@@ -959,9 +1037,108 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
             };
             push_all(&mut plan, ids);
         }
+        Cause::Leak => {
+            push_all(
+                &mut plan,
+                vec![RemedyId::ReleaseReferences, RemedyId::RecordMemoryHistory],
+            );
+            push_all(&mut plan, ladder(f).into_iter().take(3).collect());
+        }
         Cause::NotOom => {}
     }
-    build_fixes(plan, &flavors(f))
+    // Fixes already in effect: a quantized model is not told to quantize
+    // (or to load in 16 bits), a batch of 1 is not told to shrink.
+    let in_effect = |id: RemedyId| match id {
+        RemedyId::Quantize4bit
+        | RemedyId::Quantize8bit
+        | RemedyId::Qlora
+        | RemedyId::HalfPrecisionWeights => {
+            model_quant(x).is_some() && f.sig.framework == Framework::Pytorch
+        }
+        RemedyId::ReduceBatch => x.details.contains(&Detail::BatchSize(1)),
+        _ => false,
+    };
+    plan.retain(|(id, _, _)| !in_effect(*id));
+    build_fixes(plan, &flavors(f), &situation(f))
+}
+
+/// What the finding tells of where the job ran, in the remedy catalogue's
+/// terms: a fix whose scope does not admit it is never offered.
+pub(crate) fn situation(f: &Finding) -> Situation {
+    use remedies::{App as A, Device as D, Phase as P, Runtime as R};
+    let runtime = match f.sig.framework {
+        Framework::Pytorch | Framework::A1111 | Framework::Comfyui => R::Pytorch,
+        Framework::Tensorflow => R::Tensorflow,
+        Framework::Jax => R::Jax,
+        Framework::Vllm => R::Vllm,
+        Framework::LlamaCpp => R::LlamaCpp,
+        Framework::Paddle => R::Paddle,
+        Framework::Cupy => R::Cupy,
+        Framework::Onnxruntime => R::Onnxruntime,
+        Framework::Tgi => R::Tgi,
+        Framework::Nccl => R::Nccl,
+        Framework::LuaTorch => R::LuaTorch,
+        Framework::Mlx => R::Mlx,
+        Framework::Tensorrt => R::Tensorrt,
+        Framework::Ctranslate2 => R::Ctranslate2,
+        Framework::Rapids => R::Rapids,
+    };
+    let device = f.sig.backend.map(|b| match b {
+        Backend::Cuda => D::Cuda,
+        Backend::Hip => D::Rocm,
+        Backend::Mps => D::Mps,
+        Backend::Xpu => D::Xpu,
+        Backend::Metal => D::Metal,
+        Backend::Tpu => D::Tpu,
+    });
+    let app = match (f.sig.framework, f.app) {
+        (Framework::Vllm, _) => Some(A::Vllm),
+        (Framework::A1111, _) => Some(A::A1111),
+        (Framework::Comfyui, _) => Some(A::Comfyui),
+        (_, Some(app)) => Some(match app {
+            App::Comfyui => A::Comfyui,
+            App::A1111 => A::A1111,
+            App::Diffusers => A::Diffusers,
+            App::Vllm => A::Vllm,
+            App::Deepspeed => A::Deepspeed,
+            App::TransformersTrainer | App::Transformers => A::Transformers,
+            App::Accelerate => A::Accelerate,
+            App::Lightning => A::Lightning,
+        }),
+        (_, None) => None,
+    };
+    let phase = f.phase.map(|p| match p {
+        Phase::Training => P::Training,
+        Phase::Loading => P::Loading,
+        Phase::Inference => P::Inference,
+        Phase::Serving => P::Serving,
+        Phase::Generation => P::Generation,
+        Phase::Evaluation => P::Evaluation,
+        Phase::Compiling => P::Compiling,
+    });
+    Situation {
+        os: f.os,
+        device,
+        runtime: Some(runtime),
+        app,
+        phase,
+    }
+}
+
+/// The model the log names, if any.
+fn model_name(x: &Fields) -> Option<&str> {
+    x.details.iter().find_map(|d| match d {
+        Detail::Model(m) => Some(m.as_str()),
+        _ => None,
+    })
+}
+
+/// The model file's quantization, if the log states it.
+fn model_quant(x: &Fields) -> Option<&str> {
+    x.details.iter().find_map(|d| match d {
+        Detail::Quantization(q) => Some(q.as_str()),
+        _ => None,
+    })
 }
 
 /// The longest max_model_len the message says fits (vLLM v1's "estimated
@@ -996,7 +1173,23 @@ fn tailor(fixes: &mut [Fix], f: &Finding, procs: &[ProcessUse]) {
         Some(Backend::Xpu) => Some(("xpu", "torch.xpu")),
         _ => None,
     };
+    // The allocator's variable as this build reads it: PyTorch ≥ 2.9 names
+    // the backend-neutral PYTORCH_ALLOC_CONF in its message, ROCm builds
+    // name PYTORCH_HIP_ALLOC_CONF (c10/cuda/CUDAAllocatorConfig.cpp).
+    let alloc_env = if f.sig.message.contains("PYTORCH_ALLOC_CONF")
+        && !f.sig.message.contains("PYTORCH_CUDA_ALLOC_CONF")
+        && !f.sig.message.contains("PYTORCH_HIP_ALLOC_CONF")
+    {
+        Some("PYTORCH_ALLOC_CONF")
+    } else if f.sig.backend == Some(Backend::Hip) {
+        Some("PYTORCH_HIP_ALLOC_CONF")
+    } else {
+        None
+    };
     for fix in fixes.iter_mut() {
+        if let Some(env) = alloc_env {
+            fix.code = fix.code.replace("PYTORCH_CUDA_ALLOC_CONF", env);
+        }
         if let Some((dev, module)) = device {
             fix.code = fix
                 .code
@@ -1067,6 +1260,63 @@ fn tailor(fixes: &mut [Fix], f: &Finding, procs: &[ProcessUse]) {
             }
             _ => {}
         }
+        // A leak's first steps are oomkit's own finders.
+        if f.sig.framework == Framework::Pytorch
+            && x.details.iter().any(|d| matches!(d, Detail::Growth(_)))
+        {
+            match fix.id {
+                RemedyId::ReleaseReferences => {
+                    fix.code = format!(
+                        "oomkit lint train.py  # finds tensors and graphs kept alive across steps\n{}",
+                        fix.code
+                    );
+                }
+                RemedyId::RecordMemoryHistory => {
+                    fix.code = format!(
+                        "oomkit run --snapshot-on-oom -- python train.py  # a snapshot at the OOM names who holds the memory\n{}",
+                        fix.code
+                    );
+                }
+                _ => {}
+            }
+        }
+        // Beam search multiplies the batch by num_beams.
+        if fix.id == RemedyId::ReduceBatch
+            && let Some(b) = x.details.iter().find_map(|d| match d {
+                Detail::NumBeams(b) if *b > 1 => Some(*b),
+                _ => None,
+            })
+        {
+            fix.why = format!(
+                "generate runs num_beams={b} beams per prompt, so its activations and KV cache are {b} times a batch of one: fewer beams, or fewer prompts per call"
+            );
+            fix.code = format!(
+                "outputs = model.generate(**inputs, num_beams={}, max_new_tokens=256)  # was num_beams={b}",
+                (b / 2).max(1)
+            );
+        }
+        // The log's own model in place of the catalogue's placeholders.
+        if let Some(model) = model_name(x) {
+            if model.ends_with(".gguf") {
+                fix.code = fix.code.replace("-m model.gguf", &format!("-m {model}"));
+            } else {
+                fix.code = fix
+                    .code
+                    .replace("vllm serve MODEL ", &format!("vllm serve {model} "))
+                    .replace("model=MODEL_ID", &format!("model=\"{model}\""));
+            }
+        }
+        // Outside a Python training script, the way to an idle GPU is the
+        // same variable in front of the job's own command.
+        if !matches!(
+            f.sig.framework,
+            Framework::Pytorch | Framework::Tensorflow | Framework::Jax | Framework::Nccl
+        ) {
+            fix.code = fix.code.replace(
+                "CUDA_VISIBLE_DEVICES=1 python train.py  # or run on an idle GPU",
+                "CUDA_VISIBLE_DEVICES=1 <your command>  # or run on an idle GPU (its index)",
+            );
+        }
     }
 }
 
@@ -1075,10 +1325,10 @@ pub(crate) type Plan = Vec<(RemedyId, Option<String>, Option<Bytes>)>;
 
 /// Turns a plan into at most six fixes, first mention of an id wins, each
 /// with the remedy's code in the first of `prefs` it has a snippet for.
-pub(crate) fn build_fixes(plan: Plan, prefs: &[Flavor]) -> Vec<Fix> {
+pub(crate) fn build_fixes(plan: Plan, prefs: &[Flavor], situation: &Situation) -> Vec<Fix> {
     let mut out: Vec<Fix> = Vec::new();
     for (id, why, saves) in plan {
-        if out.iter().any(|x| x.id == id) || out.len() >= 6 {
+        if out.iter().any(|x| x.id == id) || out.len() >= 6 || !id.scope().admits(situation) {
             continue;
         }
         let Some(r) = remedies::get(id) else { continue };

@@ -66,6 +66,18 @@ pub enum Framework {
     A1111,
     #[serde(rename = "comfyui")]
     Comfyui,
+    /// Apple's MLX (`mlx`, `mlx-lm`) on Metal.
+    #[serde(rename = "mlx")]
+    Mlx,
+    /// NVIDIA TensorRT (engine build or execution context).
+    #[serde(rename = "tensorrt")]
+    Tensorrt,
+    /// CTranslate2 (faster-whisper, OpenNMT).
+    #[serde(rename = "ctranslate2")]
+    Ctranslate2,
+    /// RAPIDS (cuDF, cuML) through the RMM memory manager.
+    #[serde(rename = "rapids")]
+    Rapids,
 }
 
 impl Framework {
@@ -85,6 +97,10 @@ impl Framework {
             Framework::LuaTorch => "Lua Torch",
             Framework::A1111 => "A1111",
             Framework::Comfyui => "ComfyUI",
+            Framework::Mlx => "MLX",
+            Framework::Tensorrt => "TensorRT",
+            Framework::Ctranslate2 => "CTranslate2",
+            Framework::Rapids => "RAPIDS (RMM)",
         }
     }
 }
@@ -98,6 +114,10 @@ pub enum Backend {
     Hip,
     Mps,
     Xpu,
+    /// Apple's Metal, outside PyTorch (MLX, llama.cpp's Metal backend).
+    Metal,
+    /// Google TPU (XLA:TPU).
+    Tpu,
 }
 
 impl Backend {
@@ -108,6 +128,8 @@ impl Backend {
             Backend::Hip => "HIP",
             Backend::Mps => "MPS",
             Backend::Xpu => "XPU",
+            Backend::Metal => "Metal",
+            Backend::Tpu => "TPU",
         }
     }
 }
@@ -136,6 +158,8 @@ pub enum Cause {
     KvCache,
     /// Windows WDDM spilled into shared system memory until it could not.
     WddmSysmemFallback,
+    /// Memory grew steadily until it ran out (a timeline or readings show it).
+    Leak,
     /// A look-alike: not a device out-of-memory error.
     NotOom,
     /// The message does not carry enough to tell.
@@ -156,6 +180,7 @@ impl Cause {
             Cause::Preallocation => "preallocation",
             Cause::KvCache => "KV cache does not fit",
             Cause::WddmSysmemFallback => "WDDM system-memory fallback",
+            Cause::Leak => "memory grew steadily (a leak)",
             Cause::NotOom => "not a device OOM",
             Cause::Unknown => "undetermined",
         }
@@ -267,6 +292,10 @@ pub struct Event {
     pub app: Option<App>,
     /// What the program was doing (`training`, `inference`, `loading`, `serving`).
     pub phase: Option<Phase>,
+    /// The operating system, when the log shows it (paths, drivers); left
+    /// out of the JSON when unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub os: Option<oomkit_core::remedies::Os>,
     /// How many times this same error appears in the input.
     pub repeats: u32,
     /// Distributed ranks that printed it, from `[rankN]:` prefixes.
@@ -338,6 +367,12 @@ pub enum Phase {
     Loading,
     Inference,
     Serving,
+    /// Autoregressive generation (`generate`), already gradient-free.
+    Generation,
+    /// An evaluation loop.
+    Evaluation,
+    /// Compiling the model (torch.compile's Inductor, XLA).
+    Compiling,
 }
 
 impl Phase {
@@ -348,6 +383,9 @@ impl Phase {
             Phase::Loading => "loading",
             Phase::Inference => "inference",
             Phase::Serving => "serving",
+            Phase::Generation => "generation",
+            Phase::Evaluation => "evaluation",
+            Phase::Compiling => "compiling",
         }
     }
 }

@@ -37,6 +37,12 @@ pub static FORMATS: &[Format] = &[
         example: "torch.cuda.OutOfMemoryError: CUDA out of memory.",
     },
     Format {
+        id: "pytorch-caching-allocator-1eb-guard",
+        framework: "pytorch",
+        is_oom: true,
+        example: "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate more than 1EB memory.",
+    },
+    Format {
         id: "pytorch-cudamallocasync",
         framework: "pytorch",
         is_oom: true,
@@ -263,6 +269,42 @@ pub static FORMATS: &[Format] = &[
         framework: "comfyui",
         is_oom: false,
         example: "Warning: Ran out of memory when regular VAE decoding, retrying with tiled VAE decoding.",
+    },
+    Format {
+        id: "xla-tpu-device-buffer",
+        framework: "jax, tensorflow, pytorch",
+        is_oom: true,
+        example: "ValueError: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate 8.00M. That was not possible. There are 6.43M free.; (0x0x1_HBM0)",
+    },
+    Format {
+        id: "mlx-metal-insufficient-memory",
+        framework: "mlx",
+        is_oom: true,
+        example: "libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command buffer execution failed: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
+    },
+    Format {
+        id: "tensorrt-out-of-memory",
+        framework: "tensorrt",
+        is_oom: true,
+        example: "[TRT] [E] 2: [executionContext.cpp::ExecutionContext::470] Error Code 2: OutOfMemory (no further information)",
+    },
+    Format {
+        id: "ctranslate2-cuda-out-of-memory",
+        framework: "ctranslate2",
+        is_oom: true,
+        example: "RuntimeError: CUDA failed with error out of memory",
+    },
+    Format {
+        id: "torch-memory-saver-out-of-memory",
+        framework: "pytorch",
+        is_oom: true,
+        example: "[torch_memory_saver.cpp] cudaError error: 2 (out of memory) file=csrc/core.cpp func=resume line=182",
+    },
+    Format {
+        id: "rmm-out-of-memory",
+        framework: "rapids",
+        is_oom: true,
+        example: "MemoryError: std::bad_alloc: out_of_memory: CUDA error at: rmm/mr/device/cuda_memory_resource.hpp:69: cudaErrorMemoryAllocation out of memory",
     },
     Format {
         id: "host-memory",

@@ -67,6 +67,19 @@ pub fn human(report: &Report, source: &str) -> String {
 /// The one-line summary, e.g.
 /// `CUDA out of memory on GPU 0 (RTX 4090, 23.65 GiB): asked for 2.00 GiB, 1.45 GiB free`.
 pub fn headline(e: &Event) -> String {
+    // vLLM's start-up check is not an allocation failure: the engine
+    // measured what is left for the KV cache and refused to start.
+    if e.is_oom && e.cause == Cause::KvCache && e.format.starts_with("vllm-") {
+        let mut s = if e.format == "vllm-no-cache-blocks" {
+            "vLLM start-up check: no memory left for the KV cache".to_string()
+        } else {
+            "vLLM start-up check: the KV cache cannot hold one request at max_model_len".to_string()
+        };
+        if let (Some(r), Some(f)) = (e.requested_bytes, e.free_bytes) {
+            s.push_str(&format!(": needs {r} of KV cache, {f} available"));
+        }
+        return s;
+    }
     let what = if e.is_oom {
         match (e.framework, e.backend) {
             (

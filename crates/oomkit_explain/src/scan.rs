@@ -74,7 +74,8 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
     ("OOM when", E),
     ("esource exhausted", E),
     ("RESOURCE_EXHAUSTED", E),
-    ("ALLOC_FAILED", E),
+    // cuBLAS's CUBLAS_STATUS_ALLOC_FAILED (cuDNN's statuses by the next).
+    ("_STATUS_ALLOC_FAILED", E),
     ("CUDNN_STATUS_", E),
     ("cuDNN algorithm", E),
     ("convolution algorithm", E),
@@ -102,6 +103,11 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
     // (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"); one core.
     ("ErrorOutOfDeviceMemory", E),
     ("ErrorOutOfMemory", E),
+    // TensorRT: "Error Code 2: OutOfMemory (no further information)".
+    ("OutOfMemory", E),
+    // ComfyUI's console line `!!! Exception during processing !!!
+    // Allocation on device ` (the cudaMallocAsync error, cut short).
+    ("Allocation on device", E),
     // Memory readings users paste beside errors (crate::readings): table
     // cells of nvidia-smi (`18432MiB / 24564MiB |`, process rows `1234MiB |`)
     // and of torch.cuda.memory_summary() (`14281 MiB |`, pre-2.0 `1062 MB |`);
@@ -119,8 +125,9 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
 /// it is searched for the anchors themselves, so a core may be more common
 /// than its anchors: a false hit costs one short search of one line. Most
 /// cores are an anchor itself; a few stand for several ("algorithm" for
-/// both cuDNN phrases, "B |" for both table cells, "ErrorOutOf" for the
-/// Vulkan and Metal errors), so the list of anchors can grow.
+/// both cuDNN phrases, "B |" for both table cells, "OutOf" for the
+/// Vulkan, Metal and TensorRT errors, "_STATUS_" for cuBLAS and cuDNN), so
+/// the list of anchors can grow.
 ///
 /// At most 32, and in this order, because the search is aho-corasick's Teddy:
 /// above 32 phrases it takes its "fat" form at half the speed, and it gives
@@ -135,7 +142,7 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
 pub const CORES: &[&str] = &[
     "FB Memory",
     "INTERNAL ASSERT FAILED",
-    "CUDNN_STATUS_",
+    "_STATUS_",
     "already allocated",
     "MemoryError",
     "reserved by PyTorch",
@@ -143,7 +150,6 @@ pub const CORES: &[&str] = &[
     "enforce allocating",
     "--query-",
     "Tried to allocate",
-    "ALLOC_FAILED",
     "algorithm",
     "unhandled cuda error",
     "allocate pinned",
@@ -157,7 +163,7 @@ pub const CORES: &[&str] = &[
     "t allocate memory",
     "Dst tensor is not initialized",
     "max seq len",
-    "ErrorOutOf",
+    "OutOf",
     "nable to allocate",
     "RESOURCE_EXHAUSTED",
     "ot enough memory",
@@ -165,6 +171,7 @@ pub const CORES: &[&str] = &[
     "B |",
     "illegal memory access",
     "ut of GPU mem",
+    "Allocation on device",
 ];
 
 /// Phrases that announce a long allocator dump whose summary comes at the end.
@@ -621,7 +628,7 @@ mod tests {
 
     #[test]
     fn a_core_without_its_anchor_opens_no_region() {
-        // "algorithm", "B |" and "ErrorOutOf" are cores; lines with only the
+        // "algorithm", "B |" and "OutOf" are cores; lines with only the
         // core are skipped, and the search goes on to the real anchor.
         let plain = "sort algorithm: radix\n| 12 GB | 3 |\nvk::ErrorOutOfDateKHR\n";
         assert!(regions(plain).is_empty());

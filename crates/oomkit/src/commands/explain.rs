@@ -1,6 +1,6 @@
 //! `oomkit explain`: read logs, explain every OOM, print human text or JSON.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -34,11 +34,25 @@ struct SourcedReading<'a> {
     input: &'a str,
 }
 
+const USAGE: &str = "oomkit explain: no log given, and standard input is a terminal.
+  oomkit explain train.log            explain a log file (several files, or - for standard input)
+  python train.py 2>&1 | oomkit explain
+  pbpaste | oomkit explain            or paste, then Ctrl-D:  oomkit explain -
+  oomkit explain --list-formats       the messages it recognises";
+
 pub fn run(args: ExplainArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let mut out = output::stdout(color);
     if args.list_formats {
         list_formats(&mut out, args.format)?;
         return Ok(0);
+    }
+    // No file and standard input from a terminal: nothing is piped in, and
+    // waiting for a paste without saying so looks like a hang. Say how to
+    // use it (`-` still reads a paste from the terminal).
+    if args.files.is_empty() && std::io::stdin().is_terminal() {
+        let mut err = output::stderr(color);
+        writeln!(err, "{USAGE}")?;
+        return Ok(2);
     }
     let files = if args.files.is_empty() {
         vec![PathBuf::from("-")]

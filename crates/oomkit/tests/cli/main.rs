@@ -10,6 +10,7 @@ mod estimate_llamacpp;
 mod estimate_preflight;
 mod explain;
 mod explain_readings;
+mod explain_v3;
 mod install;
 mod lint;
 mod lint_v3;

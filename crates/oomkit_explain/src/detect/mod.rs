@@ -80,6 +80,7 @@ pub enum Kind {
     XlaRequest,
     XlaTpuSpace,
     XlaCudaMallocAsync,
+    XlaTpuDeviceBuffer,
     // Serving (serving.rs, and ggml's CUDA error in pytorch.rs)
     VllmNoBlocks,
     VllmV0MaxLen,
@@ -91,6 +92,7 @@ pub enum Kind {
     GgmlPinned,
     GgmlVulkanAlloc,
     GgmlMetalOom,
+    MlxMetal,
     TgiWarmup,
     // Others (others.rs)
     NcclOom,
@@ -105,6 +107,10 @@ pub enum Kind {
     CpuAllocator,
     OomKiller,
     PythonMemoryError,
+    TensorrtOom,
+    Ctranslate2Oom,
+    TorchMemorySaver,
+    RmmOom,
 }
 
 /// Signals of one chain that follow each other describe one error.
@@ -136,6 +142,11 @@ pub enum Chain {
     Comfyui,
     ComfyuiVae,
     A1111,
+    Tensorrt,
+    Ctranslate2,
+    MemorySaver,
+    Rmm,
+    Mlx,
 }
 
 /// Whether a signal is an OOM.
@@ -258,9 +269,69 @@ impl Span<'_> {
     }
 }
 
-/// Parses group `i` as a size.
+/// Whether a size is NVML's "not available" value rather than a figure:
+/// `NVML_VALUE_NOT_AVAILABLE` is `0xFFFFFFFFFFFFFFFF` (nvml.h), which PyTorch
+/// prints as `17179869184.00 GiB` (16 EiB) and which saturates [`Bytes`].
+/// No memory of 1 EiB or more exists, so anything that large is unknown.
+pub fn nvml_unavailable(b: Bytes) -> bool {
+    b.0 >= 1 << 60
+}
+
+/// Parses group `i` as a size. Units typed in lower case (`20.00 mib`, a
+/// message retyped by hand) read as their binary spelling.
 pub fn size_of(c: &Captures<'_>, i: usize) -> Option<Bytes> {
-    c.get(i).and_then(|m| m.as_str().parse::<Bytes>().ok())
+    c.get(i).and_then(|m| parse_size(m.as_str()))
+}
+
+fn parse_size(text: &str) -> Option<Bytes> {
+    text.parse::<Bytes>().ok().or_else(|| {
+        let fixed = text
+            .replace("kib", "KiB")
+            .replace("mib", "MiB")
+            .replace("gib", "GiB")
+            .replace("tib", "TiB")
+            .replace("kb", "KB")
+            .replace("mb", "MB")
+            .replace("gb", "GB");
+        fixed.parse::<Bytes>().ok()
+    })
+}
+
+/// The framework an XLA message comes from, decided by evidence that names
+/// it, never by generic words: torch_xla's module; JAX's modules, its
+/// libraries (flax, optax, numpyro, equinox), its runtime errors and the
+/// `external/xla/` source paths of jaxlib's build (TensorFlow ≥ 2.16 builds
+/// XLA as `external/local_xla/`); TensorFlow's modules and Keras. Without
+/// any, `default`.
+pub fn xla_framework(span: &Span<'_>, default: Framework) -> Framework {
+    const JAX: &[&str] = &[
+        "jax",
+        "jaxlib",
+        "XlaRuntimeError",
+        "JaxRuntimeError",
+        "flax",
+        "optax",
+        "numpyro",
+        "equinox",
+        "external/xla/",
+        "xla/pjrt",
+    ];
+    const TF: &[&str] = &[
+        "tensorflow/",
+        "tensorflow.",
+        "keras",
+        "external/local_xla",
+        "external/local_tsl",
+    ];
+    if region_has(span, &["torch_xla", "pytorch/xla"]) {
+        Framework::Pytorch
+    } else if region_has(span, JAX) {
+        Framework::Jax
+    } else if region_has(span, TF) {
+        Framework::Tensorflow
+    } else {
+        default
+    }
 }
 
 /// Parses group `i` as a device index.
@@ -685,7 +756,7 @@ mod table {
 
     /// Every kind; `index` is an exhaustive match, so a new `Kind` does not
     /// compile until it is listed here (and then needs a row).
-    const ALL: [Kind; 49] = [
+    const ALL: [Kind; 55] = [
         Kind::PytorchAllocator,
         Kind::PytorchAllocatorHeadless,
         Kind::Ipex4gb,
@@ -735,6 +806,12 @@ mod table {
         Kind::GgmlMetalOom,
         Kind::XlaCudaMallocAsync,
         Kind::TfGpuDeviceAlloc,
+        Kind::XlaTpuDeviceBuffer,
+        Kind::MlxMetal,
+        Kind::TensorrtOom,
+        Kind::Ctranslate2Oom,
+        Kind::TorchMemorySaver,
+        Kind::RmmOom,
     ];
 
     fn index(k: Kind) -> usize {
@@ -788,6 +865,12 @@ mod table {
             Kind::GgmlMetalOom => 46,
             Kind::XlaCudaMallocAsync => 47,
             Kind::TfGpuDeviceAlloc => 48,
+            Kind::XlaTpuDeviceBuffer => 49,
+            Kind::MlxMetal => 50,
+            Kind::TensorrtOom => 51,
+            Kind::Ctranslate2Oom => 52,
+            Kind::TorchMemorySaver => 53,
+            Kind::RmmOom => 54,
         }
     }
 
@@ -1355,6 +1438,58 @@ mod table {
                 F::Pytorch,
                 'N',
             ),
+            // openxla error code 0100 (XLA:TPU runtime).
+            Row {
+                requested: Some("8.00M"),
+                free: Some("6.43M"),
+                ..row(
+                    "ValueError: RESOURCE_EXHAUSTED: Error allocating device buffer: Attempting to allocate 8.00M. That was not possible. There are 6.43M free.; (0x0x1_HBM0)",
+                    Kind::XlaTpuDeviceBuffer,
+                    F::Jax,
+                    'O',
+                )
+            },
+            // mlx/backend/metal/eval.cpp check_error.
+            row(
+                "libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command buffer execution failed: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
+                Kind::MlxMetal,
+                F::Mlx,
+                'O',
+            ),
+            // TensorRT 10's execution context.
+            Row {
+                requested: Some("20132809216"),
+                ..row(
+                    "[E] [executionContext.cpp::initializeExecutionContext::625] Error Code 2: OutOfMemory (Requested size was 20132809216 bytes.)",
+                    Kind::TensorrtOom,
+                    F::Tensorrt,
+                    'O',
+                )
+            },
+            // CTranslate2's CUDA_CHECK (src/cuda/utils.h).
+            row(
+                "RuntimeError: CUDA failed with error out of memory",
+                Kind::Ctranslate2Oom,
+                F::Ctranslate2,
+                'O',
+            ),
+            // torch_memory_saver's resume (csrc/core.cpp).
+            row(
+                "[torch_memory_saver.cpp] cudaError error: 2 (out of memory) file=csrc/core.cpp func=resume line=182",
+                Kind::TorchMemorySaver,
+                F::Pytorch,
+                'O',
+            ),
+            // librmm cuda_memory_resource.hpp, raised as MemoryError.
+            Row {
+                requested: Some("33295450768"),
+                ..row(
+                    "MemoryError: std::bad_alloc: out_of_memory: CUDA error (failed to allocate 33295450768 bytes) at: /x/librmm/include/rmm/mr/device/cuda_memory_resource.hpp:62: cudaErrorMemoryAllocation out of memory",
+                    Kind::RmmOom,
+                    F::Rapids,
+                    'O',
+                )
+            },
         ];
         let mut seen = [false; ALL.len()];
         for r in &rows {

@@ -70,6 +70,30 @@ pub(super) static DETECTORS: &[Detector] = &[
         defer_to: &[],
     },
     Detector {
+        headline: &TENSORRT,
+        max_span: 300,
+        parse: tensorrt,
+        defer_to: &[],
+    },
+    Detector {
+        headline: &CTRANSLATE2,
+        max_span: 300,
+        parse: ctranslate2,
+        defer_to: &[],
+    },
+    Detector {
+        headline: &MEMORY_SAVER,
+        max_span: 300,
+        parse: memory_saver,
+        defer_to: &[],
+    },
+    Detector {
+        headline: &RMM,
+        max_span: 400,
+        parse: rmm,
+        defer_to: &[],
+    },
+    Detector {
         headline: &HOST_RAM,
         max_span: 300,
         parse: host_ram,
@@ -296,6 +320,127 @@ fn a1111_summary(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
     Some(sig)
 }
 
+/// TensorRT's default GPU allocator (`defaultAllocator.cpp`), then the
+/// builder or the execution context that needed the memory:
+/// `Requested amount of GPU memory (3887181312 bytes) could not be
+/// allocated. There may not be enough free memory for allocation to
+/// succeed.` and `Error Code 2: OutOfMemory (no further information)` or
+/// (TensorRT 10) `… (Requested size was 20132809216 bytes.)`.
+static TENSORRT: Lazy = LazyLock::new(|| {
+    re(
+        r"Requested amount of GPU memory \({N} bytes\) could not be allocated|Error Code 2: OutOfMemory(?: \((?:Requested size was {N} bytes\.|[^)]{0,60})\))?",
+    )
+});
+
+fn tensorrt(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        Kind::TensorrtOom,
+        Chain::Tensorrt,
+        Framework::Tensorrt,
+        "tensorrt-out-of-memory",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.rank = if m.get(1).is_some() { 2 } else { 1 };
+    sig.fields.requested = int_of(m, 1).or_else(|| int_of(m, 2)).map(Bytes);
+    if region_has_any(s, &["executionContext.cpp", "ExecutionContext"]) {
+        sig.fields.op = Some("execution context (activations for the profile's shapes)".into());
+    } else if region_has_any(s, &["Builder", "buildSerializedNetwork", "builder"]) {
+        sig.fields.op = Some("engine build (tactic workspace)".into());
+    }
+    sig.version_hint = Some(if region_has_any(s, &["Requested size was"]) {
+        "TensorRT ≥ 10"
+    } else {
+        "TensorRT"
+    });
+    Some(sig)
+}
+
+fn region_has_any(s: &Span<'_>, needles: &[&'static str]) -> bool {
+    super::region_has(s, needles)
+}
+
+/// CTranslate2's CUDA_CHECK (src/cuda/utils.h): `CUDA failed with error `
+/// and cudaGetErrorString's text; raised as a RuntimeError by faster-whisper
+/// and OpenNMT's translators.
+static CTRANSLATE2: Lazy = LazyLock::new(|| re(r"CUDA failed with error out of memory"));
+
+fn ctranslate2(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        Kind::Ctranslate2Oom,
+        Chain::Ctranslate2,
+        Framework::Ctranslate2,
+        "ctranslate2-cuda-out-of-memory",
+    );
+    sig.backend = Some(Backend::Cuda);
+    if region_has_any(s, &["faster_whisper", "faster-whisper", "WhisperModel"]) {
+        sig.version_hint = Some("CTranslate2 (faster-whisper)");
+    }
+    Some(sig)
+}
+
+/// torch_memory_saver (used by SGLang and RL trainers that pause an
+/// inference engine while the trainer runs): `[torch_memory_saver.cpp]
+/// cudaError error: 2 (out of memory) file=csrc/core.cpp func=resume
+/// line=182`. `resume` maps back the pages the engine released: the trainer
+/// side still holds them.
+static MEMORY_SAVER: Lazy = LazyLock::new(|| {
+    re(
+        r"\[torch_memory_saver\.cpp\] cudaError error: 2 \(out of memory\)(?: file=(\S+) func=(\w+) line=(\d+))?",
+    )
+});
+
+fn memory_saver(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        Kind::TorchMemorySaver,
+        Chain::MemorySaver,
+        Framework::Pytorch,
+        "torch-memory-saver-out-of-memory",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.version_hint = Some("torch_memory_saver (SGLang's pause/resume of GPU memory)");
+    if let Some(func) = m.get(2) {
+        sig.fields.op = Some(func.as_str().to_string());
+        if func.as_str() == "resume" {
+            sig.fields.details.push(Detail::Meaning(
+                "the engine could not map back the memory it released before the training step: what the trainer still holds (weights, gradients, optimizer state, cache) leaves too little",
+            ));
+        }
+    }
+    if let (Some(f), Some(l)) = (m.get(1), m.get(3)) {
+        sig.fields
+            .details
+            .push(Detail::At(format!("{}:{}", f.as_str(), l.as_str())));
+    }
+    Some(sig)
+}
+
+/// RAPIDS Memory Manager (librmm `cuda_memory_resource.hpp`): a device
+/// allocation failure raised to Python as `MemoryError: std::bad_alloc:
+/// out_of_memory: CUDA error (failed to allocate N bytes) at: …
+/// cudaErrorMemoryAllocation out of memory` (cuDF, cuML).
+static RMM: Lazy = LazyLock::new(|| {
+    re(r"std::bad_alloc: out_of_memory: CUDA error(?: \(failed to allocate {N} bytes\))?")
+});
+
+fn rmm(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        Kind::RmmOom,
+        Chain::Rmm,
+        Framework::Rapids,
+        "rmm-out-of-memory",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.fields.requested = int_of(m, 1).map(Bytes);
+    sig.version_hint = Some(if region_has_any(s, &["cudf", "pylibcudf"]) {
+        "RAPIDS cuDF (RMM)"
+    } else if region_has_any(s, &["cuml"]) {
+        "RAPIDS cuML (RMM)"
+    } else {
+        "RAPIDS Memory Manager"
+    });
+    Some(sig)
+}
+
 static HOST_RAM: Lazy = LazyLock::new(|| {
     re(
         r"DefaultCPUAllocator: (?:can't allocate memory|not enough memory): you tried to allocate {N} bytes|Out of memory: Kill(?:ed)? process {N}|(?:^|\s)MemoryError(?::|\s|$)",
@@ -305,6 +450,14 @@ static HOST_RAM: Lazy = LazyLock::new(|| {
 fn host_ram(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let text = m.get(0).map_or("", |g| g.as_str());
     if text.trim_start().starts_with("MemoryError") && s.region.contains("OutOfMemoryError") {
+        return None;
+    }
+    // RMM raises a device allocation failure as Python's MemoryError:
+    // that one is the GPU (the `rmm` detector reads it; its headline starts
+    // inside this line, so this span ends before it).
+    if text.trim_start().starts_with("MemoryError")
+        && s.region.contains("bad_alloc: out_of_memory: CUDA error")
+    {
         return None;
     }
     let (kind, why) = if text.contains("DefaultCPUAllocator") {

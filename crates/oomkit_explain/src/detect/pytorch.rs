@@ -84,12 +84,13 @@ pub(super) static DETECTORS: &[Detector] = &[
 ];
 
 // No word boundary: wrapper text is often glued on (`whyCUDA out of memory`).
-static ALLOCATOR: Lazy = LazyLock::new(|| re(r"(CUDA|HIP|XPU|NPU|MUSA|DPCPP) out of memory"));
+// Case-insensitive: a legacy message retyped by hand arrives in lower case.
+static ALLOCATOR: Lazy = LazyLock::new(|| re(r"(?i:(CUDA|HIP|XPU|NPU|MUSA|DPCPP) out of memory)"));
 // A paste that starts mid-message, without `CUDA out of memory.`
 // (ShannonAI/Self_Explaining_Structures_Improve_NLP_Models#6): the fields
 // after "Tried to allocate" are the caching allocator's, of either era.
 static HEADLESS: Lazy = LazyLock::new(|| {
-    re(r"Tried to allocate {SIZE} ?(?:\((GPU|XPU|NPU) {N};|\. GPU {N} has a total capac)")
+    re(r"Tried to allocate {SIZE} ?(?:\((GPU|XPU|NPU) {N};|\. GPU (\d*) has a total capac)")
 });
 static IPEX_4GB: Lazy = LazyLock::new(|| {
     re(r"Current platform can NOT allocate memory block with size larger than 4GB!")
@@ -118,18 +119,24 @@ static NVML_ASSERT: Lazy = LazyLock::new(|| {
 });
 static ILLEGAL_ACCESS: Lazy = LazyLock::new(|| re(r"an illegal memory access was encountered"));
 
-static TRIED: Lazy = LazyLock::new(|| re(r"Tried to allocate {SIZE}"));
-// Legacy (≤ 2.0) parenthesised fields.
-static L_GPU: Lazy = LazyLock::new(|| re(r"\((?:GPU|NPU|XPU) {N};"));
-static L_TOTAL: Lazy = LazyLock::new(|| re(r"{SIZE} total capacity"));
-static L_ALLOC: Lazy = LazyLock::new(|| re(r"{SIZE} already allocated"));
-static L_FREE: Lazy = LazyLock::new(|| re(r"{SIZE} free[;)]"));
-static L_ALLOWED: Lazy = LazyLock::new(|| re(r"{SIZE} allowed;"));
-static L_CACHED: Lazy = LazyLock::new(|| re(r"{SIZE} cached\b"));
-static L_RESERVED: Lazy = LazyLock::new(|| re(r"{SIZE} reserved in total by PyTorch"));
+static TRIED: Lazy = LazyLock::new(|| re(r"(?i:Tried to allocate {SIZE})"));
+// Legacy (≤ 2.0) parenthesised fields, in either case (see ALLOCATOR).
+static L_GPU: Lazy = LazyLock::new(|| re(r"(?i:\((?:GPU|NPU|XPU) {N};)"));
+static L_TOTAL: Lazy = LazyLock::new(|| re(r"(?i:{SIZE} total capacity)"));
+static L_ALLOC: Lazy = LazyLock::new(|| re(r"(?i:{SIZE} already allocated)"));
+static L_FREE: Lazy = LazyLock::new(|| re(r"(?i:{SIZE} free[;)])"));
+static L_ALLOWED: Lazy = LazyLock::new(|| re(r"(?i:{SIZE} allowed;)"));
+static L_CACHED: Lazy = LazyLock::new(|| re(r"(?i:{SIZE} cached\b)"));
+static L_RESERVED: Lazy = LazyLock::new(|| re(r"(?i:{SIZE} reserved in total by PyTorch)"));
 static L_ACTIVE: Lazy = LazyLock::new(|| re(r"{SIZE} current active"));
 // ≥ 2.1 sentences.
-static N_TOTAL: Lazy = LazyLock::new(|| re(r"GPU {N} has a total capac(i?)ty of {SIZE}"));
+// The device number is missing in some builds' messages (`GPU  has a total
+// capacity`, seen in torch.distributed's `_sync_params_and_buffers`): the
+// device is then unknown and the other fields still read.
+static N_TOTAL: Lazy = LazyLock::new(|| re(r"GPU (\d*) has a total capac(i?)ty of {SIZE}"));
+// The caching allocator's guard before any cudaMalloc (c10/cuda/
+// CUDACachingAllocator.cpp `one_exa_bytes`): the size is not printed.
+static ONE_EB: Lazy = LazyLock::new(|| re(r"Tried to allocate more than 1EB memory"));
 static N_FREE: Lazy = LazyLock::new(|| re(r"of which {SIZE} is free"));
 static N_PROC: Lazy = LazyLock::new(|| re(r"Process {N} has {SIZE} memory in use"));
 static N_SELF: Lazy = LazyLock::new(|| re(r"this process has {SIZE} memory in use"));
@@ -140,8 +147,8 @@ static N_PRIVATE: Lazy = LazyLock::new(|| re(r"with {SIZE} allocated in private 
 static N_UNALLOC: Lazy = LazyLock::new(|| re(r"{SIZE} is reserved by PyTorch but unallocated"));
 
 fn backend_of(word: &str) -> Option<Backend> {
-    match word {
-        "CUDA" | "cuda" => Some(Backend::Cuda),
+    match word.to_ascii_uppercase().as_str() {
+        "CUDA" => Some(Backend::Cuda),
         "HIP" => Some(Backend::Hip),
         "XPU" | "DPCPP" => Some(Backend::Xpu),
         _ => None,
@@ -149,7 +156,8 @@ fn backend_of(word: &str) -> Option<Backend> {
 }
 
 fn allocator(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
-    allocator_with(m.get(1).map_or("CUDA", |g| g.as_str()), s)
+    let word = m.get(1).map_or("CUDA", |g| g.as_str()).to_ascii_uppercase();
+    allocator_with(&word, s)
 }
 
 /// The allocator's fields without its headline. Where the headline is in the
@@ -181,6 +189,14 @@ fn allocator_with(word: &str, s: &Span<'_>) -> Option<Signal> {
     sig.rank = 3;
     let f = &mut sig.fields;
     f.requested = s.size(&TRIED);
+    if s.has(&ONE_EB) {
+        sig.format = "pytorch-caching-allocator-1eb-guard";
+        sig.implied = Some((
+            Cause::SizeOverflow,
+            "the allocator refused a request of more than 1 EB before asking the driver (PyTorch's one_exa_bytes guard): a negative or overflowed size (e.g. an int32 product) reached the allocator".into(),
+        ));
+        return Some(sig);
+    }
     if let Some(c) = s.cap(&N_TOTAL) {
         // PyTorch ≥ 2.1 sentences.
         sig.format = "pytorch-caching-allocator-2.1";
@@ -201,8 +217,13 @@ fn allocator_with(word: &str, s: &Span<'_>) -> Option<Signal> {
         } else {
             s.spaced
         };
+        let mut unreported = false;
         for c in N_PROC.captures_iter(text) {
             if let (Some(pid), Some(b)) = (super::int_of(&c, 1), size_of(&c, 2)) {
+                if super::nvml_unavailable(b) {
+                    unreported = true;
+                    continue;
+                }
                 f.processes.push(ProcessUse {
                     pid: Some(pid),
                     used_bytes: b,
@@ -211,11 +232,20 @@ fn allocator_with(word: &str, s: &Span<'_>) -> Option<Signal> {
             }
         }
         if let Some(b) = s.size(&N_SELF) {
-            f.processes.push(ProcessUse {
-                pid: None,
-                used_bytes: b,
-                is_self: true,
-            });
+            if super::nvml_unavailable(b) {
+                unreported = true;
+            } else {
+                f.processes.push(ProcessUse {
+                    pid: None,
+                    used_bytes: b,
+                    is_self: true,
+                });
+            }
+        }
+        if unreported {
+            f.details.push(Detail::ProcessMemory(
+                "not reported: NVML's \"not available\" value (printed as 17179869184.00 GiB, as under Windows WDDM and WSL), so per-process use is unknown",
+            ));
         }
         sig.version_hint = Some(if s.spaced.contains("docs.pytorch.org") {
             "PyTorch ≥ 2.8 (docs.pytorch.org link)"
@@ -331,7 +361,13 @@ fn malloc_async(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     // ComfyUI re-raises the cudaMallocAsync error cut to
     // `torch.OutOfMemoryError: Allocation on device ` (Comfy-Org/ComfyUI#13110):
     // the exception class says it is an OOM.
-    let raised = s.before.trim_end().ends_with("OutOfMemoryError:");
+    // ComfyUI's console prints only `!!! Exception during processing !!!
+    // Allocation on device ` before the traceback, then `Got an OOM,
+    // unloading all loaded models.` (comfy execution.py): a paste cut before
+    // the exception line is still that error.
+    let raised = s.before.trim_end().ends_with("OutOfMemoryError:")
+        || s.before.contains("Exception during processing")
+        || region_has(s, &["Got an OOM, unloading all loaded models"]);
     if m.get(1).is_none() && !raised {
         return None;
     }
@@ -348,7 +384,14 @@ fn malloc_async(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         Framework::Pytorch,
         "pytorch-cudamallocasync",
     );
-    sig.backend = Some(Backend::Cuda);
+    // ComfyUI's shortened form on an AMD GPU (its log names amdgpu or ROCm).
+    sig.backend = Some(
+        if !has_fields && region_has(s, &["amdgpu", "ROCm", "rocm", "HIP out"]) {
+            Backend::Hip
+        } else {
+            Backend::Cuda
+        },
+    );
     sig.rank = 3;
     sig.version_hint = Some("PyTorch with PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync");
     let f = &mut sig.fields;

@@ -360,6 +360,32 @@ fn ggml_vulkan(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 }
 
 fn ggml_metal(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    // The same Metal status text is printed by MLX (mlx/backend/metal/
+    // eval.cpp check_error: `[METAL] Command buffer execution failed: `)
+    // and by ggml (`ggml_metal_graph_compute: command buffer 0 failed with
+    // status 5` / `error: Insufficient Memory …`): the prefix, or MLX's own
+    // modules, decide; llama.cpp only with its own names.
+    let ggml = super::region_has(
+        s,
+        &["ggml", "llama_", "llama.cpp", "llama-server", "ollama"],
+    );
+    let mlx = s.before.contains("[METAL] Command buffer execution failed")
+        || (!ggml && super::region_has(s, &["mlx", "MLX"]));
+    if mlx {
+        let mut sig = signal(
+            Kind::MlxMetal,
+            Chain::Mlx,
+            Framework::Mlx,
+            "mlx-metal-insufficient-memory",
+        );
+        sig.backend = Some(Backend::Metal);
+        sig.version_hint = Some(if super::region_has(s, &["mlx_lm", "mlx-lm"]) {
+            "MLX (mlx-lm)"
+        } else {
+            "MLX, Metal backend (Apple GPU)"
+        });
+        return Some(sig);
+    }
     let mut sig = signal(
         Kind::GgmlMetalOom,
         Chain::Ggml,
@@ -367,6 +393,7 @@ fn ggml_metal(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         "ggml-metal-insufficient-memory",
     );
     sig.rank = 2;
+    sig.backend = Some(Backend::Metal);
     sig.version_hint = Some("llama.cpp, Metal backend (Apple GPU)");
     ggml_context(&mut sig, s);
     Some(sig)

@@ -9,7 +9,7 @@ use regex::Captures;
 
 use super::{
     Chain, Detector, Kind, Lazy, Signal, Span, Status, int_of, re, region_has, signal, size_of,
-    tensor_bytes, u32_of,
+    tensor_bytes, u32_of, xla_framework,
 };
 use crate::detail::{Detail, SizeDetail};
 use crate::event::{Backend, Cause, Framework};
@@ -82,6 +82,12 @@ pub(super) static DETECTORS: &[Detector] = &[
         defer_to: &[],
     },
     Detector {
+        headline: &TPU_BUFFER,
+        max_span: 400,
+        parse: tpu_buffer,
+        defer_to: &[],
+    },
+    Detector {
         headline: &TPU_SPACE,
         max_span: 600,
         parse: tpu_space,
@@ -96,7 +102,7 @@ static OOM_TENSOR: Lazy = LazyLock::new(|| {
 });
 static BFC: Lazy = LazyLock::new(|| {
     re(
-        r"(?:Allocator \((\w+)\) ran|\bRan) out of memory trying to allocate {SIZE}(?: \(rounded to {N}\))?(?: ?requested by op ([\w/.-]*))?",
+        r"(?:Allocator \((\w+)\) ran|\bRan) out of memory trying to allocate {SIZE}(?: \(rounded to {N}\))?(?: ?requested by op[\t\x20]*([\w/.-]*))?",
     )
 });
 static STREAM_EXECUTOR: Lazy =
@@ -162,6 +168,16 @@ static ASYNC_FREE_TOTAL: Lazy =
 static TPU_SPACE: Lazy = LazyLock::new(|| {
     re(
         r"Ran out of memory in memory space (\w+)\. Used {SIZE} of {SIZE} (\w+)\.(?: Exceeded \w+ capacity by {SIZE})?",
+    )
+});
+/// XLA:TPU's runtime allocator: a buffer (`jax.device_put`, a program's
+/// outputs) found no block in HBM (openxla's error code 0100, "Runtime:
+/// Buffer allocation failure"): `RESOURCE_EXHAUSTED: Error allocating device
+/// buffer: Attempting to allocate 8.00M. That was not possible. There are
+/// 6.43M free.; (0x0x1_HBM0)`.
+static TPU_BUFFER: Lazy = LazyLock::new(|| {
+    re(
+        r"Error allocating device buffer: Attempting to allocate {SIZE}\. That was not possible\. There are {SIZE} free\.(?: ?; ?\((\w+)\))?",
     )
 });
 static JAX_REQUEST: Lazy = LazyLock::new(|| {
@@ -256,7 +272,7 @@ fn oom_tensor(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 }
 
 fn bfc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
-    let jax = region_has(s, &["jax", "jaxlib", "XlaRuntimeError", "flax"]);
+    let jax = xla_framework(s, Framework::Tensorflow) == Framework::Jax;
     let fw = if jax {
         Framework::Jax
     } else {
@@ -281,7 +297,11 @@ fn bfc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         sig.backend = None;
     }
     sig.fields.requested = int_of(m, 3).map(Bytes).or_else(|| size_of(m, 2));
-    if let Some(op) = m.get(4).filter(|g| !g.as_str().is_empty()) {
+    // An empty op name joined to the next line's `File "…"` (the tight view) is no op.
+    if let Some(op) = m
+        .get(4)
+        .filter(|g| !g.as_str().is_empty() && g.as_str() != "File")
+    {
         sig.fields.op = Some(op.as_str().to_string());
     }
     // The head of the message (before the dump) tells fatal from non-fatal.
@@ -331,11 +351,9 @@ fn bfc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 }
 
 fn stream_executor(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
-    let jax = region_has(s, &["jax", "jaxlib", "xla/pjrt", "XlaRuntimeError"]);
-    let fw = if jax {
-        Framework::Jax
-    } else {
-        Framework::Tensorflow
+    let fw = match xla_framework(s, Framework::Tensorflow) {
+        Framework::Pytorch => Framework::Tensorflow,
+        fw => fw,
     };
     let mut sig = signal(
         Kind::StreamExecutorDevice,
@@ -463,7 +481,7 @@ fn jax_device(s: &Span<'_>) -> Option<u32> {
 }
 
 fn jax_oom(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
-    let tf = region_has(s, &["tensorflow/python", "keras"]) && !region_has(s, &["jax", "flax"]);
+    let tf = xla_framework(s, Framework::Jax) == Framework::Tensorflow;
     let fw = if tf {
         Framework::Tensorflow
     } else {
@@ -569,7 +587,7 @@ fn jax_request(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 }
 
 fn async_alloc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
-    let tf = region_has(s, &["tensorflow/", "keras"]) && !region_has(s, &["jax", "flax"]);
+    let tf = xla_framework(s, Framework::Jax) == Framework::Tensorflow;
     let (fw, chain) = if tf {
         (Framework::Tensorflow, Chain::Tf)
     } else {
@@ -594,14 +612,13 @@ fn async_alloc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
 /// limit on one fused operation, not the model's size).
 fn tpu_space(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let space = m.get(1).map_or("", |g| g.as_str());
-    let fw = if region_has(s, &["torch_xla", "pytorch/xla", "Bad StatusOr access"]) {
+    let fw = if region_has(s, &["Bad StatusOr access"]) {
         Framework::Pytorch
-    } else if region_has(s, &["tensorflow/python", "keras"]) && !region_has(s, &["jax", "flax"]) {
-        Framework::Tensorflow
     } else {
-        Framework::Jax
+        xla_framework(s, Framework::Jax)
     };
     let mut sig = signal(Kind::XlaTpuSpace, Chain::Xla, fw, "xla-tpu-memory-space");
+    sig.backend = Some(Backend::Tpu);
     sig.rank = 3;
     sig.version_hint = Some("XLA:TPU compiler");
     let used = size_of(m, 2);
@@ -631,6 +648,31 @@ fn tpu_space(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
                 "one fused operation needs {u} of the TPU core's on-chip {space} and the core has {c}{by}: this is a compiler limit on one operation, not the model's size in HBM; shrink that operation's tiles (batch or sequence) or report it to XLA"
             ),
         ));
+    }
+    Some(sig)
+}
+
+/// XLA:TPU's runtime could not place a buffer in the chip's HBM.
+fn tpu_buffer(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let fw = xla_framework(s, Framework::Jax);
+    let mut sig = signal(
+        Kind::XlaTpuDeviceBuffer,
+        Chain::Xla,
+        fw,
+        "xla-tpu-device-buffer",
+    );
+    sig.backend = Some(Backend::Tpu);
+    sig.rank = 3;
+    sig.version_hint = Some("XLA:TPU runtime (PJRT)");
+    sig.fields.requested = size_of(m, 1);
+    sig.fields.free = size_of(m, 2);
+    sig.fields
+        .details
+        .push(Detail::TpuMemorySpace("hbm".to_string()));
+    if let Some(mem) = m.get(3) {
+        sig.fields
+            .details
+            .push(Detail::At(mem.as_str().to_string()));
     }
     Some(sig)
 }

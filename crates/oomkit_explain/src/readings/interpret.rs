@@ -231,7 +231,11 @@ fn smi(r: &mut Reading) {
         }
     }
     r.findings = findings;
-    r.fixes = build_fixes(plan, &[Flavor::Shell, Flavor::Pytorch]);
+    r.fixes = build_fixes(
+        plan,
+        &[Flavor::Shell, Flavor::Pytorch],
+        &oomkit_core::remedies::Situation::default(),
+    );
 }
 
 fn torch(r: &mut Reading) {
@@ -342,7 +346,11 @@ fn torch(r: &mut Reading) {
         findings.push("the counters show no memory pressure".to_string());
     }
     r.findings = findings;
-    r.fixes = build_fixes(plan, &[Flavor::Pytorch, Flavor::Shell]);
+    r.fixes = build_fixes(
+        plan,
+        &[Flavor::Pytorch, Flavor::Shell],
+        &oomkit_core::remedies::Situation::default(),
+    );
 }
 
 /// The GPU of a reading that device `device` means: the one with that
