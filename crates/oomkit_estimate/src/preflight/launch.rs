@@ -316,17 +316,25 @@ impl Launch {
                             .set("zero", Some(v.clone()), name, &v, Source::Command);
                     }
                 }
-                "offload_optimizer_device" if v != "none" => self.pre.set(
-                    "offload",
-                    Some("optimizer".into()),
-                    name,
-                    &v,
-                    Source::Command,
-                ),
-                "offload_param_device" if v != "none" => {
-                    self.pre
-                        .set("offload", Some("params".into()), name, &v, Source::Command)
+                // The flags come one at a time, in any order: parameter
+                // offload set by an earlier flag is not lowered to
+                // optimizer-only by a later one (`train::set_offload`'s rule).
+                "offload_optimizer_device"
+                    if v != "none" && self.pre.value("offload") != Some("params") =>
+                {
+                    train::set_offload(
+                        &mut self.pre,
+                        None,
+                        Some((name.as_str(), v.clone())),
+                        &Source::Command,
+                    );
                 }
+                "offload_param_device" if v != "none" => train::set_offload(
+                    &mut self.pre,
+                    Some((name.as_str(), v.clone())),
+                    None,
+                    &Source::Command,
+                ),
                 "deepspeed_config_file" => train::read_deepspeed(&v, &mut self.pre, files)?,
                 "use_fsdp" => self.pre.set("fsdp", None, name, "true", Source::Command),
                 "fsdp_sharding_strategy" => train::fsdp_string(

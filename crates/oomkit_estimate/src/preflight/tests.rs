@@ -152,3 +152,29 @@ fn yaml_styles_spell_their_own_keys() {
         vec!["adapter: lora", "lora_r: 16", "lora_target_linear: true"]
     );
 }
+
+#[test]
+fn parameter_offload_is_not_lowered_by_a_later_optimizer_flag() {
+    // Both orders of accelerate's flags, and both keys in one DeepSpeed file:
+    // parameter offload (which takes the optimizer state along) wins.
+    for cmd in [
+        "accelerate launch --use_deepspeed --zero_stage 3 --offload_param_device cpu \
+         --offload_optimizer_device cpu train.py --model_name_or_path gpt2",
+        "accelerate launch --use_deepspeed --zero_stage 3 --offload_optimizer_device cpu \
+         --offload_param_device cpu train.py --model_name_or_path gpt2",
+    ] {
+        let d = from_command(&toks(cmd), &Mem(vec![])).unwrap();
+        assert_eq!(d.value("offload"), Some("params"), "{cmd}");
+    }
+    let files = Mem(vec![(
+        "ds.json",
+        r#"{"zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"},
+            "offload_param": {"device": "cpu"}}}"#,
+    )]);
+    let d = from_command(
+        &toks("deepspeed train.py --model_name_or_path gpt2 --deepspeed ds.json"),
+        &files,
+    )
+    .unwrap();
+    assert_eq!(d.value("offload"), Some("params"));
+}

@@ -920,6 +920,23 @@ pub fn fsdp_string(v: &str, key: &str, src: Source, d: &mut Derived) {
     }
 }
 
+/// DeepSpeed's offload settings, in whichever spelling a file gives them
+/// (`offload_param`, `offload_optimizer`): offloading the parameters takes the
+/// optimizer state along (oomkit's `--offload params`), so it wins over
+/// optimizer-only offload when both are set. Each pair is (key, device).
+pub fn set_offload(
+    d: &mut Derived,
+    param: Option<(&str, String)>,
+    optimizer: Option<(&str, String)>,
+    src: &Source,
+) {
+    if let Some((key, dev)) = param {
+        d.set("offload", Some("params".into()), key, &dev, src.clone());
+    } else if let Some((key, dev)) = optimizer {
+        d.set("offload", Some("optimizer".into()), key, &dev, src.clone());
+    }
+}
+
 /// A DeepSpeed JSON: `zero_optimization.stage`, `offload_optimizer.device`,
 /// `offload_param.device` (deepspeed.ai/docs/config-json).
 pub fn read_deepspeed(
@@ -959,23 +976,12 @@ pub fn deepspeed_tree(tree: &serde_json::Value, path: &str, d: &mut Derived) {
             .and_then(scalar)
             .filter(|v| v != "none")
     };
-    if let Some(dev) = device("offload_param") {
-        d.set(
-            "offload",
-            Some("params".into()),
-            "zero_optimization.offload_param.device",
-            &dev,
-            src.clone(),
-        );
-    } else if let Some(dev) = device("offload_optimizer") {
-        d.set(
-            "offload",
-            Some("optimizer".into()),
-            "zero_optimization.offload_optimizer.device",
-            &dev,
-            src.clone(),
-        );
-    }
+    set_offload(
+        d,
+        device("offload_param").map(|v| ("zero_optimization.offload_param.device", v)),
+        device("offload_optimizer").map(|v| ("zero_optimization.offload_optimizer.device", v)),
+        &src,
+    );
     if let Some(b) = tree
         .get("train_micro_batch_size_per_gpu")
         .and_then(scalar)
@@ -1063,23 +1069,14 @@ pub fn accelerate_tree(
                     );
                 }
                 let dev = |k: &str| ds.get(k).and_then(scalar).filter(|v| v != "none");
-                if let Some(v) = dev("offload_param_device") {
-                    d.set(
-                        "offload",
-                        Some("params".into()),
-                        "deepspeed_config.offload_param_device",
-                        &v,
-                        src.clone(),
-                    );
-                } else if let Some(v) = dev("offload_optimizer_device") {
-                    d.set(
-                        "offload",
-                        Some("optimizer".into()),
-                        "deepspeed_config.offload_optimizer_device",
-                        &v,
-                        src.clone(),
-                    );
-                }
+                set_offload(
+                    d,
+                    dev("offload_param_device")
+                        .map(|v| ("deepspeed_config.offload_param_device", v)),
+                    dev("offload_optimizer_device")
+                        .map(|v| ("deepspeed_config.offload_optimizer_device", v)),
+                    &src,
+                );
                 if let Some(g) = ds
                     .get("gradient_accumulation_steps")
                     .and_then(scalar)
