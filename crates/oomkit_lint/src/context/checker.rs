@@ -5,6 +5,7 @@ use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::bindings::module_classes;
 use super::query::{chain, join_chain};
+use super::kind::Returns;
 use super::{LoopFrame, Scope, collect_imports};
 use crate::diagnostic::Finding;
 use crate::file_facts::{self, FileFacts};
@@ -27,6 +28,11 @@ pub struct Checker<'a> {
     /// Enclosing classes: whether each has base classes, and the `self.x = Class(...)`
     /// attributes its `__init__` creates (submodules).
     pub(super) classes: Vec<(bool, HashSet<String>)>,
+    /// The names of the enclosing classes (same order as `classes`).
+    pub(super) class_names: Vec<String>,
+    /// What each function of the file returns (`train_step`, `Trainer.train_step`),
+    /// recorded as the walk leaves it: calls after its definition read it.
+    pub summaries: HashMap<String, Returns>,
     /// Classes defined in this file whose bases name a module (`nn.Module`,
     /// `LightningModule`, `PreTrainedModel`): calling one builds a model.
     pub(super) module_classes: HashSet<String>,
@@ -90,6 +96,8 @@ impl<'a> Checker<'a> {
             current: Scope::new("", &module.body),
             outer: Vec::new(),
             classes: Vec::new(),
+            class_names: Vec::new(),
+            summaries: HashMap::new(),
             handled: HashSet::new(),
             module_classes: module_classes(&module.body),
             rules,

@@ -3,7 +3,7 @@
 
 use foldhash::{HashMap, HashSet};
 
-use super::query::chain_texts;
+use super::query::{chain_texts, roots};
 use super::{Checker, Facts, text_of};
 use crate::parse::ast::Expr;
 
@@ -74,10 +74,36 @@ impl<'a> Checker<'a> {
     /// graphs' buffers are freed), so returning it is no excuse — it is the
     /// PyTorch FAQ's `total_loss += loss` leak ("My model reports cuda runtime
     /// error(2): out of memory", <https://pytorch.org/docs/stable/notes/faq.html>).
+    /// A dict, list or tuple counts by its elements (`{"loss": loss, "logits": out}`,
+    /// or a name bound to such a literal in this function): keeping it after `loss`
+    /// was backpropagated is the same leak (verl's per-micro-batch `model_output`).
     pub fn kept_after_backward(&self, container: &str, value: &Expr) -> bool {
-        let v = text_of(value);
         let b = &self.scope().backpropagated;
-        !v.is_empty() && b.contains(&v) && !b.contains(container)
+        if b.contains(container) {
+            return false;
+        }
+        let v = text_of(value);
+        if !v.is_empty() && b.contains(&v) {
+            return true;
+        }
+        let mut members = HashSet::default();
+        let mut literal = |e: &Expr| match e {
+            Expr::Dict(d) => d.items.iter().for_each(|i| roots(&i.value, &mut members)),
+            Expr::List(l) => l.elts.iter().for_each(|x| roots(x, &mut members)),
+            Expr::Tuple(t) => t.elts.iter().for_each(|x| roots(x, &mut members)),
+            _ => {}
+        };
+        match value {
+            Expr::Name(n) => {
+                for (targets, bound, _) in self.scope().facts.assigns() {
+                    if targets.len() == 1 && targets.iter().any(|t| t == n.id.as_str()) {
+                        literal(bound);
+                    }
+                }
+            }
+            e => literal(e),
+        }
+        members.iter().any(|m| b.contains(m))
     }
 
     /// Whether the accumulator `name` is consumed as a loss in this function

@@ -59,6 +59,11 @@ pub struct Scope<'a> {
     pub(super) loss_memo: RefCell<HashMap<String, bool>>,
     /// Built on the first [`Checker::consumed_as_loss`](super::Checker::consumed_as_loss) question.
     pub(super) loss_index: RefCell<Option<LossIndex>>,
+    /// The key of this function's summary (`train_step`, `Trainer.train_step`): a
+    /// module-level function or a method of a module-level class.
+    pub(super) summary_key: Option<String>,
+    /// What its `return`s so far give.
+    pub(super) returns: Option<super::kind::Returns>,
 }
 
 /// A loop currently being visited.
@@ -139,6 +144,8 @@ impl<'a> Scope<'a> {
             loops: Vec::new(),
             loss_memo: RefCell::new(HashMap::new()),
             loss_index: RefCell::new(None),
+            summary_key: None,
+            returns: None,
         }
         .with_trains()
     }
@@ -156,6 +163,23 @@ impl<'a> Scope<'a> {
             ) {
                 trains = true;
             }
+        }
+        // `loss = losses` … `loss.backward()`: `losses` is the same tensor
+        for _ in 0..4 {
+            let mut more = Vec::new();
+            for (targets, value, aug) in self.facts.assigns() {
+                if let Expr::Name(v) = value
+                    && !aug
+                    && !backpropagated.contains(v.id.as_str())
+                    && targets.iter().any(|t| backpropagated.contains(t))
+                {
+                    more.push(v.id.to_string());
+                }
+            }
+            if more.is_empty() {
+                break;
+            }
+            backpropagated.extend(more);
         }
         self.trains = trains;
         self.backpropagated = backpropagated;

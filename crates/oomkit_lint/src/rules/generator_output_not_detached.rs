@@ -132,6 +132,20 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !from_generator || detached {
         return;
     }
+    // its latest binding was made with gradients off (`with torch.no_grad(): fake =
+    // netG(z)`, ParallelWaveGAN's fix in kan-bayashi/ParallelWaveGAN#132), or holds no graph
+    if ch.scope().bound_without_grad.contains(arg.id.as_str())
+        || matches!(
+            call.arguments.args.first().map(|a| ch.kind(a)),
+            Some(
+                crate::context::Kind::Host
+                    | crate::context::Kind::Number
+                    | crate::context::Kind::Tensor { graph: false }
+            )
+        )
+    {
+        return;
+    }
     // the discriminator's step: the first optimizer step after the call is D's
     let at = call.range().start();
     let keyed_optimizer = |call: &ast::ExprCall| match &*call.func {

@@ -156,11 +156,21 @@ pub(crate) fn check_assign(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
     let [target @ Expr::Name(_)] = &*a.targets else {
         return;
     };
-    let Expr::BinOp(b) = &*a.value else { return };
+    let name = text_of(target);
+    // `total = x if total is None else total + x`: the first step starts the sum
+    // (RecBole's `Trainer._train_epoch` before RUCAIBox/RecBole#307)
+    let sum = match &*a.value {
+        Expr::BinOp(b) => Some(b),
+        Expr::If(i) => [&*i.orelse, &*i.body].into_iter().find_map(|e| match e {
+            Expr::BinOp(b) if text_of(&b.left) == name || text_of(&b.right) == name => Some(b),
+            _ => None,
+        }),
+        _ => None,
+    };
+    let Some(b) = sum else { return };
     if !matches!(b.op, ast::Operator::Add) {
         return;
     }
-    let name = text_of(target);
     let other = if text_of(&b.left) == name {
         &b.right
     } else if text_of(&b.right) == name {

@@ -193,11 +193,11 @@ rules! {
     },
     DdpWithoutSetDevice => ddp_without_set_device {
         code: "OOM207", name: "ddp-without-set-device", remedy: None,
-        category: Memory, preview: true, fixable: false, tensorflow: false,
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
     GraphKeptByMeter => pub(crate) graph_kept_by_meter {
         code: "OOM113", name: "graph-kept-by-meter", remedy: Some(RemedyId::ReleaseReferences),
-        category: Memory, preview: true, fixable: false, tensorflow: false,
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
     OutputsKeptOnGpu => outputs_kept_on_gpu {
         code: "OOM114", name: "outputs-kept-on-gpu", remedy: Some(RemedyId::ReleaseReferences),
@@ -205,11 +205,11 @@ rules! {
     },
     ObjectRecreatedInLoop => object_recreated_in_loop {
         code: "OOM115", name: "object-recreated-in-loop", remedy: None,
-        category: Memory, preview: true, fixable: false, tensorflow: true,
+        category: Memory, preview: false, fixable: false, tensorflow: true,
     },
     GeneratorOutputNotDetached => generator_output_not_detached {
         code: "OOM116", name: "generator-output-not-detached", remedy: Some(RemedyId::ReleaseReferences),
-        category: Memory, preview: true, fixable: false, tensorflow: false,
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
 }
 

@@ -66,6 +66,9 @@ pub(crate) struct TensorAppendedInLoop {
     /// The value is a scalar (a loss), so `.item()` works; otherwise (logits,
     /// outputs) only `.detach()`/`.cpu()` do.
     pub scalar: bool,
+    /// The value is a dict, list or tuple holding such tensors: each one needs
+    /// detaching.
+    pub holds: bool,
     /// Kept by a Lightning step method for the epoch (`self.outputs.append(preds)` in
     /// `training_step`, or returned to `*_epoch_end`), not by a loop of this file.
     pub per_epoch: bool,
@@ -92,6 +95,11 @@ impl Violation for TensorAppendedInLoop {
 
     fn fix_title(&self) -> String {
         let r = &self.receiver;
+        if self.holds {
+            return format!(
+                "Store detached tensors in `{r}` (`.item()` for a loss, `.detach().cpu()` for outputs) instead"
+            );
+        }
         if self.scalar {
             format!("Store `{r}.item()` (or `{r}.detach()`) instead")
         } else {
@@ -138,6 +146,7 @@ fn report(
     let v = ch.snippet(value.range()).to_string();
     let r = ch.receiver_snippet(value);
     let scalar = is_scalar(ch, value);
+    let holds = matches!(ch.kind(value), crate::context::Kind::Container { .. });
     ch.report(
         stmt_range,
         TensorAppendedInLoop {
@@ -146,6 +155,7 @@ fn report(
             receiver: r,
             returned,
             scalar,
+            holds,
             per_epoch: false,
         },
     );
@@ -183,6 +193,7 @@ fn check_step_method_append(ch: &mut Checker<'_>, call: &ast::ExprCall, containe
             receiver: r,
             returned: false,
             scalar,
+            holds: false,
             per_epoch: true,
         },
     );
@@ -230,6 +241,7 @@ pub(crate) fn check_step_return(ch: &mut Checker<'_>, ret: &ast::StmtReturn) {
                 receiver: r,
                 returned: false,
                 scalar,
+                holds: false,
                 per_epoch: true,
             },
         );
@@ -257,7 +269,7 @@ pub(crate) fn check_call(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         check_step_method_append(ch, call, &a.value, value);
         return;
     }
-    if ch.kind(value).has_graph()
+    if ch.kind(value).holds_graph()
         && let Some(returned) = in_loop_and_kept(ch, &a.value, value)
     {
         report(ch, call.range(), &a.value, value, returned);
@@ -271,7 +283,7 @@ pub(crate) fn check_aug_assign(ch: &mut Checker<'_>, a: &ast::StmtAugAssign) {
     }
     let Expr::List(l) = &*a.value else { return };
     if let [v] = &*l.elts
-        && ch.kind(v).has_graph()
+        && ch.kind(v).holds_graph()
         && let Some(returned) = in_loop_and_kept(ch, &a.target, v)
     {
         report(ch, a.range(), &a.target, v, returned);
@@ -294,7 +306,7 @@ pub(crate) fn check_subscript_store(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
     let container = text_of(&s.value);
     if key_is_step
         && !crate::context::mentions(&a.value, &container)
-        && ch.kind(&a.value).has_graph()
+        && ch.kind(&a.value).holds_graph()
         && let Some(returned) = in_loop_and_kept(ch, &s.value, &a.value)
     {
         report(ch, a.range(), &s.value, &a.value, returned);
