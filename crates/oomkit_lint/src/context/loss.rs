@@ -96,8 +96,15 @@ impl<'a> Checker<'a> {
         match value {
             Expr::Name(n) => {
                 for (targets, bound, _) in self.scope().facts.assigns() {
-                    if targets.len() == 1 && targets.iter().any(|t| t == n.id.as_str()) {
+                    if !targets.iter().any(|t| t == n.id.as_str()) {
+                        continue;
+                    }
+                    if targets.len() == 1 {
                         literal(bound);
+                    } else if targets.iter().any(|t| b.contains(t)) {
+                        // `loss, logging_output = criterion(...)` … `loss.backward()`: one
+                        // call's results share its graph (fairseq#2255's logging dict)
+                        return true;
                     }
                 }
             }

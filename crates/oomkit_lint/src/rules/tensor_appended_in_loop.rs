@@ -84,12 +84,17 @@ impl Violation for TensorAppendedInLoop {
                 "`{c}` keeps `{v}` and its autograd graph alive from every step until the epoch ends"
             );
         }
+        let kept = if self.holds {
+            format!("the tensors in `{v}` and their autograd graph")
+        } else {
+            format!("`{v}` and its autograd graph")
+        };
         if self.returned {
             format!(
-                "`{c}` keeps `{v}` and its autograd graph alive for every iteration of the loop, and the function returns it: every graph outlives the loop"
+                "`{c}` keeps {kept} alive for every iteration of the loop, and the function returns it: every graph outlives the loop"
             )
         } else {
-            format!("`{c}` keeps `{v}` and its autograd graph alive for every iteration of the loop")
+            format!("`{c}` keeps {kept} alive for every iteration of the loop")
         }
     }
 
