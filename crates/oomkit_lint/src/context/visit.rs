@@ -305,8 +305,17 @@ impl<'a> Checker<'a> {
         }
         if in_class == Some(true) && f.name.as_str() == "forward" {
             scope.is_forward = true;
+            let retained = retained_names(&scope.facts);
             for p in f.parameters.iter_non_variadic_params().skip(1) {
-                scope.env.insert(p.parameter.name.to_string(), Kind::Param);
+                let name = p.parameter.name.to_string();
+                // `x.retain_grad()` (or on the attribute `x` is stored in) only works on
+                // a tensor inside a graph: that input carries one
+                let kind = if retained.contains(&name) {
+                    Kind::Tensor { graph: true }
+                } else {
+                    Kind::Param
+                };
+                scope.env.insert(name, kind);
             }
         }
         // a summary for module-level functions and the methods of module-level classes
@@ -401,6 +410,32 @@ impl<'a> Checker<'a> {
             self.scope_mut().roots.pop();
         }
     }
+}
+
+/// The names `.retain_grad()` is called on in a body, directly or through the attribute
+/// or name they were assigned to (`self.input = x` … `self.input.retain_grad()`).
+fn retained_names(facts: &Facts<'_>) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for site in facts.calls() {
+        if let Expr::Attribute(a) = &*site.call.func
+            && a.attr.as_str() == "retain_grad"
+        {
+            let receiver = text_of(&a.value);
+            if receiver.is_empty() {
+                continue;
+            }
+            for (targets, value, aug) in facts.assigns() {
+                if !aug
+                    && let Expr::Name(n) = value
+                    && targets.iter().any(|t| *t == receiver)
+                {
+                    out.insert(n.id.to_string());
+                }
+            }
+            out.insert(receiver);
+        }
+    }
+    out
 }
 
 /// Whether a function yields (its calls return a generator); a nested function that

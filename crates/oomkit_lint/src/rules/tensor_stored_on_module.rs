@@ -85,6 +85,15 @@ pub(crate) fn check(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
     if !ch.kind(&a.value).has_graph() {
         return;
     }
+    // `self.input = x` … `self.input.retain_grad()`: kept for its gradient, on purpose
+    let stored = format!("{self_name}.{}", target.attr.as_str());
+    let retained = ch.scope().facts.calls().any(|site| {
+        matches!(&*site.call.func, Expr::Attribute(r)
+            if r.attr.as_str() == "retain_grad" && crate::context::text_of(&r.value) == stored)
+    });
+    if retained {
+        return;
+    }
     let t = ch.snippet(target.range()).to_string();
     let v = ch.snippet(a.value.range()).to_string();
     let receiver = ch.receiver_snippet(&a.value);
