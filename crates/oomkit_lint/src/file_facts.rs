@@ -221,6 +221,7 @@ impl FileFacts {
             saves: self.saves,
             cpu_saves: self.cpu_saves,
             offloads_to_cpu: self.offloads_to_cpu,
+            returns: Vec::new(),
         }
     }
 

@@ -4,8 +4,8 @@
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::bindings::module_classes;
-use super::query::{chain, join_chain};
 use super::kind::Returns;
+use super::query::{chain, join_chain};
 use super::{LoopFrame, Scope, collect_imports};
 use crate::diagnostic::Finding;
 use crate::file_facts::{self, FileFacts};
@@ -33,6 +33,9 @@ pub struct Checker<'a> {
     /// What each function of the file returns (`train_step`, `Trainer.train_step`),
     /// recorded as the walk leaves it: calls after its definition read it.
     pub summaries: HashMap<String, Returns>,
+    /// What the functions of the other files of the tree return, when known (the
+    /// tree's second pass).
+    pub(super) tree: Option<&'a crate::tree::Returns>,
     /// Classes defined in this file whose bases name a module (`nn.Module`,
     /// `LightningModule`, `PreTrainedModel`): calling one builds a model.
     pub(super) module_classes: HashSet<String>,
@@ -76,6 +79,7 @@ impl<'a> Checker<'a> {
         module: &'a Module,
         source: &'a str,
         settings: &crate::Settings,
+        tree: Option<&'a crate::tree::Returns>,
     ) -> Result<(Vec<Finding>, crate::tree::Summary), ()> {
         let mut imports = HashMap::new();
         collect_imports(&module.body, &mut imports);
@@ -98,6 +102,7 @@ impl<'a> Checker<'a> {
             classes: Vec::new(),
             class_names: Vec::new(),
             summaries: HashMap::new(),
+            tree,
             handled: HashSet::new(),
             module_classes: module_classes(&module.body),
             rules,
@@ -117,7 +122,7 @@ impl<'a> Checker<'a> {
         }
         // what the other files need to know: only a file that saves can say it (the
         // text test spares the facts' walk to most files)
-        let summary = if ch.file.get().is_some()
+        let mut summary = if ch.file.get().is_some()
             || source.contains("torch.save")
             || source.contains("offload_to_cpu")
         {
@@ -125,7 +130,30 @@ impl<'a> Checker<'a> {
         } else {
             crate::tree::Summary::default()
         };
+        summary.returns = ch.exported_returns();
         Ok((ch.violations, summary))
+    }
+
+    /// What the file's functions return, by name, for the other files of the tree.
+    fn exported_returns(&self) -> Vec<(String, crate::tree::Returned)> {
+        use crate::tree::Returned;
+        let mut out: Vec<(String, Returned)> = self
+            .summaries
+            .iter()
+            .filter_map(|(key, r)| {
+                let name = key.rsplit('.').next().unwrap_or(key);
+                crate::tree::resolvable(name).then(|| {
+                    let returned = match r.whole {
+                        super::Kind::Tensor { graph: true } => Returned::Graph,
+                        super::Kind::Container { all } => Returned::HoldsGraph { all },
+                        _ => Returned::Other,
+                    };
+                    (name.to_string(), returned)
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// Enters a node: `false` (and the walk stops descending) past [`MAX_WALK_DEPTH`].
@@ -259,7 +287,8 @@ mod tests {
             let deep = format!("x = a{}\n", ".b".repeat(super::MAX_WALK_DEPTH + 10));
             let lines = crate::parse::Lines::new(&deep);
             let module = crate::parse::parse_module(&deep, &lines).expect("parses");
-            let result = super::Checker::check(&module, &deep, &all_rules()).map(|v| v.0.len());
+            let result =
+                super::Checker::check(&module, &deep, &all_rules(), None).map(|v| v.0.len());
             // the tree is dropped on this big stack too
             drop(module);
             result
@@ -275,7 +304,7 @@ mod tests {
         let lines = crate::parse::Lines::new(shallow);
         let module = crate::parse::parse_module(shallow, &lines).expect("parses");
         assert_eq!(
-            super::Checker::check(&module, shallow, &all_rules()).map(|v| v.0.len()),
+            super::Checker::check(&module, shallow, &all_rules(), None).map(|v| v.0.len()),
             Ok(0)
         );
     }

@@ -74,7 +74,9 @@ impl Kind {
         }
         match (self, other) {
             (k @ Kind::Tensor { graph: true }, _) | (_, k @ Kind::Tensor { graph: true }) => k,
-            (Kind::Container { .. }, _) | (_, Kind::Container { .. }) => Kind::Container { all: false },
+            (Kind::Container { .. }, _) | (_, Kind::Container { .. }) => {
+                Kind::Container { all: false }
+            }
             _ => Kind::Unknown,
         }
     }
@@ -200,7 +202,11 @@ impl<'a> Checker<'a> {
                 Kind::Tensor { .. } | Kind::Container { .. } | Kind::Host | Kind::Number
             )
         {
-            return if grad { r.whole } else { r.whole.without_graph() };
+            return if grad {
+                r.whole
+            } else {
+                r.whole.without_graph()
+            };
         }
         if let Expr::Attribute(a) = func {
             let recv = self.kind(&a.value);
@@ -262,31 +268,62 @@ impl<'a> Checker<'a> {
         Kind::Unknown
     }
 
-    /// The summary of the function of this file that `func` calls: a module-level
-    /// function by its name (not shadowed by a local or an import), or a method of the
-    /// enclosing class called on `self`.
-    pub fn summary_of(&self, func: &Expr) -> Option<&Returns> {
+    /// The summary of the function that `func` calls: a module-level function of this
+    /// file by its name (not shadowed by a local or an import), a method of the
+    /// enclosing class called on `self`; else, once the other files of the tree are
+    /// known ([`crate::tree::Returns`]), an imported function or a method of another
+    /// object by its name, when every function of the tree with that name agrees.
+    pub fn summary_of(&self, func: &Expr) -> Option<Returns> {
         match func {
             Expr::Name(n) => {
                 let name = n.id.as_str();
-                if self.scope().env.contains_key(name) || self.imports.contains_key(name) {
+                if self.scope().env.contains_key(name) {
                     return None;
                 }
-                self.summaries.get(name)
+                if self.imports.contains_key(name) {
+                    return self.tree_summary(name);
+                }
+                self.summaries.get(name).cloned()
             }
             Expr::Attribute(a) => {
-                let Expr::Name(recv) = &*a.value else {
-                    return None;
-                };
-                if Some(recv.id.as_str()) != self.scope().self_name.as_deref() {
+                let m = a.attr.as_str();
+                if let Expr::Name(recv) = &*a.value
+                    && Some(recv.id.as_str()) == self.scope().self_name.as_deref()
+                    && let Some(class) = self.class_names.last()
+                    && let Some(r) = self.summaries.get(&format!("{class}.{m}"))
+                {
+                    return Some(r.clone());
+                }
+                // never a tensor's, a model's or an optimizer's own method
+                if !matches!(self.kind(&a.value), Kind::Unknown) {
                     return None;
                 }
-                let class = self.class_names.last()?;
-                self.summaries
-                    .get(&format!("{class}.{}", a.attr.as_str()))
+                if let Some(q) = self.qualified(&a.value)
+                    && q.split('.').next() == Some("torch")
+                {
+                    return None;
+                }
+                self.tree_summary(m)
             }
             _ => None,
         }
+    }
+
+    /// What the tree's functions named `name` return ([`crate::tree::Returns`]).
+    fn tree_summary(&self, name: &str) -> Option<Returns> {
+        use crate::tree::Returned;
+        if !crate::tree::resolvable(name) {
+            return None;
+        }
+        let whole = match self.tree?.get(name)? {
+            Returned::Graph => Kind::Tensor { graph: true },
+            Returned::HoldsGraph { all } => Kind::Container { all },
+            Returned::Other => return None,
+        };
+        Some(Returns {
+            whole,
+            elements: None,
+        })
     }
 
     /// The kinds of the elements of `value` when it is unpacked: a tuple or list
@@ -299,8 +336,7 @@ impl<'a> Checker<'a> {
                 Some(elts.iter().map(|e| self.kind(e)).collect())
             }
             Expr::Call(c) => {
-                let r = self.summary_of(&c.func)?;
-                let elements = r.elements.clone()?;
+                let elements = self.summary_of(&c.func)?.elements?;
                 Some(if self.grad_enabled() {
                     elements
                 } else {

@@ -427,7 +427,7 @@ fn retained_names(facts: &Facts<'_>) -> HashSet<String> {
             for (targets, value, aug) in facts.assigns() {
                 if !aug
                     && let Expr::Name(n) = value
-                    && targets.iter().any(|t| *t == receiver)
+                    && targets.contains(&receiver)
                 {
                     out.insert(n.id.to_string());
                 }
@@ -441,11 +441,9 @@ fn retained_names(facts: &Facts<'_>) -> HashSet<String> {
 /// Whether a function yields (its calls return a generator); a nested function that
 /// yields counts too (conservative: no summary).
 fn is_generator(f: &ast::StmtFunctionDef) -> bool {
-    f.body.iter().any(|s| {
-        super::any_stmt_expr(s, &mut |e| {
-            matches!(e, Expr::Yield(_) | Expr::YieldFrom(_))
-        })
-    })
+    f.body
+        .iter()
+        .any(|s| super::any_stmt_expr(s, &mut |e| matches!(e, Expr::Yield(_) | Expr::YieldFrom(_))))
 }
 
 #[cfg(test)]
