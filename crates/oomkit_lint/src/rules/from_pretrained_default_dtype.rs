@@ -144,7 +144,17 @@ fn frozen_evidence(ch: &Checker<'_>, call: &ast::ExprCall) -> Option<&'static st
     if file.peft && !file.sharded {
         return Some("they are the frozen base of a PEFT/LoRA model");
     }
-    if !file.trains {
+    // a model class that wraps the load as a submodule (`self.transformer = …` in
+    // `__init__`) is trained wherever it is used, not in the file that defines it
+    // (pytorch-ignite's `examples/transformers/model.py`)
+    let submodule = ch.scope().name == "__init__"
+        && file
+            .bound_to
+            .get(&call.range())
+            .into_iter()
+            .flatten()
+            .any(|t| t.starts_with("self."));
+    if !file.trains && !submodule {
         return Some("nothing in this file trains them");
     }
     None
