@@ -22,7 +22,8 @@ rule_doc! {
     ///   frozen (`m.requires_grad_(False)`, `for p in m.parameters(): p.requires_grad =
     ///   False`, `...from_pretrained(...).eval()`), or is loaded under `no_grad`;
     /// - or the file trains nothing (no `backward`, optimizer or `*Trainer`): inference
-    ///   or generation.
+    ///   or generation — not a load that a model class wraps as its submodule
+    ///   (`self.transformer = …` in `__init__`), trained wherever the class is used.
     ///
     /// Full fine-tuning keeps float32 master weights on purpose (AMP, FSDP and DeepSpeed
     /// mixed precision), so a trained model is never flagged. Never reported when the

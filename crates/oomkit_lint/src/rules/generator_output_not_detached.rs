@@ -17,7 +17,9 @@ rule_doc! {
     /// `gen`, `G`, `g_model`), not detached; and the first optimizer step after the
     /// call, in source order, is the discriminator's (`optimizerD.step()`,
     /// `opt_d.step()`, `d_optimizer.step()`…). The generator's own step passes the same
-    /// output on purpose and steps the generator's optimizer: not flagged.
+    /// output on purpose and steps the generator's optimizer: not flagged; nor a fake
+    /// made again under `no_grad` before the discriminator's call (the fix of
+    /// kan-bayashi/ParallelWaveGAN#132).
     ///
     /// ## Why it costs memory
     /// Without `.detach()`, the discriminator's loss reaches back through the generator:

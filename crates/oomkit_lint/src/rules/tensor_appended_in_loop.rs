@@ -23,7 +23,13 @@ rule_doc! {
     /// function which trains nothing only returns (`all_logits.append(out.logits)` …
     /// `return all_logits`): every graph then leaves the function with the list. The
     /// fix offered fits the value: `.item()` for a loss, `.detach().cpu()` for a batch
-    /// of outputs (`.item()` raises on more than one element). Lightning's
+    /// of outputs (`.item()` raises on more than one element), each tensor of a dict. A
+    /// dict, list or tuple that holds such a tensor counts as one (`store.append({"loss":
+    /// loss, "log_probs": lp})`, verl-project/verl#7874), and so does the second result
+    /// of a call whose first result is backpropagated (`loss, logging_output =
+    /// criterion(...)`, when the criterion's summary shows a graph in its logging dict:
+    /// facebookresearch/fairseq#2255): kept after that backward, it cannot be meant for
+    /// a later one. Lightning's
     /// `training_step` runs once per batch, so `self.outputs.append(logits)` there (a list
     /// on the module, emptied at the epoch's end) and a returned dict's tensors other
     /// than `"loss"` in a class with `training_epoch_end` (Lightning keeps every step's
