@@ -55,8 +55,9 @@ fn a_method_of_another_module_is_followed_through_the_tree() {
 }
 
 /// The fixtures of dicts/tuples holding graphs, function summaries, conditional totals,
-/// an input kept for `retain_grad`, and the fake regenerated under `no_grad`: exactly
-/// their markers, by default, with messages and fixes that fit the value.
+/// an input kept for `retain_grad`, the fake regenerated under `no_grad` and an
+/// evaluation helper method: exactly their markers, by default, with messages and fixes
+/// that fit the value.
 #[test]
 fn summaries_and_containers_give_their_markers_through_the_binary() {
     let dir = crate::lint_fixtures();
@@ -65,6 +66,7 @@ fn summaries_and_containers_give_their_markers_through_the_binary() {
         ("OOM102_conditional_start.py", "OOM102"),
         ("OOM110_retain_grad.py", "OOM110"),
         ("OOM116.py", "OOM116"),
+        ("OOM104_eval_helper.py", "OOM104"),
     ] {
         let source = fs::read_to_string(dir.join(file)).expect("fixture");
         let mut want: Vec<u64> = source
