@@ -195,8 +195,13 @@ impl<'a> Checker<'a> {
         {
             return k;
         }
+        // the receiver's kind, computed once (a chain `x.f().g()…` asks each link once)
+        let recv = match func {
+            Expr::Attribute(a) => self.kind(&a.value),
+            _ => Kind::Unknown,
+        };
         // a function of the file whose `return`s say what it gives
-        if let Some(r) = self.summary_of(func)
+        if let Some(r) = self.summary_with_receiver(func, recv)
             && matches!(
                 r.whole,
                 Kind::Tensor { .. } | Kind::Container { .. } | Kind::Host | Kind::Number
@@ -209,7 +214,6 @@ impl<'a> Checker<'a> {
             };
         }
         if let Expr::Attribute(a) = func {
-            let recv = self.kind(&a.value);
             let m = a.attr.as_str();
             match recv {
                 Kind::Tensor { .. } | Kind::Param => {
@@ -274,6 +278,17 @@ impl<'a> Checker<'a> {
     /// known ([`crate::tree::Returns`]), an imported function or a method of another
     /// object by its name, when every function of the tree with that name agrees.
     pub fn summary_of(&self, func: &Expr) -> Option<Returns> {
+        let recv = match func {
+            Expr::Attribute(a) => self.kind(&a.value),
+            _ => Kind::Unknown,
+        };
+        self.summary_with_receiver(func, recv)
+    }
+
+    /// [`Self::summary_of`] with the receiver's kind already known (`recv`, for
+    /// `obj.method`): a tensor's, a model's or an optimizer's own method is never a
+    /// function of the tree.
+    fn summary_with_receiver(&self, func: &Expr, recv: Kind) -> Option<Returns> {
         match func {
             Expr::Name(n) => {
                 let name = n.id.as_str();
@@ -295,7 +310,7 @@ impl<'a> Checker<'a> {
                     return Some(r.clone());
                 }
                 // never a tensor's, a model's or an optimizer's own method
-                if !matches!(self.kind(&a.value), Kind::Unknown) {
+                if recv != Kind::Unknown {
                     return None;
                 }
                 if let Some(q) = self.qualified(&a.value)

@@ -86,6 +86,25 @@ impl<'a> Checker<'a> {
         if !v.is_empty() && b.contains(&v) {
             return true;
         }
+        if let Expr::Name(n) = value {
+            let name = n.id.as_str();
+            let memo = &self.scope().members_memo;
+            if let Some(known) = memo.try_borrow().ok().and_then(|m| m.get(name).copied()) {
+                return known;
+            }
+            let found = self.shares_backpropagated(value);
+            if let Ok(mut m) = memo.try_borrow_mut() {
+                m.insert(name.to_string(), found);
+            }
+            return found;
+        }
+        self.shares_backpropagated(value)
+    }
+
+    /// Whether `value` (a literal, or a name bound to one or unpacked beside a
+    /// backpropagated name in this function) holds a backpropagated value.
+    fn shares_backpropagated(&self, value: &Expr) -> bool {
+        let b = &self.scope().backpropagated;
         let mut members = HashSet::default();
         let mut literal = |e: &Expr| match e {
             Expr::Dict(d) => d.items.iter().for_each(|i| roots(&i.value, &mut members)),

@@ -59,6 +59,9 @@ pub struct Scope<'a> {
     pub(super) loss_memo: RefCell<HashMap<String, bool>>,
     /// Built on the first [`Checker::consumed_as_loss`](super::Checker::consumed_as_loss) question.
     pub(super) loss_index: RefCell<Option<LossIndex>>,
+    /// Names found to hold (or share a call with) a backpropagated value, per name:
+    /// [`Checker::kept_after_backward`](super::Checker::kept_after_backward) asks once.
+    pub(super) members_memo: RefCell<HashMap<String, bool>>,
     /// The key of this function's summary (`train_step`, `Trainer.train_step`): a
     /// module-level function or a method of a module-level class.
     pub(super) summary_key: Option<String>,
@@ -144,6 +147,7 @@ impl<'a> Scope<'a> {
             loops: Vec::new(),
             loss_memo: RefCell::new(HashMap::new()),
             loss_index: RefCell::new(None),
+            members_memo: RefCell::new(HashMap::new()),
             summary_key: None,
             returns: None,
         }
