@@ -26,7 +26,7 @@ fn markers(source: &str) -> Vec<(String, u64)> {
 const CODES: &[&str] = &[
     "OOM101", "OOM102", "OOM103", "OOM104", "OOM105", "OOM106", "OOM107", "OOM108", "OOM109",
     "OOM110", "OOM111", "OOM112", "OOM201", "OOM202", "OOM203", "OOM204", "OOM205", "OOM206",
-    "OOM207", "OOM113", "OOM114", "OOM115", "OOM116",
+    "OOM207", "OOM113", "OOM114", "OOM115", "OOM116", "OOM117",
 ];
 
 #[test]
@@ -855,7 +855,7 @@ fn the_summary_counts_in_the_singular_too() {
 #[test]
 fn preview_rules_run_only_with_preview() {
     let dir = lint_fixtures();
-    for code in ["OOM111", "OOM112", "OOM114"] {
+    for code in ["OOM111", "OOM112", "OOM114", "OOM117"] {
         let file = format!("{code}.py");
         let out = run_in(&dir, &["lint", "--select", code, &file], None);
         assert_eq!(out.status.code(), Some(0), "{code}: {}", stdout(&out));

@@ -113,6 +113,11 @@ pub(super) fn is_data_loop(iter: Option<&Expr>, target: Option<&Expr>, source: &
     let (Some(iter), Some(target)) = (iter, target) else {
         return true; // `while`
     };
+    // a loop over values written in the code (`for batch_size in [7, None]`) is a loop
+    // over settings, not over data
+    if matches!(iter, Expr::List(_) | Expr::Tuple(_) | Expr::Set(_)) {
+        return false;
+    }
     let text = |e: &Expr| {
         source
             .get(e.range().start().to_usize()..e.range().end().to_usize())

@@ -211,6 +211,10 @@ rules! {
         code: "OOM116", name: "generator-output-not-detached", remedy: Some(RemedyId::ReleaseReferences),
         category: Memory, preview: false, fixable: false, tensorflow: false,
     },
+    GradientTapeUnused => gradient_tape_unused {
+        code: "OOM117", name: "gradient-tape-unused", remedy: None,
+        category: Memory, preview: true, fixable: false, tensorflow: true,
+    },
 }
 
 impl Rule {
@@ -240,7 +244,7 @@ const RULES_IN_ENUM_ORDER: () = {
         assert!(rule as usize == i, "RULES is out of enum order");
         i += 1;
     }
-    assert!(RULES.len() == Rule::GeneratorOutputNotDetached as usize + 1);
+    assert!(RULES.len() == Rule::GradientTapeUnused as usize + 1);
 };
 const _: () = RULES_IN_ENUM_ORDER;
 
@@ -369,6 +373,7 @@ pub(crate) fn on_stmt<'a>(ch: &mut Checker<'a>, stmt: &'a Stmt) {
             hook_stores_activation::check(ch, f);
             object_recreated_in_loop::check_function(ch, f);
         }
+        Stmt::With(w) => gradient_tape_unused::check(ch, w),
         _ => {}
     }
 }

@@ -196,7 +196,10 @@ pub(crate) fn check_call(ch: &mut Checker<'_>, call: &ast::ExprCall) {
             code: ch.snippet(call.range()),
             inner: String::new(),
         })
-    } else if per_step && let Some(what) = keras_object(ch, &call.func) {
+    } else if per_step
+        && let Some(what) = keras_object(ch, &call.func)
+        && runs_steps(ch)
+    {
         Some(ObjectRecreatedInLoop {
             what,
             code: ch.snippet(call.func.range()),
@@ -217,6 +220,31 @@ pub(crate) fn check_call(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if let Some(v) = found {
         ch.report(call.range(), v);
     }
+}
+
+/// Whether the innermost loop does a step's work: some call besides building Keras
+/// objects and filling containers (`metrics.append(Mean(...))` over a list of top-k
+/// settings is set-up, as in TF Model Garden's `build_metrics`).
+fn runs_steps(ch: &Checker<'_>) -> bool {
+    let Some(lp) = ch.innermost_loop() else {
+        return false;
+    };
+    lp.facts.calls().any(|site| {
+        let setup = match &*site.call.func {
+            Expr::Name(n) => matches!(
+                n.id.as_str(),
+                "print" | "len" | "range" | "str" | "int" | "float" | "zip" | "enumerate"
+                    | "list" | "dict" | "tuple" | "isinstance" | "getattr" | "format"
+            ),
+            Expr::Attribute(a) => matches!(
+                a.attr.as_str(),
+                "append" | "extend" | "insert" | "update" | "format" | "get" | "items"
+                    | "keys" | "values" | "setdefault"
+            ),
+            _ => false,
+        };
+        !setup && keras_object(ch, &site.call.func).is_none()
+    })
 }
 
 /// `X.compile(..., optimizer=…/loss=…)` in a loop that neither clears the session nor
