@@ -27,7 +27,11 @@ rule_doc! {
     ///   defines a `@tf.function`;
     /// - `…keras.metrics.<Class>(...)` or `…keras.optimizers.<Class>(...)` (a class,
     ///   resolved through the file's imports) constructed in a loop over batches or
-    ///   steps (not in an epoch loop, where a fresh metric per epoch is a choice).
+    ///   steps (not in an epoch loop, where a fresh metric per epoch is a choice) that
+    ///   does a step's work — a call besides building Keras objects and filling lists
+    ///   (a loop over top-k settings that builds one metric each is set-up: TF Model
+    ///   Garden's `build_metrics`). A loop over a literal list (`for batch_size in [7,
+    ///   None]`) is a loop over settings, never over data, for every rule.
     ///
     /// PyTorch optimizers re-created per batch reset their state (a training bug) but
     /// free the old state, so they are not flagged here.
