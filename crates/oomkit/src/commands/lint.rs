@@ -154,10 +154,10 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
                 })
                 .collect()
         });
-        for (name, d) in again {
-            diagnostics.retain(|x| x.path != name);
-            diagnostics.extend(d);
-        }
+        let relinted: std::collections::HashSet<&str> =
+            again.iter().map(|(name, _)| name.as_str()).collect();
+        diagnostics.retain(|x| !relinted.contains(x.path.as_str()));
+        diagnostics.extend(again.into_iter().flat_map(|(_, d)| d));
     }
     // the project pass: evidence from the other files of the tree
     let helpers = oomkit_lint::tree::pending_helpers(&diagnostics);
