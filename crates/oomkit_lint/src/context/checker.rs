@@ -33,6 +33,12 @@ pub struct Checker<'a> {
     /// What each function of the file returns (`train_step`, `Trainer.train_step`),
     /// recorded as the walk leaves it: calls after its definition read it.
     pub summaries: HashMap<String, Returns>,
+    /// The same summaries for methods, by class then method (looked up without
+    /// building a key).
+    pub(super) method_summaries: HashMap<String, HashMap<String, Returns>>,
+    /// The summarised functions that backpropagate in their body (a training step):
+    /// only their graphs are told to the other files of the tree.
+    pub(super) backprop_functions: HashSet<String>,
     /// What the functions of the other files of the tree return, when known (the
     /// tree's second pass).
     pub(super) tree: Option<&'a crate::tree::Returns>,
@@ -102,6 +108,8 @@ impl<'a> Checker<'a> {
             classes: Vec::new(),
             class_names: Vec::new(),
             summaries: HashMap::new(),
+            method_summaries: HashMap::new(),
+            backprop_functions: HashSet::new(),
             tree,
             handled: HashSet::new(),
             module_classes: module_classes(&module.body),
@@ -143,9 +151,12 @@ impl<'a> Checker<'a> {
             .filter_map(|(key, r)| {
                 let name = key.rsplit('.').next().unwrap_or(key);
                 crate::tree::resolvable(name).then(|| {
+                    // the strong evidence only: a step that backpropagates and returns
+                    // a graph (a graph inferred from a callee's name stays in its file)
+                    let trains = self.backprop_functions.contains(key);
                     let returned = match r.whole {
-                        super::Kind::Tensor { graph: true } => Returned::Graph,
-                        super::Kind::Container { all } => Returned::HoldsGraph { all },
+                        super::Kind::Tensor { graph: true } if trains => Returned::Graph,
+                        super::Kind::Container { all } if trains => Returned::HoldsGraph { all },
                         _ => Returned::Other,
                     };
                     (name.to_string(), returned)

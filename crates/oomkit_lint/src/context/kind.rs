@@ -1,6 +1,8 @@
 //! What a value holds ([`Kind`]) and how the checker infers it: tensors with or without
 //! an autograd graph, numbers, models, loss functions, optimizers.
 
+use std::borrow::Cow;
+
 use super::query::last_segment;
 use super::{Checker, is_model_class, text_of};
 use crate::parse::ast::{self, Expr};
@@ -277,7 +279,7 @@ impl<'a> Checker<'a> {
     /// enclosing class called on `self`; else, once the other files of the tree are
     /// known ([`crate::tree::Returns`]), an imported function or a method of another
     /// object by its name, when every function of the tree with that name agrees.
-    pub fn summary_of(&self, func: &Expr) -> Option<Returns> {
+    pub fn summary_of(&self, func: &Expr) -> Option<Cow<'_, Returns>> {
         let recv = match func {
             Expr::Attribute(a) => self.kind(&a.value),
             _ => Kind::Unknown,
@@ -288,7 +290,7 @@ impl<'a> Checker<'a> {
     /// [`Self::summary_of`] with the receiver's kind already known (`recv`, for
     /// `obj.method`): a tensor's, a model's or an optimizer's own method is never a
     /// function of the tree.
-    fn summary_with_receiver(&self, func: &Expr, recv: Kind) -> Option<Returns> {
+    fn summary_with_receiver(&self, func: &Expr, recv: Kind) -> Option<Cow<'_, Returns>> {
         match func {
             Expr::Name(n) => {
                 let name = n.id.as_str();
@@ -296,18 +298,18 @@ impl<'a> Checker<'a> {
                     return None;
                 }
                 if self.imports.contains_key(name) {
-                    return self.tree_summary(name);
+                    return self.tree_summary(name).map(Cow::Owned);
                 }
-                self.summaries.get(name).cloned()
+                self.summaries.get(name).map(Cow::Borrowed)
             }
             Expr::Attribute(a) => {
                 let m = a.attr.as_str();
                 if let Expr::Name(recv) = &*a.value
                     && Some(recv.id.as_str()) == self.scope().self_name.as_deref()
                     && let Some(class) = self.class_names.last()
-                    && let Some(r) = self.summaries.get(&format!("{class}.{m}"))
+                    && let Some(r) = self.method_summaries.get(class).and_then(|ms| ms.get(m))
                 {
-                    return Some(r.clone());
+                    return Some(Cow::Borrowed(r));
                 }
                 // never a tensor's, a model's or an optimizer's own method
                 if recv != Kind::Unknown {
@@ -318,7 +320,7 @@ impl<'a> Checker<'a> {
                 {
                     return None;
                 }
-                self.tree_summary(m)
+                self.tree_summary(m).map(Cow::Owned)
             }
             _ => None,
         }
@@ -351,7 +353,7 @@ impl<'a> Checker<'a> {
                 Some(elts.iter().map(|e| self.kind(e)).collect())
             }
             Expr::Call(c) => {
-                let elements = self.summary_of(&c.func)?.elements?;
+                let elements = self.summary_of(&c.func)?.into_owned().elements?;
                 Some(if self.grad_enabled() {
                     elements
                 } else {

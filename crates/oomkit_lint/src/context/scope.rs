@@ -67,6 +67,8 @@ pub struct Scope<'a> {
     pub(super) summary_key: Option<String>,
     /// What its `return`s so far give.
     pub(super) returns: Option<super::kind::Returns>,
+    /// Whether the body yields (a generator: its calls return a generator).
+    pub(super) yields: bool,
 }
 
 /// A loop currently being visited.
@@ -155,6 +157,7 @@ impl<'a> Scope<'a> {
             members_memo: RefCell::new(HashMap::new()),
             summary_key: None,
             returns: None,
+            yields: false,
         }
         .with_trains()
     }

@@ -125,7 +125,11 @@ impl<'a> Checker<'a> {
                     }
                 }
                 let prepared = self.prepared_kinds(&a.value);
-                let elements = self.element_kinds(&a.value);
+                let elements = if a.targets.iter().any(|t| matches!(t, Expr::Tuple(_))) {
+                    self.element_kinds(&a.value)
+                } else {
+                    None
+                };
                 for t in &a.targets {
                     if !matches!(t, Expr::Name(_) | Expr::Tuple(_) | Expr::List(_)) {
                         self.visit_expr(t);
@@ -244,6 +248,9 @@ impl<'a> Checker<'a> {
         if let Expr::Call(c) = expr {
             rules::on_call(self, c);
         }
+        if matches!(expr, Expr::Yield(_) | Expr::YieldFrom(_)) {
+            self.scope_mut().yields = true;
+        }
         if let Expr::Attribute(_) = expr
             && !self.handled.contains(&expr.range())
         {
@@ -332,13 +339,24 @@ impl<'a> Checker<'a> {
         self.visit_body(&f.body);
         let key = self.scope_mut().summary_key.take();
         let returns = self.scope_mut().returns.take();
+        let backprops = !self.scope().backpropagated.is_empty();
+        let generator = self.scope().yields;
         if let Some(outer) = self.outer.pop() {
             self.current = outer;
         }
         // a generator's calls return a generator, not what it yields
         if let (Some(key), Some(returns)) = (key, returns)
-            && !is_generator(f)
+            && !generator
         {
+            if backprops {
+                self.backprop_functions.insert(key.clone());
+            }
+            if let Some(class) = self.class_names.last() {
+                self.method_summaries
+                    .entry(class.clone())
+                    .or_default()
+                    .insert(f.name.to_string(), returns.clone());
+            }
             self.summaries.insert(key, returns);
         }
     }
@@ -436,14 +454,6 @@ fn retained_names(facts: &Facts<'_>) -> HashSet<String> {
         }
     }
     out
-}
-
-/// Whether a function yields (its calls return a generator); a nested function that
-/// yields counts too (conservative: no summary).
-fn is_generator(f: &ast::StmtFunctionDef) -> bool {
-    f.body
-        .iter()
-        .any(|s| super::any_stmt_expr(s, &mut |e| matches!(e, Expr::Yield(_) | Expr::YieldFrom(_))))
 }
 
 #[cfg(test)]
