@@ -42,8 +42,8 @@ pub struct Summary {
     pub cpu_saves: u32,
     /// The file gathers its state dicts to the CPU (`offload_to_cpu`).
     pub offloads_to_cpu: bool,
-    /// What the file's functions and methods return, by name (`train_step`): whether
-    /// the value holds an autograd graph ([`Returned`]).
+    /// What the file's training steps (functions and methods that backpropagate) return,
+    /// by name (`train_step`): whether the value holds an autograd graph ([`Returned`]).
     pub returns: Vec<(String, Returned)>,
 }
 

@@ -145,18 +145,18 @@ impl<'a> Checker<'a> {
     /// What the file's functions return, by name, for the other files of the tree.
     fn exported_returns(&self) -> Vec<(String, crate::tree::Returned)> {
         use crate::tree::Returned;
+        // only the functions that backpropagate: training steps, whose results are
+        // what other files sum or keep (every other function stays in its file)
         let mut out: Vec<(String, Returned)> = self
             .summaries
             .iter()
+            .filter(|(key, _)| self.backprop_functions.contains(key.as_str()))
             .filter_map(|(key, r)| {
                 let name = key.rsplit('.').next().unwrap_or(key);
                 crate::tree::resolvable(name).then(|| {
-                    // the strong evidence only: a step that backpropagates and returns
-                    // a graph (a graph inferred from a callee's name stays in its file)
-                    let trains = self.backprop_functions.contains(key);
                     let returned = match r.whole {
-                        super::Kind::Tensor { graph: true } if trains => Returned::Graph,
-                        super::Kind::Container { all } if trains => Returned::HoldsGraph { all },
+                        super::Kind::Tensor { graph: true } => Returned::Graph,
+                        super::Kind::Container { all } => Returned::HoldsGraph { all },
                         _ => Returned::Other,
                     };
                     (name.to_string(), returned)

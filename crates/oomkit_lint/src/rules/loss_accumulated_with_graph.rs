@@ -27,8 +27,9 @@ rule_doc! {
     /// `train_step(...)` (a module-level function) — called with gradients on, whose body
     /// backpropagates the very name it returns (`loss.backward()` … `return loss`), as
     /// transformers' `Trainer` did before huggingface/transformers#6999 — or any function
-    /// whose summary returns a graph, in this file or, by its name, in another module
-    /// of the linted tree (`trainer.train_step(...)`, bubbliiiing/faster-rcnn-pytorch#35).
+    /// whose summary returns a graph in this file, or, by its name, a training step of
+    /// another module of the linted tree that backpropagates and returns a graph
+    /// (`trainer.train_step(...)`, bubbliiiing/faster-rcnn-pytorch#35).
     /// A total started by its first value (`total = loss if total is None else total +
     /// loss`, RUCAIBox/RecBole#307) accumulates the same way, and a name assigned to the
     /// backpropagated one (`loss = losses`) is backpropagated too.
