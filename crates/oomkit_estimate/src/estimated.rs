@@ -33,6 +33,8 @@ pub enum Estimated {
         fit: Option<Box<Fit>>,
         /// Warnings that do not stop the estimate.
         warnings: Vec<String>,
+        /// What it assumed where the options said nothing.
+        assumed: Vec<crate::stack::Assumption>,
     },
     /// A text-to-image pipeline under diffusers.
     Image {
@@ -147,6 +149,7 @@ impl Options {
             });
         }
         warnings.extend(setup.transformers_warnings(&cfg));
+        let assumed = self.assumptions(&cfg, &setup);
         let est = crate::estimate(&cfg, &setup)?;
         let fit = self
             .find_gpu()?
@@ -157,6 +160,7 @@ impl Options {
             est: Box::new(est),
             fit,
             warnings,
+            assumed,
         })
     }
 
@@ -195,7 +199,15 @@ impl Estimated {
                 est,
                 fit,
                 warnings,
-            } => with_warnings(warnings, render::human(cfg, setup, est, fit.as_deref())),
+                assumed,
+            } => {
+                let mut body: String = assumed.iter().map(|a| format!("assumed: {a}\n")).collect();
+                if !body.is_empty() {
+                    body.push('\n');
+                }
+                body.push_str(&render::human(cfg, setup, est, fit.as_deref()));
+                with_warnings(warnings, body)
+            }
             Estimated::Image {
                 model,
                 setup,
@@ -226,9 +238,10 @@ impl Estimated {
                 est,
                 fit,
                 warnings,
+                assumed,
             } => serde_json::to_writer_pretty(
                 &mut *out,
-                &json::Json::text(cfg, setup, est, fit.as_deref(), warnings),
+                &json::Json::text(cfg, setup, est, fit.as_deref(), warnings, assumed),
             )?,
             Estimated::Image {
                 model,
@@ -306,7 +319,7 @@ mod tests {
             let mut out = Vec::new();
             e.write_json(&mut out).expect("written");
             let v: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
-            assert_eq!(v["version"], 1);
+            assert_eq!(v["version"], 2);
             assert!(!e.human().is_empty());
         }
     }

@@ -169,6 +169,11 @@ pub struct ModelConfig {
     /// The `config.json` read for a hub id from the local Hugging Face cache.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_file: Option<String>,
+    /// The dtype the config states (`torch_dtype`, or `dtype` since
+    /// transformers 4.56): `bfloat16`, `float16`, `float32`; what
+    /// transformers ≥ 5 loads without a dtype ([`crate::stack`]).
+    #[serde(skip)]
+    pub dtype: Option<String>,
     /// Exact sizes from safetensors headers beside the config, when read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<crate::checkpoint::Checkpoint>,
@@ -307,6 +312,7 @@ impl ModelConfig {
             return Err(ConfigError::Json("expected a JSON object".into()));
         }
         let vision_params = vision_params(&v)?;
+        let top_dtype = config_dtype(&v);
         // Multimodal wrappers (Gemma-3, Llava) keep the LM under `text_config`.
         let v = match v.get("text_config") {
             Some(t) if t.is_object() => t.clone(),
@@ -586,6 +592,7 @@ impl ModelConfig {
             reconstructed: false,
             resolved_to: None,
             config_file: None,
+            dtype: config_dtype(&v).or(top_dtype),
             checkpoint: None,
         };
         cfg.check()?;
@@ -748,6 +755,7 @@ impl ModelConfig {
             reconstructed: false,
             resolved_to: None,
             config_file: None,
+            dtype: None,
             checkpoint: None,
         };
         if heads == 0
@@ -1087,6 +1095,16 @@ pub fn parse_count(s: &str) -> Option<u64> {
     };
     let v: f64 = num.trim().parse().ok()?;
     (v.is_finite() && v > 0.0).then(|| (v * mult).round() as u64)
+}
+
+/// A config's `torch_dtype` / `dtype` (`"bfloat16"`, `"torch.float16"`),
+/// lower-cased and without `torch.`.
+fn config_dtype(v: &Value) -> Option<String> {
+    let d = v
+        .get("torch_dtype")
+        .or_else(|| v.get("dtype"))
+        .and_then(Value::as_str)?;
+    Some(d.trim().trim_start_matches("torch.").to_ascii_lowercase())
 }
 
 #[cfg(test)]

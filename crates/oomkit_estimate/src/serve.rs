@@ -707,7 +707,7 @@ impl Served {
             "plan_fits": self.fits || !self.plan.is_empty(),
         });
         let j = crate::json::Json {
-            version: 1,
+            version: crate::json::VERSION,
             engine: None,
             model,
             setup: s,
@@ -717,6 +717,7 @@ impl Served {
             device_used_bytes: r.requested_bytes,
             peak_phase: Some("serve"),
             warnings,
+            assumed: &[],
             detail: Some(crate::json::Detail::Serve(r)),
             fit: Some(fit),
         };

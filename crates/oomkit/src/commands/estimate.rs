@@ -4,9 +4,11 @@
 //! library's settings by their flags in errors, and exits 1 when it does not
 //! fit the chosen GPU.
 
+use anyhow::bail;
 use oomkit_estimate::knob::Knob;
 use oomkit_estimate::options::ModelError;
 use oomkit_estimate::resolve::{self, ResolveError, Resolved, hub::HubError};
+use oomkit_estimate::stack::{self, Versions};
 use oomkit_estimate::{EstimateError, Options, catalogue};
 use std::borrow::Cow;
 use std::io::Write;
@@ -99,7 +101,8 @@ fn run_inner(args: EstimateArgs, mut out: impl Write) -> anyhow::Result<u8> {
         out.flush()?;
         return Ok(0);
     }
-    let opts = args.options();
+    let mut opts = args.options();
+    opts.versions = versions(args.versions.as_deref())?;
     let e = opts
         .estimate(sources(opts.hub), &flag)
         .map_err(|e| estimate_error(e, &opts))?;
@@ -109,6 +112,113 @@ fn run_inner(args: EstimateArgs, mut out: impl Write) -> anyhow::Result<u8> {
     }
     out.flush()?;
     Ok(if e.fits() == Some(false) { 1 } else { 0 })
+}
+
+/// The most bytes read from a lock file or a requirements file.
+const MAX_VERSIONS_BYTES: u64 = 16 << 20;
+
+/// The lock files read from the current directory when `--versions` is not
+/// given, in this order (an earlier file's pin wins).
+const LOCK_FILES: &[&str] = &["uv.lock", "poetry.lock", "pylock.toml", "requirements.txt"];
+
+/// The frameworks' versions: from `--versions FILE` (`-`: standard input),
+/// `--versions python` (importlib.metadata of the python3 on PATH), else the
+/// lock files of the current directory (one that cannot be read is skipped:
+/// nobody named it).
+pub fn versions(arg: Option<&str>) -> anyhow::Result<Versions> {
+    match arg {
+        Some("python") => python_versions(),
+        Some("-") => {
+            let bytes = crate::input::read_limited(
+                "--versions - (standard input)",
+                std::io::stdin().lock(),
+                MAX_VERSIONS_BYTES,
+            )?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| anyhow::anyhow!("--versions -: standard input is not UTF-8 text"))?;
+            Ok(Versions::parse("pip freeze (standard input)", &text))
+        }
+        Some(path) => {
+            let bytes =
+                crate::input::read_file_limited(std::path::Path::new(path), MAX_VERSIONS_BYTES)
+                    .map_err(|e| {
+                        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+                        anyhow::anyhow!("--versions: {}", parts.join(": "))
+                    })?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| anyhow::anyhow!("--versions: {path} is not UTF-8 text"))?;
+            Ok(Versions::parse(path, &text))
+        }
+        None => {
+            let mut v = Versions::default();
+            for f in LOCK_FILES {
+                let p = std::path::Path::new(f);
+                if !p.is_file() {
+                    continue;
+                }
+                if let Ok(bytes) = crate::input::read_file_limited(p, MAX_VERSIONS_BYTES)
+                    && let Ok(text) = String::from_utf8(bytes)
+                {
+                    v.fill_from(Versions::parse(f, &text));
+                }
+            }
+            Ok(v)
+        }
+    }
+}
+
+/// The script `--versions python` runs: one `NAME==VERSION` line per
+/// installed package of [`stack::PACKAGES`].
+const PYTHON_VERSIONS: &str = "import importlib.metadata as m, sys\nfor n in sys.argv[1:]:\n    try:\n        print(n + '==' + m.version(n))\n    except Exception:\n        pass\n";
+
+/// How long `--versions python` waits for the interpreter.
+const PYTHON_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn python_versions() -> anyhow::Result<Versions> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(PYTHON_VERSIONS)
+        .args(stack::PACKAGES)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("--versions python: cannot run python3: {e}"))?;
+    let mut pipe = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("--versions python: no output pipe"))?;
+    let reader = std::thread::spawn(move || {
+        crate::input::read_limited("python3's output", &mut pipe, MAX_VERSIONS_BYTES)
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if start.elapsed() > PYTHON_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "--versions python: python3 did not answer within {} s",
+                PYTHON_LIMIT.as_secs()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let out = reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("--versions python: reading its output failed"))??;
+    if !status.success() {
+        bail!("--versions python: python3 exited with {status}");
+    }
+    let text = String::from_utf8_lossy(&out);
+    let mut v = Versions::parse("python3", &text);
+    for p in &mut v.pins {
+        p.from = "python3 importlib.metadata".into();
+    }
+    Ok(v)
 }
 
 /// The library's error in the command line's words.

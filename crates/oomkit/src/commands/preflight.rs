@@ -199,6 +199,7 @@ fn label(flag: &str) -> &str {
         "grad-accum" => "grad accumulation",
         "seq" => "sequence",
         "precision" => "precision",
+        "autocast" => "autocast",
         "grad-checkpointing" => "checkpointing",
         "optimizer" => "optimizer",
         "trainer" => "training loop",

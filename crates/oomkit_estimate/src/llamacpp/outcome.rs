@@ -311,7 +311,7 @@ impl<'a> Outcome<'a> {
             })
         });
         crate::json::Json {
-            version: 1,
+            version: crate::json::VERSION,
             engine: Some("llama.cpp"),
             model: serde_json::json!({
                 "id": m.cfg.id,
@@ -336,6 +336,7 @@ impl<'a> Outcome<'a> {
             device_used_bytes: r.gpu_total_bytes,
             peak_phase: None,
             warnings: &self.warnings,
+            assumed: &[],
             detail: Some(crate::json::Detail::Llamacpp(r)),
             fit,
         }
