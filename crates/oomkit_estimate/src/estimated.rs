@@ -201,11 +201,15 @@ impl Estimated {
                 warnings,
                 assumed,
             } => {
-                let mut body: String = assumed.iter().map(|a| format!("assumed: {a}\n")).collect();
-                if !body.is_empty() {
-                    body.push('\n');
+                // The assumptions under the first line (the model and the
+                // setup), before the numbers.
+                let text = render::human(cfg, setup, est, fit.as_deref());
+                let (head, rest) = text.split_once('\n').unwrap_or((text.as_str(), ""));
+                let mut body = format!("{head}\n");
+                for a in assumed {
+                    body.push_str(&format!("  assumed: {a}\n"));
                 }
-                body.push_str(&render::human(cfg, setup, est, fit.as_deref()));
+                body.push_str(rest);
                 with_warnings(warnings, body)
             }
             Estimated::Image {

@@ -302,7 +302,7 @@ pub fn train_precision(
     let (weights, weights_words, assumed_dtype) = match load {
         Load::Fp32 => (Precision::Fp32, "float32 weights".to_string(), false),
         Load::Config => match (config_dtype(cfg), cfg.dtype.as_deref()) {
-            (Some(p), Some(d)) => (p, format!("the config's dtype, {d}"), false),
+            (Some(p), Some(d)) => (p, format!("the config's dtype ({d})"), false),
             _ => (
                 Precision::Bf16,
                 "the checkpoint's dtype, which the config does not state (bf16 assumed)"
@@ -324,6 +324,10 @@ pub fn train_precision(
         (Precision::Fp32, None) => (
             Precision::MixedBf16,
             " under bf16 autocast (bf16=True assumed; --precision fp32 without it): fp32 master weights, gradients and AdamW states, 16-bit activations",
+        ),
+        (Precision::Fp16, _) => (
+            weights,
+            " and trains in it (weights, gradients, AdamW states); fp32 master weights are --precision mixed-fp16",
         ),
         (_, _) => (
             weights,

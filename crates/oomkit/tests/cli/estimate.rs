@@ -88,7 +88,7 @@ fn json_contract_shape_with_fit_and_plan() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     let v = json(&out);
-    assert_eq!(v["version"], 1);
+    assert_eq!(v["version"], 2);
     for k in [
         "weights_bytes",
         "gradients_bytes",
