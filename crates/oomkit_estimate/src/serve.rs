@@ -549,6 +549,27 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
             gpus,
         ));
     }
+    // Both at once: the utilization raised and the context capped to the
+    // longest that starts there, when the raise alone does not start and
+    // the pair keeps a longer context than capping alone.
+    if a.gpu_memory_utilization < MAX_UTILIZATION {
+        let up = VllmArgs {
+            gpu_memory_utilization: MAX_UTILIZATION,
+            ..a.clone()
+        };
+        let alone = capped(cfg, s, a, total).map_or(0, |r| r.max_model_len);
+        if let Some(r) = capped(cfg, s, &up, total).filter(|r| r.max_model_len > alone) {
+            steps.push(step(
+                format!(
+                    "raise --gpu-memory-utilization to {MAX_UTILIZATION} (only on a GPU no other process uses) and cap the context at {} tokens (from {})",
+                    r.max_model_len, a.max_model_len
+                ),
+                RemedyId::VllmMaxModelLen,
+                r,
+                gpus,
+            ));
+        }
+    }
     let fp8 = gpu.compute_capability().is_some_and(|cc| cc >= (8, 9));
     if fp8 && s.kv_bits > 8 {
         let t = Setup {
