@@ -59,6 +59,8 @@ pub enum Estimated {
         gpu: &'static Gpu,
         /// Warnings that do not stop the estimate.
         warnings: Vec<String>,
+        /// What it assumed where the options said nothing.
+        assumed: Vec<crate::stack::Assumption>,
     },
     /// llama.cpp's buffers.
     LlamaCpp {
@@ -140,12 +142,14 @@ impl Options {
                 .into());
             };
             let served = serve::serve(&cfg, &setup, &self.vllm(), gpu)?;
+            let assumed = self.assumptions(&cfg, &setup);
             return Ok(Estimated::Serve {
                 cfg,
                 setup: Box::new(setup),
                 served: Box::new(served),
                 gpu,
                 warnings,
+                assumed,
             });
         }
         warnings.extend(setup.transformers_warnings(&cfg));
@@ -201,15 +205,8 @@ impl Estimated {
                 warnings,
                 assumed,
             } => {
-                // The assumptions under the first line (the model and the
-                // setup), before the numbers.
-                let text = render::human(cfg, setup, est, fit.as_deref());
-                let (head, rest) = text.split_once('\n').unwrap_or((text.as_str(), ""));
-                let mut body = format!("{head}\n");
-                for a in assumed {
-                    body.push_str(&format!("  assumed: {a}\n"));
-                }
-                body.push_str(rest);
+                let body =
+                    under_first_line(&render::human(cfg, setup, est, fit.as_deref()), assumed);
                 with_warnings(warnings, body)
             }
             Estimated::Image {
@@ -224,7 +221,11 @@ impl Estimated {
                 served,
                 gpu,
                 warnings,
-            } => with_warnings(warnings, render::serve_human(cfg, setup, gpu, served)),
+                assumed,
+            } => with_warnings(
+                warnings,
+                under_first_line(&render::serve_human(cfg, setup, gpu, served), assumed),
+            ),
             Estimated::LlamaCpp { model, args, gpu } => {
                 let o = llamacpp::Outcome::new(model, args, *gpu);
                 with_warnings(&o.warnings, o.human())
@@ -262,7 +263,11 @@ impl Estimated {
                 served,
                 gpu,
                 warnings,
-            } => serde_json::to_writer_pretty(&mut *out, &served.json(cfg, setup, gpu, warnings))?,
+                assumed,
+            } => serde_json::to_writer_pretty(
+                &mut *out,
+                &served.json(cfg, setup, gpu, warnings, assumed),
+            )?,
             Estimated::LlamaCpp { model, args, gpu } => serde_json::to_writer_pretty(
                 &mut *out,
                 &llamacpp::Outcome::new(model, args, *gpu).json(),
@@ -270,6 +275,18 @@ impl Estimated {
         }
         writeln!(out)
     }
+}
+
+/// `text` with one `  assumed: …` line per assumption under its first line
+/// (the model and the setup), before the numbers.
+fn under_first_line(text: &str, assumed: &[crate::stack::Assumption]) -> String {
+    let (head, rest) = text.split_once('\n').unwrap_or((text, ""));
+    let mut body = format!("{head}\n");
+    for a in assumed {
+        body.push_str(&format!("  assumed: {a}\n"));
+    }
+    body.push_str(rest);
+    body
 }
 
 #[cfg(test)]

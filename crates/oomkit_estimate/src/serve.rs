@@ -92,7 +92,7 @@ impl VllmArgs {
                 .unwrap_or(DEFAULT_GPU_MEMORY_UTILIZATION),
             max_model_len: o
                 .max_model_len
-                .unwrap_or(cfg.max_positions.unwrap_or(FALLBACK_MAX_MODEL_LEN)),
+                .unwrap_or(cfg.vllm_context().unwrap_or(FALLBACK_MAX_MODEL_LEN)),
             max_num_batched_tokens: o.max_num_batched_tokens.unwrap_or(tokens),
             max_num_seqs: o.max_num_seqs.unwrap_or(seqs),
         }
@@ -693,6 +693,7 @@ impl Served {
         s: &Setup,
         gpu: &Gpu,
         warnings: &[String],
+        assumed: &[crate::stack::Assumption],
     ) -> serde_json::Value {
         let r = &self.report;
         let components = crate::Components {
@@ -723,7 +724,7 @@ impl Served {
             // Requests of max_model_len served at once, and the longest
             // max_model_len one request can reach in the pool.
             "max_batch": r.max_concurrency.floor() as u64,
-            "max_seq": cfg.max_positions.map_or(r.max_fit_len, |m| m.min(r.max_fit_len)),
+            "max_seq": cfg.vllm_context().map_or(r.max_fit_len, |m| m.min(r.max_fit_len)),
             "plan": self.plan,
             "plan_fits": self.fits || !self.plan.is_empty(),
         });
@@ -738,7 +739,7 @@ impl Served {
             device_used_bytes: r.requested_bytes,
             peak_phase: Some("serve"),
             warnings,
-            assumed: &[],
+            assumed,
             detail: Some(crate::json::Detail::Serve(r)),
             fit: Some(fit),
         };

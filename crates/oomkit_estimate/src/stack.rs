@@ -360,11 +360,23 @@ impl crate::Options {
     pub fn assumptions(&self, cfg: &ModelConfig, setup: &crate::Setup) -> Vec<Assumption> {
         use crate::options::{Engine, Workload};
         use crate::setup::{DEFAULT_BATCH, DEFAULT_SEQ, Method};
+        let mut out = Vec::new();
+        if let Some(entry) = &cfg.resolved_to {
+            out.push(Assumption {
+                setting: "model",
+                value: entry.clone(),
+                why: format!(
+                    "{}'s own config.json was not read (not in the local Hugging Face cache; --hub fetches it, a local folder is read as given): its context length, RoPE scaling, vocabulary and tied embeddings are taken as the catalogue entry's",
+                    cfg.id
+                ),
+                source: Source::Assumed,
+                version: None,
+            });
+        }
         if self.engine() != Engine::Hf || self.task == Workload::Serve || self.params.is_some() {
-            return Vec::new();
+            return out;
         }
         let train = self.task == Workload::Train;
-        let mut out = Vec::new();
         let oomkit = |setting, value: String, why: &str| Assumption {
             setting,
             value,
@@ -531,5 +543,34 @@ mod tests {
         cfg.dtype = None;
         let (p, a) = train_precision(&cfg, &Versions::default(), None);
         assert_eq!((p, a.source), (Precision::Bf16, Source::Assumed));
+    }
+
+    #[test]
+    fn a_configs_own_rope_scaling_and_dtype_are_read() {
+        let base = crate::catalogue::MODELS
+            .iter()
+            .find(|(id, _)| *id == "Qwen/Qwen2.5-7B")
+            .map(|(_, t)| *t)
+            .expect("catalogue");
+        let mut v: serde_json::Value = serde_json::from_str(base).expect("json");
+        v["max_position_embeddings"] = 32768.into();
+        v["rope_scaling"] = serde_json::json!({"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768});
+        let cfg = ModelConfig::from_hf_json("ft", &v.to_string()).expect("config");
+        assert_eq!(cfg.vllm_context(), Some(131_072));
+        assert_eq!(cfg.dtype.as_deref(), Some("bfloat16"));
+        // Llama 3's scaling keeps the positions as they are (vLLM).
+        v["rope_scaling"] = serde_json::json!({"rope_type": "llama3", "factor": 8.0});
+        let cfg = ModelConfig::from_hf_json("ft", &v.to_string()).expect("config");
+        assert_eq!(cfg.vllm_context(), Some(32_768));
+        v["rope_scaling"] = serde_json::json!({"type": "linear", "factor": 2.0});
+        let cfg = ModelConfig::from_hf_json("ft", &v.to_string()).expect("config");
+        assert_eq!(cfg.vllm_context(), Some(65_536));
+        v["rope_scaling"] = serde_json::json!({"type": "linear", "factor": 1e300});
+        let cfg = ModelConfig::from_hf_json("ft", &v.to_string()).expect("config");
+        assert_eq!(
+            cfg.vllm_context(),
+            Some(32_768),
+            "an absurd factor is ignored"
+        );
     }
 }
