@@ -168,6 +168,27 @@ impl Options {
         })
     }
 
+    /// The largest batch that fits the GPU given ([`Options::max_batch`]),
+    /// the model resolved through `sources` as [`Options::estimate`]
+    /// resolves it, with the GPU; `Ok(None)` for a vLLM or llama.cpp
+    /// server, which has no batch size.
+    pub fn max_batch_on(
+        &self,
+        sources: Sources,
+    ) -> Result<Option<(u64, &'static Gpu)>, EstimateError> {
+        self.check_engine()?;
+        let Some(gpu) = self.find_gpu()? else {
+            return Err(
+                SetupError::Invalid("the batch is sized for a GPU: give ⟨gpu⟩".into()).into(),
+            );
+        };
+        if self.engine() == Engine::LlamaCpp {
+            return Ok(None);
+        }
+        let model = self.resolve(sources)?;
+        Ok(self.max_batch(&model, gpu)?.map(|b| (b, gpu)))
+    }
+
     /// The GPU given, looked up.
     fn find_gpu(&self) -> Result<Option<&'static Gpu>, UnknownGpu> {
         self.gpu.as_deref().map(gpus::find).transpose()

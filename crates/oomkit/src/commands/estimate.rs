@@ -7,7 +7,7 @@
 use anyhow::bail;
 use oomkit_estimate::knob::Knob;
 use oomkit_estimate::options::ModelError;
-use oomkit_estimate::resolve::{self, ResolveError, Resolved, hub::HubError};
+use oomkit_estimate::resolve::{self, ResolveError, hub::HubError};
 use oomkit_estimate::stack::{self, Versions};
 use oomkit_estimate::{EstimateError, Options, catalogue};
 use std::borrow::Cow;
@@ -222,7 +222,7 @@ fn python_versions() -> anyhow::Result<Versions> {
 }
 
 /// The library's error in the command line's words.
-fn estimate_error(e: EstimateError, opts: &Options) -> anyhow::Error {
+pub fn estimate_error(e: EstimateError, opts: &Options) -> anyhow::Error {
     match e {
         EstimateError::Setup(e) => e.into(),
         EstimateError::Model(e) => model_error(e, opts.model.as_deref()),
@@ -240,13 +240,6 @@ pub fn sources(hub: bool) -> resolve::Sources {
         // Asked for: the Hub's own config, before the catalogue's.
         hub: hub.then(|| Box::new(super::hub_client::Ureq::new()) as Box<dyn resolve::hub::Fetch>),
     }
-}
-
-/// The model the options name ([`Options::resolve`]), its errors in the
-/// command line's words.
-pub fn resolve_model(opts: &Options) -> anyhow::Result<Resolved> {
-    opts.resolve(sources(opts.hub))
-        .map_err(|e| model_error(e, opts.model.as_deref()))
 }
 
 /// A resolution error in the command line's words: `--hub` named where the
