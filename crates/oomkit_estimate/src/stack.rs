@@ -366,7 +366,7 @@ impl crate::Options {
                 setting: "model",
                 value: entry.clone(),
                 why: format!(
-                    "{}'s own config.json was not read (not in the local Hugging Face cache; --hub fetches it, a local folder is read as given): its context length, RoPE scaling, vocabulary and tied embeddings are taken as the catalogue entry's",
+                    "{}'s own config.json was not read (not in the Hugging Face cache; --hub fetches it): context length, RoPE scaling, vocabulary and tied embeddings are the catalogue entry's",
                     cfg.id
                 ),
                 source: Source::Assumed,
