@@ -296,7 +296,7 @@ pub fn train_precision(
     let version_words = match pin {
         Some(p) => format!("transformers {} ({})", p.version, p.from),
         None => format!(
-            "transformers {TRANSFORMERS_CURRENT_MAJOR} (the current release: no lock file said which)"
+            "transformers {TRANSFORMERS_CURRENT_MAJOR} (the current release: no version of it was read)"
         ),
     };
     let (weights, weights_words, assumed_dtype) = match load {

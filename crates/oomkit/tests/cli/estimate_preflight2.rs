@@ -46,7 +46,7 @@ fn plain_training_states_its_assumptions_before_the_numbers() {
     let r = cli(TRAIN_8B).cwd(dir.path()).run();
     let out = r.stdout();
     r.code(0)
-        .stdout_has("  assumed: precision bf16: transformers 5 (the current release: no lock file said which) loads the config's dtype (bfloat16) and trains in it")
+        .stdout_has("  assumed: precision bf16: transformers 5 (the current release: no version of it was read) loads the config's dtype (bfloat16) and trains in it")
         .stdout_has("(default, transformers 5.0 src/transformers/modeling_utils.py, huggingface/transformers#42805)")
         .stdout_has("  assumed: batch 1: oomkit's default (--batch)\n")
         .stdout_has("  assumed: seq 512: oomkit's default (--seq)\n")
