@@ -342,8 +342,9 @@ pub struct EstimateArgs {
     pub autocast: Option<oomkit_estimate::stack::Autocast>,
     /// Where the frameworks' versions come from: a lock file (uv.lock, poetry.lock,
     /// pylock.toml), pinned requirements or `pip freeze` output (`-`: standard input),
-    /// or `python` (importlib.metadata of the python3 on PATH). Default: uv.lock,
-    /// poetry.lock, pylock.toml, requirements.txt in the current directory.
+    /// or `python` (importlib.metadata of the python3 on PATH). Default: the active
+    /// environment's packages (VIRTUAL_ENV, CONDA_PREFIX), then uv.lock, poetry.lock,
+    /// pylock.toml, requirements.txt in the current directory.
     #[arg(long, value_name = "FILE|python")]
     pub versions: Option<String>,
     /// Weight quantization (qlora implies nf4; default: the checkpoint's own, e.g. FP8

@@ -123,8 +123,9 @@ const LOCK_FILES: &[&str] = &["uv.lock", "poetry.lock", "pylock.toml", "requirem
 
 /// The frameworks' versions: from `--versions FILE` (`-`: standard input),
 /// `--versions python` (importlib.metadata of the python3 on PATH), else the
-/// lock files of the current directory (one that cannot be read is skipped:
-/// nobody named it).
+/// active environment's installed packages (`VIRTUAL_ENV`, `CONDA_PREFIX`),
+/// then the lock files of the current directory for what it does not have
+/// (one that cannot be read is skipped: nobody named it).
 pub fn versions(arg: Option<&str>) -> anyhow::Result<Versions> {
     match arg {
         Some("python") => python_versions(),
@@ -150,7 +151,7 @@ pub fn versions(arg: Option<&str>) -> anyhow::Result<Versions> {
             Ok(Versions::parse(path, &text))
         }
         None => {
-            let mut v = Versions::default();
+            let mut v = active_environment().unwrap_or_default();
             for f in LOCK_FILES {
                 let p = std::path::Path::new(f);
                 if !p.is_file() {
@@ -165,6 +166,43 @@ pub fn versions(arg: Option<&str>) -> anyhow::Result<Versions> {
             Ok(v)
         }
     }
+}
+
+/// The most directory entries read while looking for installed packages.
+const MAX_ENTRIES: usize = 200_000;
+
+/// The versions installed in the active Python environment (`VIRTUAL_ENV`,
+/// else `CONDA_PREFIX`), read from the names of its
+/// `lib/python*/site-packages/NAME-VERSION.dist-info` folders (the layout
+/// `importlib.metadata` reads; nothing runs); `None` without one.
+fn active_environment() -> Option<Versions> {
+    let (var, prefix) = ["VIRTUAL_ENV", "CONDA_PREFIX"]
+        .iter()
+        .find_map(|v| std::env::var_os(v).map(|p| (*v, p)))?;
+    let lib = std::path::Path::new(&prefix).join("lib");
+    let mut pins = String::new();
+    for py in std::fs::read_dir(&lib).ok()?.flatten().take(64) {
+        if !py.file_name().to_string_lossy().starts_with("python") {
+            continue;
+        }
+        let Ok(site) = std::fs::read_dir(py.path().join("site-packages")) else {
+            continue;
+        };
+        for e in site.flatten().take(MAX_ENTRIES) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some((pkg, version)) = name
+                .strip_suffix(".dist-info")
+                .and_then(|stem| stem.rsplit_once('-'))
+            {
+                pins.push_str(&format!("{pkg}=={version}\n"));
+            }
+        }
+    }
+    let mut v = Versions::parse("site-packages", &pins);
+    for p in &mut v.pins {
+        p.from = format!("the active environment, {var}");
+    }
+    Some(v)
 }
 
 /// The script `--versions python` runs: one `NAME==VERSION` line per

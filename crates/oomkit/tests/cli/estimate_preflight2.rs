@@ -245,6 +245,52 @@ fn versions_from_the_python_on_path_only_when_asked() {
         .stderr_has("--versions python: python3 exited with");
 }
 
+/// The active environment's installed packages (their `.dist-info` folder
+/// names; nothing runs) come before the directory's lock files.
+#[test]
+fn the_active_environment_is_read_before_the_lock_files() {
+    let venv = tempfile::tempdir().expect("tmp");
+    let site = venv.path().join("lib/python3.12/site-packages");
+    for d in [
+        "transformers-4.57.1.dist-info",
+        "torch-2.8.0.dist-info",
+        "numpy-2.1.0.dist-info",
+        "transformers",
+    ] {
+        std::fs::create_dir_all(site.join(d)).expect("mkdir");
+    }
+    let work = tempfile::tempdir().expect("tmp");
+    std::fs::write(
+        work.path().join("requirements.txt"),
+        "transformers==5.1.0
+",
+    )
+    .expect("write");
+    let mut args = TRAIN_8B.to_vec();
+    args.extend(["--format", "json"]);
+    let j = cli(&args)
+        .cwd(work.path())
+        .env("VIRTUAL_ENV", venv.path())
+        .run()
+        .code(1)
+        .json();
+    let v = &j["assumed"][0]["version"];
+    assert_eq!(v["version"], "4.57.1", "{j}");
+    assert_eq!(v["from"], "the active environment, VIRTUAL_ENV");
+    assert_eq!(j["setup"]["precision"], "mixed-bf16");
+    let j = cli(&args).cwd(work.path()).run().code(0).json();
+    assert_eq!(j["assumed"][0]["version"]["from"], "requirements.txt");
+    // A prefix with no packages: the lock file.
+    let empty = tempfile::tempdir().expect("tmp");
+    let j = cli(&args)
+        .cwd(work.path())
+        .env("CONDA_PREFIX", empty.path())
+        .run()
+        .code(0)
+        .json();
+    assert_eq!(j["assumed"][0]["version"]["version"], "5.1.0");
+}
+
 #[test]
 fn bad_version_sources_are_one_line() {
     let dir = tempfile::tempdir().expect("tmp");

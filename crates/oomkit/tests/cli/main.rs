@@ -47,6 +47,11 @@ pub fn oomkit() -> Command {
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-hf-cache"),
     );
     // Nor does the machine's Hub setup (`estimate --hub`).
+    // Nor the Python environment it runs in (`estimate` reads the versions
+    // installed there).
+    for k in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        c.env_remove(k);
+    }
     for k in [
         "HF_TOKEN",
         "HF_ENDPOINT",
