@@ -568,6 +568,11 @@ impl Options {
     pub fn setup(&self, cfg: &ModelConfig) -> Result<Setup, SetupError> {
         let d = Setup::default();
         let task = self.task.task();
+        if self.autocast.is_some() && task != Task::Train {
+            return Err(SetupError::Conflict(
+                "⟨autocast⟩ applies to training (⟨task⟩ train): inference takes ⟨precision⟩".into(),
+            ));
+        }
         let precision = self.precision.unwrap_or_else(|| {
             if task == Task::Train && self.engine() == Engine::Hf {
                 stack::train_precision(cfg, &self.versions, self.autocast).0

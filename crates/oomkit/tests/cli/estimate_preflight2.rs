@@ -311,6 +311,10 @@ fn bad_version_sources_are_one_line() {
                 &["gpt2", "--task", "train", "--versions", "."],
                 "is a directory",
             ),
+            (
+                &["gpt2", "--autocast", "bf16"],
+                "--autocast applies to training (--task train)",
+            ),
         ],
     );
     // A lock file nobody named that cannot be read is skipped.
