@@ -28,7 +28,7 @@ pub struct Rewrite {
     /// Steps with no spelling in the user's tool, with oomkit's own config.
     pub elsewhere: Vec<String>,
     /// The estimate of the changed command or config, read again from the
-    /// changed text (set by the caller that estimates: [`Rewrite::files`]).
+    /// changed text (set by the caller that estimates it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub check: Option<Check>,
     /// The changed command's words (command styles).
