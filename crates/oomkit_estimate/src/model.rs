@@ -182,6 +182,10 @@ pub struct ModelConfig {
     /// scaling that changes it.
     #[serde(skip)]
     pub scaled_positions: Option<u64>,
+    /// A value the catalogue applied for a variant resolved to an entry
+    /// (its documented context), in words.
+    #[serde(skip)]
+    pub variant_note: Option<String>,
     /// Exact sizes from safetensors headers beside the config, when read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<crate::checkpoint::Checkpoint>,
@@ -622,6 +626,7 @@ impl ModelConfig {
                     ],
                 ),
             ),
+            variant_note: None,
             checkpoint: None,
         };
         cfg.check()?;
@@ -786,6 +791,7 @@ impl ModelConfig {
             config_file: None,
             dtype: None,
             scaled_positions: None,
+            variant_note: None,
             checkpoint: None,
         };
         if heads == 0

@@ -365,10 +365,16 @@ impl crate::Options {
             out.push(Assumption {
                 setting: "model",
                 value: entry.clone(),
-                why: format!(
-                    "{}'s own config.json was not read (not in the Hugging Face cache; --hub fetches it): context length, RoPE scaling, vocabulary and tied embeddings are the catalogue entry's",
-                    cfg.id
-                ),
+                why: match &cfg.variant_note {
+                    Some(note) => format!(
+                        "{}'s own config.json was not read (not in the Hugging Face cache; --hub fetches it): RoPE scaling, vocabulary and tied embeddings are the catalogue entry's; {note}",
+                        cfg.id
+                    ),
+                    None => format!(
+                        "{}'s own config.json was not read (not in the Hugging Face cache; --hub fetches it): context length, RoPE scaling, vocabulary and tied embeddings are the catalogue entry's",
+                        cfg.id
+                    ),
+                },
                 source: Source::Assumed,
                 version: None,
             });

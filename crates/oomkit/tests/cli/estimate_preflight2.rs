@@ -579,20 +579,50 @@ fn a_fine_tunes_own_config_wins_and_the_answer_says_whose() {
         "--",
         "vllm",
         "serve",
-        "Qwen/Qwen2.5-7B-Instruct",
+        "NousResearch/Hermes-3-Llama-3.1-8B",
     ])
     .cwd(dir.path())
     .run();
-    r.stdout_has(
-        "  assumed: model Qwen/Qwen2.5-7B: Qwen/Qwen2.5-7B-Instruct's own config.json was not read",
-    );
-    let j = cli(&["estimate", "Qwen/Qwen2.5-7B-Instruct", "--format", "json"])
+    r.stdout_has("  assumed: model meta-llama/Llama-3.1-8B: NousResearch/Hermes-3-Llama-3.1-8B's own config.json was not read (not in the Hugging Face cache; --hub fetches it): context length, RoPE scaling, vocabulary and tied embeddings are the catalogue entry's\n");
+    let j = cli(&[
+        "estimate",
+        "NousResearch/Hermes-3-Llama-3.1-8B",
+        "--format",
+        "json",
+    ])
+    .cwd(dir.path())
+    .run()
+    .code(0)
+    .json();
+    assert_eq!(j["assumed"][0]["setting"], "model");
+    assert_eq!(j["assumed"][0]["value"], "meta-llama/Llama-3.1-8B");
+    assert_eq!(j["assumed"][0]["source"]["kind"], "assumed");
+    // The Qwen2.5 Instruct configs state 32,768 positions where their bases
+    // state 131,072 (their model cards): vLLM's default context is theirs.
+    let serve = |name: &str| {
+        cli(&[
+            "estimate", name, "--task", "serve", "--engine", "vllm", "--gpu", "l4", "--format",
+            "json",
+        ])
         .cwd(dir.path())
         .run()
-        .code(0)
-        .json();
-    assert_eq!(j["assumed"][0]["setting"], "model");
-    assert_eq!(j["assumed"][0]["value"], "Qwen/Qwen2.5-7B");
+        .json()
+    };
+    let instruct = serve("Qwen/Qwen2.5-7B-Instruct");
+    assert_eq!(instruct["serve"]["max_model_len"], 32_768, "{instruct}");
+    assert_eq!(instruct["fit"]["fits"], true);
+    assert!(
+        instruct["assumed"][0]["why"]
+            .as_str()
+            .is_some_and(|w| w.ends_with(
+                "its context is 32768 positions, as the Qwen2.5-7B-Instruct model card states"
+            )),
+        "{instruct}"
+    );
+    let base = serve("Qwen/Qwen2.5-7B");
+    assert_eq!(base["serve"]["max_model_len"], 131_072);
+    assert_eq!(base["fit"]["fits"], false);
+    assert!(base["assumed"].as_array().is_some_and(Vec::is_empty));
 }
 
 /// `probe --estimate` resolves and sets up as `estimate` does: a local
