@@ -339,7 +339,7 @@ pub struct EstimateArgs {
     /// Training without --precision: the autocast the launch uses (bf16=True, fp16=True
     /// or none); the weights' dtype follows the transformers version.
     #[arg(long, value_enum, value_name = "DTYPE")]
-    pub autocast: Option<oomkit_estimate::stack::Autocast>,
+    pub autocast: Option<oomkit_estimate::versions::Autocast>,
     /// Where the frameworks' versions come from: a lock file (uv.lock, poetry.lock,
     /// pylock.toml), pinned requirements or `pip freeze` output (`-`: standard input),
     /// or `python` (importlib.metadata of the python3 on PATH). Default: the active
@@ -571,7 +571,7 @@ impl EstimateArgs {
             cpu_offload: self.cpu_offload,
             no_safety_checker: self.no_safety_checker,
             gpu: self.gpu.clone(),
-            versions: oomkit_estimate::stack::Versions::default(),
+            versions: oomkit_estimate::versions::Versions::default(),
             autocast: self.autocast,
         }
     }

@@ -34,7 +34,7 @@ pub enum Estimated {
         /// Warnings that do not stop the estimate.
         warnings: Vec<String>,
         /// What it assumed where the options said nothing.
-        assumed: Vec<crate::stack::Assumption>,
+        assumed: Vec<crate::versions::Assumption>,
     },
     /// A text-to-image pipeline under diffusers.
     Image {
@@ -60,7 +60,7 @@ pub enum Estimated {
         /// Warnings that do not stop the estimate.
         warnings: Vec<String>,
         /// What it assumed where the options said nothing.
-        assumed: Vec<crate::stack::Assumption>,
+        assumed: Vec<crate::versions::Assumption>,
     },
     /// llama.cpp's buffers.
     LlamaCpp {
@@ -300,7 +300,7 @@ impl Estimated {
 
 /// `text` with one `  assumed: …` line per assumption under its first line
 /// (the model and the setup), before the numbers.
-fn under_first_line(text: &str, assumed: &[crate::stack::Assumption]) -> String {
+fn under_first_line(text: &str, assumed: &[crate::versions::Assumption]) -> String {
     let (head, rest) = text.split_once('\n').unwrap_or((text, ""));
     let mut body = format!("{head}\n");
     for a in assumed {

@@ -48,7 +48,7 @@ pub struct Json<'a, M, S, F> {
     pub warnings: &'a [String],
     /// What the estimate assumed where the user said nothing (text models
     /// under transformers); `[]` when nothing or another kind.
-    pub assumed: &'a [crate::stack::Assumption],
+    pub assumed: &'a [crate::versions::Assumption],
     /// The kind's own detail, under its name.
     #[serde(flatten)]
     pub detail: Option<Detail<'a>>,
@@ -139,7 +139,7 @@ impl<'a> Json<'a, TextModel<'a>, &'a Setup, &'a Fit> {
         est: &'a Estimate,
         fit: Option<&'a Fit>,
         warnings: &'a [String],
-        assumed: &'a [crate::stack::Assumption],
+        assumed: &'a [crate::versions::Assumption],
     ) -> Self {
         let model = TextModel {
             params: est.params,

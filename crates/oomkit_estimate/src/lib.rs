@@ -27,7 +27,7 @@ pub mod render;
 pub mod resolve;
 pub mod serve;
 pub mod setup;
-pub mod stack;
+pub mod versions;
 
 use oomkit_core::Bytes;
 use serde::Serialize;

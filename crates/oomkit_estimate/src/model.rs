@@ -171,7 +171,7 @@ pub struct ModelConfig {
     pub config_file: Option<String>,
     /// The dtype the config states (`torch_dtype`, or `dtype` since
     /// transformers 4.56): `bfloat16`, `float16`, `float32`; what
-    /// transformers ≥ 5 loads without a dtype ([`crate::stack`]).
+    /// transformers ≥ 5 loads without a dtype ([`crate::versions`]).
     #[serde(skip)]
     pub dtype: Option<String>,
     /// The context vLLM derives from the config when `--max-model-len` is

@@ -20,7 +20,7 @@ use crate::setup::{
     Attention, DEFAULT_BATCH, DEFAULT_SEQ, Given, LoraTargets, Method, Offload, Optimizer,
     Precision, Quant, Setup, SetupError, Task,
 };
-use crate::stack::{self, Autocast, Versions};
+use crate::versions::{self, Autocast, Versions};
 
 /// What runs: the setup's [`Task`], plus serving (vLLM's pool).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -298,7 +298,7 @@ pub struct Options {
     pub versions: Versions,
     /// The autocast a training launch states, where its weights' dtype is
     /// left to `from_pretrained` (the precision then follows the
-    /// transformers version: [`crate::stack::train_precision`]).
+    /// transformers version: [`crate::versions::train_precision`]).
     pub autocast: Option<Autocast>,
 }
 
@@ -575,7 +575,7 @@ impl Options {
         }
         let precision = self.precision.unwrap_or_else(|| {
             if task == Task::Train && self.engine() == Engine::Hf {
-                stack::train_precision(cfg, &self.versions, self.autocast).0
+                versions::train_precision(cfg, &self.versions, self.autocast).0
             } else {
                 d.precision
             }

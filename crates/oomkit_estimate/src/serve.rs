@@ -693,7 +693,7 @@ impl Served {
         s: &Setup,
         gpu: &Gpu,
         warnings: &[String],
-        assumed: &[crate::stack::Assumption],
+        assumed: &[crate::versions::Assumption],
     ) -> serde_json::Value {
         let r = &self.report;
         let components = crate::Components {

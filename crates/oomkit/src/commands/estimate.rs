@@ -8,7 +8,7 @@ use anyhow::bail;
 use oomkit_estimate::knob::Knob;
 use oomkit_estimate::options::ModelError;
 use oomkit_estimate::resolve::{self, ResolveError, hub::HubError};
-use oomkit_estimate::stack::{self, Versions};
+use oomkit_estimate::versions::{self, Versions};
 use oomkit_estimate::{EstimateError, Options, catalogue};
 use std::borrow::Cow;
 use std::io::Write;
@@ -206,7 +206,7 @@ fn active_environment() -> Option<Versions> {
 }
 
 /// The script `--versions python` runs: one `NAME==VERSION` line per
-/// installed package of [`stack::PACKAGES`].
+/// installed package of [`versions::PACKAGES`].
 const PYTHON_VERSIONS: &str = "import importlib.metadata as m, sys\nfor n in sys.argv[1:]:\n    try:\n        print(n + '==' + m.version(n))\n    except Exception:\n        pass\n";
 
 /// How long `--versions python` waits for the interpreter.
@@ -217,7 +217,7 @@ fn python_versions() -> anyhow::Result<Versions> {
     let mut child = Command::new("python3")
         .arg("-c")
         .arg(PYTHON_VERSIONS)
-        .args(stack::PACKAGES)
+        .args(versions::PACKAGES)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
