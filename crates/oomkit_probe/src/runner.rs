@@ -46,7 +46,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill, killpg};
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use oomkit_explain::{Explainer, Report};
 use oomkit_nvml::GpuReader;
@@ -473,11 +473,7 @@ impl Supervisor<'_> {
         self.sample_gpu();
         // Exits only: a stopped command is left stopped (job control is the
         // shell's, and continuing it would fight a SIGTTIN).
-        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-        let exited = matches!(
-            waitid(Id::Pid(self.pid), flags),
-            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_)
-        );
+        let exited = exited_unreaped(self.pid);
         if exited {
             self.exited_at = Some(Instant::now());
             self.kill_tree();
@@ -628,6 +624,23 @@ impl Supervisor<'_> {
 /// Makes oomkit a child subreaper (Linux): an orphaned descendant of the
 /// command is re-parented to oomkit instead of init, so it is still found
 /// (and killed) as oomkit's descendant. Elsewhere a no-op.
+/// Whether `pid` (our child) has exited, leaving it a zombie
+/// (`waitid(P_PID, WEXITED | WNOHANG | WNOWAIT)`, POSIX): its PID and group
+/// id stay reserved until it is reaped. An error (no such child) counts as
+/// exited.
+fn exited_unreaped(pid: Pid) -> bool {
+    use rustix::process::{WaitIdOptions, waitid};
+    let Some(pid) = rustix::process::Pid::from_raw(pid.as_raw()) else {
+        return true;
+    };
+    let flags = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    match waitid(rustix::process::WaitId::Pid(pid), flags) {
+        Ok(Some(status)) => status.exited() || status.killed() || status.dumped(),
+        Ok(None) => false,
+        Err(_) => true,
+    }
+}
+
 fn become_subreaper() {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
