@@ -63,9 +63,31 @@ wine=$(command -v wine64 || echo /usr/lib/wine/wine64)
 if [ "${RUN_WINE:-0}" = 1 ] && [ -x "$wine" ]; then
   exe=$target_dir/x86_64-pc-windows-gnu/debug/oomkit.exe
   export WINEDEBUG=-all
+  # Rust's std (>= 1.78) draws random numbers with ProcessPrng from
+  # bcryptprimitives.dll, which Windows 10+ has and wine 8 lacks: for wine
+  # only, a stand-in DLL next to the binary forwards it to RtlGenRandom.
+  shim=$(mktemp -d)
+  cat > "$shim/prng.c" <<'C'
+#include <windows.h>
+BOOLEAN WINAPI SystemFunction036(PVOID buffer, ULONG len);
+__declspec(dllexport) BOOL WINAPI ProcessPrng(PBYTE data, SIZE_T len) {
+    while (len > 0) {
+        ULONG n = len > 0x10000000 ? 0x10000000 : (ULONG)len;
+        if (!SystemFunction036(data, n)) return FALSE;
+        data += n;
+        len -= n;
+    }
+    return TRUE;
+}
+C
+  python-zig cc -target x86_64-windows-gnu -shared "$shim/prng.c" -ladvapi32 \
+      -o "$(dirname "$exe")/bcryptprimitives.dll"
+  rm -rf "$shim"
   "$wine" "$exe" --version
   "$wine" "$exe" explain "$repo/examples/train_oom.log" | head -5
   "$wine" "$exe" estimate llama-3.1-8b --gpu a100-80gb | head -5
+  "$wine" "$exe" lint "$repo/examples/" | tail -2
+  "$wine" "$exe" monitor --once 2>&1 | head -1
   set +e
   "$wine" "$exe" run -- cmd /c echo hi; echo "run exit status: $? (125 expected: needs Linux or macOS)"
 fi
