@@ -63,7 +63,7 @@ pub fn states(cfg: &ModelConfig, s: &Setup) -> Sharded {
         (w / n, g / n, o / n, step / n)
     };
     let root = cfg.embedding_params().saturating_mul(gb) / tp;
-    let block = largest_layer(cfg).saturating_mul(gb) / tp;
+    let block = block_bytes(cfg, s, gb) / tp;
     let head_grad = if s.method == Method::Full {
         head_params(cfg).saturating_mul(gb) / tp
     } else {
@@ -101,6 +101,26 @@ pub fn states(cfg: &ModelConfig, s: &Setup) -> Sharded {
         )),
         reserved_extra,
     }
+}
+
+/// One gathered block in bytes: its parameters in `param_dtype`, or with a
+/// quantized base (QLoRA under FSDP, bitsandbytes' `bnb_4bit_quant_storage`)
+/// its linears at the quantized width ([`c::quant_bits_x1000`]) and the rest
+/// in 16-bit.
+fn block_bytes(cfg: &ModelConfig, s: &Setup, gb: u64) -> u64 {
+    let all = largest_layer(cfg);
+    if s.quant == crate::setup::Quant::None {
+        return all.saturating_mul(gb);
+    }
+    let i = cfg.layers.saturating_sub(1);
+    let lin: u64 = cfg
+        .layer_linears(i)
+        .into_iter()
+        .map(|(_, a, b, n)| a.saturating_mul(b).saturating_mul(n))
+        .fold(0, u64::saturating_add)
+        .min(all);
+    let packed = u128::from(lin) * u128::from(c::quant_bits_x1000(s.quant)) / 8_000;
+    crate::model::sat(packed).saturating_add((all - lin).saturating_mul(2))
 }
 
 #[cfg(test)]
