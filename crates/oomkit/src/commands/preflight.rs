@@ -237,6 +237,15 @@ fn label(flag: &str) -> &str {
         "ctx-size" => "context (-c)",
         "n-gpu-layers" => "GPU layers (-ngl)",
         "flash-attn" => "flash attention",
+        "fsdp-version" => "FSDP version",
+        "reduce-bucket-size" => "reduce bucket",
+        "prefetch-bucket-size" => "prefetch bucket",
+        "param-persistence-threshold" => "persistence",
+        "max-live-parameters" => "max live params",
+        "max-reuse-distance" => "reuse distance",
+        "sub-group-size" => "sub-group",
+        "overlap-comm" => "overlap comm",
+        "contiguous-gradients" => "contiguous grads",
         other => other,
     }
 }

@@ -27,7 +27,7 @@ pub use configs::{from_config, is_training_config};
 
 /// A DeepSpeed config JSON given beside a model (`oomkit estimate MODEL
 /// --deepspeed FILE`): training, with its ZeRO stage, offload, buckets,
-/// micro-batch and accumulation ([`train::read_deepspeed`]).
+/// micro-batch and accumulation (the keys `train::read_deepspeed` reads).
 pub fn from_deepspeed(path: &str, files: &dyn Files) -> Result<Derived, PreflightError> {
     let mut d = Derived::new(format!("a DeepSpeed config, {path}"), Style::HfArgs);
     d.set(

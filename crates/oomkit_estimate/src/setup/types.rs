@@ -291,7 +291,9 @@ pub struct Setup {
     pub zero: u8,
     /// CPU offload.
     pub offload: Offload,
-    /// The ZeRO/FSDP implementation and its settings (DeepSpeed's defaults).
+    /// The ZeRO/FSDP implementation and its settings (DeepSpeed's defaults;
+    /// left out of the JSON when they are the defaults).
+    #[serde(skip_serializing_if = "crate::sharding::Sharding::is_default")]
     pub sharding: crate::sharding::Sharding,
     /// The CUDA runtime loads kernels lazily (CUDA ≥ 12.2, the default of
     /// today's PyTorch wheels): the context takes about 0.7 GiB instead of

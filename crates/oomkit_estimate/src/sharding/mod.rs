@@ -179,6 +179,11 @@ impl Default for Sharding {
 }
 
 impl Sharding {
+    /// DeepSpeed with DeepSpeed's defaults (left out of a setup's JSON).
+    pub fn is_default(&self) -> bool {
+        *self == Sharding::default()
+    }
+
     /// Is this FSDP (either version)?
     pub fn fsdp(&self) -> bool {
         matches!(self.framework, Framework::Fsdp1 | Framework::Fsdp2)
