@@ -36,7 +36,7 @@
 use super::{Sharded, gathered_bytes, head_params};
 use crate::components as c;
 use crate::model::ModelConfig;
-use crate::setup::{Method, Offload, Setup};
+use crate::setup::{Method, Offload, Precision, Setup};
 
 /// `reduce_bucket_size` in elements (`auto`: hidden²).
 pub fn reduce_bucket(cfg: &ModelConfig, s: &Setup) -> u64 {
@@ -59,12 +59,30 @@ pub fn persistence_threshold(cfg: &ModelConfig, s: &Setup) -> u64 {
         .get(|| cfg.hidden.saturating_mul(10))
 }
 
+/// The setup whose model states DeepSpeed keeps: a 16-bit model under ZeRO
+/// always has an fp32 master copy and fp32 optimizer states
+/// (`stage_1_and_2.py` builds `single_partition_of_fp32_groups` from the
+/// 16-bit groups, `stage3.py` `fp32_partitioned_groups_flat`, and the
+/// optimizer steps those), so `"bf16": {"enabled": true}` with a bf16 model
+/// is DeepSpeed's mixed precision, not pure bf16 training.
+fn deepspeed_layout(s: &Setup) -> Setup {
+    let precision = match s.precision {
+        Precision::Bf16 => Precision::MixedBf16,
+        Precision::Fp16 => Precision::MixedFp16,
+        p => p,
+    };
+    Setup {
+        precision,
+        ..s.clone()
+    }
+}
+
 /// Per-GPU states and buffers under DeepSpeed ZeRO `s.zero` (1–3).
 pub fn states(cfg: &ModelConfig, s: &Setup) -> Sharded {
     if s.zero >= 3 {
         return stage3(cfg, s);
     }
-    let (w, g, o, step) = c::sharded_states(cfg, s);
+    let (w, g, o, step) = c::sharded_states(cfg, &deepspeed_layout(s));
     let gb = gathered_bytes(s);
     let overlap = s.sharding.overlap_comm.unwrap_or(false);
     let buckets = if s.sharding.contiguous_gradients {
@@ -111,7 +129,7 @@ fn stage3(cfg: &ModelConfig, s: &Setup) -> Sharded {
     let base = crate::setup::Setup {
         zero: 2,
         offload: Offload::None,
-        ..s.clone()
+        ..deepspeed_layout(s)
     };
     let (w_share, g_n, o_n, step_n) = c::sharded_states(cfg, &base);
     let trainable_n = c::model_share(cfg, s.pp, s.tp, c::trainable_params(cfg, s)) / n.max(1);
@@ -306,6 +324,24 @@ mod tests {
             },
         );
         assert!(off.weights < 10 << 20);
+    }
+
+    #[test]
+    fn a_bf16_model_keeps_deepspeeds_fp32_master_and_states() {
+        let Ok(cfg) = catalogue::find("meta-llama/Llama-3.1-8B") else {
+            return;
+        };
+        let pure = Setup {
+            precision: Precision::Bf16,
+            ..z3(8)
+        };
+        let p = cfg.params();
+        // fp32 master + m + v, sharded: 12 B per parameter over 8 GPUs.
+        assert_eq!(states(&cfg, &pure).optimizer, p * 12 / 8);
+        assert_eq!(
+            states(&cfg, &pure).optimizer,
+            states(&cfg, &z3(8)).optimizer
+        );
     }
 
     #[test]
