@@ -331,3 +331,41 @@ fn bad_sharding_input_is_refused() {
         .one_error_line()
         .stderr_has("bad.json");
 }
+
+/// An FSDP setup's plan offloads as FSDP does (parameters, gradients and the
+/// step together), with accelerate's key — the PEFT docs' 70B QLoRA on two
+/// 24 GB GPUs, which fits only with `fsdp_offload_params`.
+#[test]
+fn fsdp_plan_offloads_as_fsdp_does() {
+    cli(&[
+        "estimate",
+        "meta-llama/Llama-2-70b-hf",
+        "--task",
+        "train",
+        "--method",
+        "qlora",
+        "--quant",
+        "nf4-dq",
+        "--lora-rank",
+        "8",
+        "--lora-targets",
+        "all-linear",
+        "--batch",
+        "2",
+        "--seq",
+        "2048",
+        "--grad-checkpointing",
+        "--attention",
+        "flash",
+        "--trainer",
+        "--gpus",
+        "2",
+        "--fsdp",
+        "--gpu",
+        "rtx-4090",
+    ])
+    .run()
+    .code(1)
+    .stdout_has("FSDP CPU offload")
+    .stdout_has("fsdp_offload_params: true");
+}
