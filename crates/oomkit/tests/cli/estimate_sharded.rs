@@ -369,3 +369,48 @@ fn fsdp_plan_offloads_as_fsdp_does() {
     .stdout_has("FSDP CPU offload")
     .stdout_has("fsdp_offload_params: true");
 }
+
+/// Preflight of `accelerate launch` reads `fsdp_config.fsdp_version` (and
+/// says when accelerate's default, FSDP1, applies) and its offload key.
+#[test]
+fn preflight_reads_accelerates_fsdp_version() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let yaml = |version: &str| {
+        format!(
+            "distributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: true\n  fsdp_sharding_strategy: FULL_SHARD\n{version}mixed_precision: bf16\nnum_machines: 1\nnum_processes: 4\n"
+        )
+    };
+    std::fs::write(tmp.path().join("v2.yaml"), yaml("  fsdp_version: 2\n")).expect("write");
+    std::fs::write(tmp.path().join("v1.yaml"), yaml("")).expect("write");
+    let args = |file: &str| -> String {
+        let v = cli(&[
+            "estimate",
+            "--format",
+            "json",
+            "--",
+            "accelerate",
+            "launch",
+            "--config_file",
+            file,
+            "train.py",
+            "--model_name_or_path",
+            "Qwen/Qwen2.5-7B",
+        ])
+        .cwd(tmp.path())
+        .run()
+        .code(0)
+        .json();
+        v["preflight"]["estimate_args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let v2 = args("v2.yaml");
+    assert!(v2.contains("--fsdp --fsdp-version 2"), "{v2}");
+    assert!(v2.contains("--offload params"), "{v2}");
+    let v1 = args("v1.yaml");
+    assert!(v1.contains("--fsdp --fsdp-version 1"), "{v1}");
+}
