@@ -123,6 +123,9 @@ FSDP_GRID = [
     S("Qwen/Qwen3-0.6B", b=2, s=2048, precision="mixed-bf16", fsdp=2, world=2),
     S("meta-llama/Llama-3.2-1B", b=2, s=2048, precision="mixed-bf16", fsdp=2, world=8, offload=True),
     S("Qwen/Qwen2.5-1.5B", b=2, s=2048, precision="mixed-bf16", ckpt=True, fsdp=2, world=8, offload=True),
+    # untied embedding and head: the root unit holds both
+    S("microsoft/phi-1_5", b=4, s=1024, precision="mixed-bf16", fsdp=2, world=4),
+    S("mistralai/Mistral-7B-v0.1", b=1, s=4096, precision="mixed-bf16", ckpt=True, fsdp=2, world=8, offload=True),
 ]
 
 
