@@ -220,10 +220,16 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                 ));
             }
             if let Some((gathered, grad_tmp)) = sh.block_backward {
-                // FSDP: the last block's backward, its unit and the next one
+                // FSDP: the last block's backward (after recomputing its
+                // forward under checkpointing), its unit and the next one
                 // gathered, the head's and the block's unreduced gradients.
+                let recompute = if s.grad_checkpointing {
+                    c::recompute_bytes(cfg, s)
+                } else {
+                    0
+                };
                 let mut b = backward(
-                    c::training_activations_bytes(cfg, s),
+                    c::training_activations_bytes(cfg, s).saturating_add(recompute),
                     c::held_logits_bytes(cfg, s),
                     0,
                 );

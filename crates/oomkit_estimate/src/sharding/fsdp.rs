@@ -21,8 +21,10 @@
 //!   prefetches one unit in backward, `BACKWARD_PRE`; FSDP1's
 //!   `limit_all_gathers=True`, the default, lets at most two all-gathers be
 //!   in flight, `_runtime_utils._unshard`'s rate limiter): in the last block's
-//!   backward, two blocks are gathered, with the block's unsharded gradient
-//!   and its reduce-scatter input.
+//!   backward (after its recompute under checkpointing), two blocks are
+//!   gathered (FSDP2: the prefetched one as its all-gather output until it
+//!   is copied out), with the block's unsharded gradient and its
+//!   reduce-scatter input.
 //! - **CPU offload** (FSDP2 `CPUOffloadPolicy`, FSDP1
 //!   `CPUOffload(offload_params=True)`): shards, gradients and the optimizer
 //!   step live on the CPU; the GPU holds the gathered units only.
@@ -96,7 +98,12 @@ pub fn states(cfg: &ModelConfig, s: &Setup) -> Sharded {
         gathered: root,
         unreduced_grad: head_grad,
         block_backward: Some((
+            // The root, the block and the prefetched block (FSDP2: its
+            // all-gather output until `foreach_all_gather_copy_out` makes it
+            // the unsharded parameters).
             root.saturating_add(two_blocks),
+            // The head's and the block's unreduced gradients and the block's
+            // reduce-scatter input.
             head_grad.saturating_add(block_grad.saturating_mul(2)),
         )),
         reserved_extra,
