@@ -20,6 +20,7 @@ use crate::setup::{
     Attention, DEFAULT_BATCH, DEFAULT_SEQ, Given, LoraTargets, Method, Offload, Optimizer,
     Precision, Quant, Setup, SetupError, Task,
 };
+use crate::versions::{self, Autocast, Versions};
 
 /// What runs: the setup's [`Task`], plus serving (vLLM's pool).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -247,6 +248,8 @@ pub struct Options {
     pub fsdp: bool,
     /// CPU offload of training state.
     pub offload: Option<Offload>,
+    /// FSDP's version and DeepSpeed's ZeRO settings.
+    pub sharding: crate::sharding::ShardingFlags,
     /// The engine.
     pub engine: Option<Engine>,
     /// llama.cpp: context cells (`-c`).
@@ -292,6 +295,13 @@ pub struct Options {
     /// The GPU to check the fit against (a name [`oomkit_core::gpus::find`]
     /// resolves).
     pub gpu: Option<String>,
+    /// The frameworks' versions read from a lock file or the environment
+    /// (defaults that changed between versions are picked by them).
+    pub versions: Versions,
+    /// The autocast a training launch states, where its weights' dtype is
+    /// left to `from_pretrained` (the precision then follows the
+    /// transformers version: [`crate::versions::train_precision`]).
+    pub autocast: Option<Autocast>,
 }
 
 impl Default for Options {
@@ -325,6 +335,7 @@ impl Default for Options {
             zero: None,
             fsdp: false,
             offload: None,
+            sharding: crate::sharding::ShardingFlags::default(),
             engine: None,
             ctx_size: None,
             n_gpu_layers: None,
@@ -347,6 +358,8 @@ impl Default for Options {
             cpu_offload: None,
             no_safety_checker: false,
             gpu: None,
+            versions: Versions::default(),
+            autocast: None,
         }
     }
 }
@@ -441,6 +454,11 @@ impl Options {
             .with(Knob::VaeTiling, self.vae_tiling)
             .with(Knob::CpuOffload, self.cpu_offload.is_some())
             .with(Knob::NoSafetyChecker, self.no_safety_checker);
+        let knobs = self
+            .sharding
+            .knobs()
+            .into_iter()
+            .fold(knobs, |k, knob| k.with(knob, true));
         Given {
             knobs,
             task: self.task,
@@ -557,8 +575,19 @@ impl Options {
     /// the whole model trains; the KV cache follows the activations.
     pub fn setup(&self, cfg: &ModelConfig) -> Result<Setup, SetupError> {
         let d = Setup::default();
-        let precision = self.precision.unwrap_or(d.precision);
         let task = self.task.task();
+        if self.autocast.is_some() && task != Task::Train {
+            return Err(SetupError::Conflict(
+                "⟨autocast⟩ applies to training (⟨task⟩ train): inference takes ⟨precision⟩".into(),
+            ));
+        }
+        let precision = self.precision.unwrap_or_else(|| {
+            if task == Task::Train && self.engine() == Engine::Hf {
+                versions::train_precision(cfg, &self.versions, self.autocast).0
+            } else {
+                d.precision
+            }
+        });
         let method = self.method.unwrap_or(d.method);
         let s = Setup {
             task,
@@ -596,6 +625,7 @@ impl Options {
             // is checked by check_given.
             zero: self.zero.unwrap_or(if self.fsdp { 3 } else { d.zero }),
             offload: self.offload.unwrap_or(d.offload),
+            sharding: self.sharding.resolve(self.fsdp)?,
         };
         s.check_given(&self.given())?;
         let s = s.validate()?;

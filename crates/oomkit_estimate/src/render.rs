@@ -125,7 +125,14 @@ fn parallel_line(s: &Setup) -> String {
             s.gpus / tp
         );
     }
-    let zero = if s.zero > 0 {
+    let zero = if s.zero > 0 && s.sharding.fsdp() {
+        let v = if s.sharding.framework == crate::sharding::Framework::Fsdp1 {
+            1
+        } else {
+            2
+        };
+        format!(", FSDP{v} full shard over data parallel")
+    } else if s.zero > 0 {
         format!(", ZeRO-{} over data parallel", s.zero)
     } else {
         String::new()
@@ -162,6 +169,12 @@ pub(crate) fn plan(o: &mut String, plan: &[crate::fit::Step], plan_fits: bool) {
             st.peak_after_bytes,
             st.config
         );
+    }
+    if let Some(p) = crate::fit::paste(plan) {
+        let _ = writeln!(o, "\nall together (one paste):");
+        for l in p.lines() {
+            let _ = writeln!(o, "  {l}");
+        }
     }
 }
 

@@ -21,7 +21,9 @@ const MAX_CONFIG_BYTES: u64 = 4 << 20;
 /// Whether the arguments ask for preflight: a command after `--`, or a
 /// MODEL that is a training config file (YAML, or JSON with training keys).
 pub fn applies(args: &EstimateArgs) -> bool {
-    !args.command.is_empty() || args.model.as_deref().is_some_and(is_config)
+    !args.command.is_empty()
+        || args.deepspeed.is_some()
+        || args.model.as_deref().is_some_and(is_config)
 }
 
 fn is_config(path: &str) -> bool {
@@ -39,6 +41,102 @@ fn is_config(path: &str) -> bool {
 
 /// Files on disk, bounded.
 struct DiskFiles;
+
+/// Files on disk with some replaced: a plan's changed config, DeepSpeed
+/// file, or new file, as text.
+struct Overlay {
+    files: Vec<(String, String)>,
+}
+
+impl Files for Overlay {
+    fn read(&self, path: &str) -> Result<String, String> {
+        match self.files.iter().find(|(p, _)| p == path) {
+            Some((_, t)) => Ok(t.clone()),
+            None => DiskFiles.read(path),
+        }
+    }
+    fn exists(&self, path: &str) -> bool {
+        self.files.iter().any(|(p, _)| p == path) || DiskFiles.exists(path)
+    }
+}
+
+/// The plan's changed command or config read again and estimated: whether
+/// what the user would paste fits. `None` when the rewrite changes nothing
+/// oomkit can read again (a step elsewhere only).
+fn check_rewrite(
+    d: &Derived,
+    r: &edit::Rewrite,
+    user: &[String],
+    user_model: Option<&str>,
+) -> Option<edit::Check> {
+    let not = |why: String| {
+        Some(edit::Check {
+            not_checked: Some(why),
+            ..edit::Check::default()
+        })
+    };
+    let mut files: Vec<(String, String)> = r.new_files.clone();
+    for (path, keys) in &r.file_edits {
+        match DiskFiles
+            .read(path)
+            .map_err(|e| format!("{path}: {e}"))
+            .and_then(|t| edit::apply_keys(path, &t, keys).map_err(|e| e.to_string()))
+        {
+            Ok(t) => files.push((path.clone(), t)),
+            Err(e) => return not(e),
+        }
+    }
+    let derived = if !r.argv.is_empty() {
+        let overlay = Overlay { files };
+        preflight::from_command(&r.argv, &overlay)
+    } else if let (Some(path), false) = (&d.config_file, r.keys.is_empty()) {
+        let text = match DiskFiles.read(path) {
+            Ok(t) => t,
+            Err(e) => return not(format!("{path}: {e}")),
+        };
+        match edit::apply_keys(path, &text, &r.keys) {
+            Ok(t) => files.push((path.clone(), t)),
+            Err(e) => return not(e.to_string()),
+        }
+        let overlay = Overlay { files };
+        preflight::from_config(path, &overlay)
+    } else {
+        return None;
+    };
+    let derived = match derived {
+        Ok(d) => d,
+        Err(e) => return not(e.to_string()),
+    };
+    let mut argv: Vec<String> = vec!["oomkit".into(), "estimate".into()];
+    if user_model.is_none()
+        && let Some(m) = derived.model()
+    {
+        argv.push(m.to_string());
+    }
+    argv.extend(derived.estimate_args());
+    argv.extend(user.iter().cloned());
+    argv.extend(["--format".to_string(), "json".to_string()]);
+    let est = parse_estimate(&argv).and_then(|a| {
+        let mut buf = Vec::new();
+        super::estimate::run_to(a, &mut buf)?;
+        Ok(serde_json::from_slice::<serde_json::Value>(&buf)?)
+    });
+    let est = match est {
+        Ok(v) => v,
+        Err(e) => return not(e.to_string()),
+    };
+    let u64_at = |p: &str| est.pointer(p).and_then(serde_json::Value::as_u64);
+    Some(edit::Check {
+        fits: est
+            .pointer("/fit/fits")
+            .and_then(serde_json::Value::as_bool),
+        needs_bytes: u64_at("/serve/requested_bytes")
+            .or_else(|| u64_at("/device_used_bytes"))
+            .or_else(|| u64_at("/llamacpp/gpu_total_bytes")),
+        usable_bytes: u64_at("/fit/usable_bytes"),
+        not_checked: None,
+    })
+}
 
 impl Files for DiskFiles {
     fn read(&self, path: &str) -> Result<String, String> {
@@ -72,7 +170,17 @@ struct JsonPreflight<'a> {
 
 pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let config_mode = args.command.is_empty();
-    let derived = if config_mode {
+    // `MODEL --deepspeed FILE`: the model as given, the file's settings.
+    let deepspeed = args.deepspeed.clone();
+    if deepspeed.is_some() && !config_mode {
+        bail!(
+            "--deepspeed with a command after `--`: the command's own --deepspeed file is read; drop oomkit's"
+        );
+    }
+    let config_mode = config_mode && deepspeed.is_none();
+    let derived = if let Some(path) = &deepspeed {
+        preflight::from_deepspeed(path, &DiskFiles)?
+    } else if config_mode {
         let path = args.model.clone().unwrap_or_default();
         preflight::from_config(&path, &DiskFiles)?
     } else {
@@ -81,6 +189,9 @@ pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     };
     let user = user_tokens(config_mode, args.model.as_deref());
     let user_model = (!config_mode).then(|| args.model.clone()).flatten();
+    if deepspeed.is_some() && user_model.is_none() {
+        bail!("--deepspeed needs a MODEL: a DeepSpeed config names none");
+    }
     // What the user's flags give is no longer needed.
     let given = |flag: &str| match flag {
         "model" => user_model.is_some(),
@@ -111,7 +222,21 @@ pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let code = super::estimate::run_to(json_args, &mut buf)?;
     let est: serde_json::Value =
         serde_json::from_slice(&buf).context("reading the estimate's JSON")?;
-    let plan = rewrites(&derived, &est);
+    let mut plan = rewrites(&derived, &est);
+    let before = plan.len();
+    for r in &mut plan {
+        r.check = check_rewrite(&derived, r, &user, user_model.as_deref());
+    }
+    // A plan is what fits: an alternative whose changed command or config,
+    // read and estimated again, does not is left out.
+    // (Training plans are one rewrite: it stays, and says so.)
+    if matches!(
+        derived.style,
+        preflight::Style::Vllm | preflight::Style::LlamaCpp
+    ) {
+        plan.retain(|r| r.check.as_ref().is_none_or(|c| c.fits != Some(false)));
+    }
+    let dropped = before - plan.len();
     let shown_args: Vec<String> = argv.iter().skip(2).cloned().collect();
     let mut out = output::stdout(color);
     match format {
@@ -135,6 +260,12 @@ pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
             out.flush()?;
             let code = super::estimate::run_to(est_args, &mut out)?;
             write_plan(&mut out, &derived, &plan)?;
+            if dropped > 0 {
+                writeln!(
+                    out,
+                    "  ({dropped} more left out: estimated again from the changed command or config, it does not fit)"
+                )?;
+            }
             out.flush()?;
             Ok(code)
         }
@@ -164,6 +295,11 @@ fn user_tokens(config_mode: bool, model: Option<&str>) -> Vec<String> {
     {
         toks.remove(i);
     }
+    // The DeepSpeed file has been read into the derived flags.
+    if let Some(i) = toks.iter().position(|t| t == "--deepspeed") {
+        toks.drain(i..(i + 2).min(toks.len()));
+    }
+    toks.retain(|t| !t.starts_with("--deepspeed="));
     toks
 }
 
@@ -199,6 +335,7 @@ fn label(flag: &str) -> &str {
         "grad-accum" => "grad accumulation",
         "seq" => "sequence",
         "precision" => "precision",
+        "autocast" => "autocast",
         "grad-checkpointing" => "checkpointing",
         "optimizer" => "optimizer",
         "trainer" => "training loop",
@@ -217,6 +354,15 @@ fn label(flag: &str) -> &str {
         "ctx-size" => "context (-c)",
         "n-gpu-layers" => "GPU layers (-ngl)",
         "flash-attn" => "flash attention",
+        "fsdp-version" => "FSDP version",
+        "reduce-bucket-size" => "reduce bucket",
+        "prefetch-bucket-size" => "prefetch bucket",
+        "param-persistence-threshold" => "persistence",
+        "max-live-parameters" => "max live params",
+        "max-reuse-distance" => "reuse distance",
+        "sub-group-size" => "sub-group",
+        "overlap-comm" => "overlap comm",
+        "contiguous-gradients" => "contiguous grads",
         other => other,
     }
 }
@@ -326,6 +472,28 @@ fn write_plan(out: &mut impl Write, d: &Derived, plan: &[edit::Rewrite]) -> std:
         }
         for e in &r.elsewhere {
             writeln!(out, "{indent}{e}")?;
+        }
+        if let Some(c) = &r.check {
+            let b = |x: Option<u64>| x.map(|v| oomkit_core::Bytes(v).to_string());
+            match (c.fits, b(c.needs_bytes), b(c.usable_bytes), &c.not_checked) {
+                (Some(true), Some(n), Some(u), _) => writeln!(
+                    out,
+                    "{indent}checked: read again and estimated, it fits ({n} of {u} usable)"
+                )?,
+                (Some(true), _, _, _) => {
+                    writeln!(out, "{indent}checked: read again and estimated, it fits")?
+                }
+                (Some(false), n, u, _) => writeln!(
+                    out,
+                    "{indent}checked: read again and estimated, it still does not fit{}",
+                    match (n, u) {
+                        (Some(n), Some(u)) => format!(" ({n} of {u} usable)"),
+                        _ => String::new(),
+                    }
+                )?,
+                (_, _, _, Some(why)) => writeln!(out, "{indent}not checked: {why}")?,
+                _ => {}
+            }
         }
     }
     Ok(())

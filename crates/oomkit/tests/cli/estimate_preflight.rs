@@ -83,7 +83,10 @@ fn sources_defaults_and_ignored_arguments_are_printed_before_the_numbers() {
         .stdout_has("gradient_accumulation_steps 1 (default, transformers 4.57 src/transformers/training_args.py)")
         .stdout_has("  ZeRO stage         3            zero_optimization.stage 3 (ds_z3.json)\n")
         .stdout_has("  ignored: --my_flag\n")
-        .stdout_has("  assumed: precision: fp32 weights (torch_dtype float32");
+        .stdout_has("  autocast           bf16         --bf16 (command line)\n")
+        // requirements.txt beside the fixtures pins transformers 4.57.1,
+        // which loads fp32 weights.
+        .stdout_has("  assumed: precision mixed-bf16: transformers 4.57.1 (requirements.txt) loads float32 weights under bf16 autocast");
     let assumed = out.find("assumed:").expect("assumed");
     let numbers = out.find("peak allocated").expect("numbers");
     assert!(assumed < numbers, "{out}");
@@ -95,7 +98,7 @@ fn the_plan_is_the_users_command_with_changed_flags() {
     let mut args = vec!["estimate", "--gpu", "rtx-4090", "--"];
     args.extend(line.split_whitespace());
     cli(&args).cwd(dir()).run().code(1).stdout_has(
-        "the plan as your command (changed flags, then the whole line):\n  --per_device_train_batch_size 1, --gradient_accumulation_steps 4\n  torchrun --nproc_per_node 8 run_clm.py --model_name_or_path meta-llama/Llama-3.1-8B --per_device_train_batch_size 1 --bf16",
+        "the plan as your command (changed flags, then the whole line):\n  --optim paged_adamw_8bit, --per_device_train_batch_size 1, --gradient_accumulation_steps 4\n  torchrun --nproc_per_node 8 run_clm.py --model_name_or_path meta-llama/Llama-3.1-8B --per_device_train_batch_size 1 --bf16",
     );
 }
 
