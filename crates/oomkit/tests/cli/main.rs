@@ -10,6 +10,7 @@ mod estimate_llamacpp;
 mod estimate_preflight;
 mod estimate_preflight2;
 mod estimate_sharded;
+mod estimate_sharded_qlora;
 mod explain;
 mod explain_readings;
 mod explain_v3;
