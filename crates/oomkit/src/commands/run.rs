@@ -62,7 +62,7 @@ pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
     };
     // A private folder per run (mkdtemp): every rank writes its own file there.
     let (hook, snapshot_dir) = if args.snapshot_on_oom {
-        let h = Hook::install()?;
+        let h = Hook::install(None)?;
         let dir = SnapshotDir::create()?;
         cmd.env.extend(h.env(&[
             (hook::SNAPSHOT_ENV, OsString::from(dir.path().as_os_str())),
