@@ -188,7 +188,8 @@ pub fn analyse(trace: &Trace) -> Report {
                     .held_bytes
                     .saturating_add(series.last().copied().unwrap_or(0));
                 let site = trace.sites.get(&id).cloned().unwrap_or_default();
-                g.sites.push((site, per_step));
+                g.sites
+                    .push((site, per_step, cand.is_some_and(|c| c.create_graph)));
                 if let Some(c) = cand {
                     g.create_graph |= c.create_graph;
                     g.loader |= c.loader;
@@ -224,14 +225,64 @@ pub fn analyse(trace: &Trace) -> Report {
             }
         }
     }
-    report.leaks = groups
-        .into_values()
-        .map(|g| g.into_leak(steps, cuda))
-        .collect();
+    report.leaks = merge(
+        groups
+            .into_values()
+            .map(|g| g.into_leak(steps, cuda))
+            .collect(),
+    );
     report.leaks.sort_by(|a, b| {
         (b.bytes_per_step, b.nodes_per_step).cmp(&(a.bytes_per_step, a.nodes_per_step))
     });
     report
+}
+
+/// One leak per place: leaks of one kind at the same line (each parameter's
+/// `.grad` of one model, several fields of one record) and parameter leaks
+/// held through the same object (an optimizer's `param_groups` and `state`)
+/// are one.
+fn merge(leaks: Vec<Leak>) -> Vec<Leak> {
+    let root = |l: &Leak| {
+        l.holder.as_ref().map(|h| {
+            let end = h.text.find(['.', '[']).unwrap_or(h.text.len());
+            (
+                h.text.get(..end).unwrap_or("").to_owned(),
+                h.function.clone(),
+            )
+        })
+    };
+    let mut out: Vec<Leak> = Vec::new();
+    for l in leaks {
+        let same = out.iter_mut().find(|o| {
+            o.kind == l.kind
+                && ((o.file == l.file && o.line == l.line)
+                    || (l.kind == Kind::Params && root(o).is_some() && root(o) == root(&l)))
+        });
+        match same {
+            Some(o) => {
+                if o.holder.as_ref().and_then(|h| h.store.as_ref()).is_none()
+                    && l.holder.as_ref().and_then(|h| h.store.as_ref()).is_some()
+                {
+                    o.file.clone_from(&l.file);
+                    o.line = l.line;
+                    o.holder.clone_from(&l.holder);
+                    o.fix = l.fix.clone();
+                    o.lint = l.lint;
+                }
+                o.bytes_per_step = o.bytes_per_step.saturating_add(l.bytes_per_step);
+                o.nodes_per_step = o.nodes_per_step.saturating_add(l.nodes_per_step);
+                o.held_bytes = o.held_bytes.saturating_add(l.held_bytes);
+                for s in l.sites {
+                    if !o.sites.iter().any(|x| x.file == s.file && x.line == s.line) {
+                        o.sites.push(s);
+                    }
+                }
+                o.sites.sort_by(|a, b| b.bytes_per_step.cmp(&a.bytes_per_step));
+            }
+            None => out.push(l),
+        }
+    }
+    out
 }
 
 #[derive(Debug)]
@@ -240,7 +291,8 @@ struct Group {
     bytes_per_step: u64,
     nodes_per_step: u64,
     held_bytes: u64,
-    sites: Vec<(Site, u64)>,
+    /// Site, bytes per step, made under create_graph=True.
+    sites: Vec<(Site, u64, bool)>,
     create_graph: bool,
     loader: bool,
     cpu_only: bool,
@@ -268,9 +320,16 @@ impl Group {
         self.sites.sort_by(|a, b| b.1.cmp(&a.1));
         let kind = kind_of(&self, cuda);
         let store = self.holder.as_ref().and_then(|h| h.store.clone());
-        let (file, line) = match (&store, self.sites.first()) {
+        // Without a store line: the call that built the kept graph
+        // (create_graph=True), else the largest creation site.
+        let flagged = self
+            .sites
+            .iter()
+            .find(|s| s.2 && kind == Kind::CreateGraph)
+            .or(self.sites.first());
+        let (file, line) = match (&store, flagged) {
             (Some(s), _) => (s.file.clone(), s.line),
-            (None, Some((site, _))) => (site.file.clone(), site.line),
+            (None, Some((site, _, _))) => (site.file.clone(), site.line),
             (None, None) => (
                 self.holder
                     .as_ref()
@@ -298,7 +357,7 @@ impl Group {
             sites: self
                 .sites
                 .into_iter()
-                .map(|(s, b)| GrowingSite {
+                .map(|(s, b, _)| GrowingSite {
                     file: s.file,
                     line: s.line,
                     function: s.function,

@@ -443,6 +443,14 @@ class _OomkitWalk:
             if isinstance(obj, Tensor):
                 self.tensor(obj, path, origin)
                 continue
+            if type(obj).__name__ == "ndarray":
+                # t.numpy() shares the tensor's storage; the array's base is the tensor.
+                base = getattr(obj, "base", None)
+                while base is not None and type(base).__name__ == "ndarray":
+                    base = getattr(base, "base", None)
+                if isinstance(base, Tensor):
+                    self.tensor(base, path, origin)
+                continue
             if depth >= self.depth:
                 continue
             d = depth + 1
@@ -529,6 +537,10 @@ class _OomkitWalk:
                 self._claim(id(grad.untyped_storage()), hid, "held")
             except Exception:
                 pass
+            gfn = getattr(grad, "grad_fn", None)
+            if gfn is not None:
+                holder["grad_graph"] = True
+                self.graph(gfn, hid, holder)
         fn = getattr(t, "grad_fn", None)
         if fn is not None:
             self.graph(fn, hid, holder)
@@ -612,6 +624,7 @@ class _OomkitWalk:
             "via": via, "bytes": held, "graph_nodes": h["nodes"], "saved_bytes": h["saved_bytes"],
             "grad_fn": h["grad_fn"], "requires_grad": h["requires_grad"],
             "tensors": h["tensors"], "numel": h["numel"], "param": h["param"],
+            "grad_graph": bool(h.get("grad_graph")),
             "optimizer": _oomkit_optimizer_path(self.torch, h["path"]),
             "store": store,
         }
@@ -631,7 +644,14 @@ def _oomkit_path_text(path):
     last_named = text
     for seg in path[1:]:
         kind, v = seg
-        if kind == "attr":
+        if text.endswith("[…]"):
+            # Items of one container are one holder: `history`, not
+            # `history[…]["loss"]` and `history[…]["logits"]`.
+            break
+        if kind == "attr" and isinstance(v, str) and v.isdigit():
+            text += "[%s]" % v
+            last_named = text
+        elif kind == "attr":
             text += "." + str(v)
             attr = str(v)
             name = str(v)
@@ -663,7 +683,7 @@ def _oomkit_store_line(leaks, origin, name, attr, path):
         return None
     prefix = r"\." if attr else r"(?<![\w.])"
     mutate = re.compile(prefix + re.escape(name) +
-                        r"\s*(?:\[[^\]]*\]\s*)*(?:\.(?:append|extend|insert|appendleft|add|update|setdefault|add_|copy_|put|push|__setitem__)\s*\(|\[[^\]]*\]\s*=(?!=)|[-+*/|]=)")
+                        r"\s*(?:\[[^\]]*\]\s*)*(?:\.(?:append|extend|insert|appendleft|add|update|setdefault|add_|copy_|put|push|__setitem__|add_param_group|register_buffer|register_parameter|add_module)\s*\(|\[[^\]]*\]\s*=(?!=)|[-+*/|]=)")
     assign = re.compile(prefix + re.escape(name) + r"\s*=(?!=)\s*(.*)$")
     files = []
     scope, fname, first, _func = origin[0], origin[1], origin[2], origin[3]
@@ -682,7 +702,10 @@ def _oomkit_store_line(leaks, origin, name, attr, path):
             lo = first
             hi = _oomkit_function_end(lines, first)
         hits = []
+        quoted = _oomkit_quoted_lines(lines)
         for no in range(lo, hi + 1):
+            if no in quoted:
+                continue
             src = lines[no - 1].split("#", 1)[0]
             if mutate.search(src):
                 hits.append((0, no, src.strip()))
@@ -702,7 +725,39 @@ def _oomkit_store_line(leaks, origin, name, attr, path):
                 best = cand
             if rank == 0:
                 break
+    if best is None and attr is not None and path and path[0] != "self" and path[0] != name:
+        # A store through a method of the root: `opt.add_param_group(…)`,
+        # `model.register_buffer(…)`, `model.add_module(…)`.
+        return _oomkit_store_line(leaks, origin, path[0], None, path[:1])
     return best[2] if best else None
+
+
+def _oomkit_quoted_lines(lines):
+    """Line numbers inside triple-quoted strings (docstrings)."""
+    out = set()
+    inside = None
+    for no, line in enumerate(lines, 1):
+        rest = line
+        touched = inside is not None
+        while True:
+            if inside is None:
+                i3, i4 = rest.find('"""'), rest.find("\'\'\'")
+                hits = [i for i in (i3, i4) if i >= 0]
+                if not hits:
+                    break
+                i = min(hits)
+                inside = rest[i:i + 3]
+                rest = rest[i + 3:]
+                touched = True
+            else:
+                j = rest.find(inside)
+                if j < 0:
+                    break
+                rest = rest[j + 3:]
+                inside = None
+        if touched:
+            out.add(no)
+    return out
 
 
 def _oomkit_function_end(lines, first):
