@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use oomkit_core::remedies::RemedyId;
 use serde::Serialize;
 
-use crate::classify::{Trend, classify};
+use crate::classify::{Trend, classify, classify_replaced};
 use crate::trace::{Candidate, Holder, Site, Trace};
 
 /// What kind of leak: what is kept, which decides the fix.
@@ -171,7 +171,15 @@ pub fn analyse(trace: &Trace) -> Report {
             .iter()
             .map(|b| b.alive.get(&id).copied().unwrap_or(0))
             .collect();
-        match classify(&series) {
+        let young: Vec<u64> = boundaries
+            .iter()
+            .map(|b| b.young.get(&id).copied().unwrap_or(0))
+            .collect();
+        let trend = match classify(&series) {
+            Trend::Flat => classify_replaced(&young),
+            t => t,
+        };
+        match trend {
             Trend::Growing { per_step } => {
                 let cand = candidates.get(&id).copied();
                 let holder = cand.and_then(|c| c.holder.as_ref());
@@ -252,6 +260,24 @@ fn merge(leaks: Vec<Leak>) -> Vec<Leak> {
         })
     };
     let mut out: Vec<Leak> = Vec::new();
+    // Sites whose holder was not found, in a run where others' was: most
+    // often tensors the found holder's graph keeps through C++ objects the
+    // walk cannot name; listed under it rather than as a leak of their own.
+    let (held, unheld): (Vec<Leak>, Vec<Leak>) =
+        leaks.into_iter().partition(|l| l.holder.is_some());
+    let leaks = if held.is_empty() {
+        unheld
+    } else {
+        let mut held = held;
+        if let Some(top) = held.iter_mut().max_by_key(|l| l.bytes_per_step) {
+            for l in unheld {
+                top.bytes_per_step = top.bytes_per_step.saturating_add(l.bytes_per_step);
+                top.held_bytes = top.held_bytes.saturating_add(l.held_bytes);
+                top.sites.extend(l.sites);
+            }
+        }
+        held
+    };
     for l in leaks {
         let same = out.iter_mut().find(|o| {
             o.kind == l.kind
@@ -375,6 +401,10 @@ impl Group {
 fn kind_of(g: &Group, cuda: bool) -> Kind {
     let h = g.holder.as_ref();
     if g.create_graph {
+        return Kind::CreateGraph;
+    }
+    if h.is_some_and(|h| h.grad_graph) {
+        // A `.grad` with a graph: backward(create_graph=True) accumulated it.
         return Kind::CreateGraph;
     }
     if h.is_some_and(|h| h.param || h.optimizer) {

@@ -52,6 +52,7 @@ class _OomkitLeaks:
         self.source = None
         self.history = []
         self.graph_history = []
+        self.young_history = []
         self.flags = 0
         self.off = False
         self.busy = False
@@ -213,20 +214,26 @@ class _OomkitLeaks:
                 self.boundary_count = 0
                 self.history = []
                 self.graph_history = []
+                self.young_history = []
                 for rec in self.records.values():
                     rec[1] = 0
             self.boundary_count += 1
             b = self.boundary_count
             alive = {}
+            young = {}
             total = 0
             for rec in list(self.records.values()):
                 total += rec[2]
                 if rec[1] < b - 1:
                     alive[rec[0]] = alive.get(rec[0], 0) + rec[2]
+                else:
+                    young[rec[0]] = young.get(rec[0], 0) + rec[2]
             self.step = b
             self._write_sites()
             self.history.append(alive)
+            self.young_history.append(young)
             line = {"boundary": b, "source": source, "alive": {str(k): v for k, v in alive.items()},
+                    "young": {str(k): v for k, v in young.items()},
                     "tracked_bytes": total, "graphs": self.census()}
             cuda = getattr(self.torch, "cuda", None)
             try:
@@ -298,7 +305,15 @@ class _OomkitLeaks:
         last = h[-1]
         grew = [(last.get(s, 0) - mid.get(s, 0), s) for s in last if last.get(s, 0) > mid.get(s, 0)]
         grew.sort(reverse=True)
-        return [s for _, s in grew[:_OOMKIT_MAX_CANDIDATES]]
+        out = [s for _, s in grew[:_OOMKIT_MAX_CANDIDATES]]
+        # A tensor replaced every step by a bigger one (torch.cat onto itself):
+        # nothing survives a step, but what this step made keeps growing.
+        y = self.young_history[-4:]
+        if len(y) == 4:
+            for s in y[-1]:
+                if s not in out and all(y[i].get(s, 0) < y[i + 1].get(s, 0) for i in range(3)):
+                    out.append(s)
+        return out
 
     def graph_candidates(self):
         h = self.graph_history
@@ -316,7 +331,7 @@ class _OomkitLeaks:
         wanted = set(cands)
         targets = {}
         for key, rec in self.records.items():
-            if rec[0] in wanted and rec[1] < b - 1:
+            if rec[0] in wanted:
                 targets[key] = rec
         walk = _OomkitWalk(self, targets)
         walk.run(self.roots(final))
@@ -617,7 +632,7 @@ class _OomkitWalk:
         h = self.holders[hid]
         text, name, attr = _oomkit_path_text(h["path"])
         origin = h["origin"]
-        store = _oomkit_store_line(self.leaks, origin, name, attr, h["path"])
+        store = None if h.get("grad_graph") else _oomkit_store_line(self.leaks, origin, name, attr, h["path"])
         return {
             "text": text, "scope": origin[0], "file": origin[1], "function": origin[3],
             "key": "%s|%s|%s|%s" % (origin[0], origin[1], origin[3], text),
@@ -685,22 +700,24 @@ def _oomkit_store_line(leaks, origin, name, attr, path):
     mutate = re.compile(prefix + re.escape(name) +
                         r"\s*(?:\[[^\]]*\]\s*)*(?:\.(?:append|extend|insert|appendleft|add|update|setdefault|add_|copy_|put|push|__setitem__|add_param_group|register_buffer|register_parameter|add_module)\s*\(|\[[^\]]*\]\s*=(?!=)|[-+*/|]=)")
     assign = re.compile(prefix + re.escape(name) + r"\s*=(?!=)\s*(.*)$")
-    files = []
+    scopes = []
     scope, fname, first, _func = origin[0], origin[1], origin[2], origin[3]
     if fname and not fname.startswith("<"):
-        files.append(fname)
+        if scope == "local" and first:
+            scopes.append((fname, first))
+        scopes.append((fname, None))
     for f in list(leaks.user_cache):
-        if leaks.user_cache.get(f) and f not in files and not f.startswith("<"):
-            files.append(f)
+        if leaks.user_cache.get(f) and f != fname and not f.startswith("<"):
+            scopes.append((f, None))
     best = None
-    for fi, f in enumerate(files):
+    for fi, (f, start) in enumerate(scopes):
         lines = linecache.getlines(f)
         if not lines:
             continue
         lo, hi = 1, len(lines)
-        if fi == 0 and scope == "local" and first:
-            lo = first
-            hi = _oomkit_function_end(lines, first)
+        if start:
+            lo = start
+            hi = _oomkit_function_end(lines, start)
         hits = []
         quoted = _oomkit_quoted_lines(lines)
         for no in range(lo, hi + 1):

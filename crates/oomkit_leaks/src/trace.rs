@@ -51,6 +51,8 @@ pub struct Boundary {
     pub source: String,
     /// Bytes still alive per site id that were created in earlier steps.
     pub alive: BTreeMap<u64, u64>,
+    /// Bytes alive per site id that were created in the step just ended.
+    pub young: BTreeMap<u64, u64>,
     /// Autograd nodes reachable from each named holder.
     pub graphs: BTreeMap<String, u64>,
     /// `torch.cuda.memory_allocated()` when CUDA was initialised.
@@ -105,6 +107,9 @@ pub struct Holder {
     pub param: bool,
     /// Reached through an optimizer's `state`/`param_groups`.
     pub optimizer: bool,
+    /// A parameter's `.grad` carries an autograd graph (accumulated by
+    /// `backward(create_graph=True)`).
+    pub grad_graph: bool,
     /// The store line, when found.
     pub store: Option<Store>,
 }
@@ -192,10 +197,14 @@ impl Trace {
             if self.boundaries.len() >= MAX_BOUNDARIES {
                 return;
             }
-            let alive = numbers(m.get("alive"))
-                .into_iter()
-                .filter_map(|(k, n)| Some((k.parse::<u64>().ok()?, n)))
-                .collect();
+            let by_site = |v: Option<&Value>| {
+                numbers(v)
+                    .into_iter()
+                    .filter_map(|(k, n)| Some((k.parse::<u64>().ok()?, n)))
+                    .collect()
+            };
+            let alive = by_site(m.get("alive"));
+            let young = by_site(m.get("young"));
             self.boundaries.push(Boundary {
                 index,
                 source: m
@@ -204,6 +213,7 @@ impl Trace {
                     .unwrap_or("")
                     .to_owned(),
                 alive,
+                young,
                 graphs: numbers(m.get("graphs")).into_iter().collect(),
                 cuda_allocated: m.get("cuda_allocated").and_then(Value::as_u64),
             });
