@@ -55,6 +55,7 @@ class _OomkitLeaks:
         self.young_history = []
         self.flags = 0
         self.off = False
+        self.pending_marker = False
         self.busy = False
         self.done = False
         self.graph_calls = []
@@ -163,6 +164,11 @@ class _OomkitLeaks:
     def tag(self, out):
         if self.off or self.busy:
             return
+        if self.pending_marker:
+            self.pending_marker = False
+            self.boundary("marker")
+            if self.off or self.done:
+                return
         t = self.torch.Tensor
         if isinstance(out, t):
             self.tag_one(out)
@@ -922,7 +928,9 @@ def _oomkit_leaks_marker(leaks, marker):
             return
         if frame.f_globals.get("__name__") != module:
             return
-        leaks.boundary("marker")
+        # Counted at the next op, outside this profile callback: Python
+        # writes the callback's view of the frame's variables back into it.
+        leaks.pending_marker = True
 
     try:
         sys.setprofile(profile)

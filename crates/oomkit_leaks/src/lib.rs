@@ -31,6 +31,25 @@ pub mod trace;
 
 pub use analyse::{Kind, Leak, Report, analyse};
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lint_findings_of_leak_rules_point_to_the_command() {
+        assert_eq!(
+            command_for_lint("OOM101", "examples/train.py").as_deref(),
+            Some("oomkit leaks -- python examples/train.py")
+        );
+        assert_eq!(
+            command_for_lint("OOM113", "my dir/it's.py").as_deref(),
+            Some(r"oomkit leaks -- python 'my dir/it'\''s.py'")
+        );
+        assert_eq!(command_for_lint("OOM201", "train.py"), None);
+        assert_eq!(command_for_lint("OOM101", "train.ipynb"), None);
+    }
+}
+
 /// The Python hook (also readable in the source tree next to this file).
 pub const HOOK: &str = include_str!("leaks_hook.py");
 
@@ -49,6 +68,31 @@ pub const DEFAULT_STEPS: u64 = 10;
 pub const MIN_STEPS: u64 = 4;
 /// The most boundaries: every boundary costs a walk of the program's names.
 pub const MAX_STEPS: u64 = 1000;
+
+/// The `oomkit lint` rules whose findings are leaks this command can confirm
+/// at run time (memory kept from step to step: tensors, graphs, modules).
+pub const LINT_RULES: &[&str] = &[
+    "OOM101", "OOM102", "OOM108", "OOM110", "OOM111", "OOM112", "OOM113", "OOM114", "OOM115",
+    "OOM116",
+];
+
+/// The command that confirms a lint finding in `path` at run time:
+/// `oomkit leaks -- python PATH` (shell-quoted), or `None` when the rule is
+/// not a leak or the file is not a script (a notebook).
+pub fn command_for_lint(code: &str, path: &str) -> Option<String> {
+    if !LINT_RULES.contains(&code) || !(path.ends_with(".py") || path.ends_with(".pyw")) {
+        return None;
+    }
+    let plain = path
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+    let quoted = if plain {
+        path.to_owned()
+    } else {
+        format!("'{}'", path.replace('\'', r"'\''"))
+    };
+    Some(format!("oomkit leaks -- python {quoted}"))
+}
 
 /// Errors reading the hook's file.
 #[derive(Debug, thiserror::Error)]

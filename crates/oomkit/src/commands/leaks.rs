@@ -101,7 +101,8 @@ pub fn run(args: LeaksArgs, color: ColorChoice) -> anyhow::Result<u8> {
         err.flush()?;
         return Ok(UNUSABLE);
     }
-    let report = oomkit_leaks::analyse(&trace);
+    let mut report = oomkit_leaks::analyse(&trace);
+    relative_paths(&mut report);
     if !report.completed && finished.exit != Exit::Code(0) {
         writeln!(
             err,
@@ -124,6 +125,31 @@ pub fn run(args: LeaksArgs, color: ColorChoice) -> anyhow::Result<u8> {
     }
     out.flush()?;
     Ok(if report.leaks.is_empty() { 0 } else { LEAKS })
+}
+
+/// Files under the working directory are shown relative to it, as typed.
+fn relative_paths(report: &mut oomkit_leaks::Report) {
+    let Ok(cwd) = std::env::current_dir() else {
+        return;
+    };
+    let prefix = format!("{}/", cwd.display());
+    let strip = |f: &mut String| {
+        if let Some(rest) = f.strip_prefix(&prefix) {
+            *f = rest.to_owned();
+        }
+    };
+    for l in &mut report.leaks {
+        strip(&mut l.file);
+        for s in &mut l.sites {
+            strip(&mut s.file);
+        }
+        if let Some(h) = &mut l.holder {
+            strip(&mut h.file);
+            if let Some(s) = &mut h.store {
+                strip(&mut s.file);
+            }
+        }
+    }
 }
 
 /// The hook's record, bounded.

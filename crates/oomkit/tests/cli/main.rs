@@ -12,6 +12,7 @@ mod explain;
 mod explain_readings;
 mod explain_v3;
 mod install;
+mod leaks;
 mod lint;
 mod lint_v3;
 mod monitor;
