@@ -365,7 +365,12 @@ impl Group {
             ),
         };
         let scalar = self.holder.as_ref().is_some_and(|h| h.numel == 1);
-        let fix = fix(kind, store.as_ref().map(|s| s.code.as_str()), scalar, cuda);
+        let mut fix = fix(kind, store.as_ref().map(|s| s.code.as_str()), scalar, cuda);
+        if self.holder.as_ref().is_some_and(|h| h.grad_graph) {
+            // PyTorch's own warning for backward(create_graph=True) (engine.cpp):
+            // a reference cycle between each parameter and its gradient.
+            fix.text = "call backward() without create_graph=True (torch.autograd.grad for the higher-order part), or set every .grad to None after use: PyTorch warns that backward(create_graph=True) makes a cycle between each parameter and its gradient".to_owned();
+        }
         let lint = lint_rule(
             kind,
             store.as_ref().map(|s| s.code.as_str()),

@@ -265,7 +265,7 @@ class _OomkitLeaks:
         out = {}
         for h in walk.holders:
             if h["nodes"] > 0:
-                text = _oomkit_path_text(h["path"])[0]
+                text = h["text"]
                 o = h["origin"]
                 out["%s|%s|%s|%s" % (o[0], o[1], o[3], text)] = h["nodes"]
         self.graph_history.append(out)
@@ -345,7 +345,7 @@ class _OomkitLeaks:
             self._write(walk.site_report(site))
         for hid, h in enumerate(walk.holders):
             o = h["origin"]
-            key = "%s|%s|%s|%s" % (o[0], o[1], o[3], _oomkit_path_text(h["path"])[0])
+            key = "%s|%s|%s|%s" % (o[0], o[1], o[3], h["text"])
             if key in graphs:
                 self._write({"graph_holder": key, "holder": walk.holder_report(hid, "graph", 0)})
 
@@ -531,12 +531,20 @@ class _OomkitWalk:
     def tensor(self, t, path, origin):
         torch = self.torch
         text = _oomkit_path_text(path)[0]
+        try:
+            grad = t.grad if isinstance(t, torch.nn.Parameter) else None
+            if grad is not None and grad.grad_fn is not None:
+                # backward(create_graph=True) left graphs in the .grad of every
+                # parameter: one holder, the object that owns them.
+                text = "%s (the .grad of its parameters)" % path[0]
+        except Exception:
+            pass
         hkey = (text, origin)
         hid = self.holder_ids.get(hkey)
         if hid is None:
             hid = len(self.holders)
             self.holder_ids[hkey] = hid
-            self.holders.append({"path": path, "origin": origin, "nodes": 0, "saved_bytes": 0,
+            self.holders.append({"path": path, "text": text, "origin": origin, "nodes": 0, "saved_bytes": 0,
                                  "tensors": 0, "grad_fn": False, "param": False,
                                  "requires_grad": False, "numel": 0})
         holder = self.holders[hid]
@@ -597,9 +605,13 @@ class _OomkitWalk:
                         except Exception:
                             pass
             try:
+                # AccumulateGrad: the leaf, and the .grad backward() gave it.
                 var = getattr(node, "variable", None)
                 if isinstance(var, Tensor):
                     self._claim(id(var.untyped_storage()), hid, "graph")
+                    g = var.grad
+                    if g is not None:
+                        self._claim(id(g.untyped_storage()), hid, "graph")
             except Exception:
                 pass
             try:
@@ -636,7 +648,8 @@ class _OomkitWalk:
 
     def holder_report(self, hid, via, held):
         h = self.holders[hid]
-        text, name, attr = _oomkit_path_text(h["path"])
+        _, name, attr = _oomkit_path_text(h["path"])
+        text = h["text"]
         origin = h["origin"]
         store = None if h.get("grad_graph") else _oomkit_store_line(self.leaks, origin, name, attr, h["path"])
         return {

@@ -82,6 +82,13 @@ fn leak(out: &mut String, l: &Leak, i: usize, n: usize) {
                 Some(s) => {
                     let _ = writeln!(out, "  stored:  {}:{}: {}", s.file, s.line, s.code);
                 }
+                None if h.grad_graph => {
+                    let _ = writeln!(
+                        out,
+                        "  stored:  by backward() into each parameter's .grad, at {}:{}",
+                        l.file, l.line
+                    );
+                }
                 None => {
                     let _ = writeln!(out, "  stored:  no line storing into it was found");
                 }
