@@ -158,7 +158,7 @@ pub fn analyse(trace: &Trace) -> Report {
     // Bytes per site.
     let mut ids: Vec<u64> = boundaries
         .iter()
-        .flat_map(|b| b.alive.keys().copied())
+        .flat_map(|b| b.alive.keys().chain(b.young.keys()).copied())
         .collect();
     ids.sort_unstable();
     ids.dedup();
@@ -286,6 +286,14 @@ fn merge(leaks: Vec<Leak>) -> Vec<Leak> {
         });
         match same {
             Some(o) => {
+                if let (Some(h), Some((r, _)), Some(other)) =
+                    (o.holder.as_mut(), root(&l), l.holder.as_ref())
+                    && h.text != other.text
+                    && l.kind == Kind::Params
+                {
+                    // `model.adapter_1`, `model.adapter_2`, …: the object they are added to.
+                    h.text = r;
+                }
                 if o.holder.as_ref().and_then(|h| h.store.as_ref()).is_none()
                     && l.holder.as_ref().and_then(|h| h.store.as_ref()).is_some()
                 {

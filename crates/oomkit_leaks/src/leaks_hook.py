@@ -609,7 +609,8 @@ class _OomkitWalk:
                 var = getattr(node, "variable", None)
                 if isinstance(var, Tensor):
                     self._claim(id(var.untyped_storage()), hid, "graph")
-                    g = var.grad
+                    # A parameter's .grad belongs to the parameter's holder.
+                    g = None if isinstance(var, self.torch.nn.Parameter) else var.grad
                     if g is not None:
                         self._claim(id(g.untyped_storage()), hid, "graph")
             except Exception:
@@ -756,7 +757,7 @@ def _oomkit_store_line(leaks, origin, name, attr, path):
         if hits:
             hits.sort()
             rank, no, src = hits[0]
-            cand = (rank, fi, {"file": f, "line": no, "code": src[:200]})
+            cand = (rank, fi, {"file": f, "line": no, "code": src[:200], "rank": rank})
             if best is None or cand[:2] < best[:2]:
                 best = cand
             if rank == 0:
@@ -764,7 +765,8 @@ def _oomkit_store_line(leaks, origin, name, attr, path):
     if best is None and attr is not None and path and path[0] != "self" and path[0] != name:
         # A store through a method of the root: `opt.add_param_group(…)`,
         # `model.register_buffer(…)`, `model.add_module(…)`.
-        return _oomkit_store_line(leaks, origin, path[0], None, path[:1])
+        found = _oomkit_store_line(leaks, origin, path[0], None, path[:1])
+        return found if found and found.get("rank") == 0 else None
     return best[2] if best else None
 
 
