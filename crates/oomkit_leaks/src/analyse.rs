@@ -175,9 +175,10 @@ pub fn analyse(trace: &Trace) -> Report {
             .iter()
             .map(|b| b.young.get(&id).copied().unwrap_or(0))
             .collect();
-        let trend = match classify(&series) {
-            Trend::Flat => classify_replaced(&young),
-            t => t,
+        let (trend, series) = match classify(&series) {
+            // Nothing outlives a step, but what each step makes keeps growing.
+            Trend::Flat => (classify_replaced(&young), young),
+            t => (t, series),
         };
         match trend {
             Trend::Growing { per_step } => {
@@ -209,10 +210,7 @@ pub fn analyse(trace: &Trace) -> Report {
         }
     }
     // Autograd nodes per named holder.
-    let mut keys: Vec<&String> = boundaries
-        .iter()
-        .flat_map(|b| b.graphs.keys())
-        .collect();
+    let mut keys: Vec<&String> = boundaries.iter().flat_map(|b| b.graphs.keys()).collect();
     keys.sort_unstable();
     keys.dedup();
     for key in keys {
@@ -311,7 +309,7 @@ fn merge(leaks: Vec<Leak>) -> Vec<Leak> {
                         o.sites.push(s);
                     }
                 }
-                o.sites.sort_by(|a, b| b.bytes_per_step.cmp(&a.bytes_per_step));
+                o.sites.sort_by_key(|s| std::cmp::Reverse(s.bytes_per_step));
             }
             None => out.push(l),
         }
@@ -351,7 +349,7 @@ impl Default for Group {
 
 impl Group {
     fn into_leak(mut self, steps: u64, cuda: bool) -> Leak {
-        self.sites.sort_by(|a, b| b.1.cmp(&a.1));
+        self.sites.sort_by_key(|s| std::cmp::Reverse(s.1));
         let kind = kind_of(&self, cuda);
         let store = self.holder.as_ref().and_then(|h| h.store.clone());
         // Without a store line: the call that built the kept graph
@@ -524,13 +522,25 @@ fn fix(kind: Kind, store: Option<&str>, scalar: bool, cuda: bool) -> Fix {
     };
     let code = store.and_then(|s| rewrite(s, &wrap));
     let text = match kind {
-        Kind::Graph if scalar => "store a Python number (`.item()`): the kept tensor holds its whole autograd graph",
-        Kind::Graph => "store a detached tensor (`.detach()`): the kept tensor holds its whole autograd graph",
-        Kind::CreateGraph => "keep only detached results (`.detach()`/`.item()`) of what create_graph=True built, and drop the graph before the next step",
+        Kind::Graph if scalar => {
+            "store a Python number (`.item()`): the kept tensor holds its whole autograd graph"
+        }
+        Kind::Graph => {
+            "store a detached tensor (`.detach()`): the kept tensor holds its whole autograd graph"
+        }
+        Kind::CreateGraph => {
+            "keep only detached results (`.detach()`/`.item()`) of what create_graph=True built, and drop the graph before the next step"
+        }
         Kind::Tensors if scalar => "store a Python number (`.item()`) instead of the tensor",
-        Kind::Tensors => "keep only what you need (a running sum, `.item()`, a bounded `collections.deque(maxlen=k)`), or move it off the GPU (`.cpu()`)",
-        Kind::Params => "create modules, parameters and optimizer parameter groups once, before the loop",
-        Kind::Host => "reduce each step to what you need (a running sum, metrics as numbers) or keep a bounded `collections.deque(maxlen=k)`",
+        Kind::Tensors => {
+            "keep only what you need (a running sum, `.item()`, a bounded `collections.deque(maxlen=k)`), or move it off the GPU (`.cpu()`)"
+        }
+        Kind::Params => {
+            "create modules, parameters and optimizer parameter groups once, before the loop"
+        }
+        Kind::Host => {
+            "reduce each step to what you need (a running sum, metrics as numbers) or keep a bounded `collections.deque(maxlen=k)`"
+        }
     };
     Fix {
         text: text.to_owned(),
@@ -600,7 +610,9 @@ mod tests {
         lines.extend(boundaries(3, 4, 10));
         lines.push(r#"{"candidate":3,"bytes":36,"holder":{"text":"losses","scope":"local","file":"train.py","function":"main","key":"local|train.py|main|losses","via":"held","grad_fn":true,"tensors":9,"numel":1,"store":{"file":"train.py","line":25,"code":"losses.append(loss)"}}}"#.to_owned());
         lines.push(r#"{"end":10,"reason":"steps"}"#.to_owned());
-        let r = analyse(&trace(&lines.iter().map(String::as_str).collect::<Vec<_>>()));
+        let r = analyse(&trace(
+            &lines.iter().map(String::as_str).collect::<Vec<_>>(),
+        ));
         assert!(r.completed);
         assert_eq!(r.steps, 10);
         assert_eq!(r.leaks.len(), 1, "the constant site is not a leak");
@@ -622,10 +634,15 @@ mod tests {
             ))
             .chain([r#"{"graph_holder":"local|t.py|Trainer.fit|self.total","holder":{"text":"self.total","scope":"local","file":"t.py","function":"Trainer.fit","via":"graph","grad_fn":true,"numel":1,"store":{"file":"t.py","line":19,"code":"self.total = self.total + loss"}}}"#.to_owned()])
             .collect();
-        let r = analyse(&trace(&lines.iter().map(String::as_str).collect::<Vec<_>>()));
+        let r = analyse(&trace(
+            &lines.iter().map(String::as_str).collect::<Vec<_>>(),
+        ));
         assert_eq!(r.leaks.len(), 1);
         let l = &r.leaks[0];
-        assert_eq!((l.kind, l.nodes_per_step, l.bytes_per_step), (Kind::Graph, 8, 0));
+        assert_eq!(
+            (l.kind, l.nodes_per_step, l.bytes_per_step),
+            (Kind::Graph, 8, 0)
+        );
         assert_eq!(l.line, 19);
         assert_eq!(
             l.fix.code.as_deref(),
@@ -649,7 +666,10 @@ mod tests {
             g(&|g| g.holder.as_mut().unwrap().optimizer = true),
             Kind::Params
         );
-        assert_eq!(g(&|g| g.holder.as_mut().unwrap().param = true), Kind::Params);
+        assert_eq!(
+            g(&|g| g.holder.as_mut().unwrap().param = true),
+            Kind::Params
+        );
         assert_eq!(
             g(&|g| g.holder.as_mut().unwrap().via = "graph".into()),
             Kind::Graph
@@ -665,17 +685,28 @@ mod tests {
             Kind::Host
         );
         assert_eq!(g(&|_| {}), Kind::Tensors);
-        let mut on_gpu = Group::default();
-        on_gpu.cpu_only = true;
+        let on_gpu = Group {
+            cpu_only: true,
+            ..Group::default()
+        };
         assert_eq!(kind_of(&on_gpu, true), Kind::Host);
     }
 
     #[test]
     fn rewrites_the_common_store_shapes() {
         let w = |e: &str| Some(format!("W({})", e.trim()));
-        assert_eq!(rewrite("out.append(x)", &w).as_deref(), Some("out.append(W(x))"));
-        assert_eq!(rewrite("total += loss * 2", &w).as_deref(), Some("total += W(loss * 2)"));
-        assert_eq!(rewrite("h[step] = y", &w).as_deref(), Some("h[step] = W(y)"));
+        assert_eq!(
+            rewrite("out.append(x)", &w).as_deref(),
+            Some("out.append(W(x))")
+        );
+        assert_eq!(
+            rewrite("total += loss * 2", &w).as_deref(),
+            Some("total += W(loss * 2)")
+        );
+        assert_eq!(
+            rewrite("h[step] = y", &w).as_deref(),
+            Some("h[step] = W(y)")
+        );
         assert_eq!(rewrite("if a == b", &w), None);
         assert_eq!(rewrite("", &w), None);
     }

@@ -87,7 +87,11 @@ pub fn classify_replaced(series: &[u64]) -> Trend {
         return Trend::Flat;
     }
     let tail = series.iter().skip(n - body - 1);
-    let pairs: Vec<(u64, u64)> = tail.clone().zip(tail.skip(1)).map(|(a, b)| (*a, *b)).collect();
+    let pairs: Vec<(u64, u64)> = tail
+        .clone()
+        .zip(tail.skip(1))
+        .map(|(a, b)| (*a, *b))
+        .collect();
     if pairs.iter().any(|(a, b)| b <= a) {
         return Trend::Flat;
     }
@@ -168,10 +172,7 @@ mod tests {
     #[test]
     fn a_tensor_replaced_by_a_bigger_one_every_step_grows() {
         let s: Vec<u64> = (1..=9).map(|i| i * 16384).collect();
-        assert_eq!(
-            classify_replaced(&s),
-            Trend::Growing { per_step: 16384 }
-        );
+        assert_eq!(classify_replaced(&s), Trend::Growing { per_step: 16384 });
         // Batches of varying size: not every step rises.
         let s = [300, 500, 400, 600, 650, 500, 700, 800, 900];
         assert_eq!(classify_replaced(&s), Trend::Flat);

@@ -46,7 +46,10 @@ pub fn human(r: &Report, command: &str) -> String {
         );
     }
     for e in &r.hook_errors {
-        let _ = writeln!(out, "note: the hook failed ({e}); the report may miss leaks");
+        let _ = writeln!(
+            out,
+            "note: the hook failed ({e}); the report may miss leaks"
+        );
     }
     out
 }

@@ -84,7 +84,8 @@ pub fn run(args: LeaksArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let minimum = usize::try_from(oomkit_leaks::MIN_STEPS).unwrap_or(4);
     if seen < minimum {
         let why = if !trace.started {
-            "it never imported torch in its main process (oomkit leaks follows PyTorch programs)".to_owned()
+            "it never imported torch in its main process (oomkit leaks follows PyTorch programs)"
+                .to_owned()
         } else if seen == 0 {
             "no step was seen: no optimizer step, no batch drawn from a DataLoader, no call of --marker".to_owned()
         } else {
@@ -92,11 +93,7 @@ pub fn run(args: LeaksArgs, color: ColorChoice) -> anyhow::Result<u8> {
                 "only {seen} step(s) were seen, too few to tell growth from warm-up (at least {minimum}): give the program more steps or use --marker"
             )
         };
-        writeln!(
-            err,
-            "oomkit leaks: `{shown}` {}; {why}",
-            ended(&finished)
-        )?;
+        writeln!(err, "oomkit leaks: `{shown}` {}; {why}", ended(&finished))?;
         explain_failure(&mut err, &finished)?;
         err.flush()?;
         return Ok(UNUSABLE);

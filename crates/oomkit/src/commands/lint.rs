@@ -227,11 +227,7 @@ fn print_results(
                     write!(out, "{}", render::human(std::slice::from_ref(d)))?;
                     if let Some(cmd) = oomkit_leaks::command_for_lint(d.code, &d.path) {
                         // Shell-quoted by `command_for_lint`; control characters escaped.
-                        writeln!(
-                            out,
-                            "  confirm: {}",
-                            oomkit_core::text::escape(&cmd)
-                        )?;
+                        writeln!(out, "  confirm: {}", oomkit_core::text::escape(&cmd))?;
                     }
                 }
                 if errors.is_empty() {

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::probe::python;
-use crate::support::{cli, exit_2_usage, Cli};
+use crate::support::{Cli, cli, exit_2_usage};
 
 fn fake() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../oomkit_leaks/tests/fixtures/fake_torch")
@@ -14,7 +14,9 @@ fn fake() -> PathBuf {
 
 /// `oomkit leaks [extra] -- python train.py MODE`, run in the fake's folder.
 fn leaks(extra: &[&str], mode: &str) -> Cli {
-    let mut c = cli(&["leaks"]).args(extra).args(&["--", python(), "train.py", mode]);
+    let mut c = cli(&["leaks"])
+        .args(extra)
+        .args(&["--", python(), "train.py", mode]);
     c = c.cwd(fake()).env("PYTHONPATH", fake());
     c
 }
@@ -135,8 +137,14 @@ fn bad_arguments_exit_2() {
             (&["--steps", "0", "--", "python3", "x.py"], "--steps"),
             (&["--steps", "many", "--", "python3", "x.py"], "--steps"),
             (&["--steps", "1001", "--", "python3", "x.py"], "--steps"),
-            (&["--marker", "train_step", "--", "python3", "x.py"], "MODULE:FUNCTION"),
-            (&["--marker", "a:b:c", "--", "python3", "x.py"], "MODULE:FUNCTION"),
+            (
+                &["--marker", "train_step", "--", "python3", "x.py"],
+                "MODULE:FUNCTION",
+            ),
+            (
+                &["--marker", "a:b:c", "--", "python3", "x.py"],
+                "MODULE:FUNCTION",
+            ),
             (&["--format", "xml", "--", "python3", "x.py"], "--format"),
             (&[], "CMD"),
         ],
