@@ -25,7 +25,7 @@ fn clock_text(r: &Report) -> String {
 /// The human report. `command` is the program as typed.
 pub fn human(r: &Report, command: &str) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "oomkit leaks: {} of `{command}`", clock_text(r));
+    let _ = writeln!(out, "leaks after {} of `{command}`", clock_text(r));
     if r.leaks.is_empty() {
         let _ = writeln!(
             out,

@@ -26,7 +26,7 @@ fn a_list_of_losses_is_a_graph_leak_with_its_store_line_and_fix() {
     leaks(&[], "leak")
         .run()
         .code(1)
-        .stdout_has("oomkit leaks: 10 optimizer steps of `")
+        .stdout_has("leaks after 10 optimizer steps of `")
         .stdout_has("holder:  `losses` (named in <module>)")
         .stdout_has("stored:  train.py:45: losses.append(loss)")
         .stdout_has("created: train.py:41 (<module>) +4 bytes per step")
@@ -81,7 +81,7 @@ fn dataloader_batches_are_the_steps_of_an_evaluation_loop() {
     leaks(&["--steps", "6"], "eval")
         .run()
         .code(1)
-        .stdout_has("oomkit leaks: 6 DataLoader batches of `")
+        .stdout_has("leaks after 6 DataLoader batches of `")
         .stdout_has("stored:  train.py:32: outputs.append(out)");
 }
 
