@@ -312,6 +312,7 @@ class _OomkitLeaks:
         grew = [(last.get(s, 0) - mid.get(s, 0), s) for s in last if last.get(s, 0) > mid.get(s, 0)]
         grew.sort(reverse=True)
         out = [s for _, s in grew[:_OOMKIT_MAX_CANDIDATES]]
+        self.young_candidates = set()
         # A tensor replaced every step by a bigger one (torch.cat onto itself):
         # nothing survives a step, but what this step made keeps growing.
         y = self.young_history[-4:]
@@ -319,6 +320,7 @@ class _OomkitLeaks:
             for s in y[-1]:
                 if s not in out and all(y[i].get(s, 0) < y[i + 1].get(s, 0) for i in range(3)):
                     out.append(s)
+                    self.young_candidates.add(s)
         return out
 
     def graph_candidates(self):
@@ -336,8 +338,11 @@ class _OomkitLeaks:
         b = self.boundary_count
         wanted = set(cands)
         targets = {}
+        young = getattr(self, "young_candidates", set())
         for key, rec in self.records.items():
-            if rec[0] in wanted:
+            # What survived a step; this step's own only for a site that
+            # grows by replacing one tensor with a bigger one.
+            if rec[0] in wanted and (rec[1] < b - 1 or rec[0] in young):
                 targets[key] = rec
         walk = _OomkitWalk(self, targets)
         walk.run(self.roots(final))
@@ -510,6 +515,15 @@ class _OomkitWalk:
                         __import__("sys").modules.get(cls.__module__), "__file__", None) or "<x>"))
                     if not (user or isinstance(obj, Module) or isinstance(obj, Optimizer)):
                         continue
+                    if user:
+                        # Class attributes (`buffer = []` in the class body),
+                        # named through the instance.
+                        try:
+                            for k, v in vars(cls).items():
+                                if not k.startswith("__") and not callable(v) and not isinstance(v, (property, staticmethod, classmethod)):
+                                    q.append((v, path + (("attr", k),), origin, d))
+                        except Exception:
+                            pass
                     attrs = getattr(obj, "__dict__", None)
                     if not isinstance(attrs, dict):
                         continue
