@@ -652,6 +652,31 @@ mod tests {
     }
 
     #[test]
+    fn a_tensor_replaced_by_a_bigger_one_is_found_from_what_each_step_made() {
+        // `self.per_sample = torch.cat([self.per_sample, …])`: nothing made in
+        // an earlier step survives; what each step made grows.
+        let mut lines =
+            vec![r#"{"site":7,"file":"s.py","line":14,"function":"Stats.update"}"#.to_owned()];
+        lines.extend((1..=10u64).map(|b| {
+            format!(
+                r#"{{"boundary":{b},"source":"optimizer","alive":{{"0":100}},"young":{{"7":{},"2":512}}}}"#,
+                65536 * b
+            )
+        }));
+        lines.push(r#"{"candidate":7,"bytes":655360,"holder":{"text":"stats.per_sample","key":"local|s.py|<module>|stats.per_sample","via":"held","numel":10240,"store":{"file":"s.py","line":14,"code":"self.per_sample = torch.cat([self.per_sample, new])"}}}"#.to_owned());
+        let r = analyse(&trace(
+            &lines.iter().map(String::as_str).collect::<Vec<_>>(),
+        ));
+        assert_eq!(r.leaks.len(), 1, "{r:?}");
+        let l = &r.leaks[0];
+        assert_eq!(
+            (l.kind, l.line, l.bytes_per_step),
+            (Kind::Tensors, 14, 65536)
+        );
+        assert_eq!(l.held_bytes, 655360);
+    }
+
+    #[test]
     fn kinds_follow_the_evidence() {
         let g = |f: &dyn Fn(&mut Group)| {
             let mut g = Group {

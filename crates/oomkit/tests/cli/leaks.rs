@@ -155,3 +155,18 @@ fn bad_arguments_exit_2() {
         .stderr_one_line()
         .stderr_has("--grace");
 }
+
+#[test]
+fn a_failure_inside_the_hook_never_reaches_the_program() {
+    // The optimizer-hook API raises: the hook records it and turns that clock
+    // off; the program runs to its end as it would without oomkit.
+    leaks(&[], "leak")
+        .env("FAKE_TORCH_BROKEN_HOOKS", "1")
+        .run()
+        .code(2)
+        .stdout_is("start leak\nend\n")
+        .stderr_has(
+            "the hook failed: optimizer hook: RuntimeError: step hooks are not supported here",
+        )
+        .stderr_has("no step was seen");
+}
