@@ -56,6 +56,7 @@ class _OomkitLeaks:
         self.flags = 0
         self.off = False
         self.pending_marker = False
+        self.module_files = {}
         self.busy = False
         self.done = False
         self.graph_calls = []
@@ -362,7 +363,8 @@ class _OomkitLeaks:
         if final:
             f = sys._getframe(0)
             while f is not None:
-                if self.is_user(f.f_code) and id(f) not in seen_frames:
+                # A module's own frame: its names are its globals, found below.
+                if self.is_user(f.f_code) and id(f) not in seen_frames and f.f_code.co_flags & 1:
                     seen_frames.add(id(f))
                     code = f.f_code
                     where = (code.co_filename, code.co_firstlineno, getattr(code, "co_qualname", code.co_name))
@@ -372,6 +374,12 @@ class _OomkitLeaks:
                 f = f.f_back
         for mod in list(sys.modules.values()):
             fname = getattr(mod, "__file__", None)
+            mname = getattr(mod, "__name__", None)
+            # At exit a module may have lost its __file__: the one seen before.
+            if fname is None and mname is not None:
+                fname = self.module_files.get(mname)
+            elif fname is not None and mname is not None:
+                self.module_files[mname] = fname
             if mod is None or (fname is None and getattr(mod, "__name__", "") != "__main__"):
                 continue
             if fname is not None and not self.is_user(_OomkitFile(fname)):

@@ -27,7 +27,7 @@ fn a_list_of_losses_is_a_graph_leak_with_its_store_line_and_fix() {
         .run()
         .code(1)
         .stdout_has("leaks after 10 optimizer steps of `")
-        .stdout_has("holder:  `losses` (named in <module>)")
+        .stdout_has("holder:  `losses` (a global of __main__)")
         .stdout_has("stored:  train.py:45: losses.append(loss)")
         .stdout_has("created: train.py:41 (<module>) +4 bytes per step")
         .stdout_has("kind:    graph — ")
@@ -69,7 +69,7 @@ fn a_running_total_keeps_a_growing_graph() {
     leaks(&[], "graph")
         .run()
         .code(1)
-        .stdout_has("holder:  `total` (named in <module>), through the autograd graph")
+        .stdout_has("holder:  `total` (a global of __main__), through the autograd graph")
         .stdout_has("stored:  train.py:51: total = total + loss")
         .stdout_has("autograd nodes per step")
         .stdout_has("train.py:51: total = (total + loss).item()")
@@ -169,4 +169,30 @@ fn a_failure_inside_the_hook_never_reaches_the_program() {
             "the hook failed: optimizer hook: RuntimeError: step hooks are not supported here",
         )
         .stderr_has("no step was seen");
+}
+
+#[test]
+fn a_program_that_ends_before_the_steps_is_reported_from_what_it_ran() {
+    // Six steps of ten: the program ends by itself, its output is whole, and
+    // the leak is found from the steps it ran (one leak, one holder).
+    let j = cli(&[
+        "leaks",
+        "--format",
+        "json",
+        "--",
+        python(),
+        "train.py",
+        "leak",
+        "6",
+    ])
+    .cwd(fake())
+    .env("PYTHONPATH", fake())
+    .run()
+    .code(1)
+    .json();
+    assert_eq!(j["steps"], 6);
+    assert_eq!(j["completed"], false);
+    assert_eq!(j["leaks"].as_array().unwrap().len(), 1, "{j}");
+    assert_eq!(j["leaks"][0]["line"], 45);
+    assert_eq!(j["leaks"][0]["holder"]["scope"], "global");
 }
