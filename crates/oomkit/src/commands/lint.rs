@@ -244,7 +244,13 @@ fn print_results(
             if args.statistics {
                 write!(out, "{}", render::statistics(diagnostics))?;
             } else {
-                write!(out, "{}", render::human(diagnostics))?;
+                for d in diagnostics {
+                    write!(out, "{}", render::human(std::slice::from_ref(d)))?;
+                    if let Some(cmd) = oomkit_leaks::command_for_lint(d.code, &d.path) {
+                        // Shell-quoted by `command_for_lint`; control characters escaped.
+                        writeln!(out, "  confirm: {}", oomkit_core::text::escape(&cmd))?;
+                    }
+                }
                 if errors.is_empty() {
                     writeln!(out, "{}", render::summary(diagnostics, fixed))?;
                 } else {
@@ -277,6 +283,20 @@ fn print_results(
                     .collect();
                 json!({"version": 1, "statistics": stats, "errors": errs})
             } else {
+                // A leak finding carries the command that confirms it at run time.
+                let diagnostics: Vec<serde_json::Value> = diagnostics
+                    .iter()
+                    .map(|d| {
+                        let mut v = serde_json::to_value(d).unwrap_or(serde_json::Value::Null);
+                        if let (Some(cmd), Some(o)) = (
+                            oomkit_leaks::command_for_lint(d.code, &d.path),
+                            v.as_object_mut(),
+                        ) {
+                            o.insert("leaks_command".to_owned(), json!(cmd));
+                        }
+                        v
+                    })
+                    .collect();
                 json!({"version": 1, "diagnostics": diagnostics, "errors": errs})
             };
             serde_json::to_writer_pretty(&mut *out, &doc)?;

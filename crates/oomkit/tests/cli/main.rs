@@ -15,6 +15,7 @@ mod explain;
 mod explain_readings;
 mod explain_v3;
 mod install;
+mod leaks;
 mod lint;
 mod lint_summaries;
 mod lint_v3;
