@@ -147,17 +147,22 @@ def overhead(args, cwd):
     }
     best = {k: (float("inf"), float("inf")) for k in cmds}
     leaks_exit = None
+    report = {}
     for _ in range(args.runs):
         for name, cmd in cmds.items():
             rc, out, err, wall, cpu = run(cmd, args.timeout, cwd)
             if name == "oomkit leaks":
                 leaks_exit = rc
+                try:
+                    report = json.loads(out)
+                except ValueError:
+                    report = {}
                 if rc != 0:
                     print(f"overhead: oomkit leaks exited {rc}: {excerpt(err, 600)}", file=sys.stderr)
             elif rc != 0:
                 raise SystemExit(f"overhead: `{' '.join(cmd)}` exited {rc}: {excerpt(err, 600)}")
             best[name] = (min(best[name][0], wall), min(best[name][1], cpu))
-    return best, leaks_exit
+    return best, leaks_exit, report
 
 
 def main():
@@ -187,10 +192,12 @@ def main():
     over_fail = False
     result = {"gallery": records}
     if not args.no_overhead:
-        best, leaks_exit = overhead(args, cwd)
+        best, leaks_exit, report = overhead(args, cwd)
         plain, leaks, imp = best["plain"], best["oomkit leaks"], best["import torch"]
         ratio, cpu_ratio = leaks[0] / plain[0], leaks[1] / plain[1]
-        print(f"\nOverhead ({args.overhead_steps} steps of overhead_model.py, best of {args.runs} interleaved):\n")
+        print(f"\nOverhead ({args.overhead_steps} steps of overhead_model.py, best of {args.runs} interleaved; "
+              f"oomkit counted {report.get('steps')} steps on the {report.get('clock')} clock, "
+              f"completed: {report.get('completed')}):\n")
         print("| command | wall | CPU (user+sys) |")
         print("|---|---:|---:|")
         for name in ("import torch", "plain", "oomkit leaks"):
