@@ -41,12 +41,12 @@ def expectation(path):
     raise SystemExit(f"{path}: needs exactly one '# leaks: expect KIND' (KIND in {sorted(KINDS)}) or '# leaks: clean'")
 
 
-def run(cmd, timeout, cwd):
+def run(cmd, timeout, cwd, env=None):
     """Runs cmd; returns (rc, stdout, stderr, wall seconds, child CPU seconds)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     try:
-        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
         rc, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
         rc = "timeout"
@@ -146,11 +146,26 @@ def overhead(args, cwd):
         "oomkit leaks": [args.oomkit, "leaks", "--steps", steps, "--format", "json", "--", args.python, prog, steps],
     }
     best = {k: (float("inf"), float("inf")) for k in cmds}
+    loop = {}
     leaks_exit = None
     report = {}
+    times_file = os.path.join(cwd, "bench", "data", "leaks-overhead-times.txt")
     for _ in range(args.runs):
         for name, cmd in cmds.items():
-            rc, out, err, wall, cpu = run(cmd, args.timeout, cwd)
+            if os.path.exists(times_file):
+                os.remove(times_file)
+            env = dict(os.environ, OVERHEAD_TIMES=times_file)
+            rc, out, err, wall, cpu = run(cmd, args.timeout, cwd, env)
+            if name != "import torch":
+                try:
+                    with open(times_file, encoding="utf-8") as f:
+                        stamps = [tuple(float(t) for t in line.split()) for line in f if line.strip()]
+                    if len(stamps) >= 2:
+                        span = (stamps[-1][0] - stamps[0][0], stamps[-1][1] - stamps[0][1])
+                        old = loop.get(name, (float("inf"), float("inf")))
+                        loop[name] = (min(old[0], span[0]), min(old[1], span[1]))
+                except OSError:
+                    pass
             if name == "oomkit leaks":
                 leaks_exit = rc
                 try:
@@ -162,7 +177,7 @@ def overhead(args, cwd):
             elif rc != 0:
                 raise SystemExit(f"overhead: `{' '.join(cmd)}` exited {rc}: {excerpt(err, 600)}")
             best[name] = (min(best[name][0], wall), min(best[name][1], cpu))
-    return best, leaks_exit, report
+    return best, leaks_exit, report, loop
 
 
 def main():
@@ -192,7 +207,7 @@ def main():
     over_fail = False
     result = {"gallery": records}
     if not args.no_overhead:
-        best, leaks_exit, report = overhead(args, cwd)
+        best, leaks_exit, report, loop = overhead(args, cwd)
         plain, leaks, imp = best["plain"], best["oomkit leaks"], best["import torch"]
         ratio, cpu_ratio = leaks[0] / plain[0], leaks[1] / plain[1]
         print(f"\nOverhead ({args.overhead_steps} steps of overhead_model.py, best of {args.runs} interleaved; "
@@ -202,13 +217,23 @@ def main():
         print("|---|---:|---:|")
         for name in ("import torch", "plain", "oomkit leaks"):
             print(f"| {name} | {best[name][0]:.2f} s | {best[name][1]:.2f} s |")
+        if "plain" in loop and "oomkit leaks" in loop:
+            print(f"\nThe training loop alone (start of step 1 to start of step {args.overhead_steps}, "
+                  f"best of {args.runs}): plain {loop['plain'][0]:.2f} s wall, {loop['plain'][1]:.2f} s CPU; "
+                  f"under oomkit leaks {loop['oomkit leaks'][0]:.2f} s wall, {loop['oomkit leaks'][1]:.2f} s CPU: "
+                  f"{loop['oomkit leaks'][0] / loop['plain'][0]:.2f}x wall, "
+                  f"{loop['oomkit leaks'][1] / loop['plain'][1]:.2f}x CPU")
+            result_loop = {k: v for k, v in loop.items()}
+        else:
+            result_loop = None
         over_fail = ratio >= args.budget or leaks_exit != 0
         print(f"\n`oomkit leaks` / plain: {ratio:.2f}x wall, {cpu_ratio:.2f}x CPU "
               f"(budget < {args.budget:g}x wall): {'FAIL' if over_fail else 'ok'}"
               + (f"; oomkit leaks exited {leaks_exit} on the clean program" if leaks_exit != 0 else ""))
         result["overhead"] = {"wall": {k: v[0] for k, v in best.items()},
                               "cpu": {k: v[1] for k, v in best.items()},
-                              "ratio_wall": ratio, "ratio_cpu": cpu_ratio, "leaks_exit": leaks_exit}
+                              "ratio_wall": ratio, "ratio_cpu": cpu_ratio, "leaks_exit": leaks_exit,
+                              "loop": result_loop}
     if details:
         print("\n## Mismatches\n")
         print("\n".join(details))
