@@ -855,6 +855,12 @@ def _oomkit_leaks_install(torch):
     except ValueError:
         steps = 10
     marker = env.get("OOMKIT_LEAKS_MARKER") or None
+    earlier = globals().get("_oomkit_leaks_state")
+    if earlier is not None:
+        # TensorFlow came first: the finer PyTorch grain takes over, its
+        # first boundary starts the record's series again.
+        earlier.off = True
+        earlier.done = True
     leaks = _OomkitLeaks(torch, path, max(steps, 2), marker)
     global _oomkit_leaks_state
     _oomkit_leaks_state = leaks

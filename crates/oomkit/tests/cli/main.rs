@@ -16,6 +16,7 @@ mod explain_readings;
 mod explain_v3;
 mod install;
 mod leaks;
+mod leaks_tf;
 mod lint;
 mod lint_summaries;
 mod lint_v3;
