@@ -4,6 +4,8 @@
 # with the expectation marked in the script (`# leaks: expect KIND` on the holder
 # line, `# leaks: clean` at the top of a clean look-alike), then measures the
 # overhead of `oomkit leaks` against the plain run of a small CNN for 10 steps.
+# A venv with tensorflow and no torch runs the TensorFlow/Keras scripts (tf_*.py)
+# instead, without the overhead measurement; a torch venv skips them.
 #
 #   bash bench/leaks/run.sh                          # venv in /tmp/oomkit-torch-venv
 #   VENV=/path/to/venv bash bench/leaks/run.sh       # a venv that already has torch
@@ -47,6 +49,6 @@ mkdir -p "$root/bench/data"
 extra=()
 [ -n "${NO_OVERHEAD:-}" ] && extra+=(--no-overhead)
 cd "$root"
-exec python3 "$here/check.py" --oomkit "$oomkit" --python "$py" \
+exec python3 "$here/check.py" --oomkit "$oomkit" --python "$py" --framework "$framework" \
   --runs "${RUNS:-3}" --leaks-args="${LEAKS_ARGS:-}" \
   --json-out "$root/bench/data/leaks-results.json" "${extra[@]}" --only "$@"

@@ -683,6 +683,48 @@ mod tests {
     }
 
     #[test]
+    fn tensorflow_holders_are_coarse_with_tensorflow_fixes_and_no_lint() {
+        let run = |holder: &str| {
+            let mut lines = vec![
+                r#"{"hook":1,"python":"3.11","framework":"tensorflow","grain":"holders","tensorflow":"2.21.0"}"#.to_owned(),
+                r#"{"site":3,"file":"fit.py","line":0,"function":"__main__|kept"}"#.to_owned(),
+                r#"{"site":9,"file":"fit.py","line":0,"function":"__main__|model"}"#.to_owned(),
+            ];
+            lines.extend(boundaries(3, 4, 10));
+            lines.push(format!(r#"{{"candidate":3,"bytes":36,"holder":{holder}}}"#));
+            analyse(&trace(
+                &lines.iter().map(String::as_str).collect::<Vec<_>>(),
+            ))
+        };
+        let r = run(
+            r#"{"text":"kept","scope":"global","file":"fit.py","function":"__main__","key":"global|fit.py|__main__|kept","via":"held","tensors":9,"numel":1,"store":{"file":"fit.py","line":16,"code":"kept.append(loss)"}}"#,
+        );
+        assert_eq!(
+            (r.framework.as_str(), r.grain.as_str()),
+            ("tensorflow", "holders")
+        );
+        assert_eq!(r.versions, Some(("3.11".into(), "2.21.0".into())));
+        let l = &r.leaks[0];
+        assert_eq!((l.kind, l.line, l.lint), (Kind::Tensors, 16, None));
+        assert!(l.sites.is_empty());
+        assert_eq!(l.fix.code.as_deref(), Some("kept.append(float(loss))"));
+        let r = run(
+            r#"{"text":"preds","key":"k","host":true,"numel":64,"store":{"file":"fit.py","line":20,"code":"preds.append(p)"}}"#,
+        );
+        assert_eq!(
+            (r.leaks[0].kind, r.leaks[0].fix.code.as_deref()),
+            (Kind::Host, None)
+        );
+        let r = run(r#"{"text":"models","key":"k","param":true,"host":true,"numel":256}"#);
+        assert_eq!(r.leaks[0].kind, Kind::Params);
+        let torch = analyse(&trace(&[r#"{"hook":1,"python":"3.11","torch":"2.5"}"#]));
+        assert_eq!(
+            (torch.framework.as_str(), torch.grain.as_str()),
+            ("pytorch", "sites")
+        );
+    }
+
+    #[test]
     fn a_graph_that_grows_in_nodes_alone_is_a_leak() {
         let lines: Vec<String> = (1..=10u64)
             .map(|b| format!(
