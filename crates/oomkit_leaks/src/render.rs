@@ -46,9 +46,14 @@ pub fn human(r: &Report, command: &str) -> String {
     if r.plateaus > 0 {
         let _ = writeln!(
             out,
-            "{}{} creation site(s) grew and then stopped (warm-up, caches, bounded windows): not leaks",
+            "{}{} {} grew and then stopped (warm-up, caches, bounded windows): not leaks",
             if n > 0 { "\n" } else { "" },
-            r.plateaus
+            r.plateaus,
+            if r.grain == "holders" {
+                "named holder(s)"
+            } else {
+                "creation site(s)"
+            }
         );
     }
     for e in &r.hook_errors {

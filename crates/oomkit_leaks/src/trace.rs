@@ -4,6 +4,9 @@
 //!
 //! Lines, by their first key:
 //! - `{"hook":1,"pid":…,"steps":…,"marker":…,"python":…,"torch":…}` — started;
+//!   TensorFlow's coarse grain writes `"framework":"tensorflow","grain":"holders",
+//!   "tensorflow":…` instead of `torch`, and each of its sites is a named holder
+//!   (`file` the file that names it, `line` 0, `function` `function|holder`);
 //! - `{"site":N,"file":…,"line":…,"function":…}` — creation site `N`;
 //! - `{"boundary":B,"source":…,"alive":{"N":bytes…},"graphs":{"key":nodes…}}`
 //!   — at step boundary `B` (1 after a change of clock: the earlier ones are
