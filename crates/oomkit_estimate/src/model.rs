@@ -384,9 +384,15 @@ impl ModelConfig {
             // Starcoder2Config: use_bias defaults to true (q/k/v/o and c_fc/c_proj).
             || (*mt == Arch::Starcoder2 && flag("use_bias") != Some(false))
             || (*mt == Arch::Qwen && v.get("no_bias").and_then(Value::as_bool) == Some(false));
+        // The config class's own `tie_word_embeddings` default: true unless
+        // the class says otherwise (Llama-style configs default to false).
+        // GPTBigCodeConfig declares `tie_word_embeddings: bool = True`
+        // (transformers 5.24 `configuration_gpt_bigcode.py`): StarCoder's
+        // config.json states no key and its head is the embedding.
         let tied_default = matches!(
             mt,
             Arch::Gpt2
+                | Arch::GptBigcode
                 | Arch::Bert
                 | Arch::Roberta
                 | Arch::Gemma
@@ -1149,6 +1155,24 @@ mod tests {
         for (id, want) in cases {
             assert_eq!(p(id), *want, "{id}");
         }
+    }
+
+    /// A `gpt_bigcode` config without `tie_word_embeddings` (StarCoder's
+    /// published config.json: 40 layers, 6144 wide, 24576 inner, 49152
+    /// tokens, 8192 positions, multi-query) is tied, as GPTBigCodeConfig's
+    /// default says: 15.52B parameters (the model card's 15.5B), not 15.82B.
+    #[test]
+    fn gpt_bigcode_ties_by_default() {
+        let json = r#"{"model_type": "gpt_bigcode", "n_embd": 6144, "n_head": 48,
+            "n_inner": 24576, "n_layer": 40, "n_positions": 8192, "vocab_size": 49152,
+            "multi_query": true, "activation_function": "gelu_pytorch_tanh"}"#;
+        let c = ModelConfig::from_hf_json("starcoder", json).expect("starcoder");
+        assert!(c.tied_embeddings);
+        let p = c.params() as f64;
+        assert!((p - 15.52e9).abs() / 15.52e9 < 0.005, "{p}");
+        let untied = json.replacen('{', r#"{"tie_word_embeddings": false, "#, 1);
+        let u = ModelConfig::from_hf_json("untied", &untied).expect("untied");
+        assert_eq!(u.params() - c.params(), 49152 * 6144);
     }
 
     /// Qwen2-MoE's one shared expert has its own size and a 1-output gate
