@@ -350,6 +350,16 @@ fn fp32_stream(cfg: &ModelConfig, s: &Setup) -> bool {
     s.precision.act_bytes() == 4 || (mixed && (layer_norm(cfg) || s.zero == 0)) || s.kbit_upcast
 }
 
+/// Bytes per element of the residual stream: fp32 on an fp32 stream
+/// ([`fp32_stream`]), else the activation dtype's.
+pub fn stream_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if fp32_stream(cfg, s) {
+        4
+    } else {
+        s.precision.act_bytes()
+    }
+}
+
 /// Autocast casts an fp32 input to 16 bits per op, without caching (its
 /// cache holds only leaf tensors: the weights): on an fp32 residual stream
 /// under mixed precision every linear that reads the norm's output saves a
@@ -436,11 +446,13 @@ pub fn autocast_weight_copies_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     // copies included: only the head's copy is saved, and the recomputed
     // layer's own copies come with [`recompute_bytes`] (checked against the
     // CPU oracle: Qwen2.5-0.5B mixed-bf16 with checkpointing).
-    let blocks = if s.grad_checkpointing {
-        0
-    } else {
-        cfg.block_linear_params()
-    };
+    // Under selective checkpointing only the layers saving everything keep
+    // theirs ([`crate::selective::layers_saving_casts`]).
+    let layers = cfg.layers.max(1);
+    let saving =
+        crate::selective::layers_saving_casts(s.selective_ac, s.grad_checkpointing, layers);
+    let blocks =
+        sat(u128::from(cfg.block_linear_params()) * u128::from(saving) / u128::from(layers));
     (blocks + head) * 2
 }
 
@@ -451,7 +463,7 @@ pub fn autocast_weight_copies_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// mixed precision, under ZeRO/FSDP, and without checkpointing (then the
 /// copies are saved anyway and counted in [`autocast_weight_copies_bytes`]).
 pub fn autocast_cache_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    if !s.grad_checkpointing
+    if !s.recomputes()
         || !matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16)
         || s.zero >= 1
     {
@@ -597,10 +609,19 @@ pub fn stage_activations_wide(cfg: &ModelConfig, s: &Setup, micro_batches: u64) 
     let layers = stage_layers(cfg, s);
     let saved = if s.grad_checkpointing {
         w(layers) * t * w(cfg.hidden * stream)
+    } else if let Some(sac) = s.selective_ac {
+        crate::selective::stage_saved_wide(cfg, s, sac, layers)
     } else {
         cfg.sum_layers(0, layers, |i| {
             layer_activation_wide(cfg, s, i, s.batch, s.seq)
         })
+    };
+    // Activation offloading moves the saved tensors to the CPU but for its
+    // forward stash ([`crate::selective::offloaded_wide`]).
+    let saved = if s.activation_offloading {
+        crate::selective::offloaded_wide(cfg, s, saved)
+    } else {
+        saved
     };
     (saved + edges).saturating_mul(w(micro_batches)) / w(s.tp.max(1)) + w(copies)
 }
@@ -612,6 +633,10 @@ pub fn stage_activations_wide(cfg: &ModelConfig, s: &Setup, micro_batches: u64) 
 /// oracle, whose checkpointed peaks sit at the loss backward). Zero without
 /// checkpointing.
 pub fn recompute_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if let Some(sac) = s.selective_ac.filter(|_| !s.grad_checkpointing) {
+        let layer = crate::selective::recompute_wide(cfg, s, sac, stage_layers(cfg, s));
+        return sat(layer / u128::from(s.tp.max(1)));
+    }
     if !s.grad_checkpointing {
         return 0;
     }

@@ -25,8 +25,10 @@ pub mod options;
 pub mod preflight;
 pub mod render;
 pub mod resolve;
+pub mod selective;
 pub mod serve;
 pub mod setup;
+pub mod stack;
 
 use oomkit_core::Bytes;
 use serde::Serialize;
@@ -197,7 +199,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                 fwd.name = "forward";
                 v.push(fwd);
             }
-            if s.grad_checkpointing {
+            if s.recomputes() {
                 // Later in backward: one layer recomputed, the loss gone (only
                 // the held head output remains).
                 v.push(backward(
@@ -260,7 +262,8 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                 ),
                 prompt(
                     c::head_input_bytes(cfg, s),
-                    c::inference_logits_bytes(cfg, s),
+                    stack::prompt_logits_bytes(cfg, s)
+                        .unwrap_or_else(|| c::inference_logits_bytes(cfg, s)),
                 ),
             ];
             if s.new_tokens > 0 {
@@ -271,7 +274,8 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                         logits_bytes: Bytes(c::inference_logits_bytes(cfg, s)),
                         kv_cache_bytes: Bytes(kv(total)),
                         temporaries_bytes: Bytes(
-                            c::cache_growth_bytes(cfg, s, total) / c::kv_tp_divisor(cfg, s.tp)
+                            stack::decode_cache_temporaries(cfg, s, total)
+                                / c::kv_tp_divisor(cfg, s.tp)
                                 + c::dequant_bytes(cfg, s),
                         ),
                         ..Components::default()

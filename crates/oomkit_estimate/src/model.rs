@@ -904,22 +904,28 @@ impl ModelConfig {
         out
     }
 
+    /// Does the block linear `name` ([`Self::layer_linears`]) carry a bias?
+    /// Qwen2 (modeling_qwen2.py) has biases on q/k/v only; GPT-J
+    /// (modeling_gptj.py) on its MLP's fc_in/fc_out only; other biased
+    /// architectures on every linear.
+    pub fn linear_has_bias(&self, name: &str) -> bool {
+        self.bias
+            && match self.model_type {
+                Arch::Qwen2 | Arch::Qwen2Moe | Arch::Stablelm => {
+                    matches!(name, "q_proj" | "k_proj" | "v_proj")
+                }
+                Arch::Gptj => matches!(name, "up_proj" | "down_proj"),
+                _ => true,
+            }
+    }
+
     /// All parameters of layer `i`: its linears, their biases and the norms.
     pub fn layer_params(&self, i: u64) -> u64 {
         let lin = self.layer_linears(i);
         let weights: u64 = lin.iter().map(|(_, a, b, n)| a * b * n).sum();
-        // Qwen2 (modeling_qwen2.py) has biases on q/k/v only; GPT-J
-        // (modeling_gptj.py) on its MLP's fc_in/fc_out only.
-        let has_bias = |name: &str| match self.model_type {
-            Arch::Qwen2 | Arch::Qwen2Moe | Arch::Stablelm => {
-                matches!(name, "q_proj" | "k_proj" | "v_proj")
-            }
-            Arch::Gptj => matches!(name, "up_proj" | "down_proj"),
-            _ => true,
-        };
         let biases: u64 = if self.bias {
             lin.iter()
-                .filter(|(name, ..)| has_bias(name))
+                .filter(|(name, ..)| self.linear_has_bias(name))
                 .map(|(_, _, b, n)| b * n)
                 .sum()
         } else {

@@ -1,0 +1,179 @@
+//! The software stack a setup runs on, where its generation changes the
+//! memory: which transformers release builds the model and runs
+//! `generate`.
+//!
+//! - **transformers before 4.36** kept the KV cache as a tuple of per-layer
+//!   `(key, value)` tensors that each decoding step rebuilds:
+//!   `LlamaAttention.forward` (transformers 4.35.2 `modeling_llama.py`)
+//!   does `key_states = torch.cat([past_key_value[0], key_states], dim=2)`
+//!   and returns a new tuple, while `greedy_search` (`generation/utils.py`)
+//!   still holds the previous step's `past_key_values` in `model_kwargs`
+//!   until the forward returns: at the end of every step two caches are
+//!   alive. 4.36 introduced `DynamicCache` (`cache_utils.py`), which
+//!   appends to the one cache in place of the old. The same releases run
+//!   the prompt pass through the LM head for every position (no
+//!   `logits_to_keep`), and Llama and Mistral upcast those logits to fp32
+//!   (`logits = logits.float()` in `LlamaForCausalLM.forward`, 4.35.2).
+//! - **transformers before 5** loaded weights in fp32 unless told
+//!   otherwise: `from_pretrained`'s `torch_dtype` "If not specified — the
+//!   model will get loaded in `torch.float` (fp32)" (4.35.2
+//!   `modeling_utils.py`); transformers 5 defaults to `dtype="auto"`, the
+//!   checkpoint's own dtype (5.24 `PreTrainedModel.from_pretrained`).
+//!   Without `--precision`, such a stack is estimated in fp32.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::arch::Arch;
+use crate::components::kv_cache_bytes;
+use crate::model::ModelConfig;
+use crate::setup::Setup;
+
+/// The software stack of a setup.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Stack {
+    /// Hugging Face transformers of this (major, minor) release.
+    Transformers((u64, u64)),
+    /// The default: the current transformers (5.x).
+    #[default]
+    Current,
+}
+
+impl Stack {
+    /// `transformers` (the current release) or `transformers@MAJOR.MINOR[.PATCH]`.
+    pub fn parse(s: &str) -> Option<Stack> {
+        let s = s.trim();
+        let (name, version) = match s.split_once('@') {
+            Some((n, v)) => (n, Some(v)),
+            None => (s, None),
+        };
+        if !name.eq_ignore_ascii_case("transformers") {
+            return None;
+        }
+        let Some(v) = version else {
+            return Some(Stack::Current);
+        };
+        let mut parts = v.trim().split('.');
+        let major: u64 = parts.next()?.parse().ok()?;
+        let minor: u64 = parts.next()?.parse().ok()?;
+        // A patch level, if any, must be a number; it changes nothing here.
+        if let Some(p) = parts.next() {
+            p.parse::<u64>().ok()?;
+        }
+        if parts.next().is_some() || !(1..=99).contains(&major) || minor > 999 {
+            return None;
+        }
+        Some(Stack::Transformers((major, minor)))
+    }
+
+    fn version(self) -> Option<(u64, u64)> {
+        match self {
+            Stack::Transformers(v) => Some(v),
+            Stack::Current => None,
+        }
+    }
+
+    /// Decoding keeps the cache as a tuple rebuilt each step (before 4.36).
+    pub fn tuple_cache(self) -> bool {
+        self.version().is_some_and(|v| v < (4, 36))
+    }
+
+    /// `from_pretrained` loads fp32 unless a dtype is given (before 5).
+    pub fn fp32_default(self) -> bool {
+        self.version().is_some_and(|v| v < (5, 0))
+    }
+}
+
+impl fmt::Display for Stack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.version() {
+            Some((a, b)) => write!(f, "transformers@{a}.{b}"),
+            None => f.write_str("transformers"),
+        }
+    }
+}
+
+impl Serialize for Stack {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        ser.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Stack {
+    fn deserialize<D: serde::Deserializer<'de>>(de: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(de)?;
+        Stack::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "stack {s:?}: expected transformers or transformers@MAJOR.MINOR"
+            ))
+        })
+    }
+}
+
+/// What a decoding step holds beside the cache: under a tuple cache the
+/// previous step's whole cache (one token shorter), else `DynamicCache`'s
+/// `torch.cat` copy of one layer ([`crate::components::cache_growth_bytes`]).
+pub fn decode_cache_temporaries(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u64 {
+    if s.stack.tuple_cache() {
+        kv_cache_bytes(cfg, s, tokens.saturating_sub(1))
+    } else {
+        crate::components::cache_growth_bytes(cfg, s, tokens)
+    }
+}
+
+/// Logits of the prompt pass before `generate` kept only the last
+/// position: every position's in the activation dtype, and Llama's and
+/// Mistral's fp32 upcast beside them. `None` for the current code (the
+/// caller's own one-position logits apply).
+pub fn prompt_logits_bytes(cfg: &ModelConfig, s: &Setup) -> Option<u64> {
+    if !s.stack.tuple_cache() || s.new_tokens == 0 || cfg.encoder {
+        return None;
+    }
+    // `.float()` of fp32 logits returns them: no copy.
+    let upcast =
+        if matches!(cfg.model_type, Arch::Llama | Arch::Mistral) && s.precision.act_bytes() < 4 {
+            4
+        } else {
+            0
+        };
+    let per = s.precision.act_bytes() + upcast;
+    Some(crate::model::sat(
+        u128::from(s.batch) * u128::from(s.seq) * u128::from(cfg.vocab) * u128::from(per),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_versions() {
+        assert_eq!(Stack::parse("transformers"), Some(Stack::Current));
+        assert_eq!(
+            Stack::parse("transformers@4.35.2"),
+            Some(Stack::Transformers((4, 35)))
+        );
+        assert_eq!(
+            Stack::parse("Transformers@4.36"),
+            Some(Stack::Transformers((4, 36)))
+        );
+        for bad in [
+            "litgpt",
+            "transformers@4",
+            "transformers@x.1",
+            "transformers@4.35.2.1",
+            "transformers@4.35.x",
+            "transformers@0.1",
+            "",
+        ] {
+            assert_eq!(Stack::parse(bad), None, "{bad}");
+        }
+        let old = Stack::parse("transformers@4.35").unwrap_or_default();
+        assert!(old.tuple_cache() && old.fp32_default());
+        let four = Stack::parse("transformers@4.57").unwrap_or_default();
+        assert!(!four.tuple_cache() && four.fp32_default());
+        assert!(!Stack::Current.tuple_cache() && !Stack::Current.fp32_default());
+        assert_eq!(old.to_string(), "transformers@4.35");
+    }
+}
