@@ -284,6 +284,26 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                         / c::kv_tp_divisor(cfg, s.tp),
                 });
             }
+            if let Some(held) = stack::held_prompt_logits_bytes(cfg, s) {
+                // The first step of a tuple cache: the prompt's cache, its
+                // one-token-longer rebuild and the prompt's logits.
+                let first = s.seq.saturating_add(1);
+                v.push(Phase {
+                    name: "decode",
+                    parts: Components {
+                        weights_bytes: Bytes(weights),
+                        logits_bytes: Bytes(held),
+                        kv_cache_bytes: Bytes(kv(first)),
+                        temporaries_bytes: Bytes(
+                            stack::decode_cache_temporaries(cfg, s, first)
+                                / c::kv_tp_divisor(cfg, s.tp)
+                                + c::dequant_bytes(cfg, s),
+                        ),
+                        ..Components::default()
+                    },
+                    extra_reserved: 0,
+                });
+            }
             v
         }
     };

@@ -122,25 +122,44 @@ pub fn decode_cache_temporaries(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u6
     }
 }
 
+/// Does the model's forward upcast its logits to fp32 (a copy)? Llama's
+/// and Mistral's under transformers before 4.36; `.float()` of fp32
+/// logits returns them.
+fn upcasts(cfg: &ModelConfig, s: &Setup) -> bool {
+    matches!(cfg.model_type, Arch::Llama | Arch::Mistral) && s.precision.act_bytes() < 4
+}
+
+/// The prompt's logits at every position, `per` bytes each.
+fn all_positions(cfg: &ModelConfig, s: &Setup, per: u64) -> u64 {
+    crate::model::sat(
+        u128::from(s.batch) * u128::from(s.seq) * u128::from(cfg.vocab) * u128::from(per),
+    )
+}
+
 /// Logits of the prompt pass before `generate` kept only the last
-/// position: every position's in the activation dtype, and Llama's and
-/// Mistral's fp32 upcast beside them. `None` for the current code (the
-/// caller's own one-position logits apply).
+/// position: every position's in the activation dtype, and the fp32
+/// upcast beside them where the model makes one. `None` for the current
+/// code (the caller's own one-position logits apply).
 pub fn prompt_logits_bytes(cfg: &ModelConfig, s: &Setup) -> Option<u64> {
     if !s.stack.tuple_cache() || s.new_tokens == 0 || cfg.encoder {
         return None;
     }
-    // `.float()` of fp32 logits returns them: no copy.
-    let upcast =
-        if matches!(cfg.model_type, Arch::Llama | Arch::Mistral) && s.precision.act_bytes() < 4 {
-            4
-        } else {
-            0
-        };
-    let per = s.precision.act_bytes() + upcast;
-    Some(crate::model::sat(
-        u128::from(s.batch) * u128::from(s.seq) * u128::from(cfg.vocab) * u128::from(per),
-    ))
+    let upcast = if upcasts(cfg, s) { 4 } else { 0 };
+    Some(all_positions(cfg, s, s.precision.act_bytes() + upcast))
+}
+
+/// What the prompt pass's output still holds during the first decoding
+/// step under a tuple cache: `greedy_search` rebinds `outputs` only when
+/// the next forward returns, so the prompt's logits (fp32 where upcast,
+/// else in the activation dtype) live through that step beside both caches.
+pub fn held_prompt_logits_bytes(cfg: &ModelConfig, s: &Setup) -> Option<u64> {
+    prompt_logits_bytes(cfg, s)?;
+    let per = if upcasts(cfg, s) {
+        4
+    } else {
+        s.precision.act_bytes()
+    };
+    Some(all_positions(cfg, s, per))
 }
 
 #[cfg(test)]
