@@ -29,12 +29,15 @@ like the CUDA default.
 Usage: python bench/estimate-oracle/oracle.py [--oomkit target/release/oomkit]
        [--only SUBSTRING] [--json OUT.json]
 Needs: torch, transformers, peft (pip; the CUDA wheel works on a CPU-only
-machine). Results are cached in bench/data/oracle-cache.json (keyed by the
-setup and the installed torch/transformers versions).
+machine). Results are cached in bench/data/oracle-cache.json (or $ORACLE_CACHE; keyed
+by the setup and the installed torch/transformers versions).
+Generation under transformers 4.35 (a tuple KV cache): `--legacy --python PY` with a
+Python whose transformers is 4.35.2.
 """
 
 import argparse
 import json
+import os
 import pathlib
 import statistics
 import subprocess
@@ -42,7 +45,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODELS = ROOT / "crates" / "oomkit_estimate" / "models"
-CACHE = ROOT / "bench" / "data" / "oracle-cache.json"
+CACHE = pathlib.Path(os.environ.get("ORACLE_CACHE", ROOT / "bench" / "data" / "oracle-cache.json"))
 # Bumped whenever the child program changes what it measures (invalidates the cache).
 ORACLE_REVISION = 2
 
@@ -117,12 +120,17 @@ GRID = [
     S("Qwen/Qwen2.5-1.5B", b=2, s=2048, sac="3"),
     S("meta-llama/Llama-3.2-3B", b=1, s=4096, sac="op", attention="eager"),
     S("Qwen/Qwen3-1.7B", b=2, s=2048, sac="op", method="lora", lora_targets="all-linear"),
+    # LayerNorm architectures whose eager code upcasts the softmax to fp32 (GPT-NeoX, OPT, Phi).
+    S("EleutherAI/pythia-410m", b=4, s=1024, attention="eager"),
+    S("facebook/opt-1.3b", b=2, s=1024, attention="eager"),
+    S("microsoft/phi-1_5", b=2, s=1024, attention="eager"),
 ]
 
 # Generation under transformers 4.35 (tuple KV cache): run with a Python whose
 # transformers is 4.35 (--python, --only legacy).
 LEGACY = [
-    S("meta-llama/Llama-3.2-1B", task="infer", b=8, s=1024, new_tokens=32, attention="eager",
+    # (Llama 3.x configs' rope_scaling postdates 4.35: SmolLM2 is the Llama architecture.)
+    S("HuggingFaceTB/SmolLM2-1.7B", task="infer", b=8, s=1024, new_tokens=32, attention="eager",
       stack="transformers@4.35"),
     S("mistralai/Mistral-7B-v0.1", task="infer", b=4, s=2048, new_tokens=16, attention="eager",
       stack="transformers@4.35"),
@@ -312,7 +320,9 @@ with FakeTensorMode():
         ids = torch.randint(0, cfg.vocab_size, (b, s))
         mask = torch.ones(b, s, dtype=torch.long)
         outputs = model(input_ids=ids, attention_mask=mask, use_cache=True)
+        mt.reset_mod_stats()
         for _ in range(st["new_tokens"]):
+            mt.reset_mod_stats()
             nxt = outputs.logits[:, -1, :].argmax(-1)[:, None]
             mask = torch.cat([mask, torch.ones(b, 1, dtype=torch.long)], dim=-1)
             outputs = model(input_ids=nxt, attention_mask=mask,

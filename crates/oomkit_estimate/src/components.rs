@@ -410,15 +410,17 @@ pub fn layer_norm_token_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 }
 
 /// Bytes eager attention saves per score element: the softmax output (fp32
-/// under autocast, in fp32 training, and in Llama-family code that calls
-/// `softmax(dtype=float32)`), with attention dropout its 1-byte mask and
-/// output, the cast back to β that the probabilities·V matmul saves, and
-/// soft-capping's `tanh` output (Gemma-2; checked against the CPU oracle's
-/// saved tensors: 2 + 4 + 2 B per score).
+/// under autocast, in fp32 training, and in code that calls
+/// `softmax(dtype=float32)`: [`ModelConfig::eager_softmax_fp32`], which
+/// covers GPT-NeoX, Phi, OPT and the other LayerNorm models that do; they
+/// were counted at the activation dtype's 2 B), with attention dropout its
+/// 1-byte mask and output, the cast back to β that the probabilities·V
+/// matmul saves, and soft-capping's `tanh` output (Gemma-2; checked against
+/// the CPU oracle's saved tensors: 2 + 4 + 2 B per score).
 pub fn eager_score_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let beta = s.precision.act_bytes();
     let mixed = matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16);
-    let sm = if mixed || beta == 4 || !layer_norm(cfg) {
+    let sm = if mixed || beta == 4 || cfg.eager_softmax_fp32() {
         4
     } else {
         beta
@@ -867,13 +869,14 @@ pub fn prefill_transient_wide(cfg: &ModelConfig, s: &Setup) -> u128 {
     let kv = w(cfg.kv_heads * cfg.head_dim);
     let mut attn = t * (2 * q + 2 * kv) * beta;
     if s.attention == Attention::Eager {
-        // The scores in β, and the softmax: Llama-family code calls
-        // `softmax(dtype=float32)`, which upcasts first (a 4-byte copy) and
-        // writes a 4-byte output while the β scores are still referenced;
-        // LayerNorm-era code takes the softmax in β. `repeat_kv` copies k and
+        // The scores in β, and the softmax: code that calls
+        // `softmax(dtype=float32)` ([`ModelConfig::eager_softmax_fp32`])
+        // upcasts first (a 4-byte copy) and writes a 4-byte output while the
+        // β scores are still referenced; GPT-2, BERT and Falcon take the
+        // softmax in β. `repeat_kv` copies k and
         // v to every query head under GQA (checked against the CPU oracle:
         // Gemma-2-9B prefill of 4096 tokens).
-        let per_score = if beta == 4 || !layer_norm(cfg) {
+        let per_score = if beta == 4 || cfg.eager_softmax_fp32() {
             beta + if beta == 4 { 0 } else { 4 } + 4
         } else {
             2 * beta

@@ -810,6 +810,22 @@ impl ModelConfig {
         emb + head + head_bias + projections + self.position_rows * self.hidden + final_norm
     }
 
+    /// Does eager attention take its softmax in fp32 (a 4-byte saved
+    /// output and a cast back for the probabilities·V matmul)? transformers
+    /// 5.24's `eager_attention_forward` calls `softmax(…, dtype=torch.float32)
+    /// .to(query.dtype)` for the Llama family and also for the LayerNorm
+    /// architectures GPT-NeoX, Phi, OPT, StableLM, GPT-BigCode, StarCoder2
+    /// and Cohere; GPT-J and MPT upcast the scores first (`.float()`), BLOOM
+    /// with `dtype=torch.float32`. GPT-2, BERT, RoBERTa (`softmax(attn_weights,
+    /// dim=-1)`) and Falcon (`dtype=hidden_states.dtype`) stay in the
+    /// activation dtype.
+    pub fn eager_softmax_fp32(&self) -> bool {
+        !matches!(
+            self.model_type,
+            Arch::Gpt2 | Arch::Bert | Arch::Roberta | Arch::Falcon
+        )
+    }
+
     /// LayerNorm (weight and bias) rather than RMSNorm.
     pub fn layer_norm(&self) -> bool {
         matches!(
