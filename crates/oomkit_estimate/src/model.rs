@@ -1185,7 +1185,8 @@ mod tests {
     /// published config.json: 40 layers, 6144 wide, 24576 inner, 49152
     /// tokens, 8192 positions, multi-query) is tied, as GPTBigCodeConfig's
     /// default says: 15.52B parameters (the model card's 15.5B; learned
-    /// positions and biased linears as GPTBigCodeModel builds them), not 15.82B.
+    /// positions and biased linears as GPTBigCodeModel builds them), not the
+    /// untied 15.77B it was read as.
     #[test]
     fn gpt_bigcode_ties_by_default() {
         let json = r#"{"model_type": "gpt_bigcode", "n_embd": 6144, "n_head": 48,
