@@ -75,7 +75,7 @@ impl SelectiveAc {
     fn whole(self, i: u64) -> bool {
         match self {
             SelectiveAc::Op => false,
-            SelectiveAc::EveryLayers(k) => (i + 1) % k.max(1) == 0,
+            SelectiveAc::EveryLayers(k) => (i + 1).is_multiple_of(k.max(1)),
         }
     }
 }
