@@ -268,7 +268,17 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
     // before `o_proj` copies. A fused q/k/v projection with rotary keeps its
     // whole output alive through v ([`ModelConfig::fused_qkv_rope`]).
     let heads_width = cfg.heads * cfg.head_dim;
-    let fused = if cfg.fused_qkv_rope { q + kv } else { 0 };
+    // Under eager attention with more than one sample, v (a strided chunk of
+    // the fused output) cannot be reshaped for the probabilities·V matmul
+    // as a view: the matmul saves a copy of v and the fused output is freed
+    // (checked with saved-tensor hooks on GPT-NeoX, transformers 5.24: at
+    // batch 1 the fused output is saved through v, at batch 4 q, k and a
+    // copy of v are).
+    let fused = if cfg.fused_qkv_rope && !(s.attention == Attention::Eager && s.batch > 1) {
+        q + kv
+    } else {
+        0
+    };
     // The inputs the q/k/v (and gate/up) projections save: one tensor, or
     // one cast per projection that trains ([`per_linear_casts`]).
     let casts = |names: &[&str]| -> u64 {
