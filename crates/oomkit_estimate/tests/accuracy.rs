@@ -313,12 +313,16 @@ fn accuracy_by_family() {
             }
         }
     }
+    // The median (the mean of the middle two for an even count) and the worst.
     let stats = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
-        (
-            v.get(v.len() / 2).copied().unwrap_or_default(),
-            v.last().copied().unwrap_or_default(),
-        )
+        let n = v.len();
+        let median = match n {
+            0 => 0.0,
+            _ if n % 2 == 1 => v[n / 2],
+            _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        };
+        (median, v.last().copied().unwrap_or_default())
     };
     println!("| family | rows | median abs. error | worst | held out: rows, median |");
     println!("|---|---|---|---|---|");
