@@ -419,14 +419,21 @@ pub fn layer_norm_token_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     cfg.norms_per_layer * per + qk
 }
 
-/// Bytes eager attention saves per score element: the softmax output (fp32
-/// under autocast, in fp32 training, and in code that calls
-/// `softmax(dtype=float32)`: [`ModelConfig::eager_softmax_fp32`], which
-/// covers GPT-NeoX, Phi, OPT and the other LayerNorm models that do; they
-/// were counted at the activation dtype's 2 B), with attention dropout its
-/// 1-byte mask and output, the cast back to β that the probabilities·V
-/// matmul saves, and soft-capping's `tanh` output (Gemma-2; checked against
-/// the CPU oracle's saved tensors: 2 + 4 + 2 B per score).
+/// Bytes eager attention saves per score element. transformers 5.24's
+/// `eager_attention_forward` (`modeling_llama.py` and its copies) computes
+/// `matmul(q, kᵀ) * scaling + mask`, `softmax(…, dtype=float32).to(q.dtype)`,
+/// `dropout`, `matmul(probs, v)`; PyTorch's autograd (`derivatives.yaml`)
+/// saves `_softmax`'s output (its backward reads `result`),
+/// `native_dropout`'s 1-byte mask (CUDA's fused kernel) and both operands
+/// of `bmm`; scaling by a number, adding the mask and the casts save
+/// nothing. So: the softmax output (fp32 under autocast, in fp32 training,
+/// and in code that calls `softmax(dtype=float32)`:
+/// [`ModelConfig::eager_softmax_fp32`], which covers GPT-NeoX, Phi, OPT and
+/// the other LayerNorm models that do; they were counted at the activation
+/// dtype's 2 B), with attention dropout its 1-byte mask and output, the
+/// cast back to β that the probabilities·V matmul saves, and soft-capping's
+/// `tanh` output (Gemma-2; checked against the CPU oracle's saved tensors:
+/// 2 + 4 + 2 B per score). 6 B per score for Llama-family code in bf16.
 pub fn eager_score_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let beta = s.precision.act_bytes();
     let mixed = matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16);
