@@ -360,8 +360,9 @@ fn fp32_stream(cfg: &ModelConfig, s: &Setup) -> bool {
     s.precision.act_bytes() == 4 || (mixed && (layer_norm(cfg) || s.zero == 0)) || s.kbit_upcast
 }
 
-/// Bytes per element of the residual stream: fp32 on an fp32 stream
-/// ([`fp32_stream`]), else the activation dtype's.
+/// Bytes per element of the residual stream: fp32 on an fp32 stream (fp32
+/// training, autocast without ZeRO/FSDP or on a LayerNorm model, PEFT's
+/// k-bit upcast), else the activation dtype's.
 pub fn stream_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     if fp32_stream(cfg, s) {
         4
