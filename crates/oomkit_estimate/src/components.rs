@@ -324,6 +324,9 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
             3 * f + down
         } else if cfg.composite_gelu {
             4 * f + down
+        } else if cfg.relu_mlp {
+            // ReLU's output: what its backward reads and fc2's input.
+            f
         } else {
             f + down + if full || down > 0 { f } else { 0 }
         }

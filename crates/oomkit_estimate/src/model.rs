@@ -75,6 +75,13 @@ pub struct ModelConfig {
     /// and inference holds four at once (transformers `activations.py`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub composite_gelu: bool,
+    /// The MLP's activation is ReLU (OPT: `activation_function: "relu"`):
+    /// autograd's `threshold_backward` reads ReLU's output, which is also the
+    /// second linear's input, so one f-wide tensor is saved where GELU saves
+    /// its input as well (checked with saved-tensor hooks on OPT-1.3b,
+    /// transformers 5.24: fc1's output is freed).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub relu_mlp: bool,
     /// Linear layers carry biases.
     pub bias: bool,
     /// Learned absolute position (and token-type) embedding rows.
@@ -555,6 +562,7 @@ impl ModelConfig {
             tied_embeddings,
             glu,
             composite_gelu: !glu && act == "gelu_new",
+            relu_mlp: !glu && act == "relu",
             bias,
             position_rows,
             embed_proj,
@@ -741,6 +749,7 @@ impl ModelConfig {
             fp32_norm_scale: false,
             fused_qkv_rope: false,
             composite_gelu: false,
+            relu_mlp: false,
             rope_sets: 1,
             rope_dims: hidden / heads.max(1),
             sliding_window: None,
