@@ -9,6 +9,7 @@ mod estimate_hub;
 mod estimate_llamacpp;
 mod estimate_preflight;
 mod estimate_v3;
+mod estimate_sharded;
 mod explain;
 mod explain_readings;
 mod explain_v3;
