@@ -136,8 +136,10 @@ LEGACY = [
       stack="transformers@4.35", holdout=True),
     S("mistralai/Mistral-7B-v0.1", task="infer", b=4, s=2048, new_tokens=16, attention="eager",
       stack="transformers@4.35", holdout=True),
+    # Not held out: its first run (-9.0 %) found the prompt cache holding c_attn's
+    # queries (stack.rs first_step_previous_cache_bytes).
     S("gpt2", task="infer", b=16, s=512, new_tokens=64, attention="eager",
-      stack="transformers@4.35", holdout=True),
+      stack="transformers@4.35"),
 ]
 
 # FSDP2 (`fully_shard` per decoder layer and on the root, as accelerate and

@@ -326,7 +326,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                         logits_bytes: Bytes(held),
                         kv_cache_bytes: Bytes(kv(first)),
                         temporaries_bytes: Bytes(
-                            stack::decode_cache_temporaries(cfg, s, first)
+                            stack::first_step_previous_cache_bytes(cfg, s)
                                 / c::kv_tp_divisor(cfg, s.tp)
                                 + c::dequant_bytes(cfg, s),
                         ),

@@ -122,6 +122,23 @@ pub fn decode_cache_temporaries(cfg: &ModelConfig, s: &Setup, tokens: u64) -> u6
     }
 }
 
+/// The previous step's cache during the first decoding step under a tuple
+/// cache: the prompt's. GPT-2's prompt keys and values are views of its
+/// fused `c_attn` output (4.35.2 `GPT2Attention.forward`: `query, key, value
+/// = self.c_attn(hidden_states).split(…)`, `present = (key, value)`), so
+/// that cache holds the queries' storage too until the first step rebuilds
+/// it with `torch.cat` (checked against the CPU oracle running 4.35.2:
+/// GPT-2, 16 × 512 + 64, 0.14 GiB).
+pub fn first_step_previous_cache_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    let prompt = kv_cache_bytes(cfg, s, s.seq);
+    if cfg.model_type != Arch::Gpt2 {
+        return prompt;
+    }
+    let kv = u128::from(cfg.kv_heads * cfg.head_dim);
+    let q = u128::from(cfg.heads * cfg.head_dim);
+    crate::model::sat(u128::from(prompt) * (q + 2 * kv) / (2 * kv).max(1))
+}
+
 /// Does the model's forward upcast its logits to fp32 (a copy)? Llama's
 /// and Mistral's under transformers before 4.36; `.float()` of fp32
 /// logits returns them.
