@@ -331,10 +331,23 @@ pub struct EstimateArgs {
     #[arg(long, value_enum)]
     pub method: Option<Method>,
     /// Precision: pure half keeps weights, grads and states in half; mixed keeps fp32
-    /// weights and states with autocast activations. Default bf16; image models: the
-    /// pipeline's `torch_dtype` (default fp16 for SD 1.5/SDXL, bf16 for FLUX).
+    /// weights and states with autocast activations. Default for training: what
+    /// transformers loads (4.x: fp32 weights, bf16 autocast assumed; 5.x: the config's
+    /// dtype), else bf16; image models: the pipeline's `torch_dtype` (default fp16 for
+    /// SD 1.5/SDXL, bf16 for FLUX).
     #[arg(long, value_enum)]
     pub precision: Option<Precision>,
+    /// Training without --precision: the autocast the launch uses (bf16=True, fp16=True
+    /// or none); the weights' dtype follows the transformers version.
+    #[arg(long, value_enum, value_name = "DTYPE")]
+    pub autocast: Option<oomkit_estimate::versions::Autocast>,
+    /// Where the frameworks' versions come from: a lock file (uv.lock, poetry.lock,
+    /// pylock.toml), pinned requirements or `pip freeze` output (`-`: standard input),
+    /// or `python` (importlib.metadata of the python3 on PATH). Default: the active
+    /// environment's packages (VIRTUAL_ENV, CONDA_PREFIX), then uv.lock, poetry.lock,
+    /// pylock.toml, requirements.txt in the current directory.
+    #[arg(long, value_name = "FILE|python")]
+    pub versions: Option<String>,
     /// Weight quantization (qlora implies nf4; default: the checkpoint's own, e.g. FP8
     /// for DeepSeek-V3, MXFP4 for gpt-oss, else none). Image models: the UNet/transformer
     /// and the T5 encoder (int8, nf4, nf4-dq: bitsandbytes; fp8: torchao). --engine
@@ -632,6 +645,8 @@ impl EstimateArgs {
             cpu_offload: self.cpu_offload,
             no_safety_checker: self.no_safety_checker,
             gpu: self.gpu.clone(),
+            versions: oomkit_estimate::versions::Versions::default(),
+            autocast: self.autocast,
         }
     }
 }

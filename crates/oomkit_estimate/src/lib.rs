@@ -30,6 +30,7 @@ pub mod serve;
 pub mod setup;
 pub mod sharding;
 pub mod stack;
+pub mod versions;
 
 use oomkit_core::Bytes;
 use serde::Serialize;

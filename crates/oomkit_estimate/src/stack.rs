@@ -111,6 +111,35 @@ impl<'de> Deserialize<'de> for Stack {
     }
 }
 
+/// The versions with `stack`'s transformers release as the transformers pin
+/// (given on the command line, it wins over one read from a file).
+pub fn with_stack_pin(
+    v: &crate::versions::Versions,
+    stack: Option<Stack>,
+) -> crate::versions::Versions {
+    let Some((major, minor)) = stack.and_then(Stack::version) else {
+        return v.clone();
+    };
+    let mut out = crate::versions::Versions {
+        pins: vec![crate::versions::Pinned {
+            package: "transformers".into(),
+            version: format!("{major}.{minor}"),
+            from: "--stack".into(),
+        }],
+    };
+    out.fill_from(v.clone());
+    out
+}
+
+/// The stack a transformers pin names (`4.35.2` → `transformers@4.35`).
+pub fn from_versions(v: &crate::versions::Versions) -> Option<Stack> {
+    let pin = v.get("transformers")?;
+    Stack::parse(&format!(
+        "transformers@{}",
+        pin.version.trim().trim_start_matches(['v', '='])
+    ))
+}
+
 /// What a decoding step holds beside the cache: under a tuple cache the
 /// previous step's whole cache (one token shorter), else `DynamicCache`'s
 /// `torch.cat` copy of one layer ([`crate::components::cache_growth_bytes`]).

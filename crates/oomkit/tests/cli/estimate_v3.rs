@@ -280,3 +280,34 @@ fn gpt_bigcode_without_the_tie_key_is_tied() {
         .code(0)
         .stdout_has("(15.52B params");
 }
+
+/// A transformers pin read by `--versions` names the stack: 4.35.2 is the
+/// tuple cache; `--stack` given on the command line wins over the file.
+#[test]
+fn a_transformers_pin_names_the_stack() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let req = dir.path().join("requirements.txt");
+    std::fs::write(&req, "transformers==4.35.2\ntorch==2.1.0\n").expect("write");
+    let req = req.to_str().expect("utf-8");
+    let run = |extra: &[&str]| {
+        let mut a = vec![
+            "estimate",
+            "meta-llama/Llama-3.2-1B",
+            "--versions",
+            req,
+            "--new-tokens",
+            "16",
+            "--precision",
+            "bf16",
+            "--format",
+            "json",
+        ];
+        a.extend_from_slice(extra);
+        cli(&a).run().code(0).json()
+    };
+    assert_eq!(run(&[])["setup"]["stack"], "transformers@4.35");
+    assert_eq!(
+        run(&["--stack", "transformers@4.40"])["setup"]["stack"],
+        "transformers@4.40"
+    );
+}

@@ -8,6 +8,7 @@ mod estimate;
 mod estimate_hub;
 mod estimate_llamacpp;
 mod estimate_preflight;
+mod estimate_preflight2;
 mod estimate_sharded;
 mod estimate_v3;
 mod explain;
@@ -48,6 +49,11 @@ pub fn oomkit() -> Command {
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-hf-cache"),
     );
     // Nor does the machine's Hub setup (`estimate --hub`).
+    // Nor the Python environment it runs in (`estimate` reads the versions
+    // installed there).
+    for k in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        c.env_remove(k);
+    }
     for k in [
         "HF_TOKEN",
         "HF_ENDPOINT",
