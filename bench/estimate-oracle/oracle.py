@@ -121,7 +121,8 @@ GRID = [
     S("Qwen/Qwen2.5-1.5B", b=2, s=2048, sac="op", holdout=True),
     S("Qwen/Qwen2.5-1.5B", b=2, s=2048, sac="3", holdout=True),
     S("meta-llama/Llama-3.2-3B", b=1, s=4096, sac="op", attention="eager", holdout=True),
-    S("Qwen/Qwen3-1.7B", b=2, s=2048, sac="op", method="lora", lora_targets="all-linear"),
+    S("Qwen/Qwen3-1.7B", b=2, s=2048, sac="op", method="lora", lora_targets="all-linear",
+      holdout=True),
     # LayerNorm architectures whose eager code upcasts the softmax to fp32 (GPT-NeoX, OPT, Phi).
     S("EleutherAI/pythia-410m", b=4, s=1024, attention="eager"),
     S("facebook/opt-1.3b", b=2, s=1024, attention="eager"),
