@@ -118,6 +118,17 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
     ("FB Memory", R),
     ("--query-", R),
     ("_bytes.all.", R),
+    // The table's header cell (a GB10 prints `Not Supported` where the
+    // memory cells would be); `nvidia-smi -q`'s banner; the memory fields
+    // of a query CSV's header, which is recognised without its command.
+    ("Memory-Usage", R),
+    ("NVSMI LOG", R),
+    ("memory.used", R),
+    ("memory.total", R),
+    ("memory.free", R),
+    ("memory.reserved", R),
+    ("used_memory", R),
+    ("used_gpu_memory", R),
 ];
 
 /// The first stage of the search: short phrases such that every anchor
@@ -125,7 +136,9 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
 /// it is searched for the anchors themselves, so a core may be more common
 /// than its anchors: a false hit costs one short search of one line. Most
 /// cores are an anchor itself; a few stand for several ("algorithm" for
-/// both cuDNN phrases, "B |" for both table cells, "OutOf" for the
+/// both cuDNN phrases, "B |" for both table cells, "emory" for
+/// `MemoryError` and the readings' `FB Memory`, `Memory-Usage`,
+/// `memory.used`, `used_gpu_memory` …, "OutOf" for the
 /// Vulkan, Metal and TensorRT errors, "_STATUS_" for cuBLAS and cuDNN), so
 /// the list of anchors can grow.
 ///
@@ -140,11 +153,11 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
 /// order came from a search over bucket assignments that counted Teddy's
 /// candidates on that log; reorder after adding a core, and measure.
 pub const CORES: &[&str] = &[
-    "FB Memory",
+    "emory",
     "INTERNAL ASSERT FAILED",
     "_STATUS_",
     "already allocated",
-    "MemoryError",
+    "NVSMI LOG",
     "reserved by PyTorch",
     "OOM when",
     "enforce allocating",
@@ -175,10 +188,14 @@ pub const CORES: &[&str] = &[
 ];
 
 /// Phrases that announce a long allocator dump whose summary comes at the end.
+/// `nvidia-smi -q` too: a GPU's block is ~250 lines (driver 580), its
+/// processes ~150 lines below its FB section, and the report is read whole.
 const DUMP_ANCHORS: &[&str] = &[
     "Current allocation summary follows",
     "BFCAllocator dump",
     "BufferAssignment OOM Debugging",
+    "NVSMI LOG",
+    "FB Memory Usage",
 ];
 
 /// One piece of input: a whole line, or a cut of an overlong one.
@@ -202,6 +219,9 @@ pub struct Region {
     pub readings: bool,
     /// Indices in `lines` of the first and the last piece with an anchor hit.
     pub hits: Option<(usize, usize)>,
+    /// A long report was announced (an allocator dump, `nvidia-smi -q`):
+    /// the lines after the last hit belong to it and are to be read.
+    pub long: bool,
 }
 
 /// Streams a reader and calls `on_region` for each region, in order.
@@ -418,6 +438,9 @@ impl Scanner {
         }
         if self.dump.is_match(piece) {
             st.after_left = AFTER_DUMP;
+            if let Some(r) = st.region.as_mut() {
+                r.long = true;
+            }
         }
         if let Some(r) = st.region.as_mut() {
             r.lines.push(RawLine {

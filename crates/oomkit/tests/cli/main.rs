@@ -11,6 +11,7 @@ mod estimate_preflight;
 mod explain;
 mod explain_readings;
 mod explain_v3;
+mod explain_v3b;
 mod install;
 mod lint;
 mod lint_v3;
