@@ -305,3 +305,101 @@ fn a_process_row_printed_twice_is_counted_once() {
     assert_eq!(r["gpus"][0]["unattributed_bytes"], 1000 * MIB);
     assert!(human.contains("1 process row repeated"), "{human}");
 }
+
+// ---- ranks of one job -------------------------------------------------------------
+
+fn detail<'a>(e: &'a Value, key: &str) -> Vec<&'a str> {
+    e["details"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d[0] == key)
+        .filter_map(|d| d[1].as_str())
+        .collect()
+}
+
+#[test]
+fn a_deepspeed_job_of_two_ranks_is_one_event_with_each_ranks_gpu_and_the_launcher_apart() {
+    let got = fixture_json("v3/deepspeed_two_ranks_launcher.log");
+    let events = got["events"].as_array().unwrap();
+    assert_eq!(events.len(), 1, "{got}");
+    let e = &events[0];
+    assert_eq!(e["ranks"], serde_json::json!([0, 1]));
+    assert_eq!(e["repeats"], 2);
+    assert_eq!(e["app"], "deepspeed");
+    let copies = detail(e, "rank_copy");
+    assert!(
+        copies.contains(&"rank 1: GPU 1, 1.02 GiB free"),
+        "{copies:?}"
+    );
+    assert!(
+        copies.contains(&"rank 0: GPU 0, 1.10 GiB free"),
+        "{copies:?}"
+    );
+    let launcher = detail(e, "launcher");
+    assert!(
+        launcher[0].contains("local rank 1 exited with return code 1"),
+        "{launcher:?}"
+    );
+    // The rank's quote holds none of the launcher's lines.
+    let message = e["message"].as_str().unwrap();
+    assert!(!message.contains("sigkill_handler"), "{message}");
+    // A DeepSpeed training step: sharding and offload before a smaller batch.
+    assert_eq!(e["fixes"][0]["id"], "zero-sharding");
+}
+
+#[test]
+fn torchrun_ranks_fold_and_torchelastics_summary_is_a_detail() {
+    let got = fixture_json("v3/torchrun_ranks_childfailed.log");
+    let events = got["events"].as_array().unwrap();
+    assert_eq!(events.len(), 1, "{got}");
+    let e = &events[0];
+    assert_eq!(e["ranks"], serde_json::json!([1, 3]));
+    // The first rank's figures are the event's; the other's are listed.
+    assert_eq!(e["device"], 3);
+    assert!(detail(e, "rank_copy").contains(&"rank 1: GPU 1, 464.56 MiB free"));
+    let launcher = detail(e, "launcher")[0];
+    assert!(
+        launcher.contains("first failure rank 2 (exit code 1)"),
+        "{launcher}"
+    );
+    assert!(
+        launcher.contains("3 other rank(s) sent SIGTERM"),
+        "{launcher}"
+    );
+}
+
+#[test]
+fn a_ranks_message_stops_where_the_launchers_lines_begin() {
+    let (code, got, human) = explain(
+        "[rank1]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 786.00 MiB (GPU 1; 39.56 GiB total capacity; 38.49 GiB already allocated; 96.56 MiB free; 38.78 GiB reserved in total by PyTorch)\n\
+         W0320 01:57:20.295000 2699931 site-packages/torch/distributed/elastic/multiprocessing/api.py:1010] Sending process 2700003 closing signal SIGTERM\n\
+         W0320 01:57:20.297000 2699931 site-packages/torch/distributed/elastic/multiprocessing/api.py:1010] Sending process 2700004 closing signal SIGTERM\n",
+    );
+    assert_eq!(code, Some(0));
+    let message = got["events"][0]["message"].as_str().unwrap();
+    assert!(
+        message.ends_with("reserved in total by PyTorch)"),
+        "{message}"
+    );
+    assert!(!human.contains("> torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 786.00 MiB (GPU 1; 39.56 GiB total capacity; 38.49 GiB already allocated; 96.56 MiB free; 38.78 GiB reserved in total by PyTorch) Sending"), "{human}");
+}
+
+#[test]
+fn a_rank_whose_gpu_another_process_shares_stays_its_own_event() {
+    let root = fixtures();
+    let out = run_in(
+        &root,
+        &[
+            "explain",
+            "--format",
+            "json",
+            "trap_two_gpus_two_events.log",
+        ],
+        None,
+    );
+    let got = json(&out);
+    let events = got["events"].as_array().unwrap();
+    assert_eq!(events.len(), 2, "{got}");
+    assert_eq!(events[1]["cause"], "other_processes");
+}
