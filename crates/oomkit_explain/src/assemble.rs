@@ -316,27 +316,47 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
 /// 2)`, `exitcode : 1`; torch/distributed/elastic/multiprocessing/errors,
 /// hiyouga/LlamaFactory#6827) and the ranks it sent SIGTERM.
 fn launcher_hint(region: &str) -> Option<String> {
-    static DS_EXIT: LazyLock<Option<Regex>> = LazyLock::new(|| {
-        Regex::new(r"'--local_rank=(\d{1,5})'[^\]]{0,4000}\] exits with return code = (-?\d{1,4})")
-            .ok()
-    });
+    // Small patterns applied to a window after a fixed phrase: a bounded
+    // repetition over the whole region would cost more to compile than the
+    // scan of a large log.
+    static DS_RANK: LazyLock<Option<Regex>> =
+        LazyLock::new(|| Regex::new(r"'--local_rank=(\d{1,5})'").ok());
+    static DS_CODE: LazyLock<Option<Regex>> =
+        LazyLock::new(|| Regex::new(r"^exits with return code = (-?\d{1,4})").ok());
     static ROOT: LazyLock<Option<Regex>> = LazyLock::new(|| {
-        Regex::new(
-            r"Root Cause \(first observed failure\): \[\d+\]: .{0,200}? rank ?: (\d{1,5}) \(local_rank: \d{1,5}\) exitcode ?: (-?\d{1,4})",
-        )
-        .ok()
+        Regex::new(r"rank ?: (\d{1,5}) \(local_rank: \d{1,5}\) exitcode ?: (-?\d{1,4})").ok()
     });
-    if let Some(c) = DS_EXIT.as_ref().and_then(|re| re.captures(region)) {
-        let rank = c.get(1).map_or("", |m| m.as_str());
-        let code = c.get(2).map_or("", |m| m.as_str());
-        return Some(format!(
-            "deepspeed launcher: local rank {rank} exited with return code {code}; the other ranks were killed"
-        ));
+    const EXITS: &str = "exits with return code = ";
+    if let Some(at) = region.find(EXITS) {
+        let line_start = region
+            .get(..at)
+            .and_then(|b| b.rfind("sigkill_handler]"))
+            .unwrap_or(at);
+        let rank = region
+            .get(line_start..at)
+            .and_then(|w| DS_RANK.as_ref()?.captures_iter(w).last())
+            .and_then(|c| c.get(1))
+            .map(|m| m.as_str().to_string());
+        let code = region
+            .get(at..)
+            .and_then(|w| DS_CODE.as_ref()?.captures(w))
+            .and_then(|c| c.get(1))
+            .map(|m| m.as_str().to_string());
+        if let (Some(rank), Some(code)) = (rank, code) {
+            return Some(format!(
+                "deepspeed launcher: local rank {rank} exited with return code {code}; the other ranks were killed"
+            ));
+        }
     }
     if region.contains("ChildFailedError") {
         let sigterms = region.matches("closing signal SIGTERM").count();
         let mut s = "torchrun (torchelastic): ChildFailedError".to_string();
-        if let Some(c) = ROOT.as_ref().and_then(|re| re.captures(region)) {
+        let root = region
+            .find("Root Cause (first observed failure)")
+            .and_then(|at| region.get(at..))
+            .map(|w| crate::detect::prefix(w, 600))
+            .and_then(|w| ROOT.as_ref()?.captures(w));
+        if let Some(c) = root {
             s.push_str(&format!(
                 ", first failure rank {} (exit code {})",
                 c.get(1).map_or("", |m| m.as_str()),

@@ -23,6 +23,7 @@
 use oomkit_core::read_ahead::ReadAhead;
 use std::collections::VecDeque;
 use std::io::{self, Read};
+use std::sync::mpsc;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 
@@ -273,9 +274,12 @@ impl Scanner {
         mut on_region: impl FnMut(Region),
     ) -> io::Result<u64> {
         std::thread::scope(|scope| {
-            // Page-aligned chunks, recycled (oomkit_core::read_ahead).
+            // Page-aligned chunks, recycled (oomkit_core::read_ahead); the
+            // reading thread also counts each chunk's line ends.
+            let (tx, counts) = mpsc::channel();
+            let reader = Counting { inner: reader, tx };
             let mut ahead = ReadAhead::spawn(scope, reader, u64::MAX, 0, CHUNK);
-            self.scan_chunks(&mut ahead, &mut on_region)
+            self.scan_chunks(&mut ahead, &counts, &mut on_region)
         })
     }
 
@@ -284,6 +288,7 @@ impl Scanner {
     fn scan_chunks(
         &self,
         ahead: &mut ReadAhead,
+        counts: &mpsc::Receiver<(usize, u64)>,
         on_region: &mut impl FnMut(Region),
     ) -> io::Result<u64> {
         let mut st = State {
@@ -300,6 +305,13 @@ impl Scanner {
             let chunk = msg?;
             total = total.saturating_add(chunk.len as u64);
             let data = chunk.data();
+            // The reading thread's count of this chunk's line ends (each
+            // chunk is one read, so the counts arrive in chunk order).
+            let mut known = counts
+                .try_recv()
+                .ok()
+                .filter(|&(len, _)| len == data.len())
+                .map(|(_, n)| n);
             // Complete lines end at the last newline; the rest waits for more data.
             if let Some(last_nl) = memchr::memrchr(b'\n', data) {
                 let (lines, tail) = data.split_at(last_nl + 1);
@@ -310,10 +322,11 @@ impl Scanner {
                     let (head, after) = rest.split_at(first_nl + 1);
                     carry.extend_from_slice(head);
                     let joined = std::mem::take(&mut carry);
-                    self.process(&joined, &mut st, on_region);
+                    self.process(&joined, &mut st, on_region, None);
                     rest = after;
+                    known = known.and_then(|n| n.checked_sub(1));
                 }
-                self.process(rest, &mut st, on_region);
+                self.process(rest, &mut st, on_region, known);
                 carry.clear();
                 carry.extend_from_slice(tail);
             } else {
@@ -325,7 +338,7 @@ impl Scanner {
         if !carry.is_empty() {
             carry.push(b'\n');
             let last = std::mem::take(&mut carry);
-            self.process(&last, &mut st, on_region);
+            self.process(&last, &mut st, on_region, None);
         }
         if let Some(r) = st.region.take() {
             on_region(r);
@@ -341,12 +354,19 @@ impl Scanner {
             let mut block: Vec<u8> = carry.drain(..piece).collect();
             carry.drain(..skip);
             block.push(CUT);
-            self.process(&block, st, on_region);
+            self.process(&block, st, on_region, None);
         }
     }
 
-    /// Handles a block of complete pieces (it ends with `\n` or [`CUT`]).
-    fn process(&self, block: &[u8], st: &mut State, on_region: &mut impl FnMut(Region)) {
+    /// Handles a block of complete pieces (it ends with `\n` or [`CUT`]);
+    /// `newlines` is its count of line ends when the reading thread counted them.
+    fn process(
+        &self,
+        block: &[u8],
+        st: &mut State,
+        on_region: &mut impl FnMut(Region),
+        newlines: Option<u64>,
+    ) {
         let owned;
         let block = if has_long_line(block) {
             owned = cut_long_lines(block);
@@ -367,11 +387,13 @@ impl Scanner {
             }
             // Outside a region: jump to the next piece with an anchor.
             let Some(start) = self.next_anchor_piece(rest) else {
-                remember_tail(rest, st);
+                // The common case, a whole chunk without an anchor: its line
+                // ends were counted on the reading thread.
+                remember_tail(rest, st, newlines.filter(|_| pos == 0));
                 return;
             };
             let (skipped, _) = rest.split_at(start);
-            remember_tail(skipped, st);
+            remember_tail(skipped, st, None);
             // Context before the hit takes at most a quarter of the region,
             // so pieces of overlong lines leave room for the message.
             let mut before: Vec<RawLine> = st.recent.drain(..).collect();
@@ -462,6 +484,31 @@ impl Scanner {
     }
 }
 
+/// Line ends in `bytes`.
+fn count_newlines(bytes: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', bytes).count() as u64
+}
+
+/// A reader that counts the line ends of every read on the thread that
+/// reads (`ReadAhead`'s), so the scanning thread does not pass over the
+/// bytes a second time: it sends `(bytes read, line ends)` per read.
+struct Counting<R> {
+    inner: R,
+    tx: mpsc::Sender<(usize, u64)>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            let counted = buf.get(..n).map_or(0, count_newlines);
+            // The scanner may be gone (an error ended it): nothing to tell.
+            let _ = self.tx.send((n, counted));
+        }
+        Ok(n)
+    }
+}
+
 fn automaton(patterns: &[&str]) -> AhoCorasick {
     // Building fails only past aho-corasick's size limits, far above these
     // few literal phrases: not reachable from input (a unit test builds it).
@@ -547,13 +594,13 @@ fn cut_long_lines(block: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Counts the line ends of `block` (complete pieces) and keeps its last
-/// `BEFORE` pieces in `recent`, numbered.
-fn remember_tail(block: &[u8], st: &mut State) {
+/// Counts the line ends of `block` (complete pieces; `known` when already
+/// counted) and keeps its last `BEFORE` pieces in `recent`, numbered.
+fn remember_tail(block: &[u8], st: &mut State, known: Option<u64>) {
     if block.is_empty() {
         return;
     }
-    let newlines = memchr::memchr_iter(b'\n', block).count() as u64;
+    let newlines = known.unwrap_or_else(|| count_newlines(block));
     let end_line = st.next_line.saturating_add(newlines);
     // Walk back over at most BEFORE pieces; the common case touches only the block's end.
     let mut pieces: Vec<RawLine> = Vec::with_capacity(BEFORE);
