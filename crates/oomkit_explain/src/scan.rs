@@ -121,15 +121,14 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
     ("_bytes.all.", R),
     // The table's header cell (a GB10 prints `Not Supported` where the
     // memory cells would be); `nvidia-smi -q`'s banner; the memory fields
-    // of a query CSV's header, which is recognised without its command.
+    // of a query CSV's header, which is recognised without its command (a
+    // compute-apps header needs its command or a GPU query beside it).
     ("Memory-Usage", R),
     ("NVSMI LOG", R),
     ("memory.used", R),
     ("memory.total", R),
     ("memory.free", R),
     ("memory.reserved", R),
-    ("used_memory", R),
-    ("used_gpu_memory", R),
 ];
 
 /// The first stage of the search: short phrases such that every anchor
@@ -137,9 +136,13 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
 /// it is searched for the anchors themselves, so a core may be more common
 /// than its anchors: a false hit costs one short search of one line. Most
 /// cores are an anchor itself; a few stand for several ("algorithm" for
-/// both cuDNN phrases, "B |" for both table cells, "emory" for
-/// `MemoryError` and the readings' `FB Memory`, `Memory-Usage`,
-/// `memory.used`, `used_gpu_memory` …, "OutOf" for the
+/// both cuDNN phrases, "B |" for both table cells, "Memory" for
+/// `MemoryError`, `FB Memory` and `Memory-Usage` (same first bytes as the
+/// `MemoryError` it replaced, so the same bucket), "mory." for a query
+/// header's `memory.used`/`memory.total`/…, "ut of " for both "out of
+/// memory" phrases, "MI LOG" for `-q`'s `NVSMI LOG` banner (at a place
+/// where it adds no Teddy candidates: "NVSMI LOG" there cost +50 % on the
+/// benchmark log, measured core list against core list), "OutOf" for the
 /// Vulkan, Metal and TensorRT errors, "_STATUS_" for cuBLAS and cuDNN), so
 /// the list of anchors can grow.
 ///
@@ -154,11 +157,11 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
 /// order came from a search over bucket assignments that counted Teddy's
 /// candidates on that log; reorder after adding a core, and measure.
 pub const CORES: &[&str] = &[
-    "emory",
+    "mory.",
     "INTERNAL ASSERT FAILED",
     "_STATUS_",
     "already allocated",
-    "NVSMI LOG",
+    "Memory",
     "reserved by PyTorch",
     "OOM when",
     "enforce allocating",
@@ -181,10 +184,10 @@ pub const CORES: &[&str] = &[
     "nable to allocate",
     "RESOURCE_EXHAUSTED",
     "ot enough memory",
-    "ut of mem",
+    "ut of ",
     "B |",
     "illegal memory access",
-    "ut of GPU mem",
+    "MI LOG",
     "Allocation on device",
 ];
 
@@ -195,7 +198,7 @@ const DUMP_ANCHORS: &[&str] = &[
     "Current allocation summary follows",
     "BFCAllocator dump",
     "BufferAssignment OOM Debugging",
-    "NVSMI LOG",
+    "MI LOG",
     "FB Memory Usage",
 ];
 
@@ -276,7 +279,7 @@ impl Scanner {
         std::thread::scope(|scope| {
             // Page-aligned chunks, recycled (oomkit_core::read_ahead); the
             // reading thread also counts each chunk's line ends.
-            let (tx, counts) = mpsc::channel();
+            let (tx, counts) = mpsc::channel::<(usize, Vec<u32>)>();
             let reader = Counting { inner: reader, tx };
             let mut ahead = ReadAhead::spawn(scope, reader, u64::MAX, 0, CHUNK);
             self.scan_chunks(&mut ahead, &counts, &mut on_region)
@@ -288,7 +291,7 @@ impl Scanner {
     fn scan_chunks(
         &self,
         ahead: &mut ReadAhead,
-        counts: &mpsc::Receiver<(usize, u64)>,
+        counts: &mpsc::Receiver<(usize, Vec<u32>)>,
         on_region: &mut impl FnMut(Region),
     ) -> io::Result<u64> {
         let mut st = State {
@@ -305,13 +308,13 @@ impl Scanner {
             let chunk = msg?;
             total = total.saturating_add(chunk.len as u64);
             let data = chunk.data();
-            // The reading thread's count of this chunk's line ends (each
+            // The reading thread's counts of this chunk's line ends (each
             // chunk is one read, so the counts arrive in chunk order).
-            let mut known = counts
+            let counted = counts
                 .try_recv()
                 .ok()
-                .filter(|&(len, _)| len == data.len())
-                .map(|(_, n)| n);
+                .filter(|(len, _)| *len == data.len())
+                .map(|(_, subs)| LineCounts::new(data, subs));
             // Complete lines end at the last newline; the rest waits for more data.
             if let Some(last_nl) = memchr::memrchr(b'\n', data) {
                 let (lines, tail) = data.split_at(last_nl + 1);
@@ -324,9 +327,8 @@ impl Scanner {
                     let joined = std::mem::take(&mut carry);
                     self.process(&joined, &mut st, on_region, None);
                     rest = after;
-                    known = known.and_then(|n| n.checked_sub(1));
                 }
-                self.process(rest, &mut st, on_region, known);
+                self.process(rest, &mut st, on_region, counted.as_ref());
                 carry.clear();
                 carry.extend_from_slice(tail);
             } else {
@@ -359,13 +361,13 @@ impl Scanner {
     }
 
     /// Handles a block of complete pieces (it ends with `\n` or [`CUT`]);
-    /// `newlines` is its count of line ends when the reading thread counted them.
+    /// `lines` holds the reading thread's counts of the chunk it lies in.
     fn process(
         &self,
         block: &[u8],
         st: &mut State,
         on_region: &mut impl FnMut(Region),
-        newlines: Option<u64>,
+        lines: Option<&LineCounts>,
     ) {
         let owned;
         let block = if has_long_line(block) {
@@ -387,13 +389,11 @@ impl Scanner {
             }
             // Outside a region: jump to the next piece with an anchor.
             let Some(start) = self.next_anchor_piece(rest) else {
-                // The common case, a whole chunk without an anchor: its line
-                // ends were counted on the reading thread.
-                remember_tail(rest, st, newlines.filter(|_| pos == 0));
+                remember_tail(rest, st, lines);
                 return;
             };
             let (skipped, _) = rest.split_at(start);
-            remember_tail(skipped, st, None);
+            remember_tail(skipped, st, lines);
             // Context before the hit takes at most a quarter of the region,
             // so pieces of overlong lines leave room for the message.
             let mut before: Vec<RawLine> = st.recent.drain(..).collect();
@@ -489,23 +489,76 @@ fn count_newlines(bytes: &[u8]) -> u64 {
     memchr::memchr_iter(b'\n', bytes).count() as u64
 }
 
+/// Bytes per count the reading thread sends: a stretch of a chunk is
+/// counted from these, and only its two partial ends byte by byte.
+const SUB: usize = 16 << 10;
+
 /// A reader that counts the line ends of every read on the thread that
-/// reads (`ReadAhead`'s), so the scanning thread does not pass over the
-/// bytes a second time: it sends `(bytes read, line ends)` per read.
+/// reads (`ReadAhead`'s), per [`SUB`] bytes, so the scanning thread does
+/// not pass over the bytes a second time: it sends `(bytes read, counts)`.
+/// The two threads then share the work: one copies and counts, the other
+/// searches.
 struct Counting<R> {
     inner: R,
-    tx: mpsc::Sender<(usize, u64)>,
+    tx: mpsc::Sender<(usize, Vec<u32>)>,
 }
 
 impl<R: Read> Read for Counting<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         if n > 0 {
-            let counted = buf.get(..n).map_or(0, count_newlines);
+            let subs = buf
+                .get(..n)
+                .unwrap_or_default()
+                .chunks(SUB)
+                .map(|c| u32::try_from(count_newlines(c)).unwrap_or(u32::MAX))
+                .collect();
             // The scanner may be gone (an error ended it): nothing to tell.
-            let _ = self.tx.send((n, counted));
+            let _ = self.tx.send((n, subs));
         }
         Ok(n)
+    }
+}
+
+/// A chunk's line ends per [`SUB`] bytes, counted on the reading thread.
+struct LineCounts {
+    /// Address of the chunk's first byte (only compared, never read).
+    start: usize,
+    len: usize,
+    subs: Vec<u32>,
+}
+
+impl LineCounts {
+    fn new(data: &[u8], subs: Vec<u32>) -> LineCounts {
+        LineCounts {
+            start: data.as_ptr() as usize,
+            len: data.len(),
+            subs,
+        }
+    }
+
+    /// Line ends in `part`: whole [`SUB`] stretches from the counts, the
+    /// ends byte by byte; a slice outside the chunk (a copy) is counted.
+    fn count(&self, part: &[u8]) -> u64 {
+        let Some(off) = (part.as_ptr() as usize).checked_sub(self.start) else {
+            return count_newlines(part);
+        };
+        let end = off.saturating_add(part.len());
+        if end > self.len {
+            return count_newlines(part);
+        }
+        let first = off.div_ceil(SUB);
+        let last = end / SUB;
+        if first >= last {
+            return count_newlines(part);
+        }
+        let head = part.get(..first * SUB - off).unwrap_or_default();
+        let tail = part.get(last * SUB - off..).unwrap_or_default();
+        let middle: u64 = self
+            .subs
+            .get(first..last)
+            .map_or(0, |s| s.iter().map(|&c| u64::from(c)).sum());
+        count_newlines(head) + middle + count_newlines(tail)
     }
 }
 
@@ -594,13 +647,14 @@ fn cut_long_lines(block: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Counts the line ends of `block` (complete pieces; `known` when already
-/// counted) and keeps its last `BEFORE` pieces in `recent`, numbered.
-fn remember_tail(block: &[u8], st: &mut State, known: Option<u64>) {
+/// Counts the line ends of `block` (complete pieces; from the reading
+/// thread's counts where it has them) and keeps its last `BEFORE` pieces in
+/// `recent`, numbered.
+fn remember_tail(block: &[u8], st: &mut State, lines: Option<&LineCounts>) {
     if block.is_empty() {
         return;
     }
-    let newlines = known.unwrap_or_else(|| count_newlines(block));
+    let newlines = lines.map_or_else(|| count_newlines(block), |l| l.count(block));
     let end_line = st.next_line.saturating_add(newlines);
     // Walk back over at most BEFORE pieces; the common case touches only the block's end.
     let mut pieces: Vec<RawLine> = Vec::with_capacity(BEFORE);
@@ -676,6 +730,37 @@ mod tests {
             "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
         );
         assert_eq!(lines.len(), BEFORE + AFTER);
+    }
+
+    #[test]
+    fn line_counts_from_the_reading_thread_match_a_direct_count() {
+        let data: Vec<u8> = (0..200_000u32)
+            .map(|i| {
+                if i % 7 == 0 || i % 97 == 3 {
+                    b'\n'
+                } else {
+                    b'x'
+                }
+            })
+            .collect();
+        let subs = data
+            .chunks(SUB)
+            .map(|c| u32::try_from(count_newlines(c)).unwrap())
+            .collect();
+        let counts = LineCounts::new(&data, subs);
+        for (a, b) in [
+            (0, 200_000),
+            (5, 17),
+            (1000, 70_000),
+            (16_384, 32_768),
+            (16_383, 49_153),
+            (199_999, 200_000),
+        ] {
+            let part = &data[a..b];
+            assert_eq!(counts.count(part), count_newlines(part), "{a}..{b}");
+        }
+        let copy = data[10..50_000].to_vec();
+        assert_eq!(counts.count(&copy), count_newlines(&copy));
     }
 
     #[test]

@@ -97,9 +97,10 @@ fn a_query_csv_is_read_by_its_header_alone_in_any_order_and_subset() {
     assert_eq!(r["gpus"][0]["memory_total_bytes"], 15360 * MIB);
     assert_eq!(r["gpus"][0]["name"], "Tesla T4");
 
-    // A compute-apps header alone.
+    // A compute-apps table with its command.
     let (r, _) = only_reading(
-        "pid, process_name, used_gpu_memory [MiB]\n4242, python train.py, 60000 MiB\n",
+        "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv\n\
+         pid, process_name, used_gpu_memory [MiB]\n4242, python train.py, 60000 MiB\n",
     );
     assert_eq!(r["processes"][0]["pid"], 4242);
     assert_eq!(r["processes"][0]["used_bytes"], 60000 * MIB);
