@@ -198,7 +198,7 @@ const DUMP_ANCHORS: &[&str] = &[
     "Current allocation summary follows",
     "BFCAllocator dump",
     "BufferAssignment OOM Debugging",
-    "MI LOG",
+    "NVSMI LOG",
     "FB Memory Usage",
 ];
 
