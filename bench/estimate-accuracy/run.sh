@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prints the estimate accuracy tables: the measured rows
-# (crates/oomkit_estimate/tests/accuracy.json) and the CPU oracle's rows
-# (tests/oracle.json): per row measured, estimated and error, then the median
+# (crates/oomkit_estimate/tests/accuracy.json), the ZeRO/FSDP rows
+# (tests/accuracy_sharded.json, "(check)" marks rows kept out of calibration)
+# and the CPU oracle's rows (tests/oracle.json): per row measured, estimated and error, then the median
 # error; then the llama.cpp table (tests/llamacpp_logs.json: buffer sizes
 # llama.cpp printed, against oomkit's). Exit 1 if a row is out of tolerance
 # (the same checks CI runs).

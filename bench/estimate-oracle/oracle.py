@@ -106,6 +106,33 @@ GRID = [
     S("google/gemma-3-1b-it", task="infer", b=4, s=4096, new_tokens=32),
 ]
 
+# FSDP2 (`fully_shard` per decoder layer and on the root, as accelerate and
+# torchtitan wrap a decoder) over a fake process group of `world` ranks
+# (torch.testing._internal.distributed.fake_pg: collectives do nothing, every
+# buffer is allocated with its real size), tracked by FSDPMemTracker. Setups
+# with `offload` read the GPU-resident part of the peak: FSDP2's
+# CPUOffloadPolicy keeps the sharded parameters, gradients and optimizer
+# states on the CPU, so those categories are taken out (on this CPU-only
+# oracle every tensor is on the CPU). DeepSpeed cannot run here: its ZeRO
+# needs an accelerator (deepspeed.accelerator picks CUDA, or a CPU build
+# with oneCCL), not gloo on fake tensors.
+FSDP_GRID = [
+    S("Qwen/Qwen2.5-0.5B", b=4, s=2048, precision="mixed-bf16", fsdp=2, world=2),
+    S("meta-llama/Llama-3.2-1B", b=2, s=2048, fsdp=2, world=4),
+    S("meta-llama/Llama-3.2-1B", b=4, s=2048, precision="mixed-bf16", ckpt=True, fsdp=2, world=8),
+    S("Qwen/Qwen3-0.6B", b=2, s=2048, precision="mixed-bf16", fsdp=2, world=2),
+    S("meta-llama/Llama-3.2-1B", b=2, s=2048, precision="mixed-bf16", fsdp=2, world=8, offload=True),
+    S("Qwen/Qwen2.5-1.5B", b=2, s=2048, precision="mixed-bf16", ckpt=True, fsdp=2, world=8, offload=True),
+    # untied embedding and head: the root unit holds both
+    S("microsoft/phi-1_5", b=4, s=1024, precision="mixed-bf16", fsdp=2, world=4),
+    S("mistralai/Mistral-7B-v0.1", b=1, s=4096, precision="mixed-bf16", ckpt=True, fsdp=2, world=8, offload=True),
+]
+
+# FSDP_GRID rows kept out while the sharding model was built (the others were
+# consulted: the Mistral offload row showed the recompute in the last block's
+# backward).
+FSDP_CHECKS = {1, 3, 5, 6}
+
 
 CHILD = r"""
 import json, pathlib, sys, torch
@@ -224,13 +251,89 @@ print(json.dumps(cats))
 """
 
 
+CHILD_FSDP = r"""
+import json, sys, torch
+import torch.distributed as dist
+from torch.testing._internal.distributed.fake_pg import FakeStore
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard, MixedPrecisionPolicy
+from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+from torch._subclasses.fake_tensor import FakeTensorMode
+from transformers import AutoConfig, AutoModelForCausalLM
+import transformers.masking_utils as mu
+mu.find_packed_sequence_indices = lambda position_ids: None
+st = json.loads(sys.argv[1]); cfg_path = sys.argv[2]
+W = st["world"]
+dist.init_process_group("fake", rank=0, world_size=W, store=FakeStore())
+mesh = init_device_mesh("cpu", (W,))
+cfg = AutoConfig.from_pretrained(cfg_path)
+cfg._attn_implementation = st["attention"]
+for k in ("attn_pdrop", "attention_dropout", "attention_probs_dropout_prob"):
+    if hasattr(cfg, k):
+        setattr(cfg, k, 0.0)
+mixed = st["precision"].startswith("mixed")
+half = torch.bfloat16
+store = torch.float32 if mixed else {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[st["precision"]]
+torch.set_default_dtype(store)
+b, s = st["batch"], st["seq"]
+with FakeTensorMode():
+    model = AutoModelForCausalLM.from_config(cfg, dtype=store)
+    mp = MixedPrecisionPolicy(param_dtype=half, reduce_dtype=half) if mixed else MixedPrecisionPolicy()
+    if st["ckpt"]:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    for layer in model.model.layers:
+        fully_shard(layer, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, foreach=False)
+    mt = FSDPMemTracker(model, opt)
+    ids0 = torch.randint(0, cfg.vocab_size, (b, s))
+    mt.track_inputs((ids0,))
+    with mt:
+        for i in range(2):
+            ids = torch.randint(0, cfg.vocab_size, (b, s))
+            out = model(input_ids=ids, labels=ids, use_cache=False)
+            out.loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            del out
+            if i == 0:
+                mt.reset_mod_stats()
+    peak = mt.get_tracker_snapshot("peak")
+    # With CPU offload the sharded parameters, gradients and optimizer states
+    # live on the CPU: the GPU's peak is the largest remainder over every
+    # module snapshot of the second step (forward and backward peaks).
+    gpu_part = 0
+    for stats in mt.memory_tracking.values():
+        for snaps in stats.snapshots.values():
+            for snap in snaps:
+                for dev, c in snap.items():
+                    c = {str(k).split(".")[-1]: int(v) for k, v in c.items()}
+                    rest = c.get("Total", 0) - c.get("SHARDED_PARAM", 0) - c.get("SHARDED_GRAD", 0) - c.get("OPT", 0)
+                    gpu_part = max(gpu_part, rest)
+cats = {}
+for dev, c in peak.items():
+    if c.get("Total", 0) > cats.get("Total", 0):
+        cats = {str(k).split(".")[-1]: int(v) for k, v in c.items()}
+cats["GPU_PART"] = gpu_part
+print(json.dumps(cats))
+"""
+
+
+# Bumped whenever the FSDP child changes what it measures for CPU-offload
+# setups (their GPU part).
+FSDP_REVISION = 2
+
+
 def key(st, versions):
+    if st.get("offload"):
+        return json.dumps([st, versions, ORACLE_REVISION, FSDP_REVISION], sort_keys=True)
     return json.dumps([st, versions, ORACLE_REVISION], sort_keys=True)
 
 
 def oracle(st, python):
     cfg = MODELS / (st["model_file"])
-    p = subprocess.run([python, "-c", CHILD, json.dumps(st), str(cfg)],
+    p = subprocess.run([python, "-c", CHILD_FSDP if st.get("fsdp") else CHILD, json.dumps(st), str(cfg)],
                        capture_output=True, text=True, timeout=3600)
     if p.returncode != 0:
         last = (p.stderr.strip().splitlines() or ["?"])[-1]
@@ -244,12 +347,18 @@ def estimate(binary, st):
             "--format", "json"]
     if st["task"] == "train":
         args += ["--method", st["method"], "--optimizer", st["optimizer"]]
+        if st.get("fsdp"):  # the FSDP child steps AdamW(foreach=False)
+            args.append("--no-foreach")
         if st["method"] == "lora":
             args += ["--lora-rank", str(st["lora_rank"]), "--lora-targets", st["lora_targets"]]
         if st["ckpt"]:
             args.append("--grad-checkpointing")
         if st.get("trainer"):  # bench/gpu's Trainer setups
             args.append("--trainer")
+        if st.get("fsdp"):
+            args += ["--fsdp", "--fsdp-version", str(st["fsdp"]), "--gpus", str(st["world"])]
+            if st.get("offload"):
+                args += ["--offload", "params"]
     else:
         args += ["--new-tokens", str(st["new_tokens"])]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
@@ -269,6 +378,8 @@ def label(st):
         x += f" {st['optimizer']}" + (" ckpt" if st["ckpt"] else "")
     else:
         x += f" +{st['new_tokens']} new"
+    if st.get("fsdp"):
+        x += f" fsdp{st['fsdp']}x{st['world']}" + (" offload" if st.get("offload") else "")
     return x + f" {st['attention']}"
 
 
@@ -282,6 +393,11 @@ def main():
                     help="skip setups the cache does not hold (no torch run)")
     ap.add_argument("--rows", default="",
                     help="write the oracle peaks as test rows (crates/oomkit_estimate/tests/oracle.json)")
+    ap.add_argument("--sharded", action="store_true",
+                    help="run the FSDP2 grid (FSDP_GRID) instead of the single-GPU one")
+    ap.add_argument("--sharded-rows", default="",
+                    help="with --sharded: replace the O- rows of this table "
+                         "(crates/oomkit_estimate/tests/accuracy_sharded.json)")
     a = ap.parse_args()
     versions = subprocess.run(
         [a.python, "-c", "import torch, transformers, peft; print(torch.__version__, transformers.__version__, peft.__version__)"],
@@ -291,7 +407,7 @@ def main():
     print(f"oracle: {versions}\n")
     print("| model | setup | batch × seq | oracle | estimate | error |")
     print("|---|---|---|---|---|---|")
-    for st in GRID:
+    for st in (FSDP_GRID if a.sharded else GRID):
         if a.only and a.only not in json.dumps(st):
             continue
         st = dict(st, model_file=model_file(a.oomkit, st["model"]))
@@ -310,7 +426,7 @@ def main():
             print(f"| {st['model']} | {label(st)} | {st['batch']} × {st['seq']} | failed: {o['error']} | | |")
             continue
         est = estimate(a.oomkit, st)
-        e, m = est["peak_allocated_bytes"], o["Total"]
+        e, m = est["peak_allocated_bytes"], measured(st, o)
         err = (e - m) / m * 100
         errs.append(abs(err))
         rows.append(dict(setup=st, oracle=o, estimate=est["peak_allocated_bytes"],
@@ -343,6 +459,39 @@ def main():
         pathlib.Path(a.rows).write_text(json.dumps(
             {"note": "Written by bench/estimate-oracle/oracle.py --rows; regenerate, do not edit.",
              "rows": out}, indent=1) + "\n")
+    if a.sharded_rows:
+        path = pathlib.Path(a.sharded_rows)
+        table = json.loads(path.read_text())
+        keep = [r for r in table["rows"] if not r["id"].startswith("O-")]
+        out = []
+        for r in rows:
+            st = r["setup"]
+            setup = {k: st[k] for k in ("task", "precision", "batch", "seq", "attention")}
+            setup.update(method=st["method"], optimizer=st["optimizer"],
+                         grad_checkpointing=st["ckpt"], foreach=False, gpus=st["world"], zero=3,
+                         sharding={"framework": f"fsdp{st['fsdp']}"})
+            if st.get("offload"):
+                setup["offload"] = "params"
+            what = ("GPU-resident peak (the largest Total - SHARDED_PARAM - SHARDED_GRAD - OPT "
+                    "over the module snapshots)" if st.get("offload") else "peak")
+            out.append(dict(
+                id=f"O-{st['model'].split('/')[-1]}-{label(st).replace(' ', '-')}-{st['batch']}x{st['seq']}",
+                source=f"CPU oracle (bench/estimate-oracle/oracle.py --sharded): FSDPMemTracker {what} "
+                       f"on fake tensors over a fake process group of {st['world']} ranks, {versions}",
+                model=st["model"], setup=setup, metric="allocated", kind="train", grade="O",
+                calibration=FSDP_GRID.index({k: v for k, v in st.items() if k != "model_file"})
+                not in FSDP_CHECKS,
+                measured_bytes=measured(st, r["oracle"])))
+        table["rows"] = keep + out
+        path.write_text(json.dumps(table, indent=1, ensure_ascii=False) + "\n")
+
+
+def measured(st, o):
+    """The oracle's figure for `st`: the peak, or with CPU offload the largest
+    GPU-resident remainder over the module snapshots (`GPU_PART`)."""
+    if st.get("offload"):
+        return o["GPU_PART"]
+    return o["Total"]
 
 
 if __name__ == "__main__":

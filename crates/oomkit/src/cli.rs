@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use clap::{Parser, Subcommand, ValueEnum};
 use oomkit_estimate::image::CpuOffload;
 use oomkit_estimate::llamacpp::CacheType;
+use oomkit_estimate::sharding::Count;
 use oomkit_estimate::{
     Attention, BareShape, Engine, KvDtype, Method, Offload, OnOff, Optimizer, Options, Precision,
     QuantChoice, Workload, setup,
@@ -414,6 +415,41 @@ pub struct EstimateArgs {
     /// CPU offload (--task train; default none).
     #[arg(long, value_enum)]
     pub offload: Option<Offload>,
+    /// FSDP's version with --fsdp: 2 (`fully_shard`, default) or 1
+    /// (`FullyShardedDataParallel`).
+    #[arg(long, value_name = "1|2", value_parser = clap::value_parser!(u8).range(1..=2))]
+    pub fsdp_version: Option<u8>,
+    /// A DeepSpeed config JSON (`zero_optimization`: stage, offload, buckets; the
+    /// micro-batch and accumulation): its keys set the flags below unless given.
+    #[arg(long, value_name = "FILE")]
+    pub deepspeed: Option<String>,
+    /// DeepSpeed `reduce_bucket_size` in elements (default 5e8; `auto`: hidden², as
+    /// Hugging Face fills it).
+    #[arg(long, value_name = "N|auto")]
+    pub reduce_bucket_size: Option<Count>,
+    /// DeepSpeed `stage3_prefetch_bucket_size` in elements (default 5e7; `auto`:
+    /// 0.9·hidden²).
+    #[arg(long, value_name = "N|auto")]
+    pub prefetch_bucket_size: Option<Count>,
+    /// DeepSpeed `stage3_param_persistence_threshold` in elements (default 1e5;
+    /// `auto`: 10·hidden).
+    #[arg(long, value_name = "N|auto")]
+    pub param_persistence_threshold: Option<Count>,
+    /// DeepSpeed `stage3_max_live_parameters` in elements (default 1e9).
+    #[arg(long, value_name = "N")]
+    pub max_live_parameters: Option<Count>,
+    /// DeepSpeed `stage3_max_reuse_distance` in elements (default 1e9).
+    #[arg(long, value_name = "N")]
+    pub max_reuse_distance: Option<Count>,
+    /// DeepSpeed `sub_group_size` in elements (default 1e9).
+    #[arg(long, value_name = "N")]
+    pub sub_group_size: Option<Count>,
+    /// DeepSpeed `overlap_comm` (default: on for ZeRO-3, off for 1 and 2).
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    pub overlap_comm: Option<bool>,
+    /// DeepSpeed `contiguous_gradients` (default on).
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off)]
+    pub contiguous_gradients: Option<bool>,
     /// Inference engine (default: llama.cpp for a `.gguf` MODEL with --task infer/serve,
     /// else hf).
     #[arg(long, value_enum)]
@@ -536,6 +572,17 @@ impl EstimateArgs {
             zero: self.zero,
             fsdp: self.fsdp,
             offload: self.offload,
+            sharding: oomkit_estimate::sharding::ShardingFlags {
+                fsdp_version: self.fsdp_version,
+                reduce_bucket: self.reduce_bucket_size,
+                prefetch_bucket: self.prefetch_bucket_size,
+                persistence_threshold: self.param_persistence_threshold,
+                max_live: self.max_live_parameters,
+                max_reuse_distance: self.max_reuse_distance,
+                sub_group: self.sub_group_size,
+                overlap_comm: self.overlap_comm,
+                contiguous_gradients: self.contiguous_gradients,
+            },
             engine: self.engine,
             ctx_size: self.ctx_size,
             n_gpu_layers: self.n_gpu_layers.clone(),
@@ -657,6 +704,15 @@ pub enum ColorChoice {
 }
 
 /// `11.8`, `12`, `12.4.1` → (major, minor).
+/// `on`/`off` (also `true`/`false`, as a DeepSpeed JSON writes them).
+fn parse_on_off(v: &str) -> Result<bool, String> {
+    match v.to_ascii_lowercase().as_str() {
+        "on" | "true" => Ok(true),
+        "off" | "false" => Ok(false),
+        _ => Err(format!("{v:?} is not on or off")),
+    }
+}
+
 fn parse_cuda_version(v: &str) -> Result<(u64, u64), String> {
     let mut parts = v.trim().split('.');
     let num = |p: Option<&str>| p.map(|p| p.parse::<u64>());

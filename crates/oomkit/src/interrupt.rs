@@ -10,15 +10,24 @@ use std::sync::atomic::AtomicUsize;
 
 use anyhow::Context;
 use oomkit_probe::runner::Interrupts;
-use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGTSTP};
-use signal_hook::iterator::SignalsInfo;
-use signal_hook::iterator::exfiltrator::WithOrigin;
-use signal_hook::low_level::siginfo::Cause;
+use signal_hook::consts::{SIGINT, SIGTERM};
+#[cfg(unix)]
+use signal_hook::{
+    consts::{SIGHUP, SIGQUIT, SIGTSTP},
+    iterator::{SignalsInfo, exfiltrator::WithOrigin},
+    low_level::siginfo::Cause,
+};
+
+/// The signals that end `monitor` (Windows has SIGINT and SIGTERM only).
+#[cfg(unix)]
+const STOP: [i32; 3] = [SIGINT, SIGTERM, SIGHUP];
+#[cfg(not(unix))]
+const STOP: [i32; 2] = [SIGINT, SIGTERM];
 
 /// Registers the handlers; the flag holds the last signal's number (0: none).
 pub fn install() -> anyhow::Result<Arc<AtomicUsize>> {
     let flag = Arc::new(AtomicUsize::new(0));
-    for sig in [SIGINT, SIGTERM, SIGHUP] {
+    for sig in STOP {
         let value = usize::try_from(sig).context("signal number")?;
         signal_hook::flag::register_usize(sig, Arc::clone(&flag), value)
             .with_context(|| format!("cannot handle signal {sig}"))?;
@@ -31,6 +40,7 @@ pub fn install() -> anyhow::Result<Arc<AtomicUsize>> {
 /// kernel's `SI_KERNEL` origin: the terminal signals its whole foreground
 /// job, so a child in that job had it already). SIGTSTP (Ctrl-Z) stops the
 /// command with oomkit ([`Interrupts::suspend`]).
+#[cfg(unix)]
 pub fn supervise() -> anyhow::Result<Arc<Interrupts>> {
     let interrupts = Arc::new(Interrupts::default());
     let mut signals = SignalsInfo::<WithOrigin>::new([SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP])
@@ -51,11 +61,18 @@ pub fn supervise() -> anyhow::Result<Arc<Interrupts>> {
     Ok(interrupts)
 }
 
+/// On Windows nothing is supervised (the runner says so), so nothing is
+/// recorded.
+#[cfg(not(unix))]
+pub fn supervise() -> anyhow::Result<Arc<Interrupts>> {
+    Ok(Arc::new(Interrupts::default()))
+}
+
 /// Signals after which oomkit dies of the same signal: those whose default
 /// action is to terminate without a core dump, which a shell reads as "the
 /// user stopped this" (bash stops a loop when its command dies of SIGINT).
 pub fn reraised(signal: i32) -> bool {
-    [SIGINT, SIGTERM, SIGHUP].contains(&signal)
+    STOP.contains(&signal)
 }
 
 /// Flushes what oomkit printed and dies of `signal` (its default action);

@@ -45,14 +45,17 @@ pub fn print_input_error(err: &anyhow::Error) {
 
 /// A closed pipe (`oomkit explain log | head`) is not an error (ripgrep's rule).
 /// `serde_json` wraps the write error in its own type, so look inside that too.
+/// On Windows a pipe whose reader is gone may also answer
+/// `ERROR_PIPE_NOT_CONNECTED` (233), which std does not map to `BrokenPipe`.
 pub fn is_broken_pipe(err: &anyhow::Error) -> bool {
     err.chain().any(|c| {
-        c.downcast_ref::<io::Error>()
-            .map(io::Error::kind)
-            .or_else(|| {
-                c.downcast_ref::<serde_json::Error>()
-                    .and_then(serde_json::Error::io_error_kind)
-            })
-            == Some(io::ErrorKind::BrokenPipe)
+        let io = c.downcast_ref::<io::Error>();
+        if cfg!(windows) && io.and_then(io::Error::raw_os_error) == Some(233) {
+            return true;
+        }
+        io.map(io::Error::kind).or_else(|| {
+            c.downcast_ref::<serde_json::Error>()
+                .and_then(serde_json::Error::io_error_kind)
+        }) == Some(io::ErrorKind::BrokenPipe)
     })
 }

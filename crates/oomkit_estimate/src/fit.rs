@@ -235,6 +235,16 @@ fn zero3(s: &Setup, _: &ModelConfig, _: Bytes) -> Option<(Setup, String, String)
 fn offload(s: &Setup, _: &ModelConfig, _: Bytes) -> Option<(Setup, String, String)> {
     (s.task == Task::Train && s.offload == Offload::None && s.optimizer_bytes_nonzero()).then(|| {
         let mut t = s.clone();
+        if s.sharding.fsdp() && s.zero >= 3 {
+            // FSDP offloads parameters, gradients and the optimizer step
+            // together (`CPUOffloadPolicy`, FSDP1 `CPUOffload(offload_params=True)`).
+            t.offload = Offload::Params;
+            return (
+                t,
+                "offload parameters, gradients and the optimizer step to the CPU (FSDP CPU offload; accelerate fsdp_config)".into(),
+                "fsdp_offload_params: true".into(),
+            );
+        }
         t.offload = Offload::Optimizer;
         if t.zero < 2 {
             t.zero = 2;
@@ -738,13 +748,15 @@ mod tests {
     }
 
     /// With GPUs to shard over, a full fine-tune stays a full fine-tune:
-    /// ZeRO-3 (with checkpointing and the 8-bit optimizer) before LoRA.
+    /// ZeRO-3 (with checkpointing and the 8-bit optimizer) before LoRA. 16
+    /// GPUs: DeepSpeed keeps an fp32 master copy and fp32 states for a bf16
+    /// model (16 B/param, 70.6 GB each over 16), which 8 H100s cannot hold.
     #[test]
     fn multi_gpu_full_fine_tune_shards_before_lora() {
         let cfg = catalogue::find("meta-llama/Llama-3.1-70B").expect("model");
         let s = Setup {
             task: Task::Train,
-            gpus: 8,
+            gpus: 16,
             seq: 4096,
             ..Setup::default()
         };

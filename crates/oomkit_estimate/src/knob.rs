@@ -68,6 +68,24 @@ knobs! {
     Fsdp = "fsdp", "FSDP";
     /// CPU offload of training state.
     Offload = "offload", "offload";
+    /// FSDP's version.
+    FsdpVersion = "fsdp-version", "the FSDP version";
+    /// DeepSpeed `reduce_bucket_size`.
+    ReduceBucketSize = "reduce-bucket-size", "DeepSpeed's reduce_bucket_size";
+    /// DeepSpeed `stage3_prefetch_bucket_size`.
+    PrefetchBucketSize = "prefetch-bucket-size", "DeepSpeed's stage3_prefetch_bucket_size";
+    /// DeepSpeed `stage3_param_persistence_threshold`.
+    ParamPersistenceThreshold = "param-persistence-threshold", "DeepSpeed's stage3_param_persistence_threshold";
+    /// DeepSpeed `stage3_max_live_parameters`.
+    MaxLiveParameters = "max-live-parameters", "DeepSpeed's stage3_max_live_parameters";
+    /// DeepSpeed `stage3_max_reuse_distance`.
+    MaxReuseDistance = "max-reuse-distance", "DeepSpeed's stage3_max_reuse_distance";
+    /// DeepSpeed `sub_group_size`.
+    SubGroupSize = "sub-group-size", "DeepSpeed's sub_group_size";
+    /// DeepSpeed `overlap_comm`.
+    OverlapComm = "overlap-comm", "DeepSpeed's overlap_comm";
+    /// DeepSpeed `contiguous_gradients`.
+    ContiguousGradients = "contiguous-gradients", "DeepSpeed's contiguous_gradients";
     /// Generated tokens.
     NewTokens = "new-tokens", "the new tokens";
     /// Tokens per sample (prompt tokens).
@@ -157,15 +175,15 @@ impl Knob {
 
 /// A set of knobs: the settings a user gave explicitly.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct KnobSet(u64);
+pub struct KnobSet(u128);
 
-const _: () = assert!(Knob::ALL.len() <= 64, "KnobSet holds 64 knobs");
+const _: () = assert!(Knob::ALL.len() <= 128, "KnobSet holds 128 knobs");
 
 impl KnobSet {
     /// No knob.
     pub const EMPTY: KnobSet = KnobSet(0);
 
-    const fn bit(k: Knob) -> u64 {
+    const fn bit(k: Knob) -> u128 {
         1 << (k as u32)
     }
 

@@ -27,6 +27,7 @@ pub mod render;
 pub mod resolve;
 pub mod serve;
 pub mod setup;
+pub mod sharding;
 
 use oomkit_core::Bytes;
 use serde::Serialize;
@@ -149,22 +150,33 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
         .saturating_add(c::nccl_bytes(s));
     let phases: Vec<Phase> = match s.task {
         Task::Train => {
-            let (weights, grads, opt, step_tmp) = c::sharded_states(cfg, s);
+            // Model states and ZeRO/FSDP buffers per GPU (`sharding`).
+            let sh = sharding::states(cfg, s);
+            let (weights, grads, opt, step_tmp) = (sh.weights, sh.grads, sh.optimizer, sh.step);
             // With accumulation, the previous micro-batches' gradients stay alive
-            // through the forward and backward of the next ones (§3.7).
-            let live_grads = if s.grad_accum > 1 { grads } else { 0 };
+            // through the forward and backward of the next ones (§3.7); flat
+            // gradient buffers (ZeRO-2/3) are alive in every backward.
+            let live_grads = if s.grad_accum > 1 {
+                grads
+            } else {
+                sh.live_grads
+            };
             let backward = |activations, logits, loss: u64| Phase {
                 name: "backward",
                 parts: Components {
-                    weights_bytes: Bytes(weights),
+                    // ZeRO-3/FSDP: the parameters still gathered at the loss.
+                    weights_bytes: Bytes(weights.saturating_add(sh.gathered)),
                     gradients_bytes: Bytes(live_grads),
                     optimizer_bytes: Bytes(opt),
                     activations_bytes: Bytes(activations),
                     logits_bytes: Bytes(logits),
-                    temporaries_bytes: Bytes(loss.saturating_add(c::dequant_bytes(cfg, s))),
+                    temporaries_bytes: Bytes(
+                        loss.saturating_add(c::dequant_bytes(cfg, s))
+                            .saturating_add(if loss > 0 { sh.unreduced_grad } else { 0 }),
+                    ),
                     ..Components::default()
                 },
-                extra_reserved: 0,
+                extra_reserved: sh.reserved_extra,
             };
             let logits = c::training_logits_bytes(cfg, s);
             let loss = c::loss_backward_bytes(cfg, s);
@@ -207,6 +219,25 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                     0,
                 ));
             }
+            if let Some((gathered, grad_tmp)) = sh.block_backward {
+                // FSDP: the last block's backward (after recomputing its
+                // forward under checkpointing), its unit and the next one
+                // gathered, the head's and the block's unreduced gradients.
+                let recompute = if s.grad_checkpointing {
+                    c::recompute_bytes(cfg, s)
+                } else {
+                    0
+                };
+                let mut b = backward(
+                    c::training_activations_bytes(cfg, s).saturating_add(recompute),
+                    c::held_logits_bytes(cfg, s),
+                    0,
+                );
+                b.parts.weights_bytes = Bytes(weights.saturating_add(gathered));
+                b.parts.temporaries_bytes =
+                    Bytes(b.parts.temporaries_bytes.get().saturating_add(grad_tmp));
+                v.push(b);
+            }
             let step = Phase {
                 name: "optimizer-step",
                 parts: Components {
@@ -217,7 +248,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                     temporaries_bytes: Bytes(step_tmp),
                     ..Components::default()
                 },
-                extra_reserved: 0,
+                extra_reserved: sh.reserved_extra,
             };
             v.push(step);
             v

@@ -247,6 +247,8 @@ pub struct Options {
     pub fsdp: bool,
     /// CPU offload of training state.
     pub offload: Option<Offload>,
+    /// FSDP's version and DeepSpeed's ZeRO settings.
+    pub sharding: crate::sharding::ShardingFlags,
     /// The engine.
     pub engine: Option<Engine>,
     /// llama.cpp: context cells (`-c`).
@@ -325,6 +327,7 @@ impl Default for Options {
             zero: None,
             fsdp: false,
             offload: None,
+            sharding: crate::sharding::ShardingFlags::default(),
             engine: None,
             ctx_size: None,
             n_gpu_layers: None,
@@ -441,6 +444,11 @@ impl Options {
             .with(Knob::VaeTiling, self.vae_tiling)
             .with(Knob::CpuOffload, self.cpu_offload.is_some())
             .with(Knob::NoSafetyChecker, self.no_safety_checker);
+        let knobs = self
+            .sharding
+            .knobs()
+            .into_iter()
+            .fold(knobs, |k, knob| k.with(knob, true));
         Given {
             knobs,
             task: self.task,
@@ -596,6 +604,7 @@ impl Options {
             // is checked by check_given.
             zero: self.zero.unwrap_or(if self.fsdp { 3 } else { d.zero }),
             offload: self.offload.unwrap_or(d.offload),
+            sharding: self.sharding.resolve(self.fsdp)?,
         };
         s.check_given(&self.given())?;
         let s = s.validate()?;

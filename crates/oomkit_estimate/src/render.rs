@@ -125,7 +125,14 @@ fn parallel_line(s: &Setup) -> String {
             s.gpus / tp
         );
     }
-    let zero = if s.zero > 0 {
+    let zero = if s.zero > 0 && s.sharding.fsdp() {
+        let v = if s.sharding.framework == crate::sharding::Framework::Fsdp1 {
+            1
+        } else {
+            2
+        };
+        format!(", FSDP{v} full shard over data parallel")
+    } else if s.zero > 0 {
         format!(", ZeRO-{} over data parallel", s.zero)
     } else {
         String::new()

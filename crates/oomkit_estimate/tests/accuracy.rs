@@ -36,6 +36,9 @@ struct Row {
     gpu: Option<String>,
     grade: String,
     vllm_util: Option<f64>,
+    /// `tests/accuracy_sharded.json`: whether the row was consulted while
+    /// the sharding model was built (`true`) or kept out as a check (`false`).
+    calibration: Option<bool>,
 }
 
 /// The tolerance; doubled for grade-B rows whose metric is unstated.
@@ -61,6 +64,17 @@ fn accuracy_table() {
 #[test]
 fn gpu_table() {
     check(include_str!("gpu.json"), "a peak measured on a GPU");
+}
+
+/// ZeRO/FSDP rows (DeepSpeed, FSDP1/2, with and without CPU offload):
+/// published measurements and the FSDP2 CPU oracle
+/// (`bench/estimate-oracle/oracle.py --sharded`).
+#[test]
+fn sharded_table() {
+    check(
+        include_str!("accuracy_sharded.json"),
+        "a sharded measurement",
+    );
 }
 
 #[test]
@@ -136,9 +150,13 @@ fn check(json: &str, what: &str) {
                 oomkit_core::Bytes(v).to_string()
             }
         };
+        let id = match row.calibration {
+            Some(false) => format!("{} (check)", row.id),
+            _ => row.id.clone(),
+        };
         println!(
             "| {} | {} | {} | {} | {} | {:+.1} % |",
-            row.id,
+            id,
             row.grade,
             row.metric,
             show(row.measured_bytes),

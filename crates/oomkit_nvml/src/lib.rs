@@ -30,7 +30,17 @@ use oomkit_core::{GpuReading, ProcessReading};
 
 /// The library file NVML is loaded from (the soname the driver installs; the
 /// unversioned `libnvidia-ml.so` only exists with development packages).
+#[cfg(not(windows))]
 pub const LIBRARY: &str = "libnvidia-ml.so.1";
+/// The library file NVML is loaded from (the driver installs it in System32).
+#[cfg(windows)]
+pub const LIBRARY: &str = "nvml.dll";
+
+/// Where the loader looks for [`LIBRARY`], for the error that says how to fix it.
+#[cfg(not(windows))]
+const LOADER_PATH: &str = "LD_LIBRARY_PATH";
+#[cfg(windows)]
+const LOADER_PATH: &str = "PATH";
 
 /// Anything that produces GPU readings: NVML, or a test double.
 pub trait GpuReader {
@@ -46,7 +56,7 @@ pub trait GpuReader {
 pub enum OpenError {
     /// The shared library is not on the loader's path.
     #[error(
-        "cannot load {LIBRARY} ({0}): no NVIDIA driver is installed here, or its library is not on the loader path (set LD_LIBRARY_PATH to the folder holding {LIBRARY})"
+        "cannot load {LIBRARY} ({0}): no NVIDIA driver is installed here, or its library is not on the loader path (add the folder holding {LIBRARY} to {LOADER_PATH})"
     )]
     NoLibrary(String),
     /// The library loaded but the kernel driver is not running.

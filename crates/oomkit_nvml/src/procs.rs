@@ -11,7 +11,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::Read;
-use std::os::unix::fs::MetadataExt;
 
 /// Longest command line kept, bytes.
 pub const MAX_CMDLINE: u64 = 4096;
@@ -77,17 +76,27 @@ pub fn parse_meminfo(text: &str) -> Option<(u64, u64)> {
     Some((field("MemTotal:")?, field("MemAvailable:")?))
 }
 
-/// Owner uid of `pid`, if visible.
+/// Owner uid of `pid`, if visible (`None` where there is no `/proc`, and on
+/// Windows, which has no uids).
+#[cfg(unix)]
 pub fn uid(pid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
     fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
+}
+
+/// Owner uid of `pid`: Windows has no uids.
+#[cfg(not(unix))]
+pub fn uid(_pid: u32) -> Option<u32> {
+    None
 }
 
 /// User name for `uid` (the passwd database), or the number.
 pub fn user_name(uid: u32) -> String {
-    match nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
-        Ok(Some(u)) => u.name,
-        _ => uid.to_string(),
+    #[cfg(unix)]
+    if let Ok(Some(u)) = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)) {
+        return u.name;
     }
+    uid.to_string()
 }
 
 /// Parent PID of `pid`, from `/proc/PID/stat` (the field after the

@@ -60,6 +60,11 @@ pub enum Error {
     /// The explainer thread failed.
     #[error("reading the command's output failed")]
     Explain,
+    /// Supervising a command needs POSIX process groups and signals.
+    #[error(
+        "supervising a command needs Linux or macOS (POSIX process groups and signals): on Windows, run oomkit inside WSL2"
+    )]
+    Unsupported,
     /// The Python hook could not be written.
     #[error("cannot write the Python hook")]
     Hook(#[source] std::io::Error),

@@ -33,10 +33,14 @@
 //!   the whole stream (its own memory is bounded), so an OOM is recognised
 //!   however much the child printed after it.
 
+// Windows has no supervisor (see `run`): the output plumbing is unused there.
+#![cfg_attr(not(unix), allow(dead_code, unused_imports))]
+
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::io::{self, IsTerminal, Read, Write};
+#[cfg(unix)]
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, ChildStderr, ChildStdout, Stdio};
 use std::sync::Arc;
@@ -45,8 +49,11 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
 use std::thread;
 use std::time::{Duration, Instant};
 
+#[cfg(unix)]
 use nix::sys::signal::{Signal, kill, killpg};
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+#[cfg(unix)]
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+#[cfg(unix)]
 use nix::unistd::Pid;
 use oomkit_explain::{Explainer, Report};
 use oomkit_nvml::GpuReader;
@@ -171,6 +178,12 @@ impl Interrupts {
     /// stopped by the terminal already. Call it from the thread that handles
     /// signals.
     pub fn suspend(&self) {
+        #[cfg(unix)]
+        self.suspend_unix();
+    }
+
+    #[cfg(unix)]
+    fn suspend_unix(&self) {
         let group = self.own_group.load(Ordering::SeqCst);
         let group = (group > 0).then(|| Pid::from_raw(group));
         if let Some(g) = group {
@@ -258,7 +271,16 @@ enum Chunk {
     Eof,
 }
 
+/// Runs `cmd` to completion under `opts`: on Windows, [`Error::Unsupported`]
+/// (the supervision above is built on POSIX process groups, signals and
+/// `waitid`).
+#[cfg(not(unix))]
+pub fn run(_cmd: &CommandLine, _opts: Options<'_>) -> Result<Finished, Error> {
+    Err(Error::Unsupported)
+}
+
 /// Runs `cmd` to completion under `opts`.
+#[cfg(unix)]
 pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
     let Some((program, args)) = cmd.argv.split_first() else {
         return Err(Error::NoCommand);
@@ -371,6 +393,7 @@ pub fn run(cmd: &CommandLine, opts: Options<'_>) -> Result<Finished, Error> {
     })
 }
 
+#[cfg(unix)]
 struct Supervisor<'a> {
     pid: Pid,
     /// The command has its own process group (else it shares oomkit's).
@@ -401,6 +424,7 @@ struct Supervisor<'a> {
     exited_at: Option<Instant>,
 }
 
+#[cfg(unix)]
 impl Supervisor<'_> {
     /// Reads output until both pipes close (or stay quiet, see [`DRAIN_IDLE`],
     /// after the main process exited), watching exit, timeout and interrupt.
@@ -473,11 +497,7 @@ impl Supervisor<'_> {
         self.sample_gpu();
         // Exits only: a stopped command is left stopped (job control is the
         // shell's, and continuing it would fight a SIGTTIN).
-        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-        let exited = matches!(
-            waitid(Id::Pid(self.pid), flags),
-            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_)
-        );
+        let exited = exited_unreaped(self.pid);
         if exited {
             self.exited_at = Some(Instant::now());
             self.kill_tree();
@@ -625,9 +645,28 @@ impl Supervisor<'_> {
     }
 }
 
+#[cfg(unix)]
 /// Makes oomkit a child subreaper (Linux): an orphaned descendant of the
 /// command is re-parented to oomkit instead of init, so it is still found
 /// (and killed) as oomkit's descendant. Elsewhere a no-op.
+/// Whether `pid` (our child) has exited, leaving it a zombie
+/// (`waitid(P_PID, WEXITED | WNOHANG | WNOWAIT)`, POSIX): its PID and group
+/// id stay reserved until it is reaped. An error (no such child) counts as
+/// exited.
+fn exited_unreaped(pid: Pid) -> bool {
+    use rustix::process::{WaitIdOptions, waitid};
+    let Some(pid) = rustix::process::Pid::from_raw(pid.as_raw()) else {
+        return true;
+    };
+    let flags = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
+    match waitid(rustix::process::WaitId::Pid(pid), flags) {
+        Ok(Some(status)) => status.exited() || status.killed() || status.dumped(),
+        Ok(None) => false,
+        Err(_) => true,
+    }
+}
+
+#[cfg(unix)]
 fn become_subreaper() {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
@@ -635,6 +674,7 @@ fn become_subreaper() {
     }
 }
 
+#[cfg(unix)]
 /// One reading of `/proc`: each process's parent, group and whether it is
 /// a zombie. Empty where there is no `/proc`.
 struct Procs {
@@ -642,6 +682,7 @@ struct Procs {
     table: std::collections::HashMap<i32, (i32, i32, bool)>,
 }
 
+#[cfg(unix)]
 impl Procs {
     fn read() -> Procs {
         let mut table = std::collections::HashMap::new();
@@ -725,6 +766,7 @@ impl Procs {
     }
 }
 
+#[cfg(unix)]
 /// Reaps the adopted orphans that were killed (each by its PID, so no other
 /// child of oomkit's is ever taken from its owner); one that has not died
 /// yet after a short wait is left to the next run or to oomkit's exit.
@@ -848,7 +890,7 @@ where
     CommandLine::new(args.into_iter().map(Into::into).collect())
 }
 
-#[cfg(test)]
+#[cfg(all(test, unix))]
 mod tests {
     use super::*;
 

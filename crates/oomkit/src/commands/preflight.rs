@@ -21,7 +21,9 @@ const MAX_CONFIG_BYTES: u64 = 4 << 20;
 /// Whether the arguments ask for preflight: a command after `--`, or a
 /// MODEL that is a training config file (YAML, or JSON with training keys).
 pub fn applies(args: &EstimateArgs) -> bool {
-    !args.command.is_empty() || args.model.as_deref().is_some_and(is_config)
+    !args.command.is_empty()
+        || args.deepspeed.is_some()
+        || args.model.as_deref().is_some_and(is_config)
 }
 
 fn is_config(path: &str) -> bool {
@@ -72,7 +74,17 @@ struct JsonPreflight<'a> {
 
 pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let config_mode = args.command.is_empty();
-    let derived = if config_mode {
+    // `MODEL --deepspeed FILE`: the model as given, the file's settings.
+    let deepspeed = args.deepspeed.clone();
+    if deepspeed.is_some() && !config_mode {
+        bail!(
+            "--deepspeed with a command after `--`: the command's own --deepspeed file is read; drop oomkit's"
+        );
+    }
+    let config_mode = config_mode && deepspeed.is_none();
+    let derived = if let Some(path) = &deepspeed {
+        preflight::from_deepspeed(path, &DiskFiles)?
+    } else if config_mode {
         let path = args.model.clone().unwrap_or_default();
         preflight::from_config(&path, &DiskFiles)?
     } else {
@@ -81,6 +93,9 @@ pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     };
     let user = user_tokens(config_mode, args.model.as_deref());
     let user_model = (!config_mode).then(|| args.model.clone()).flatten();
+    if deepspeed.is_some() && user_model.is_none() {
+        bail!("--deepspeed needs a MODEL: a DeepSpeed config names none");
+    }
     // What the user's flags give is no longer needed.
     let given = |flag: &str| match flag {
         "model" => user_model.is_some(),
@@ -164,6 +179,11 @@ fn user_tokens(config_mode: bool, model: Option<&str>) -> Vec<String> {
     {
         toks.remove(i);
     }
+    // The DeepSpeed file has been read into the derived flags.
+    if let Some(i) = toks.iter().position(|t| t == "--deepspeed") {
+        toks.drain(i..(i + 2).min(toks.len()));
+    }
+    toks.retain(|t| !t.starts_with("--deepspeed="));
     toks
 }
 
@@ -217,6 +237,15 @@ fn label(flag: &str) -> &str {
         "ctx-size" => "context (-c)",
         "n-gpu-layers" => "GPU layers (-ngl)",
         "flash-attn" => "flash attention",
+        "fsdp-version" => "FSDP version",
+        "reduce-bucket-size" => "reduce bucket",
+        "prefetch-bucket-size" => "prefetch bucket",
+        "param-persistence-threshold" => "persistence",
+        "max-live-parameters" => "max live params",
+        "max-reuse-distance" => "reuse distance",
+        "sub-group-size" => "sub-group",
+        "overlap-comm" => "overlap comm",
+        "contiguous-gradients" => "contiguous grads",
         other => other,
     }
 }

@@ -8,6 +8,7 @@ mod estimate;
 mod estimate_hub;
 mod estimate_llamacpp;
 mod estimate_preflight;
+mod estimate_sharded;
 mod explain;
 mod explain_readings;
 mod explain_v3;

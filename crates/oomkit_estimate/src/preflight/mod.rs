@@ -24,6 +24,24 @@ mod train;
 use serde::Serialize;
 
 pub use configs::{from_config, is_training_config};
+
+/// A DeepSpeed config JSON given beside a model (`oomkit estimate MODEL
+/// --deepspeed FILE`): training, with its ZeRO stage, offload, buckets,
+/// micro-batch and accumulation (the keys `train::read_deepspeed` reads).
+pub fn from_deepspeed(path: &str, files: &dyn Files) -> Result<Derived, PreflightError> {
+    let mut d = Derived::new(format!("a DeepSpeed config, {path}"), Style::HfArgs);
+    d.set(
+        "task",
+        Some("train".into()),
+        "",
+        "training",
+        Source::File {
+            path: path.to_string(),
+        },
+    );
+    train::read_deepspeed(path, &mut d, files)?;
+    Ok(d)
+}
 pub use launch::from_command;
 
 /// Where a value came from.

@@ -982,6 +982,7 @@ pub fn deepspeed_tree(tree: &serde_json::Value, path: &str, d: &mut Derived) {
         device("offload_optimizer").map(|v| ("zero_optimization.offload_optimizer.device", v)),
         &src,
     );
+    deepspeed_buffers(zero, path, d);
     if let Some(b) = tree
         .get("train_micro_batch_size_per_gpu")
         .and_then(scalar)
@@ -1007,6 +1008,94 @@ pub fn deepspeed_tree(tree: &serde_json::Value, path: &str, d: &mut Derived) {
             &g.to_string(),
             src,
         );
+    }
+}
+
+/// `zero_optimization`'s bucket and threshold keys (DeepSpeed
+/// `deepspeed/runtime/zero/config.py`, `DeepSpeedZeroConfig`, with the
+/// `stage3_` names it accepts as aliases) as `oomkit estimate` flags. A value
+/// that is not an element count is ignored with a note; `auto` is kept for
+/// the three keys Hugging Face fills from the hidden size.
+fn deepspeed_buffers(zero: Option<&serde_json::Value>, path: &str, d: &mut Derived) {
+    use crate::sharding::Count;
+    let Some(zero) = zero else {
+        return;
+    };
+    let src = Source::File {
+        path: path.to_string(),
+    };
+    const COUNTS: &[(&str, &str, &str, bool)] = &[
+        ("reduce-bucket-size", "reduce_bucket_size", "", true),
+        (
+            "prefetch-bucket-size",
+            "stage3_prefetch_bucket_size",
+            "prefetch_bucket_size",
+            true,
+        ),
+        (
+            "param-persistence-threshold",
+            "stage3_param_persistence_threshold",
+            "param_persistence_threshold",
+            true,
+        ),
+        (
+            "max-live-parameters",
+            "stage3_max_live_parameters",
+            "max_live_parameters",
+            false,
+        ),
+        (
+            "max-reuse-distance",
+            "stage3_max_reuse_distance",
+            "max_reuse_distance",
+            false,
+        ),
+        ("sub-group-size", "sub_group_size", "", false),
+    ];
+    for &(flag, key, alias, auto_ok) in COUNTS {
+        let found = zero
+            .get(key)
+            .map(|v| (key, v))
+            .or_else(|| zero.get(alias).map(|v| (alias, v)));
+        let Some((k, v)) = found else {
+            continue;
+        };
+        let Some(raw) = scalar(v) else {
+            d.ignore(format!("zero_optimization.{k} ({path}: not a number)"));
+            continue;
+        };
+        match Count::parse(&raw) {
+            Some(c) if auto_ok || c != Count::Auto => d.set(
+                flag,
+                Some(c.to_string()),
+                &format!("zero_optimization.{k}"),
+                &raw,
+                src.clone(),
+            ),
+            _ => d.ignore(format!(
+                "zero_optimization.{k} {raw} ({path}: not an element count)"
+            )),
+        }
+    }
+    for (flag, key) in [
+        ("overlap-comm", "overlap_comm"),
+        ("contiguous-gradients", "contiguous_gradients"),
+    ] {
+        let Some(v) = zero.get(key) else {
+            continue;
+        };
+        match v.as_bool() {
+            Some(b) => d.set(
+                flag,
+                Some(if b { "on" } else { "off" }.into()),
+                &format!("zero_optimization.{key}"),
+                &b.to_string(),
+                src.clone(),
+            ),
+            None => d.ignore(format!(
+                "zero_optimization.{key} ({path}: not true or false)"
+            )),
+        }
     }
 }
 
@@ -1114,6 +1203,29 @@ pub fn accelerate_tree(
             d.ignore(format!("fsdp_sharding_strategy {strategy} ({path})"));
         } else {
             d.set("fsdp", None, "distributed_type", "FSDP", src.clone());
+            match fsdp
+                .and_then(|f| f.get("fsdp_version"))
+                .and_then(scalar)
+                .as_deref()
+            {
+                Some(v @ ("1" | "2")) => d.set(
+                    "fsdp-version",
+                    Some(v.to_string()),
+                    "fsdp_config.fsdp_version",
+                    v,
+                    src.clone(),
+                ),
+                Some(other) => d.ignore(format!("fsdp_config.fsdp_version {other} ({path})")),
+                // accelerate's FullyShardedDataParallelPlugin reads
+                // FSDP_VERSION, default "1" (utils/dataclasses.py).
+                None => d.default(
+                    "fsdp-version",
+                    Some("1".into()),
+                    "fsdp_version",
+                    "1",
+                    "accelerate 1.x, utils/dataclasses.py FullyShardedDataParallelPlugin",
+                ),
+            }
         }
         if fsdp
             .and_then(|f| f.get("fsdp_offload_params"))

@@ -291,6 +291,10 @@ pub struct Setup {
     pub zero: u8,
     /// CPU offload.
     pub offload: Offload,
+    /// The ZeRO/FSDP implementation and its settings (DeepSpeed's defaults;
+    /// left out of the JSON when they are the defaults).
+    #[serde(skip_serializing_if = "crate::sharding::Sharding::is_default")]
+    pub sharding: crate::sharding::Sharding,
     /// The CUDA runtime loads kernels lazily (CUDA ≥ 12.2, the default of
     /// today's PyTorch wheels): the context takes about 0.7 GiB instead of
     /// about 1.3 GB ([`crate::components::cuda_context_bytes`]).
@@ -327,6 +331,7 @@ impl Default for Setup {
             pp: 1,
             zero: 0,
             offload: Offload::None,
+            sharding: crate::sharding::Sharding::default(),
             cuda_lazy_loading: true,
         }
     }
@@ -424,6 +429,15 @@ pub const TRAINING_KNOBS: &[Knob] = &[
     Knob::Zero,
     Knob::Fsdp,
     Knob::Offload,
+    Knob::FsdpVersion,
+    Knob::ReduceBucketSize,
+    Knob::PrefetchBucketSize,
+    Knob::ParamPersistenceThreshold,
+    Knob::MaxLiveParameters,
+    Knob::MaxReuseDistance,
+    Knob::SubGroupSize,
+    Knob::OverlapComm,
+    Knob::ContiguousGradients,
 ];
 
 /// vLLM's own settings.
