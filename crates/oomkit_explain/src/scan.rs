@@ -67,7 +67,6 @@ use AnchorKind::{Error as E, Reading as R};
 pub const ANCHORS: &[(&str, AnchorKind)] = &[
     ("ut of mem", E),
     ("MemoryError", E),
-    ("OUT_OF_MEMORY", E),
     ("Tried to allocate", E),
     ("total capac", E),
     ("reserved by PyTorch", E),
@@ -119,12 +118,11 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
     ("FB Memory", R),
     ("--query-", R),
     ("_bytes.all.", R),
-    // The table's header cell (a GB10 prints `Not Supported` where the
-    // memory cells would be); `nvidia-smi -q`'s banner; the memory fields
+    // The driver line of the table's header and of `-q` (a GB10 table has
+    // no `MiB |` cell: it prints `Not Supported`); the memory fields
     // of a query CSV's header, which is recognised without its command (a
     // compute-apps header needs its command or a GPU query beside it).
-    ("Memory-Usage", R),
-    ("NVSMI LOG", R),
+    ("Driver Version", R),
     ("memory.used", R),
     ("memory.total", R),
     ("memory.free", R),
@@ -136,13 +134,13 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
 /// it is searched for the anchors themselves, so a core may be more common
 /// than its anchors: a false hit costs one short search of one line. Most
 /// cores are an anchor itself; a few stand for several ("algorithm" for
-/// both cuDNN phrases, "B |" for both table cells, "Memory" for
-/// `MemoryError`, `FB Memory` and `Memory-Usage` (same first bytes as the
-/// `MemoryError` it replaced, so the same bucket), "mory." for a query
-/// header's `memory.used`/`memory.total`/…, "ut of " for both "out of
-/// memory" phrases, "MI LOG" for `-q`'s `NVSMI LOG` banner (at a place
-/// where it adds no Teddy candidates: "NVSMI LOG" there cost +50 % on the
-/// benchmark log, measured core list against core list), "OutOf" for the
+/// both cuDNN phrases, "B |" for both table cells, "ut of " for both "out
+/// of memory" phrases; "mory." (a query header's `memory.used`, …) took
+/// the place of `OUT_OF_MEMORY`, whose messages all say "failed to
+/// allocate" too, and "Driver Version" (the table's and `-q`'s header) the
+/// place of the second "out of memory" phrase: core lists with a frequent
+/// core ("Memory": 27 k of the benchmark log's 2 M lines) or another first
+/// bytes at that place cost up to +50 % of the search; "OutOf" for the
 /// Vulkan, Metal and TensorRT errors, "_STATUS_" for cuBLAS and cuDNN), so
 /// the list of anchors can grow.
 ///
@@ -157,11 +155,11 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
 /// order came from a search over bucket assignments that counted Teddy's
 /// candidates on that log; reorder after adding a core, and measure.
 pub const CORES: &[&str] = &[
-    "mory.",
+    "FB Memory",
     "INTERNAL ASSERT FAILED",
     "_STATUS_",
     "already allocated",
-    "Memory",
+    "MemoryError",
     "reserved by PyTorch",
     "OOM when",
     "enforce allocating",
@@ -176,7 +174,7 @@ pub const CORES: &[&str] = &[
     "cache blocks",
     "ailed to alloc",
     "can NOT allocate",
-    "OUT_OF_MEMORY",
+    "mory.",
     "t allocate memory",
     "Dst tensor is not initialized",
     "max seq len",
@@ -187,7 +185,7 @@ pub const CORES: &[&str] = &[
     "ut of ",
     "B |",
     "illegal memory access",
-    "MI LOG",
+    "Driver Version",
     "Allocation on device",
 ];
 
@@ -404,12 +402,16 @@ impl Scanner {
                 drop += 1;
             }
             before.drain(..drop.min(before.len()));
+            // A long report announced just above the hit (`-q`'s banner two
+            // lines above its driver line) is read to its end too.
+            let long = before.iter().any(|l| self.dump.is_match(&l.bytes));
             st.region_bytes = bytes;
             st.region = Some(Region {
                 lines: before,
+                long,
                 ..Region::default()
             });
-            st.after_left = AFTER;
+            st.after_left = if long { AFTER_DUMP } else { AFTER };
             pos = pos.saturating_add(skipped.len());
         }
     }
