@@ -69,6 +69,17 @@ pub enum Command {
     /// one), 125 oomkit's own failure or bad arguments, 126 the command cannot run,
     /// 127 not found.
     Run(RunArgs),
+    /// Find memory leaks by running a few steps of a PyTorch program: memory
+    /// made in one step that is still alive and keeps growing, who holds it,
+    /// the line that stores it, the kind and the fix.
+    ///
+    /// Steps are optimizer steps, else DataLoader batches (evaluation loops), or
+    /// calls of --marker; after --steps of them the program is ended. The
+    /// program's output passes through (dropped with --format json).
+    /// Exit status: 0 no leak, 1 leaks found, 2 bad arguments or the program
+    /// ended before its first steps (with its explanation), 125 oomkit's own
+    /// failure, 126 the command cannot run, 127 not found.
+    Leaks(LeaksArgs),
     /// Read a PyTorch memory snapshot (`torch.cuda.memory._dump_snapshot()`)
     /// without executing it: peak, what was alive at the peak by site,
     /// fragmentation, leak candidates; `snapshot diff A B` compares two.
@@ -244,6 +255,44 @@ pub struct RunArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct LeaksArgs {
+    /// Step boundaries to run before the report (the program is then ended).
+    #[arg(long, value_name = "N", default_value_t = oomkit_leaks::DEFAULT_STEPS,
+          value_parser = clap::value_parser!(u64).range(oomkit_leaks::MIN_STEPS..=oomkit_leaks::MAX_STEPS))]
+    pub steps: u64,
+    /// Count calls of this function as the steps instead: `module:function`
+    /// (`__main__:train_step`, `mypkg.loop:Trainer.step`).
+    #[arg(long, value_name = "MODULE:FUNCTION", value_parser = parse_marker)]
+    pub marker: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// After forwarding a signal to the command, wait this long before killing its
+    /// process tree.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub grace: String,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// `module:function`, both dotted Python identifiers.
+fn parse_marker(s: &str) -> Result<String, String> {
+    let dotted = |p: &str| {
+        !p.is_empty()
+            && p.split('.').all(|w| {
+                let mut c = w.chars();
+                c.next().is_some_and(|f| f == '_' || f.is_alphabetic())
+                    && c.all(|x| x == '_' || x.is_alphanumeric())
+            })
+    };
+    match s.split_once(':') {
+        Some((m, f)) if dotted(m) && dotted(f) => Ok(s.to_owned()),
+        _ => Err("expected MODULE:FUNCTION, e.g. __main__:train_step".to_owned()),
+    }
+}
+
+#[derive(Debug, clap::Args)]
 #[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct SnapshotArgs {
     #[command(subcommand)]
@@ -331,10 +380,23 @@ pub struct EstimateArgs {
     #[arg(long, value_enum)]
     pub method: Option<Method>,
     /// Precision: pure half keeps weights, grads and states in half; mixed keeps fp32
-    /// weights and states with autocast activations. Default bf16; image models: the
-    /// pipeline's `torch_dtype` (default fp16 for SD 1.5/SDXL, bf16 for FLUX).
+    /// weights and states with autocast activations. Default for training: what
+    /// transformers loads (4.x: fp32 weights, bf16 autocast assumed; 5.x: the config's
+    /// dtype), else bf16; image models: the pipeline's `torch_dtype` (default fp16 for
+    /// SD 1.5/SDXL, bf16 for FLUX).
     #[arg(long, value_enum)]
     pub precision: Option<Precision>,
+    /// Training without --precision: the autocast the launch uses (bf16=True, fp16=True
+    /// or none); the weights' dtype follows the transformers version.
+    #[arg(long, value_enum, value_name = "DTYPE")]
+    pub autocast: Option<oomkit_estimate::versions::Autocast>,
+    /// Where the frameworks' versions come from: a lock file (uv.lock, poetry.lock,
+    /// pylock.toml), pinned requirements or `pip freeze` output (`-`: standard input),
+    /// or `python` (importlib.metadata of the python3 on PATH). Default: the active
+    /// environment's packages (VIRTUAL_ENV, CONDA_PREFIX), then uv.lock, poetry.lock,
+    /// pylock.toml, requirements.txt in the current directory.
+    #[arg(long, value_name = "FILE|python")]
+    pub versions: Option<String>,
     /// Weight quantization (qlora implies nf4; default: the checkpoint's own, e.g. FP8
     /// for DeepSeek-V3, MXFP4 for gpt-oss, else none). Image models: the UNet/transformer
     /// and the T5 encoder (int8, nf4, nf4-dq: bitsandbytes; fp8: torchao). --engine
@@ -605,6 +667,8 @@ impl EstimateArgs {
             cpu_offload: self.cpu_offload,
             no_safety_checker: self.no_safety_checker,
             gpu: self.gpu.clone(),
+            versions: oomkit_estimate::versions::Versions::default(),
+            autocast: self.autocast,
         }
     }
 }

@@ -658,8 +658,51 @@ fn load(
     c.reconstructed = reconstructed(id);
     c.id = fine_tune.unwrap_or(id).to_string();
     c.resolved_to = fine_tune.map(|_| id.to_string());
+    if let Some(ft) = fine_tune {
+        let ft_parts = parts(ft);
+        for (entry, part, positions, source) in VARIANT_CONTEXT {
+            if *entry == id && ft_parts.iter().any(|p| p == part) {
+                c.max_positions = Some(*positions);
+                c.variant_note = Some(format!("its context is {positions} positions, as {source}"));
+            }
+        }
+    }
     Ok(c)
 }
+
+/// Contexts a published variant's own `config.json` states differently from
+/// its catalogue entry, applied when the variant resolves to the entry:
+/// (entry, name part, `max_position_embeddings`, source). The Qwen2.5
+/// Instruct model cards ("Processing Long Texts": "The current `config.json`
+/// is set for context length up to 32,768 tokens", where the base models'
+/// configs state 131,072; copies of the cards in ZHUI/paddlenlp_model_readme
+/// `Qwen/Qwen2.5-{7B,14B,32B,72B}-Instruct/index.md`).
+const VARIANT_CONTEXT: &[(&str, &str, u64, &str)] = &[
+    (
+        "Qwen/Qwen2.5-7B",
+        "instruct",
+        32_768,
+        "the Qwen2.5-7B-Instruct model card states",
+    ),
+    (
+        "Qwen/Qwen2.5-14B",
+        "instruct",
+        32_768,
+        "the Qwen2.5-14B-Instruct model card states",
+    ),
+    (
+        "Qwen/Qwen2.5-32B",
+        "instruct",
+        32_768,
+        "the Qwen2.5-32B-Instruct model card states",
+    ),
+    (
+        "Qwen/Qwen2.5-72B",
+        "instruct",
+        32_768,
+        "the Qwen2.5-72B-Instruct model card states",
+    ),
+];
 
 /// A text-to-image pipeline of the catalogue and its embedded component
 /// configs (`models/image/`, copied from the pipeline's repo folders).

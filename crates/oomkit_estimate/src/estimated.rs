@@ -33,6 +33,8 @@ pub enum Estimated {
         fit: Option<Box<Fit>>,
         /// Warnings that do not stop the estimate.
         warnings: Vec<String>,
+        /// What it assumed where the options said nothing.
+        assumed: Vec<crate::versions::Assumption>,
     },
     /// A text-to-image pipeline under diffusers.
     Image {
@@ -57,6 +59,8 @@ pub enum Estimated {
         gpu: &'static Gpu,
         /// Warnings that do not stop the estimate.
         warnings: Vec<String>,
+        /// What it assumed where the options said nothing.
+        assumed: Vec<crate::versions::Assumption>,
     },
     /// llama.cpp's buffers.
     LlamaCpp {
@@ -138,15 +142,18 @@ impl Options {
                 .into());
             };
             let served = serve::serve(&cfg, &setup, &self.vllm(), gpu)?;
+            let assumed = self.assumptions(&cfg, &setup);
             return Ok(Estimated::Serve {
                 cfg,
                 setup: Box::new(setup),
                 served: Box::new(served),
                 gpu,
                 warnings,
+                assumed,
             });
         }
         warnings.extend(setup.transformers_warnings(&cfg));
+        let assumed = self.assumptions(&cfg, &setup);
         let est = crate::estimate(&cfg, &setup)?;
         let fit = self
             .find_gpu()?
@@ -157,7 +164,29 @@ impl Options {
             est: Box::new(est),
             fit,
             warnings,
+            assumed,
         })
+    }
+
+    /// The largest batch that fits the GPU given ([`Options::max_batch`]),
+    /// the model resolved through `sources` as [`Options::estimate`]
+    /// resolves it, with the GPU; `Ok(None)` for a vLLM or llama.cpp
+    /// server, which has no batch size.
+    pub fn max_batch_on(
+        &self,
+        sources: Sources,
+    ) -> Result<Option<(u64, &'static Gpu)>, EstimateError> {
+        self.check_engine()?;
+        let Some(gpu) = self.find_gpu()? else {
+            return Err(
+                SetupError::Invalid("the batch is sized for a GPU: give ⟨gpu⟩".into()).into(),
+            );
+        };
+        if self.engine() == Engine::LlamaCpp {
+            return Ok(None);
+        }
+        let model = self.resolve(sources)?;
+        Ok(self.max_batch(&model, gpu)?.map(|b| (b, gpu)))
     }
 
     /// The GPU given, looked up.
@@ -195,7 +224,12 @@ impl Estimated {
                 est,
                 fit,
                 warnings,
-            } => with_warnings(warnings, render::human(cfg, setup, est, fit.as_deref())),
+                assumed,
+            } => {
+                let body =
+                    under_first_line(&render::human(cfg, setup, est, fit.as_deref()), assumed);
+                with_warnings(warnings, body)
+            }
             Estimated::Image {
                 model,
                 setup,
@@ -208,7 +242,11 @@ impl Estimated {
                 served,
                 gpu,
                 warnings,
-            } => with_warnings(warnings, render::serve_human(cfg, setup, gpu, served)),
+                assumed,
+            } => with_warnings(
+                warnings,
+                under_first_line(&render::serve_human(cfg, setup, gpu, served), assumed),
+            ),
             Estimated::LlamaCpp { model, args, gpu } => {
                 let o = llamacpp::Outcome::new(model, args, *gpu);
                 with_warnings(&o.warnings, o.human())
@@ -226,9 +264,10 @@ impl Estimated {
                 est,
                 fit,
                 warnings,
+                assumed,
             } => serde_json::to_writer_pretty(
                 &mut *out,
-                &json::Json::text(cfg, setup, est, fit.as_deref(), warnings),
+                &json::Json::text(cfg, setup, est, fit.as_deref(), warnings, assumed),
             )?,
             Estimated::Image {
                 model,
@@ -245,7 +284,11 @@ impl Estimated {
                 served,
                 gpu,
                 warnings,
-            } => serde_json::to_writer_pretty(&mut *out, &served.json(cfg, setup, gpu, warnings))?,
+                assumed,
+            } => serde_json::to_writer_pretty(
+                &mut *out,
+                &served.json(cfg, setup, gpu, warnings, assumed),
+            )?,
             Estimated::LlamaCpp { model, args, gpu } => serde_json::to_writer_pretty(
                 &mut *out,
                 &llamacpp::Outcome::new(model, args, *gpu).json(),
@@ -253,6 +296,18 @@ impl Estimated {
         }
         writeln!(out)
     }
+}
+
+/// `text` with one `  assumed: …` line per assumption under its first line
+/// (the model and the setup), before the numbers.
+fn under_first_line(text: &str, assumed: &[crate::versions::Assumption]) -> String {
+    let (head, rest) = text.split_once('\n').unwrap_or((text, ""));
+    let mut body = format!("{head}\n");
+    for a in assumed {
+        body.push_str(&format!("  assumed: {a}\n"));
+    }
+    body.push_str(rest);
+    body
 }
 
 #[cfg(test)]
@@ -306,7 +361,7 @@ mod tests {
             let mut out = Vec::new();
             e.write_json(&mut out).expect("written");
             let v: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
-            assert_eq!(v["version"], 1);
+            assert_eq!(v["version"], 2);
             assert!(!e.human().is_empty());
         }
     }

@@ -50,6 +50,10 @@ pub struct Fit {
     pub plan: Vec<Step>,
     /// Whether the plan reaches a fit.
     pub plan_fits: bool,
+    /// The plan as one paste, when it has several steps: every
+    /// `TrainingArguments(...)` change in one call, the other snippets once
+    /// each ([`paste`]); `null` otherwise.
+    pub paste: Option<String>,
     /// With several GPUs for inference (no tensor or pipeline parallelism): a
     /// balanced `from_pretrained` placement.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -634,11 +638,58 @@ pub fn fit(cfg: &ModelConfig, s: &Setup, gpu: &'static Gpu, est: &Estimate) -> F
             cfg.max_positions
                 .map_or(m, |p| m.min(p.saturating_sub(s.new_tokens)))
         },
+        paste: paste(&plan),
         plan,
         plan_fits,
         device_map: (s.task == Task::Infer && s.gpus > 1 && s.tp == 1 && s.pp == 1)
             .then(|| device_map(s.gpus, usable)),
     }
+}
+
+/// The plan's snippets as one paste: the `TrainingArguments(...)` keyword
+/// arguments of every step merged into one call (a later step's value for
+/// the same keyword wins: it was planned with the earlier ones made), at the
+/// place of the first; every other snippet once, in order. `None` for fewer
+/// than two steps or a plan with no `TrainingArguments` (image pipelines:
+/// their snippets are steps on one pipeline already).
+pub fn paste(plan: &[Step]) -> Option<String> {
+    const TA: &str = "TrainingArguments(";
+    if plan.len() < 2 || !plan.iter().any(|st| st.config.trim().starts_with(TA)) {
+        return None;
+    }
+    let mut lines: Vec<String> = Vec::new();
+    let mut merged: Vec<(String, String)> = Vec::new();
+    let mut ta_at = None;
+    for st in plan {
+        let c = st.config.trim();
+        match c.strip_prefix(TA).and_then(|r| r.strip_suffix(')')) {
+            Some(inner) => {
+                for part in crate::preflight::edit::top_level_split(inner) {
+                    if let Some((k, v)) = part.split_once('=') {
+                        let k = k.trim().to_string();
+                        merged.retain(|(x, _)| x != &k);
+                        merged.push((k, v.trim().to_string()));
+                    }
+                }
+                if ta_at.is_none() {
+                    ta_at = Some(lines.len());
+                    lines.push(String::new());
+                }
+            }
+            None => {
+                if !lines.iter().any(|l| l == c) {
+                    lines.push(c.to_string());
+                }
+            }
+        }
+    }
+    if let Some(i) = ta_at {
+        let args: Vec<String> = merged.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        if let Some(l) = lines.get_mut(i) {
+            *l = format!("{TA}{})", args.join(", "));
+        }
+    }
+    Some(lines.join("\n"))
 }
 
 /// `max_memory` leaves each GPU the same budget so accelerate balances the

@@ -15,11 +15,14 @@ use crate::fit::Fit;
 use crate::image::{self, ImageEstimate, ImageSetup};
 use crate::{Components, Estimate, ModelConfig, Setup};
 
+/// The contract's version: 2 added `assumed`.
+pub const VERSION: u32 = 2;
+
 /// One estimate's JSON. `M`, `S` and `F` are the kind's `model`, `setup`
 /// and `fit` objects.
 #[derive(Serialize)]
 pub struct Json<'a, M, S, F> {
-    /// The contract's version (1).
+    /// The contract's version ([`VERSION`]).
     pub version: u32,
     /// The engine, where it is not PyTorch (`llama.cpp`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -43,6 +46,9 @@ pub struct Json<'a, M, S, F> {
     pub peak_phase: Option<&'a str>,
     /// Warnings that did not stop the estimate; `[]` when none.
     pub warnings: &'a [String],
+    /// What the estimate assumed where the user said nothing (text models
+    /// under transformers); `[]` when nothing or another kind.
+    pub assumed: &'a [crate::versions::Assumption],
     /// The kind's own detail, under its name.
     #[serde(flatten)]
     pub detail: Option<Detail<'a>>,
@@ -108,7 +114,7 @@ impl<'a, M, S, F> Json<'a, M, S, F> {
         warnings: &'a [String],
     ) -> Self {
         Json {
-            version: 1,
+            version: VERSION,
             engine: None,
             model,
             setup,
@@ -118,6 +124,7 @@ impl<'a, M, S, F> Json<'a, M, S, F> {
             device_used_bytes: est.device_used_bytes,
             peak_phase: Some(est.peak_phase),
             warnings,
+            assumed: &[],
             detail: None,
             fit,
         }
@@ -132,13 +139,16 @@ impl<'a> Json<'a, TextModel<'a>, &'a Setup, &'a Fit> {
         est: &'a Estimate,
         fit: Option<&'a Fit>,
         warnings: &'a [String],
+        assumed: &'a [crate::versions::Assumption],
     ) -> Self {
         let model = TextModel {
             params: est.params,
             trainable_params: est.trainable_params,
             config: cfg,
         };
-        Json::pytorch(model, setup, est, fit, warnings)
+        let mut j = Json::pytorch(model, setup, est, fit, warnings);
+        j.assumed = assumed;
+        j
     }
 }
 

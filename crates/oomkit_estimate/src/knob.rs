@@ -102,6 +102,8 @@ knobs! {
     Gpu = "gpu", "a GPU";
     /// The KV-cache dtype.
     KvDtype = "kv-dtype", "the KV-cache dtype";
+    /// The training launch's autocast.
+    Autocast = "autocast", "the autocast";
     /// The inference engine.
     Engine = "engine", "the engine";
     /// vLLM's `gpu_memory_utilization`.

@@ -28,6 +28,7 @@ pub mod resolve;
 pub mod serve;
 pub mod setup;
 pub mod sharding;
+pub mod versions;
 
 use oomkit_core::Bytes;
 use serde::Serialize;

@@ -169,6 +169,23 @@ pub struct ModelConfig {
     /// The `config.json` read for a hub id from the local Hugging Face cache.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config_file: Option<String>,
+    /// The dtype the config states (`torch_dtype`, or `dtype` since
+    /// transformers 4.56): `bfloat16`, `float16`, `float32`; what
+    /// transformers ≥ 5 loads without a dtype ([`crate::versions`]).
+    #[serde(skip)]
+    pub dtype: Option<String>,
+    /// The context vLLM derives from the config when `--max-model-len` is
+    /// not given: the positions scaled by `rope_scaling` (or transformers
+    /// 5's `rope_parameters`) `factor`, from `original_max_position_embeddings`
+    /// for YaRN; `su`, `longrope` and `llama3` scaling leave it (vLLM
+    /// `vllm/config/model.py` `_get_and_verify_max_len`). `None` without a
+    /// scaling that changes it.
+    #[serde(skip)]
+    pub scaled_positions: Option<u64>,
+    /// A value the catalogue applied for a variant resolved to an entry
+    /// (its documented context), in words.
+    #[serde(skip)]
+    pub variant_note: Option<String>,
     /// Exact sizes from safetensors headers beside the config, when read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<crate::checkpoint::Checkpoint>,
@@ -286,6 +303,12 @@ fn need(v: &Value, keys: &[&'static str]) -> Result<u64, ConfigError> {
 }
 
 impl ModelConfig {
+    /// The context vLLM serves without `--max-model-len`: the RoPE-scaled
+    /// one ([`ModelConfig::scaled_positions`]), else the positions.
+    pub fn vllm_context(&self) -> Option<u64> {
+        self.scaled_positions.or(self.max_positions)
+    }
+
     /// The model's name for headlines: its id, plus where its config came
     /// from when that is not the id itself (`Llama-2-7b-chat-hf, config of
     /// catalogue entry meta-llama/Llama-2-7b-hf`, or the cached file); the
@@ -293,6 +316,9 @@ impl ModelConfig {
     pub fn label(&self) -> String {
         match (&self.resolved_to, &self.config_file) {
             (Some(entry), _) => format!("{}, config of catalogue entry {entry}", self.id),
+            (None, Some(file)) if file.starts_with("http") => {
+                format!("{}, config from the Hugging Face Hub: {file}", self.id)
+            }
             (None, Some(file)) => {
                 format!("{}, config from the Hugging Face cache: {file}", self.id)
             }
@@ -307,6 +333,7 @@ impl ModelConfig {
             return Err(ConfigError::Json("expected a JSON object".into()));
         }
         let vision_params = vision_params(&v)?;
+        let top_dtype = config_dtype(&v);
         // Multimodal wrappers (Gemma-3, Llava) keep the LM under `text_config`.
         let v = match v.get("text_config") {
             Some(t) if t.is_object() => t.clone(),
@@ -586,6 +613,20 @@ impl ModelConfig {
             reconstructed: false,
             resolved_to: None,
             config_file: None,
+            dtype: config_dtype(&v).or(top_dtype),
+            scaled_positions: scaled_positions(
+                &v,
+                int(
+                    &v,
+                    &[
+                        "max_position_embeddings",
+                        "n_positions",
+                        "seq_length",
+                        "max_seq_len",
+                    ],
+                ),
+            ),
+            variant_note: None,
             checkpoint: None,
         };
         cfg.check()?;
@@ -748,6 +789,9 @@ impl ModelConfig {
             reconstructed: false,
             resolved_to: None,
             config_file: None,
+            dtype: None,
+            scaled_positions: None,
+            variant_note: None,
             checkpoint: None,
         };
         if heads == 0
@@ -1087,6 +1131,52 @@ pub fn parse_count(s: &str) -> Option<u64> {
     };
     let v: f64 = num.trim().parse().ok()?;
     (v.is_finite() && v > 0.0).then(|| (v * mult).round() as u64)
+}
+
+/// The positions vLLM derives under the config's RoPE scaling
+/// ([`ModelConfig::scaled_positions`]); `None` when there is no scaling that
+/// changes `positions`.
+fn scaled_positions(v: &Value, positions: Option<u64>) -> Option<u64> {
+    let rs = v
+        .get("rope_scaling")
+        .filter(|r| r.is_object())
+        .or_else(|| v.get("rope_parameters").filter(|r| r.is_object()))?;
+    let kind = rs
+        .get("rope_type")
+        .or_else(|| rs.get("type"))
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    if matches!(kind, "su" | "longrope" | "llama3") {
+        return None;
+    }
+    let factor = rs.get("factor").and_then(Value::as_f64)?;
+    if !(factor.is_finite() && factor > 0.0) {
+        return None;
+    }
+    let base = if kind == "yarn" {
+        rs.get("original_max_position_embeddings")
+            .and_then(Value::as_u64)
+            .or(positions)?
+    } else {
+        positions?
+    };
+    let scaled = (base as f64 * factor).floor();
+    // A scaled context beyond any model's is not one: leave it.
+    if !(1.0..=(limits::POSITION_ROWS as f64)).contains(&scaled) {
+        return None;
+    }
+    let scaled = scaled as u64;
+    (Some(scaled) != positions).then_some(scaled)
+}
+
+/// A config's `torch_dtype` / `dtype` (`"bfloat16"`, `"torch.float16"`),
+/// lower-cased and without `torch.`.
+fn config_dtype(v: &Value) -> Option<String> {
+    let d = v
+        .get("torch_dtype")
+        .or_else(|| v.get("dtype"))
+        .and_then(Value::as_str)?;
+    Some(d.trim().trim_start_matches("torch.").to_ascii_lowercase())
 }
 
 #[cfg(test)]

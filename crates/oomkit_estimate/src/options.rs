@@ -20,6 +20,7 @@ use crate::setup::{
     Attention, DEFAULT_BATCH, DEFAULT_SEQ, Given, LoraTargets, Method, Offload, Optimizer,
     Precision, Quant, Setup, SetupError, Task,
 };
+use crate::versions::{self, Autocast, Versions};
 
 /// What runs: the setup's [`Task`], plus serving (vLLM's pool).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -294,6 +295,13 @@ pub struct Options {
     /// The GPU to check the fit against (a name [`oomkit_core::gpus::find`]
     /// resolves).
     pub gpu: Option<String>,
+    /// The frameworks' versions read from a lock file or the environment
+    /// (defaults that changed between versions are picked by them).
+    pub versions: Versions,
+    /// The autocast a training launch states, where its weights' dtype is
+    /// left to `from_pretrained` (the precision then follows the
+    /// transformers version: [`crate::versions::train_precision`]).
+    pub autocast: Option<Autocast>,
 }
 
 impl Default for Options {
@@ -350,6 +358,8 @@ impl Default for Options {
             cpu_offload: None,
             no_safety_checker: false,
             gpu: None,
+            versions: Versions::default(),
+            autocast: None,
         }
     }
 }
@@ -565,8 +575,19 @@ impl Options {
     /// the whole model trains; the KV cache follows the activations.
     pub fn setup(&self, cfg: &ModelConfig) -> Result<Setup, SetupError> {
         let d = Setup::default();
-        let precision = self.precision.unwrap_or(d.precision);
         let task = self.task.task();
+        if self.autocast.is_some() && task != Task::Train {
+            return Err(SetupError::Conflict(
+                "⟨autocast⟩ applies to training (⟨task⟩ train): inference takes ⟨precision⟩".into(),
+            ));
+        }
+        let precision = self.precision.unwrap_or_else(|| {
+            if task == Task::Train && self.engine() == Engine::Hf {
+                versions::train_precision(cfg, &self.versions, self.autocast).0
+            } else {
+                d.precision
+            }
+        });
         let method = self.method.unwrap_or(d.method);
         let s = Setup {
             task,

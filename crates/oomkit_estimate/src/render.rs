@@ -170,6 +170,12 @@ pub(crate) fn plan(o: &mut String, plan: &[crate::fit::Step], plan_fits: bool) {
             st.config
         );
     }
+    if let Some(p) = crate::fit::paste(plan) {
+        let _ = writeln!(o, "\nall together (one paste):");
+        for l in p.lines() {
+            let _ = writeln!(o, "  {l}");
+        }
+    }
 }
 
 /// One bar per non-zero row, scaled to `total` (the nvidia-smi number), the

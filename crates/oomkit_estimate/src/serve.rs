@@ -92,7 +92,7 @@ impl VllmArgs {
                 .unwrap_or(DEFAULT_GPU_MEMORY_UTILIZATION),
             max_model_len: o
                 .max_model_len
-                .unwrap_or(cfg.max_positions.unwrap_or(FALLBACK_MAX_MODEL_LEN)),
+                .unwrap_or(cfg.vllm_context().unwrap_or(FALLBACK_MAX_MODEL_LEN)),
             max_num_batched_tokens: o.max_num_batched_tokens.unwrap_or(tokens),
             max_num_seqs: o.max_num_seqs.unwrap_or(seqs),
         }
@@ -549,6 +549,27 @@ pub fn plan(cfg: &ModelConfig, s: &Setup, a: &VllmArgs, gpu: &Gpu) -> Vec<ServeS
             gpus,
         ));
     }
+    // Both at once: the utilization raised and the context capped to the
+    // longest that starts there, when the raise alone does not start and
+    // the pair keeps a longer context than capping alone.
+    if a.gpu_memory_utilization < MAX_UTILIZATION {
+        let up = VllmArgs {
+            gpu_memory_utilization: MAX_UTILIZATION,
+            ..a.clone()
+        };
+        let alone = capped(cfg, s, a, total).map_or(0, |r| r.max_model_len);
+        if let Some(r) = capped(cfg, s, &up, total).filter(|r| r.max_model_len > alone) {
+            steps.push(step(
+                format!(
+                    "raise --gpu-memory-utilization to {MAX_UTILIZATION} (only on a GPU no other process uses) and cap the context at {} tokens (from {})",
+                    r.max_model_len, a.max_model_len
+                ),
+                RemedyId::VllmMaxModelLen,
+                r,
+                gpus,
+            ));
+        }
+    }
     let fp8 = gpu.compute_capability().is_some_and(|cc| cc >= (8, 9));
     if fp8 && s.kv_bits > 8 {
         let t = Setup {
@@ -672,6 +693,7 @@ impl Served {
         s: &Setup,
         gpu: &Gpu,
         warnings: &[String],
+        assumed: &[crate::versions::Assumption],
     ) -> serde_json::Value {
         let r = &self.report;
         let components = crate::Components {
@@ -702,12 +724,12 @@ impl Served {
             // Requests of max_model_len served at once, and the longest
             // max_model_len one request can reach in the pool.
             "max_batch": r.max_concurrency.floor() as u64,
-            "max_seq": cfg.max_positions.map_or(r.max_fit_len, |m| m.min(r.max_fit_len)),
+            "max_seq": cfg.vllm_context().map_or(r.max_fit_len, |m| m.min(r.max_fit_len)),
             "plan": self.plan,
             "plan_fits": self.fits || !self.plan.is_empty(),
         });
         let j = crate::json::Json {
-            version: 1,
+            version: crate::json::VERSION,
             engine: None,
             model,
             setup: s,
@@ -717,6 +739,7 @@ impl Served {
             device_used_bytes: r.requested_bytes,
             peak_phase: Some("serve"),
             warnings,
+            assumed,
             detail: Some(crate::json::Detail::Serve(r)),
             fit: Some(fit),
         };

@@ -4,9 +4,11 @@
 //! library's settings by their flags in errors, and exits 1 when it does not
 //! fit the chosen GPU.
 
+use anyhow::bail;
 use oomkit_estimate::knob::Knob;
 use oomkit_estimate::options::ModelError;
-use oomkit_estimate::resolve::{self, ResolveError, Resolved, hub::HubError};
+use oomkit_estimate::resolve::{self, ResolveError, hub::HubError};
+use oomkit_estimate::versions::{self, Versions};
 use oomkit_estimate::{EstimateError, Options, catalogue};
 use std::borrow::Cow;
 use std::io::Write;
@@ -99,7 +101,8 @@ fn run_inner(args: EstimateArgs, mut out: impl Write) -> anyhow::Result<u8> {
         out.flush()?;
         return Ok(0);
     }
-    let opts = args.options();
+    let mut opts = args.options();
+    opts.versions = versions(args.versions.as_deref())?;
     let e = opts
         .estimate(sources(opts.hub), &flag)
         .map_err(|e| estimate_error(e, &opts))?;
@@ -111,8 +114,153 @@ fn run_inner(args: EstimateArgs, mut out: impl Write) -> anyhow::Result<u8> {
     Ok(if e.fits() == Some(false) { 1 } else { 0 })
 }
 
+/// The most bytes read from a lock file or a requirements file.
+const MAX_VERSIONS_BYTES: u64 = 16 << 20;
+
+/// The lock files read from the current directory when `--versions` is not
+/// given, in this order (an earlier file's pin wins).
+const LOCK_FILES: &[&str] = &["uv.lock", "poetry.lock", "pylock.toml", "requirements.txt"];
+
+/// The frameworks' versions: from `--versions FILE` (`-`: standard input),
+/// `--versions python` (importlib.metadata of the python3 on PATH), else the
+/// active environment's installed packages (`VIRTUAL_ENV`, `CONDA_PREFIX`),
+/// then the lock files of the current directory for what it does not have
+/// (one that cannot be read is skipped: nobody named it).
+pub fn versions(arg: Option<&str>) -> anyhow::Result<Versions> {
+    match arg {
+        Some("python") => python_versions(),
+        Some("-") => {
+            let bytes = crate::input::read_limited(
+                "--versions - (standard input)",
+                std::io::stdin().lock(),
+                MAX_VERSIONS_BYTES,
+            )?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| anyhow::anyhow!("--versions -: standard input is not UTF-8 text"))?;
+            Ok(Versions::parse("pip freeze (standard input)", &text))
+        }
+        Some(path) => {
+            let bytes =
+                crate::input::read_file_limited(std::path::Path::new(path), MAX_VERSIONS_BYTES)
+                    .map_err(|e| {
+                        let parts: Vec<String> = e.chain().map(ToString::to_string).collect();
+                        anyhow::anyhow!("--versions: {}", parts.join(": "))
+                    })?;
+            let text = String::from_utf8(bytes)
+                .map_err(|_| anyhow::anyhow!("--versions: {path} is not UTF-8 text"))?;
+            Ok(Versions::parse(path, &text))
+        }
+        None => {
+            let mut v = active_environment().unwrap_or_default();
+            for f in LOCK_FILES {
+                let p = std::path::Path::new(f);
+                if !p.is_file() {
+                    continue;
+                }
+                if let Ok(bytes) = crate::input::read_file_limited(p, MAX_VERSIONS_BYTES)
+                    && let Ok(text) = String::from_utf8(bytes)
+                {
+                    v.fill_from(Versions::parse(f, &text));
+                }
+            }
+            Ok(v)
+        }
+    }
+}
+
+/// The most directory entries read while looking for installed packages.
+const MAX_ENTRIES: usize = 200_000;
+
+/// The versions installed in the active Python environment (`VIRTUAL_ENV`,
+/// else `CONDA_PREFIX`), read from the names of its
+/// `lib/python*/site-packages/NAME-VERSION.dist-info` folders (the layout
+/// `importlib.metadata` reads; nothing runs); `None` without one.
+fn active_environment() -> Option<Versions> {
+    let (var, prefix) = ["VIRTUAL_ENV", "CONDA_PREFIX"]
+        .iter()
+        .find_map(|v| std::env::var_os(v).map(|p| (*v, p)))?;
+    let lib = std::path::Path::new(&prefix).join("lib");
+    let mut pins = String::new();
+    for py in std::fs::read_dir(&lib).ok()?.flatten().take(64) {
+        if !py.file_name().to_string_lossy().starts_with("python") {
+            continue;
+        }
+        let Ok(site) = std::fs::read_dir(py.path().join("site-packages")) else {
+            continue;
+        };
+        for e in site.flatten().take(MAX_ENTRIES) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if let Some((pkg, version)) = name
+                .strip_suffix(".dist-info")
+                .and_then(|stem| stem.rsplit_once('-'))
+            {
+                pins.push_str(&format!("{pkg}=={version}\n"));
+            }
+        }
+    }
+    let mut v = Versions::parse("site-packages", &pins);
+    for p in &mut v.pins {
+        p.from = format!("the active environment, {var}");
+    }
+    Some(v)
+}
+
+/// The script `--versions python` runs: one `NAME==VERSION` line per
+/// installed package of [`versions::PACKAGES`].
+const PYTHON_VERSIONS: &str = "import importlib.metadata as m, sys\nfor n in sys.argv[1:]:\n    try:\n        print(n + '==' + m.version(n))\n    except Exception:\n        pass\n";
+
+/// How long `--versions python` waits for the interpreter.
+const PYTHON_LIMIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+fn python_versions() -> anyhow::Result<Versions> {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("python3")
+        .arg("-c")
+        .arg(PYTHON_VERSIONS)
+        .args(versions::PACKAGES)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("--versions python: cannot run python3: {e}"))?;
+    let mut pipe = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("--versions python: no output pipe"))?;
+    let reader = std::thread::spawn(move || {
+        crate::input::read_limited("python3's output", &mut pipe, MAX_VERSIONS_BYTES)
+    });
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if start.elapsed() > PYTHON_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "--versions python: python3 did not answer within {} s",
+                PYTHON_LIMIT.as_secs()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    let out = reader
+        .join()
+        .map_err(|_| anyhow::anyhow!("--versions python: reading its output failed"))??;
+    if !status.success() {
+        bail!("--versions python: python3 exited with {status}");
+    }
+    let text = String::from_utf8_lossy(&out);
+    let mut v = Versions::parse("python3", &text);
+    for p in &mut v.pins {
+        p.from = "python3 importlib.metadata".into();
+    }
+    Ok(v)
+}
+
 /// The library's error in the command line's words.
-fn estimate_error(e: EstimateError, opts: &Options) -> anyhow::Error {
+pub fn estimate_error(e: EstimateError, opts: &Options) -> anyhow::Error {
     match e {
         EstimateError::Setup(e) => e.into(),
         EstimateError::Model(e) => model_error(e, opts.model.as_deref()),
@@ -130,13 +278,6 @@ pub fn sources(hub: bool) -> resolve::Sources {
         // Asked for: the Hub's own config, before the catalogue's.
         hub: hub.then(|| Box::new(super::hub_client::Ureq::new()) as Box<dyn resolve::hub::Fetch>),
     }
-}
-
-/// The model the options name ([`Options::resolve`]), its errors in the
-/// command line's words.
-pub fn resolve_model(opts: &Options) -> anyhow::Result<Resolved> {
-    opts.resolve(sources(opts.hub))
-        .map_err(|e| model_error(e, opts.model.as_deref()))
 }
 
 /// A resolution error in the command line's words: `--hub` named where the

@@ -42,6 +42,102 @@ fn is_config(path: &str) -> bool {
 /// Files on disk, bounded.
 struct DiskFiles;
 
+/// Files on disk with some replaced: a plan's changed config, DeepSpeed
+/// file, or new file, as text.
+struct Overlay {
+    files: Vec<(String, String)>,
+}
+
+impl Files for Overlay {
+    fn read(&self, path: &str) -> Result<String, String> {
+        match self.files.iter().find(|(p, _)| p == path) {
+            Some((_, t)) => Ok(t.clone()),
+            None => DiskFiles.read(path),
+        }
+    }
+    fn exists(&self, path: &str) -> bool {
+        self.files.iter().any(|(p, _)| p == path) || DiskFiles.exists(path)
+    }
+}
+
+/// The plan's changed command or config read again and estimated: whether
+/// what the user would paste fits. `None` when the rewrite changes nothing
+/// oomkit can read again (a step elsewhere only).
+fn check_rewrite(
+    d: &Derived,
+    r: &edit::Rewrite,
+    user: &[String],
+    user_model: Option<&str>,
+) -> Option<edit::Check> {
+    let not = |why: String| {
+        Some(edit::Check {
+            not_checked: Some(why),
+            ..edit::Check::default()
+        })
+    };
+    let mut files: Vec<(String, String)> = r.new_files.clone();
+    for (path, keys) in &r.file_edits {
+        match DiskFiles
+            .read(path)
+            .map_err(|e| format!("{path}: {e}"))
+            .and_then(|t| edit::apply_keys(path, &t, keys).map_err(|e| e.to_string()))
+        {
+            Ok(t) => files.push((path.clone(), t)),
+            Err(e) => return not(e),
+        }
+    }
+    let derived = if !r.argv.is_empty() {
+        let overlay = Overlay { files };
+        preflight::from_command(&r.argv, &overlay)
+    } else if let (Some(path), false) = (&d.config_file, r.keys.is_empty()) {
+        let text = match DiskFiles.read(path) {
+            Ok(t) => t,
+            Err(e) => return not(format!("{path}: {e}")),
+        };
+        match edit::apply_keys(path, &text, &r.keys) {
+            Ok(t) => files.push((path.clone(), t)),
+            Err(e) => return not(e.to_string()),
+        }
+        let overlay = Overlay { files };
+        preflight::from_config(path, &overlay)
+    } else {
+        return None;
+    };
+    let derived = match derived {
+        Ok(d) => d,
+        Err(e) => return not(e.to_string()),
+    };
+    let mut argv: Vec<String> = vec!["oomkit".into(), "estimate".into()];
+    if user_model.is_none()
+        && let Some(m) = derived.model()
+    {
+        argv.push(m.to_string());
+    }
+    argv.extend(derived.estimate_args());
+    argv.extend(user.iter().cloned());
+    argv.extend(["--format".to_string(), "json".to_string()]);
+    let est = parse_estimate(&argv).and_then(|a| {
+        let mut buf = Vec::new();
+        super::estimate::run_to(a, &mut buf)?;
+        Ok(serde_json::from_slice::<serde_json::Value>(&buf)?)
+    });
+    let est = match est {
+        Ok(v) => v,
+        Err(e) => return not(e.to_string()),
+    };
+    let u64_at = |p: &str| est.pointer(p).and_then(serde_json::Value::as_u64);
+    Some(edit::Check {
+        fits: est
+            .pointer("/fit/fits")
+            .and_then(serde_json::Value::as_bool),
+        needs_bytes: u64_at("/serve/requested_bytes")
+            .or_else(|| u64_at("/device_used_bytes"))
+            .or_else(|| u64_at("/llamacpp/gpu_total_bytes")),
+        usable_bytes: u64_at("/fit/usable_bytes"),
+        not_checked: None,
+    })
+}
+
 impl Files for DiskFiles {
     fn read(&self, path: &str) -> Result<String, String> {
         let bytes = input::read_file_limited(Path::new(path), MAX_CONFIG_BYTES).map_err(|e| {
@@ -126,7 +222,21 @@ pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let code = super::estimate::run_to(json_args, &mut buf)?;
     let est: serde_json::Value =
         serde_json::from_slice(&buf).context("reading the estimate's JSON")?;
-    let plan = rewrites(&derived, &est);
+    let mut plan = rewrites(&derived, &est);
+    let before = plan.len();
+    for r in &mut plan {
+        r.check = check_rewrite(&derived, r, &user, user_model.as_deref());
+    }
+    // A plan is what fits: an alternative whose changed command or config,
+    // read and estimated again, does not is left out.
+    // (Training plans are one rewrite: it stays, and says so.)
+    if matches!(
+        derived.style,
+        preflight::Style::Vllm | preflight::Style::LlamaCpp
+    ) {
+        plan.retain(|r| r.check.as_ref().is_none_or(|c| c.fits != Some(false)));
+    }
+    let dropped = before - plan.len();
     let shown_args: Vec<String> = argv.iter().skip(2).cloned().collect();
     let mut out = output::stdout(color);
     match format {
@@ -150,6 +260,12 @@ pub fn run(args: EstimateArgs, color: ColorChoice) -> anyhow::Result<u8> {
             out.flush()?;
             let code = super::estimate::run_to(est_args, &mut out)?;
             write_plan(&mut out, &derived, &plan)?;
+            if dropped > 0 {
+                writeln!(
+                    out,
+                    "  ({dropped} more left out: estimated again from the changed command or config, it does not fit)"
+                )?;
+            }
             out.flush()?;
             Ok(code)
         }
@@ -219,6 +335,7 @@ fn label(flag: &str) -> &str {
         "grad-accum" => "grad accumulation",
         "seq" => "sequence",
         "precision" => "precision",
+        "autocast" => "autocast",
         "grad-checkpointing" => "checkpointing",
         "optimizer" => "optimizer",
         "trainer" => "training loop",
@@ -355,6 +472,28 @@ fn write_plan(out: &mut impl Write, d: &Derived, plan: &[edit::Rewrite]) -> std:
         }
         for e in &r.elsewhere {
             writeln!(out, "{indent}{e}")?;
+        }
+        if let Some(c) = &r.check {
+            let b = |x: Option<u64>| x.map(|v| oomkit_core::Bytes(v).to_string());
+            match (c.fits, b(c.needs_bytes), b(c.usable_bytes), &c.not_checked) {
+                (Some(true), Some(n), Some(u), _) => writeln!(
+                    out,
+                    "{indent}checked: read again and estimated, it fits ({n} of {u} usable)"
+                )?,
+                (Some(true), _, _, _) => {
+                    writeln!(out, "{indent}checked: read again and estimated, it fits")?
+                }
+                (Some(false), n, u, _) => writeln!(
+                    out,
+                    "{indent}checked: read again and estimated, it still does not fit{}",
+                    match (n, u) {
+                        (Some(n), Some(u)) => format!(" ({n} of {u} usable)"),
+                        _ => String::new(),
+                    }
+                )?,
+                (_, _, _, Some(why)) => writeln!(out, "{indent}not checked: {why}")?,
+                _ => {}
+            }
         }
     }
     Ok(())

@@ -208,17 +208,20 @@ fn estimated_max_batch(tokens: &[String]) -> anyhow::Result<(u64, &'static str)>
     let Command::Estimate(est) = cli.command else {
         bail!("--estimate takes a model and `oomkit estimate` flags");
     };
-    let opts = est.options();
-    let found = || -> anyhow::Result<(u64, &'static str)> {
-        let Some(name) = &opts.gpu else {
+    let mut opts = est.options();
+    let mut found = || -> anyhow::Result<(u64, &'static str)> {
+        if opts.gpu.is_none() {
             bail!(
                 "--estimate needs --gpu: the GPU to size the batch for (see `oomkit estimate --list-gpus`)"
             );
-        };
-        let gpu = oomkit_core::gpus::find(name)?;
-        let model = estimate::resolve_model(&opts)?;
-        match opts.max_batch(&model, gpu)? {
-            Some(batch) => Ok((batch, gpu.id)),
+        }
+        opts.versions = estimate::versions(est.versions.as_deref())?;
+        // The library's resolution and setup, as `oomkit estimate` uses them.
+        match opts
+            .max_batch_on(estimate::sources(opts.hub))
+            .map_err(|e| estimate::estimate_error(e, &opts))?
+        {
+            Some((batch, gpu)) => Ok((batch, gpu.id)),
             None => bail!(
                 "--estimate sizes training and inference batches; a vLLM or llama.cpp server has no batch size to probe"
             ),

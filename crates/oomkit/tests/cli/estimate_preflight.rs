@@ -83,7 +83,10 @@ fn sources_defaults_and_ignored_arguments_are_printed_before_the_numbers() {
         .stdout_has("gradient_accumulation_steps 1 (default, transformers 4.57 src/transformers/training_args.py)")
         .stdout_has("  ZeRO stage         3            zero_optimization.stage 3 (ds_z3.json)\n")
         .stdout_has("  ignored: --my_flag\n")
-        .stdout_has("  assumed: precision: fp32 weights (torch_dtype float32");
+        .stdout_has("  autocast           bf16         --bf16 (command line)\n")
+        // requirements.txt beside the fixtures pins transformers 4.57.1,
+        // which loads fp32 weights.
+        .stdout_has("  assumed: precision mixed-bf16: transformers 4.57.1 (requirements.txt) loads float32 weights under bf16 autocast");
     let assumed = out.find("assumed:").expect("assumed");
     let numbers = out.find("peak allocated").expect("numbers");
     assert!(assumed < numbers, "{out}");

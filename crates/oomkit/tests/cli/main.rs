@@ -8,13 +8,17 @@ mod estimate;
 mod estimate_hub;
 mod estimate_llamacpp;
 mod estimate_preflight;
+mod estimate_preflight2;
 mod estimate_sharded;
+mod estimate_sharded_qlora;
 mod explain;
 mod explain_readings;
 mod explain_v3;
 mod explain_v3b;
 mod install;
+mod leaks;
 mod lint;
+mod lint_summaries;
 mod lint_v3;
 mod monitor;
 mod monitor_v2;
@@ -48,6 +52,11 @@ pub fn oomkit() -> Command {
         Path::new(env!("CARGO_TARGET_TMPDIR")).join("no-hf-cache"),
     );
     // Nor does the machine's Hub setup (`estimate --hub`).
+    // Nor the Python environment it runs in (`estimate` reads the versions
+    // installed there).
+    for k in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        c.env_remove(k);
+    }
     for k in [
         "HF_TOKEN",
         "HF_ENDPOINT",

@@ -268,6 +268,7 @@ pub fn fit(m: &Model, s: &ImageSetup, gpu: &'static Gpu) -> Fit {
         headroom_bytes: usable.signed_sub(now),
         max_batch: max_images,
         max_seq: max_side,
+        paste: crate::fit::paste(&plan),
         plan,
         plan_fits,
         device_map: None,

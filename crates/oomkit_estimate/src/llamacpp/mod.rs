@@ -553,7 +553,17 @@ pub struct Plan {
     /// The largest `-ngl` that fits at the given context, when not every
     /// layer does, and its buffers.
     pub max_ngl: Option<Report>,
+    /// `-c` and `-ngl` lowered together: the largest `-ngl` at
+    /// [`WORKING_CTX`], when the context asked for is longer, lowering `-c`
+    /// alone does not reach [`WORKING_CTX`], and it keeps more layers on the
+    /// GPU than [`Plan::max_ngl`].
+    pub together: Option<Report>,
 }
+
+/// The context a plan that lowers `-c` and `-ngl` together keeps: 8192
+/// tokens, twice llama.cpp's `n_ctx` default of 4096 (`common/common.h`) and
+/// what most chat turns fit in.
+pub const WORKING_CTX: u64 = 8192;
 
 /// Checks `a` against `usable` memory and searches the largest context and
 /// the largest `-ngl` that fit. Both are monotone (more cells or more
@@ -593,12 +603,36 @@ pub fn plan(m: &Model, a: &Args, usable: Bytes) -> Plan {
     } else {
         largest(0, m.all_layers(), |n| with_ngl(n).gpu_total_bytes <= usable).map(with_ngl)
     };
+    let together =
+        if !fits && r.n_ctx > WORKING_CTX && max_ctx.as_ref().is_none_or(|c| c.n_ctx < WORKING_CTX)
+        {
+            let at = |n: u64| {
+                buffers(
+                    m,
+                    &Args {
+                        n_gpu_layers: n,
+                        n_ctx: WORKING_CTX,
+                        ..a.clone()
+                    },
+                )
+            };
+            largest(0, m.all_layers(), |n| at(n).gpu_total_bytes <= usable)
+                .map(at)
+                .filter(|t| {
+                    max_ngl
+                        .as_ref()
+                        .is_none_or(|n| t.n_gpu_layers > n.n_gpu_layers)
+                })
+        } else {
+            None
+        };
     Plan {
         fits,
         usable_bytes: usable,
         headroom_bytes: headroom,
         max_ctx,
         max_ngl,
+        together,
     }
 }
 

@@ -271,6 +271,17 @@ impl<'a> Outcome<'a> {
                 config: c.command.clone(),
             });
         }
+        if let Some(t) = p.together.as_ref() {
+            v.push(Step {
+                change: format!(
+                    "-c {} (from {}) and -ngl {} together ({} blocks on the GPU)",
+                    t.n_ctx, r.n_ctx, t.n_gpu_layers, t.blocks_on_gpu
+                ),
+                remedy: RemedyId::LlamacppContext,
+                after_bytes: t.gpu_total_bytes,
+                config: t.command.clone(),
+            });
+        }
         if let Some(n) = p.max_ngl.as_ref() {
             v.push(Step {
                 change: format!(
@@ -311,7 +322,7 @@ impl<'a> Outcome<'a> {
             })
         });
         crate::json::Json {
-            version: 1,
+            version: crate::json::VERSION,
             engine: Some("llama.cpp"),
             model: serde_json::json!({
                 "id": m.cfg.id,
@@ -336,6 +347,7 @@ impl<'a> Outcome<'a> {
             device_used_bytes: r.gpu_total_bytes,
             peak_phase: None,
             warnings: &self.warnings,
+            assumed: &[],
             detail: Some(crate::json::Detail::Llamacpp(r)),
             fit,
         }

@@ -7,9 +7,6 @@
 /// `bf16 = fp16 = False`, `optim = "adamw_torch"` (`"adamw_torch_fused"` with
 /// torch >= 2.8: AdamW either way).
 pub const TRANSFORMERS: &str = "transformers 4.57 src/transformers/training_args.py";
-/// `from_pretrained` loads fp32 weights unless `torch_dtype`/`dtype` says
-/// otherwise (transformers 4.x `modeling_utils.py`).
-pub const TRANSFORMERS_DTYPE: &str = "transformers 4.57 src/transformers/modeling_utils.py";
 /// TRL's `SFTConfig`: `max_length = 1024`, `packing = False`.
 pub const TRL_SFT: &str = "TRL 1.10 trl/trainer/sft_config.py";
 /// TRL's `_BaseConfig` over `TrainingArguments`: `gradient_checkpointing =

@@ -27,6 +27,77 @@ pub struct Rewrite {
     pub command: Option<String>,
     /// Steps with no spelling in the user's tool, with oomkit's own config.
     pub elsewhere: Vec<String>,
+    /// The estimate of the changed command or config, read again from the
+    /// changed text (set by the caller that estimates it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub check: Option<Check>,
+    /// The changed command's words (command styles).
+    #[serde(skip)]
+    pub argv: Vec<String>,
+    /// The changed keys of the config file (YAML styles), as `(dotted key,
+    /// value)`.
+    #[serde(skip)]
+    pub keys: Vec<(String, String)>,
+    /// Files the plan changes or adds besides: `(path, key edits)` of a
+    /// DeepSpeed file the command passes, `(path, whole text)` of a new one.
+    #[serde(skip)]
+    pub file_edits: Vec<(String, Vec<(String, String)>)>,
+    /// New files the plan asks to write, `(path, text)`.
+    #[serde(skip)]
+    pub new_files: Vec<(String, String)>,
+}
+
+/// The changed setup estimated again.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Check {
+    /// Whether it fits the GPU; `None` when it could not be estimated.
+    pub fits: Option<bool>,
+    /// What it needs (nvidia-smi's figure; vLLM: what it requests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub needs_bytes: Option<u64>,
+    /// The GPU's usable memory.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usable_bytes: Option<u64>,
+    /// Why it could not be estimated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_checked: Option<String>,
+}
+
+/// `text` (a YAML or JSON config named `path`) with `keys` set: a dotted key
+/// (`optimizer._component_`) sets a nested one, creating the mappings on
+/// the way; a value is read as a YAML scalar (`4`, `true`, `bf16`). The
+/// result is JSON, which the YAML reader reads too.
+pub fn apply_keys(
+    path: &str,
+    text: &str,
+    keys: &[(String, String)],
+) -> Result<String, super::PreflightError> {
+    let mut tree = super::parse_tree(path, text)?;
+    for (k, v) in keys {
+        let value: serde_json::Value = serde_yaml_ng::from_str(v)
+            .ok()
+            .filter(|x: &serde_json::Value| !x.is_object() && !x.is_array() && !x.is_null())
+            .unwrap_or_else(|| serde_json::Value::String(v.clone()));
+        let mut node = &mut tree;
+        let parts: Vec<&str> = k.split('.').collect();
+        for (i, part) in parts.iter().enumerate() {
+            if !node.is_object() {
+                *node = serde_json::Value::Object(serde_json::Map::new());
+            }
+            let Some(map) = node.as_object_mut() else {
+                break;
+            };
+            if i + 1 == parts.len() {
+                map.insert((*part).to_string(), value.clone());
+                break;
+            }
+            node = map
+                .entry((*part).to_string())
+                .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+        }
+    }
+    serde_json::to_string_pretty(&tree)
+        .map_err(|e| super::file_err(path, format!("cannot write the changed config: {e}")))
 }
 
 /// One setting in Hugging Face names (`TrainingArguments`, TRL's
@@ -44,6 +115,31 @@ enum Change {
         offload: bool,
         json: String,
     },
+}
+
+/// `inner` (a call's arguments) split at its top-level commas.
+pub fn top_level_split(inner: &str) -> Vec<String> {
+    let mut depth = 0i32;
+    let mut cur = String::new();
+    let mut parts = Vec::new();
+    let mut quote: Option<char> = None;
+    for c in inner.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '(' | '[' | '{') => depth += 1,
+            (None, ')' | ']' | '}') => depth -= 1,
+            (None, ',') if depth == 0 => {
+                parts.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    parts.push(cur);
+    parts
 }
 
 /// The `k=v` arguments of the first call `name(…)` in `text`.
@@ -65,23 +161,7 @@ fn kwargs(text: &str, name: &str) -> Option<Vec<(String, String)>> {
     }
     let inner = rest.get(..end?)?;
     let mut out = Vec::new();
-    let mut depth = 0i32;
-    let mut cur = String::new();
-    let mut parts = Vec::new();
-    for c in inner.chars() {
-        match c {
-            '(' | '[' | '{' => depth += 1,
-            ')' | ']' | '}' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(std::mem::take(&mut cur));
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(c);
-    }
-    parts.push(cur);
-    for p in parts {
+    for p in top_level_split(inner) {
         if let Some((k, v)) = p.split_once('=') {
             out.push((k.trim().to_string(), v.trim().trim_matches('"').to_string()));
         }
@@ -155,6 +235,11 @@ fn changes(step: &Step) -> Option<Vec<Change>> {
         }
         return Some(out);
     }
+    if let Some(kw) = kwargs(c, "SFTConfig").or_else(|| kwargs(c, "tokenizer"))
+        && let Some((_, n)) = kw.iter().find(|(k, _)| k == "max_length")
+    {
+        return Some(vec![Change::Hf("max_length".into(), n.clone())]);
+    }
     if c.contains("torch_dtype=torch.bfloat16") {
         return Some(vec![Change::Hf("dtype".into(), "bfloat16".into())]);
     }
@@ -166,8 +251,34 @@ fn is_true(v: &str) -> bool {
 }
 
 /// An HF setting in the style's own key and value (`None`: no spelling).
-fn spell(style: Style, k: &str, v: &str) -> Option<Vec<(String, String)>> {
+fn spell(d: &Derived, k: &str, v: &str) -> Option<Vec<(String, String)>> {
+    let style = d.style;
     let one = |k: &str, v: &str| Some(vec![(k.to_string(), v.to_string())]);
+    // The sequence length under the key the user's own command or config
+    // set it with (`--block_size`, `max_seq_length`), else the tool's name.
+    if k == "max_length" {
+        let own = d
+            .items
+            .iter()
+            .find(|i| {
+                i.flag == "seq"
+                    && matches!(
+                        i.source,
+                        super::Source::Command | super::Source::File { .. }
+                    )
+            })
+            .map(|i| i.key.trim_start_matches('-').to_string())
+            .filter(|k| !k.is_empty() && !k.contains(' '));
+        let name = match (own, style) {
+            (Some(o), _) => o,
+            (None, Style::Axolotl) => "sequence_len".into(),
+            (None, Style::LlamaFactory) => "cutoff_len".into(),
+            (None, Style::Torchtune) => "tokenizer.max_seq_len".into(),
+            (None, Style::Vllm | Style::LlamaCpp) => return None,
+            (None, _) => "max_length".into(),
+        };
+        return one(&name, v);
+    }
     let yaml_bool = |v: &str| {
         if is_true(v) {
             "true".to_string()
@@ -229,6 +340,31 @@ fn spell(style: Style, k: &str, v: &str) -> Option<Vec<(String, String)>> {
             }
             "lora_r" => one("model.lora_rank", v),
             "dtype" => one("dtype", "bf16"),
+            // torchtune's QLoRA and LoRA are model builders: `qlora_X`
+            // for `lora_X` (or `X`), in the same module.
+            "load_in_4bit" | "use_peft" => {
+                let prefix = if k == "load_in_4bit" {
+                    "qlora_"
+                } else {
+                    "lora_"
+                };
+                let component = d
+                    .items
+                    .iter()
+                    .find(|i| i.flag == "model" && i.key == "model._component_")
+                    .map(|i| i.shown.clone())?;
+                let (module, builder) = component.rsplit_once('.')?;
+                let base = builder
+                    .strip_prefix("qlora_")
+                    .or_else(|| builder.strip_prefix("lora_"))
+                    .unwrap_or(builder);
+                if k == "use_peft" && builder.starts_with("qlora_") {
+                    return Some(Vec::new());
+                }
+                one("model._component_", &format!("{module}.{prefix}{base}"))
+            }
+            // Part of torchtune's NF4 (its scales are quantized too).
+            "use_bnb_nested_quant" => Some(Vec::new()),
             _ => None,
         },
         Style::Vllm | Style::LlamaCpp => None,
@@ -281,13 +417,18 @@ fn rewrite(d: &Derived, steps: &[Step], baseline: Option<&str>) -> Rewrite {
                     offload,
                     json,
                 } => deepspeed = Some((stage, offload, json)),
-                Change::Hf(k, v) => match spell(d.style, &k, &v) {
+                Change::Hf(k, v) => match spell(d, &k, &v) {
                     Some(kvs) => {
                         for (k, v) in kvs {
                             push(&mut edits, k, v);
                         }
                     }
-                    None => out.elsewhere.push(format!("[{}] {}", s.remedy, s.config)),
+                    None => {
+                        let e = format!("[{}] {}", s.remedy, s.config);
+                        if !out.elsewhere.contains(&e) {
+                            out.elsewhere.push(e);
+                        }
+                    }
                 },
             }
         }
@@ -297,16 +438,18 @@ fn rewrite(d: &Derived, steps: &[Step], baseline: Option<&str>) -> Rewrite {
     }
     match d.style {
         Style::HfArgs | Style::Vllm | Style::LlamaCpp => {
-            let (cmd, changes) = rewrite_command(d, &edits, model.as_deref());
+            let (cmd, changes, argv) = rewrite_command(d, &edits, model.as_deref());
             out.changes = changes;
             if !out.changes.is_empty() {
                 out.command = Some(cmd);
+                out.argv = argv;
             }
         }
         _ => {
             for (k, v) in &edits {
                 out.changes.push(format!("{k}: {v}"));
             }
+            out.keys = edits;
         }
     }
     out
@@ -342,6 +485,14 @@ fn deepspeed_edit(
         }
         s.push('}');
         out.elsewhere.push(s);
+        let mut keys = vec![("zero_optimization.stage".to_string(), stage.to_string())];
+        if offload {
+            keys.push((
+                "zero_optimization.offload_optimizer.device".into(),
+                "cpu".into(),
+            ));
+        }
+        out.file_edits.push((f, keys));
         return;
     }
     let name = if offload {
@@ -353,6 +504,7 @@ fn deepspeed_edit(
         Style::HfArgs | Style::HfYaml | Style::LlamaFactory | Style::Axolotl => {
             push(edits, "deepspeed".into(), name.clone());
             out.elsewhere.push(format!("write {name}: {json}"));
+            out.new_files.push((name, json.to_string()));
         }
         _ => out
             .elsewhere
@@ -366,7 +518,7 @@ fn rewrite_command(
     d: &Derived,
     edits: &[(String, String)],
     model: Option<&str>,
-) -> (String, Vec<String>) {
+) -> (String, Vec<String>, Vec<String>) {
     let mut toks: Vec<String> = d.command.clone();
     let mut changes = Vec::new();
     if let (Some(m), Some(old)) = (model, d.model())
@@ -447,6 +599,7 @@ fn rewrite_command(
     (
         toks.iter().map(|t| quote(t)).collect::<Vec<_>>().join(" "),
         changes,
+        toks,
     )
 }
 

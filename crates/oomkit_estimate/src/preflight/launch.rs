@@ -834,7 +834,7 @@ fn vllm(args: &[String], serve: bool) -> Result<Derived, PreflightError> {
         );
     }
     if !dd.has("max-model-len") {
-        dd.assumed.push(format!("--max-model-len: the model's own context (max_position_embeddings), as vLLM takes it ({})", d::VLLM));
+        dd.assumed.push(format!("--max-model-len: the model's own context (its config.json's max_position_embeddings, scaled by its rope_scaling), as vLLM takes it ({})", d::VLLM));
     }
     if dd.model().is_none() {
         dd.need("model", "the model: `vllm serve MODEL`");

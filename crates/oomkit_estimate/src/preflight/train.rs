@@ -724,14 +724,15 @@ impl Train {
                         "float32".into(),
                         Source::Default { cite: d::TRL_MODEL },
                     ),
-                    None => (
-                        "fp32",
-                        "torch_dtype".into(),
-                        "float32".into(),
-                        Source::Default {
-                            cite: d::TRANSFORMERS_DTYPE,
-                        },
-                    ),
+                    None => {
+                        // The weights are what `from_pretrained` loads,
+                        // which depends on the transformers version: the
+                        // estimate decides with the versions it reads, from
+                        // the autocast said here.
+                        let ac = autocast.unwrap_or("off");
+                        d.set("autocast", Some(ac.into()), &ac_key, &ac_shown, ac_src);
+                        return;
+                    }
                 };
                 match (weights, autocast) {
                     ("fp32", Some(ac)) => {
