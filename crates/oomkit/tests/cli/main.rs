@@ -14,6 +14,7 @@ mod estimate_sharded_qlora;
 mod explain;
 mod explain_readings;
 mod explain_v3;
+mod explain_v3b;
 mod install;
 mod leaks;
 mod lint;
