@@ -69,6 +69,17 @@ pub enum Command {
     /// one), 125 oomkit's own failure or bad arguments, 126 the command cannot run,
     /// 127 not found.
     Run(RunArgs),
+    /// Find memory leaks by running a few steps of a PyTorch program: memory
+    /// made in one step that is still alive and keeps growing, who holds it,
+    /// the line that stores it, the kind and the fix.
+    ///
+    /// Steps are optimizer steps, else DataLoader batches (evaluation loops), or
+    /// calls of --marker; after --steps of them the program is ended. The
+    /// program's output passes through (dropped with --format json).
+    /// Exit status: 0 no leak, 1 leaks found, 2 bad arguments or the program
+    /// ended before its first steps (with its explanation), 125 oomkit's own
+    /// failure, 126 the command cannot run, 127 not found.
+    Leaks(LeaksArgs),
     /// Read a PyTorch memory snapshot (`torch.cuda.memory._dump_snapshot()`)
     /// without executing it: peak, what was alive at the peak by site,
     /// fragmentation, leak candidates; `snapshot diff A B` compares two.
@@ -241,6 +252,44 @@ pub struct RunArgs {
     /// The command to run, after `--`.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<OsString>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LeaksArgs {
+    /// Step boundaries to run before the report (the program is then ended).
+    #[arg(long, value_name = "N", default_value_t = oomkit_leaks::DEFAULT_STEPS,
+          value_parser = clap::value_parser!(u64).range(oomkit_leaks::MIN_STEPS..=oomkit_leaks::MAX_STEPS))]
+    pub steps: u64,
+    /// Count calls of this function as the steps instead: `module:function`
+    /// (`__main__:train_step`, `mypkg.loop:Trainer.step`).
+    #[arg(long, value_name = "MODULE:FUNCTION", value_parser = parse_marker)]
+    pub marker: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    pub format: Format,
+    /// After forwarding a signal to the command, wait this long before killing its
+    /// process tree.
+    #[arg(long, value_name = "DURATION", default_value = "30s")]
+    pub grace: String,
+    /// The command to run, after `--`.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<OsString>,
+}
+
+/// `module:function`, both dotted Python identifiers.
+fn parse_marker(s: &str) -> Result<String, String> {
+    let dotted = |p: &str| {
+        !p.is_empty()
+            && p.split('.').all(|w| {
+                let mut c = w.chars();
+                c.next().is_some_and(|f| f == '_' || f.is_alphabetic())
+                    && c.all(|x| x == '_' || x.is_alphanumeric())
+            })
+    };
+    match s.split_once(':') {
+        Some((m, f)) if dotted(m) && dotted(f) => Ok(s.to_owned()),
+        _ => Err("expected MODULE:FUNCTION, e.g. __main__:train_step".to_owned()),
+    }
 }
 
 #[derive(Debug, clap::Args)]

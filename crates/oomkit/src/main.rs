@@ -34,7 +34,10 @@ fn main() -> ExitCode {
             err.exit()
         }
     };
-    let failure = if matches!(cli.command, cli::Command::Run(_) | cli::Command::Probe(_)) {
+    let failure = if matches!(
+        cli.command,
+        cli::Command::Run(_) | cli::Command::Probe(_) | cli::Command::Leaks(_)
+    ) {
         RUNNER_FAILURE
     } else {
         2

@@ -153,6 +153,41 @@ pub fn bnb_unquantized_experts_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     sat(kept.saturating_sub(counted))
 }
 
+/// bitsandbytes 4-bit quantization state (`--quant nf4|nf4-dq`): the
+/// blockwise absmax (fp32 per 64 weights, or uint8 with fp32 per 256 blocks
+/// under double quantization) beyond the packed 4 bits, for every linear
+/// bitsandbytes quantizes. It is held in a `QuantState` object on the module
+/// (`Linear4bit.quant_state`), not in a parameter or buffer: FSDP flattens,
+/// shards and offloads only the packed weight (`bnb_4bit_quant_storage`), and
+/// bitsandbytes restores the state from the module in every forward
+/// (bitsandbytes 0.49 `nn/modules.py`, `fix_4bit_weight_quant_state_from_module`:
+/// "the quant state got lost when the parameter got converted. This happens
+/// for example for fsdp"). So each GPU keeps all of it, CPU offload or not.
+/// Zero for other formats.
+pub fn bnb4_quant_state_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if !matches!(s.quant, Quant::Nf4 | Quant::Nf4Dq) {
+        return 0;
+    }
+    let quantized =
+        u128::from(cfg.block_linear_params()).saturating_sub(bnb_skipped_expert_params(cfg));
+    let extra = u128::from(quant_bits_x1000(s.quant).saturating_sub(4_000));
+    sat(quantized * extra / 8_000)
+}
+
+/// The routed experts' and routers' elements of an MoE that bitsandbytes
+/// leaves unquantized under transformers 5 ([`bnb_unquantized_experts_bytes`]).
+fn bnb_skipped_expert_params(cfg: &ModelConfig) -> u128 {
+    let Some(m) = &cfg.moe else {
+        return 0;
+    };
+    let w = u128::from;
+    let moe_layers = w(cfg.layers.saturating_sub(m.dense_layers));
+    let mats = if cfg.glu { 3 } else { 2 };
+    let routed = moe_layers * w(m.experts) * w(mats) * w(cfg.hidden) * w(m.intermediate);
+    let router = moe_layers * w(m.experts) * w(cfg.hidden);
+    routed + router
+}
+
 /// Bytes of each parameter a quantized load leaves unquantized (embeddings,
 /// LM head, norms, biases; bitsandbytes' skipped MoE experts): the 16-bit
 /// dtype, or fp32 after PEFT's `prepare_model_for_kbit_training`

@@ -62,6 +62,7 @@ const OTHER_PACKAGES: &[&str] = &[
     "mlx",
     "paddle",
     "mindspore",
+    "mxnet",
 ];
 
 /// Whether a file imports another framework (JAX/Flax, TensorFlow/Keras…) and nothing
@@ -221,6 +222,7 @@ impl FileFacts {
             saves: self.saves,
             cpu_saves: self.cpu_saves,
             offloads_to_cpu: self.offloads_to_cpu,
+            returns: Vec::new(),
         }
     }
 
@@ -899,7 +901,11 @@ mod tests {
         // real files (tests/fixtures/frameworks/SOURCES.md)
         let dir =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/frameworks");
-        for file in ["flax_mnist_train.py", "keras_tf_custom_loop.py"] {
+        for file in [
+            "flax_mnist_train.py",
+            "keras_tf_custom_loop.py",
+            "mxnet_gluon_evaluate.py",
+        ] {
             let src = std::fs::read_to_string(dir.join(file)).expect("fixture");
             assert!(is_other_framework_only(&imports(&src)), "{file}");
             let torch = format!("import torch\n{src}");

@@ -158,6 +158,7 @@ fn violations(
     path: &str,
     source: &str,
     settings: &Settings,
+    tree: Option<&tree::Returns>,
 ) -> Result<(Vec<Finding>, Lines, tree::Summary), Error> {
     let lines = Lines::new(source);
     let module = parse::parse_checked(source, &lines).map_err(|refused| match refused {
@@ -171,7 +172,7 @@ fn violations(
         },
     })?;
     let (mut found, summary) =
-        Checker::check(&module, source, settings).map_err(|()| Error::TooDeep {
+        Checker::check(&module, source, settings, tree).map_err(|()| Error::TooDeep {
             path: path.to_string(),
             reason: format!(
                 "a syntax tree deeper than {} levels",
@@ -226,7 +227,21 @@ pub fn lint_source(
 /// Lints one file of a tree: the findings still wait for the other files' evidence
 /// ([`tree`]).
 pub fn lint_file(path: &str, source: &str, settings: &Settings) -> Result<Linted, Error> {
-    let (found, lines, summary) = violations(path, source, settings)?;
+    lint_file_in_tree(path, source, settings, None)
+}
+
+/// Lints one file again once what the functions of the whole tree return is known
+/// ([`tree::Returns`], gathered from every file's [`tree::Summary`]): a value returned
+/// by `trainer.train_step(...)` of another module then carries what that method
+/// returns. Only files that name one of those functions need it
+/// ([`tree::Returns::graph_names`]).
+pub fn lint_file_in_tree(
+    path: &str,
+    source: &str,
+    settings: &Settings,
+    tree: Option<&tree::Returns>,
+) -> Result<Linted, Error> {
+    let (found, lines, summary) = violations(path, source, settings, tree)?;
     Ok(Linted {
         diagnostics: found
             .into_iter()
@@ -285,7 +300,7 @@ pub fn fix_source(path: &str, source: &str, settings: &Settings) -> Result<Fixed
     let mut fixed = fix_file(path, source, settings)?;
     fixed.diagnostics = Linted {
         diagnostics: std::mem::take(&mut fixed.diagnostics),
-        summary: fixed.summary,
+        summary: fixed.summary.clone(),
     }
     .alone();
     Ok(fixed)
@@ -294,7 +309,7 @@ pub fn fix_source(path: &str, source: &str, settings: &Settings) -> Result<Fixed
 /// [`fix_source`] for one file of a tree: what remains still waits for the other
 /// files' evidence ([`lint_file`]).
 pub fn fix_file(path: &str, source: &str, settings: &Settings) -> Result<Fixed, Error> {
-    let (found, _, _) = violations(path, source, settings)?;
+    let (found, _, _) = violations(path, source, settings, None)?;
     let edits: Vec<_> = found
         .into_iter()
         .filter(|v| !v.edits.is_empty())

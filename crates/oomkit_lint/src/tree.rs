@@ -34,7 +34,7 @@ impl Pending {
 }
 
 /// What one file tells the rest of the tree.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Summary {
     /// `torch.save(...)` calls in the file.
     pub saves: u32,
@@ -42,6 +42,72 @@ pub struct Summary {
     pub cpu_saves: u32,
     /// The file gathers its state dicts to the CPU (`offload_to_cpu`).
     pub offloads_to_cpu: bool,
+    /// What the file's training steps (functions and methods that backpropagate) return,
+    /// by name (`train_step`): whether the value holds an autograd graph ([`Returned`]).
+    pub returns: Vec<(String, Returned)>,
+}
+
+/// What a function of the tree returns, as other files see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Returned {
+    /// A tensor that carries an autograd graph (`loss.backward()` … `return loss`).
+    Graph,
+    /// A dict, list or tuple holding such tensors; `all` when each element is one.
+    HoldsGraph {
+        /// Every element carries a graph.
+        all: bool,
+    },
+    /// Anything else (a number, a detached tensor, nothing known).
+    Other,
+}
+
+/// Names too common to resolve across files by name alone (`optimizer.step()`,
+/// `meter.update(...)`, `model(...)`'s `forward`).
+const UNRESOLVED: &[&str] = &[
+    "step", "update", "forward", "run", "get", "item", "backward", "apply", "train", "eval",
+    "main", "call", "compute", "load", "save", "predict", "evaluate",
+];
+
+/// Whether a function's name may be resolved across the files of the tree.
+pub fn resolvable(name: &str) -> bool {
+    !name.starts_with("__") && !UNRESOLVED.contains(&name)
+}
+
+/// What the tree's functions return, by name: only names whose every definition in the
+/// tree agrees (a name defined twice with different results is not resolved).
+#[derive(Debug, Default, Clone)]
+pub struct Returns {
+    by_name: std::collections::HashMap<String, Option<Returned>>,
+}
+
+impl Returns {
+    /// What every function of the tree named `name` returns, when they agree.
+    pub fn get(&self, name: &str) -> Option<Returned> {
+        self.by_name.get(name).copied().flatten()
+    }
+
+    /// The names whose functions return a graph (or a container of graphs).
+    pub fn graph_names(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self
+            .by_name
+            .iter()
+            .filter(|(_, r)| matches!(r, Some(Returned::Graph | Returned::HoldsGraph { .. })))
+            .map(|(n, _)| n.as_str())
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    fn add(&mut self, name: &str, r: Returned) {
+        self.by_name
+            .entry(name.to_string())
+            .and_modify(|known| {
+                if *known != Some(r) {
+                    *known = None;
+                }
+            })
+            .or_insert(Some(r));
+    }
 }
 
 /// The evidence of the whole tree.
@@ -52,6 +118,8 @@ pub struct Tree {
     offloads_to_cpu: bool,
     /// Pending helpers that some other file of the tree names.
     mentioned: HashSet<String>,
+    /// What the tree's functions return, by name.
+    pub returns: Returns,
 }
 
 impl Tree {
@@ -60,6 +128,9 @@ impl Tree {
         self.saves = self.saves.saturating_add(s.saves);
         self.cpu_saves = self.cpu_saves.saturating_add(s.cpu_saves);
         self.offloads_to_cpu |= s.offloads_to_cpu;
+        for (name, r) in &s.returns {
+            self.returns.add(name, *r);
+        }
     }
 
     /// Records that a file other than the helper's own names `helper`.
@@ -157,15 +228,18 @@ mod tests {
         settle(&mut d, &tree);
         assert_eq!(d.len(), 1);
         assert!(l.alone().is_empty());
-        // called in its own file, decorated, or a pytest test: never dead
+        // called in its own file, or decorated: never dead
         for src in [
             format!("{script}    load_ckpt('a')\n"),
             format!("{script}    f = getattr(m, 'load_ckpt')\n"),
             script.replace("def load_ckpt", "@cache\ndef load_ckpt"),
-            script.replace("load_ckpt", "test_load"),
         ] {
             assert_eq!(lint("t.py", &src).alone().len(), 1, "{src}");
         }
+        // a pytest test is never dead either, but pytest runs it in one process: not
+        // "every rank" (OOM202_pytest_tests.py)
+        let pytest = script.replace("load_ckpt", "test_load");
+        assert_eq!(lint("t.py", &pytest).diagnostics.len(), 0, "{pytest}");
         // private helpers are dead in any module
         let private = HELPER.replace("load_ckpt", "_load_ckpt");
         assert!(lint("lib.py", &private).alone().is_empty());
@@ -221,19 +295,17 @@ mod tests {
         t.add(Summary {
             saves: 1,
             cpu_saves: 1,
-            offloads_to_cpu: false,
+            ..Summary::default()
         });
         assert!(t.saves_cpu_state());
         t.add(Summary {
             saves: 1,
-            cpu_saves: 0,
-            offloads_to_cpu: false,
+            ..Summary::default()
         });
         assert!(!t.saves_cpu_state());
         t.add(Summary {
-            saves: 0,
-            cpu_saves: 0,
             offloads_to_cpu: true,
+            ..Summary::default()
         });
         assert!(t.saves_cpu_state());
     }

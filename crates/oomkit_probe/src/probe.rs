@@ -217,7 +217,7 @@ pub fn probe(
     if cmd.argv.is_empty() {
         return Err(Error::NoCommand);
     }
-    let hook = Hook::install()?;
+    let hook = Hook::install(None)?;
     let mut trials: Vec<Trial> = Vec::new();
     let mut failure: Option<Error> = None;
     let mut interrupted = false;

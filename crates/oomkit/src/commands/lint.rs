@@ -123,7 +123,8 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let mut fixed = 0usize;
     let mut warnings = Vec::new();
     let mut tree = oomkit_lint::tree::Tree::default();
-    for o in outcomes {
+    let mut linted_files = Vec::new();
+    for (path, o) in files.iter().zip(outcomes) {
         match o {
             Outcome::Linted {
                 diagnostics: d,
@@ -133,10 +134,30 @@ pub fn run(args: LintArgs, color: ColorChoice) -> anyhow::Result<u8> {
                 diagnostics.extend(d);
                 fixed = fixed.saturating_add(f);
                 tree.add(summary);
+                linted_files.push(path);
             }
             Outcome::Failed(e) => errors.push(e),
             Outcome::Skipped(w) => warnings.push(w),
         }
+    }
+    // the tree's functions that return a graph (`train_step` of another module): the
+    // files that name one are linted again knowing it
+    let graph_names = tree.returns.graph_names();
+    if !graph_names.is_empty() {
+        let again: Vec<(String, Vec<Diagnostic>)> = pool.install(|| {
+            linted_files
+                .par_iter()
+                .filter_map(|path| {
+                    let found = discovery.of_file(path);
+                    let (settings, limit) = found.settings.as_ref().ok()?;
+                    relint_in_tree(path, settings, *limit, &tree.returns, &graph_names)
+                })
+                .collect()
+        });
+        let relinted: std::collections::HashSet<&str> =
+            again.iter().map(|(name, _)| name.as_str()).collect();
+        diagnostics.retain(|x| !relinted.contains(x.path.as_str()));
+        diagnostics.extend(again.into_iter().flat_map(|(_, d)| d));
     }
     // the project pass: evidence from the other files of the tree
     let helpers = oomkit_lint::tree::pending_helpers(&diagnostics);
@@ -223,7 +244,13 @@ fn print_results(
             if args.statistics {
                 write!(out, "{}", render::statistics(diagnostics))?;
             } else {
-                write!(out, "{}", render::human(diagnostics))?;
+                for d in diagnostics {
+                    write!(out, "{}", render::human(std::slice::from_ref(d)))?;
+                    if let Some(cmd) = oomkit_leaks::command_for_lint(d.code, &d.path) {
+                        // Shell-quoted by `command_for_lint`; control characters escaped.
+                        writeln!(out, "  confirm: {}", oomkit_core::text::escape(&cmd))?;
+                    }
+                }
                 if errors.is_empty() {
                     writeln!(out, "{}", render::summary(diagnostics, fixed))?;
                 } else {
@@ -256,6 +283,20 @@ fn print_results(
                     .collect();
                 json!({"version": 1, "statistics": stats, "errors": errs})
             } else {
+                // A leak finding carries the command that confirms it at run time.
+                let diagnostics: Vec<serde_json::Value> = diagnostics
+                    .iter()
+                    .map(|d| {
+                        let mut v = serde_json::to_value(d).unwrap_or(serde_json::Value::Null);
+                        if let (Some(cmd), Some(o)) = (
+                            oomkit_leaks::command_for_lint(d.code, &d.path),
+                            v.as_object_mut(),
+                        ) {
+                            o.insert("leaks_command".to_owned(), json!(cmd));
+                        }
+                        v
+                    })
+                    .collect();
                 json!({"version": 1, "diagnostics": diagnostics, "errors": errs})
             };
             serde_json::to_writer_pretty(&mut *out, &doc)?;
@@ -660,6 +701,31 @@ fn read_source(path: &Path, name: &str, limit: u64) -> Result<Vec<u8>, Result<St
             .to_string();
         Err(text)
     })
+}
+
+/// Lints a regular `.py` file again with what the tree's functions return, if it names
+/// one of `names` (the functions that return a graph); `None` when it names none (its
+/// first findings stand).
+fn relint_in_tree(
+    path: &Path,
+    settings: &Settings,
+    limit: u64,
+    returns: &oomkit_lint::tree::Returns,
+    names: &[&str],
+) -> Option<(String, Vec<Diagnostic>)> {
+    if is_notebook(path) || !path.is_file() {
+        return None;
+    }
+    let name = display(path);
+    let bytes = read_source(path, &name, limit).ok()?;
+    let decoded = oomkit_lint::source::decode(&bytes).ok()?;
+    let source = decoded.text.as_str();
+    if !names.iter().any(|n| oomkit_lint::tree::mentions(source, n)) {
+        return None;
+    }
+    oomkit_lint::lint_file_in_tree(&name, source, settings, Some(returns))
+        .ok()
+        .map(|l| (name, l.diagnostics))
 }
 
 /// The pending helpers (name, defining file) that `path`, another file of the tree,

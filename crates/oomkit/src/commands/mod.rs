@@ -5,6 +5,7 @@ mod completions;
 mod estimate;
 mod explain;
 mod hub_client;
+mod leaks;
 mod lint;
 mod llamacpp;
 mod monitor;
@@ -24,6 +25,7 @@ pub fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Estimate(args) => estimate::run(*args, cli.color),
         Command::Probe(args) => probe::run(args, cli.color),
         Command::Run(args) => run::run(args, cli.color),
+        Command::Leaks(args) => leaks::run(args, cli.color),
         Command::Snapshot(args) => snapshot::run(args, cli.color),
         Command::Monitor(args) => monitor::run(args, cli.color),
         Command::Completions { shell } => completions::completions(shell, cli.color),

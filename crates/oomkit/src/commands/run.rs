@@ -48,6 +48,7 @@ pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
     if !args.no_preflight {
         super::preflight::before_launch(&args.command, args.gpu.as_deref(), args.preflight, color)?;
     }
+    let cmd_shown = CommandLine::new(args.command.clone()).display();
     let mut cmd = CommandLine::new(args.command);
     // Python block-buffers a pipe; unbuffered keeps the pass-through live.
     if std::env::var_os("PYTHONUNBUFFERED").is_none() {
@@ -62,7 +63,7 @@ pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
     };
     // A private folder per run (mkdtemp): every rank writes its own file there.
     let (hook, snapshot_dir) = if args.snapshot_on_oom {
-        let h = Hook::install()?;
+        let h = Hook::install(None)?;
         let dir = SnapshotDir::create()?;
         cmd.env.extend(h.env(&[
             (hook::SNAPSHOT_ENV, OsString::from(dir.path().as_os_str())),
@@ -153,6 +154,14 @@ pub fn run(args: RunArgs, color: ColorChoice) -> anyhow::Result<u8> {
         )?;
         writeln!(err)?;
         write!(err, "{}", report::timeline_text(timeline, oom))?;
+        if timeline.growth().is_some() {
+            // Memory that climbs step after step until the OOM is a leak's shape.
+            writeln!(
+                err,
+                "  a steady climb to the OOM is the shape of a leak: find what holds it with\n    oomkit leaks -- {}",
+                cmd_shown
+            )?;
+        }
     }
     if let Some(p) = &snapshot {
         writeln!(

@@ -93,7 +93,7 @@ fn each_file_reads_the_configuration_of_its_own_project_from_any_directory() {
 }
 
 /// The lint v3 fixtures through the binary: each file's `# expect:` markers are exactly
-/// the findings of its rule (with `--preview`, so the preview rule OOM116 runs too),
+/// the findings of its rule (with `--preview`, as every rule's fixture runs),
 /// and the messages state the consequence that holds there.
 #[test]
 fn lint_v3_fixtures_give_their_markers_and_messages_through_the_binary() {
@@ -170,9 +170,10 @@ fn lint_v3_fixtures_give_their_markers_and_messages_through_the_binary() {
         .run()
         .code(1)
         .stdout_has("help: Store `out.logits.detach().cpu()`");
-    // OOM116 is a preview rule
-    cli(&["lint", "--select", "OOM116", "OOM116.py"])
+    // OOM116 runs by default (promoted from preview)
+    cli(&["lint", "OOM116.py"])
         .cwd(&dir)
         .run()
-        .code(0);
+        .code(1)
+        .stdout_has("OOM116");
 }

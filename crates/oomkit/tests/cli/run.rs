@@ -181,6 +181,9 @@ fn memory_figures_the_program_printed_make_the_timeline_and_growth_rate() {
         err.contains("per printed figure (1.50 GiB → 9.00 GiB)"),
         "{err}"
     );
+    // The climb's shape points to the command that finds the leak.
+    assert!(err.contains("the shape of a leak"), "{err}");
+    assert!(err.contains("    oomkit leaks -- "), "{err}");
 }
 
 #[test]

@@ -58,11 +58,19 @@ pub fn states(cfg: &ModelConfig, s: &Setup) -> Sharded {
         ..s.clone()
     };
     let (w, g, o, step) = c::sharded_states(cfg, &base);
+    // bitsandbytes' 4-bit quantization state is not a parameter: every GPU
+    // keeps all of it, offloaded or not ([`c::bnb4_quant_state_bytes`]).
+    let qstate = c::model_share(cfg, s.pp, tp, c::bnb4_quant_state_bytes(cfg, s));
     let offloaded = s.offload != Offload::None;
     let (weights, grads, optimizer, step) = if offloaded {
-        (0, 0, 0, 0)
+        (qstate, 0, 0, 0)
     } else {
-        (w / n, g / n, o / n, step / n)
+        (
+            w.saturating_sub(qstate) / n + qstate,
+            g / n,
+            o / n,
+            step / n,
+        )
     };
     let root = cfg.embedding_params().saturating_mul(gb) / tp;
     let block = block_bytes(cfg, s, gb) / tp;
@@ -112,8 +120,9 @@ pub fn states(cfg: &ModelConfig, s: &Setup) -> Sharded {
 
 /// One gathered block in bytes: its parameters in `param_dtype`, or with a
 /// quantized base (QLoRA under FSDP, bitsandbytes' `bnb_4bit_quant_storage`)
-/// its linears at the quantized width ([`c::quant_bits_x1000`]) and the rest
-/// in 16-bit.
+/// its linears at the quantized width ([`c::quant_bits_x1000`]; 4 bits for
+/// bitsandbytes 4-bit, whose quantization state stays on the module,
+/// [`c::bnb4_quant_state_bytes`]) and the rest in 16-bit.
 fn block_bytes(cfg: &ModelConfig, s: &Setup, gb: u64) -> u64 {
     let all = largest_layer(cfg);
     if s.quant == crate::setup::Quant::None {
@@ -126,7 +135,11 @@ fn block_bytes(cfg: &ModelConfig, s: &Setup, gb: u64) -> u64 {
         .map(|(_, a, b, n)| a.saturating_mul(b).saturating_mul(n))
         .fold(0, u64::saturating_add)
         .min(all);
-    let packed = u128::from(lin) * u128::from(c::quant_bits_x1000(s.quant)) / 8_000;
+    let bits = match s.quant {
+        crate::setup::Quant::Nf4 | crate::setup::Quant::Nf4Dq => 4_000,
+        q => c::quant_bits_x1000(q),
+    };
+    let packed = u128::from(lin) * u128::from(bits) / 8_000;
     crate::model::sat(packed).saturating_add((all - lin).saturating_mul(2))
 }
 

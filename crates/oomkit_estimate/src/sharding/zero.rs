@@ -134,11 +134,14 @@ fn stage3(cfg: &ModelConfig, s: &Setup) -> Sharded {
     let (w_share, g_n, o_n, step_n) = c::sharded_states(cfg, &base);
     let trainable_n = c::model_share(cfg, s.pp, s.tp, c::trainable_params(cfg, s)) / n.max(1);
     let persistent = persistent_params(cfg, persistence_threshold(cfg, s)).saturating_mul(gb) / tp;
-    let partition = w_share / n.max(1);
+    // bitsandbytes' 4-bit quantization state is not a parameter: ZeRO-3
+    // neither partitions nor offloads it ([`c::bnb4_quant_state_bytes`]).
+    let qstate = c::model_share(cfg, s.pp, s.tp, c::bnb4_quant_state_bytes(cfg, s));
+    let partition = w_share.saturating_sub(qstate) / n.max(1);
     let weights = if s.offload == Offload::Params {
-        persistent
+        persistent.saturating_add(qstate)
     } else {
-        partition.saturating_add(persistent)
+        partition.saturating_add(persistent).saturating_add(qstate)
     };
     let offload_opt = s.offload != Offload::None;
     let ipg = if s.sharding.contiguous_gradients {

@@ -42,18 +42,21 @@ impl<'a> Checker<'a> {
                 }
             }
             Expr::Tuple(t) => {
-                let k = if matches!(kind, Kind::Tensor { .. }) {
-                    kind
-                } else {
-                    Kind::Unknown
+                let k = match kind {
+                    Kind::Tensor { .. } => kind,
+                    k => k.element(),
                 };
                 for e in &t.elts {
                     self.bind(e, k);
                 }
             }
             Expr::List(t) => {
+                let k = match kind {
+                    Kind::Container { .. } => kind.element(),
+                    _ => Kind::Unknown,
+                };
                 for e in &t.elts {
-                    self.bind(e, Kind::Unknown);
+                    self.bind(e, k);
                 }
             }
             Expr::Starred(s) => self.bind(&s.value, Kind::Unknown),

@@ -4,6 +4,7 @@
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 
 use super::bindings::module_classes;
+use super::kind::Returns;
 use super::query::{chain, join_chain};
 use super::{LoopFrame, Scope, collect_imports};
 use crate::diagnostic::Finding;
@@ -27,6 +28,20 @@ pub struct Checker<'a> {
     /// Enclosing classes: whether each has base classes, and the `self.x = Class(...)`
     /// attributes its `__init__` creates (submodules).
     pub(super) classes: Vec<(bool, HashSet<String>)>,
+    /// The names of the enclosing classes (same order as `classes`).
+    pub(super) class_names: Vec<String>,
+    /// What each function of the file returns (`train_step`, `Trainer.train_step`),
+    /// recorded as the walk leaves it: calls after its definition read it.
+    pub summaries: HashMap<String, Returns>,
+    /// The same summaries for methods, by class then method (looked up without
+    /// building a key).
+    pub(super) method_summaries: HashMap<String, HashMap<String, Returns>>,
+    /// The summarised functions that backpropagate in their body (a training step):
+    /// only their graphs are told to the other files of the tree.
+    pub(super) backprop_functions: HashSet<String>,
+    /// What the functions of the other files of the tree return, when known (the
+    /// tree's second pass).
+    pub(super) tree: Option<&'a crate::tree::Returns>,
     /// Classes defined in this file whose bases name a module (`nn.Module`,
     /// `LightningModule`, `PreTrainedModel`): calling one builds a model.
     pub(super) module_classes: HashSet<String>,
@@ -70,6 +85,7 @@ impl<'a> Checker<'a> {
         module: &'a Module,
         source: &'a str,
         settings: &crate::Settings,
+        tree: Option<&'a crate::tree::Returns>,
     ) -> Result<(Vec<Finding>, crate::tree::Summary), ()> {
         let mut imports = HashMap::new();
         collect_imports(&module.body, &mut imports);
@@ -90,6 +106,11 @@ impl<'a> Checker<'a> {
             current: Scope::new("", &module.body),
             outer: Vec::new(),
             classes: Vec::new(),
+            class_names: Vec::new(),
+            summaries: HashMap::new(),
+            method_summaries: HashMap::new(),
+            backprop_functions: HashSet::new(),
+            tree,
             handled: HashSet::new(),
             module_classes: module_classes(&module.body),
             rules,
@@ -109,7 +130,7 @@ impl<'a> Checker<'a> {
         }
         // what the other files need to know: only a file that saves can say it (the
         // text test spares the facts' walk to most files)
-        let summary = if ch.file.get().is_some()
+        let mut summary = if ch.file.get().is_some()
             || source.contains("torch.save")
             || source.contains("offload_to_cpu")
         {
@@ -117,7 +138,33 @@ impl<'a> Checker<'a> {
         } else {
             crate::tree::Summary::default()
         };
+        summary.returns = ch.exported_returns();
         Ok((ch.violations, summary))
+    }
+
+    /// What the file's functions return, by name, for the other files of the tree.
+    fn exported_returns(&self) -> Vec<(String, crate::tree::Returned)> {
+        use crate::tree::Returned;
+        // only the functions that backpropagate: training steps, whose results are
+        // what other files sum or keep (every other function stays in its file)
+        let mut out: Vec<(String, Returned)> = self
+            .summaries
+            .iter()
+            .filter(|(key, _)| self.backprop_functions.contains(key.as_str()))
+            .filter_map(|(key, r)| {
+                let name = key.rsplit('.').next().unwrap_or(key);
+                crate::tree::resolvable(name).then(|| {
+                    let returned = match r.whole {
+                        super::Kind::Tensor { graph: true } => Returned::Graph,
+                        super::Kind::Container { all } => Returned::HoldsGraph { all },
+                        _ => Returned::Other,
+                    };
+                    (name.to_string(), returned)
+                })
+            })
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
     }
 
     /// Enters a node: `false` (and the walk stops descending) past [`MAX_WALK_DEPTH`].
@@ -251,7 +298,8 @@ mod tests {
             let deep = format!("x = a{}\n", ".b".repeat(super::MAX_WALK_DEPTH + 10));
             let lines = crate::parse::Lines::new(&deep);
             let module = crate::parse::parse_module(&deep, &lines).expect("parses");
-            let result = super::Checker::check(&module, &deep, &all_rules()).map(|v| v.0.len());
+            let result =
+                super::Checker::check(&module, &deep, &all_rules(), None).map(|v| v.0.len());
             // the tree is dropped on this big stack too
             drop(module);
             result
@@ -267,7 +315,7 @@ mod tests {
         let lines = crate::parse::Lines::new(shallow);
         let module = crate::parse::parse_module(shallow, &lines).expect("parses");
         assert_eq!(
-            super::Checker::check(&module, shallow, &all_rules()).map(|v| v.0.len()),
+            super::Checker::check(&module, shallow, &all_rules(), None).map(|v| v.0.len()),
             Ok(0)
         );
     }

@@ -1,6 +1,8 @@
 //! What a value holds ([`Kind`]) and how the checker infers it: tensors with or without
 //! an autograd graph, numbers, models, loss functions, optimizers.
 
+use std::borrow::Cow;
+
 use super::query::last_segment;
 use super::{Checker, is_model_class, text_of};
 use crate::parse::ast::{self, Expr};
@@ -27,12 +29,102 @@ pub enum Kind {
     Optimizer,
     /// A parameter of `forward` (maybe a tensor).
     Param,
+    /// A dict, list or tuple that holds tensors carrying an autograd graph (`{"loss":
+    /// loss, "logits": out}`, `[a, b]`, what a function of the file returns so); `all`
+    /// when every element does, so unpacking or indexing it gives such a tensor.
+    Container {
+        /// Every element carries a graph.
+        all: bool,
+    },
 }
 
 impl Kind {
     /// A tensor that keeps an autograd graph alive.
     pub fn has_graph(self) -> bool {
         matches!(self, Kind::Tensor { graph: true })
+    }
+
+    /// A tensor that keeps an autograd graph alive, or a container holding one.
+    pub fn holds_graph(self) -> bool {
+        matches!(self, Kind::Tensor { graph: true } | Kind::Container { .. })
+    }
+
+    /// What an element of this value is (unpacking, indexing): a graph-carrying tensor
+    /// for a container whose elements all carry one; a tensor's slice is a tensor.
+    pub fn element(self) -> Kind {
+        match self {
+            Kind::Container { all: true } => Kind::Tensor { graph: true },
+            k @ (Kind::Tensor { .. } | Kind::Host | Kind::Number) => k,
+            _ => Kind::Unknown,
+        }
+    }
+
+    /// The kind after gradients were off where it was computed: no graph, and a
+    /// container of graph-free tensors is nothing to track.
+    pub fn without_graph(self) -> Kind {
+        match self {
+            Kind::Tensor { graph: true } => Kind::Tensor { graph: false },
+            Kind::Container { .. } => Kind::Unknown,
+            k => k,
+        }
+    }
+
+    /// Either of two kinds a name may hold (two `return`s, two branches): a graph wins.
+    pub fn either(self, other: Kind) -> Kind {
+        if self == other {
+            return self;
+        }
+        match (self, other) {
+            (k @ Kind::Tensor { graph: true }, _) | (_, k @ Kind::Tensor { graph: true }) => k,
+            (Kind::Container { .. }, _) | (_, Kind::Container { .. }) => {
+                Kind::Container { all: false }
+            }
+            _ => Kind::Unknown,
+        }
+    }
+}
+
+/// What a function of the file returns, gathered from its `return`s as the walk leaves
+/// it (a function summary): the value as a whole, and each element of a tuple that
+/// every `return` builds with the same length (`return loss, logging_output`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Returns {
+    /// The returned value.
+    pub whole: Kind,
+    /// The elements of a returned tuple literal, when every `return` has one of this
+    /// length.
+    pub elements: Option<Vec<Kind>>,
+}
+
+impl Returns {
+    /// Both of two `return`s: a graph on either path wins.
+    pub fn either(self, other: Returns) -> Returns {
+        let elements = match (self.elements, other.elements) {
+            (Some(a), Some(b)) if a.len() == b.len() => {
+                Some(a.into_iter().zip(b).map(|(x, y)| x.either(y)).collect())
+            }
+            _ => None,
+        };
+        Returns {
+            whole: self.whole.either(other.whole),
+            elements,
+        }
+    }
+}
+
+/// The kind of a dict, list or tuple literal from its elements' kinds: a container
+/// when one holds a graph.
+pub(super) fn container_of(kinds: impl Iterator<Item = Kind>) -> Kind {
+    let (mut any, mut all) = (false, true);
+    for k in kinds {
+        let g = k.holds_graph();
+        any |= g;
+        all &= k.has_graph() || k == Kind::Container { all: true };
+    }
+    if any {
+        Kind::Container { all }
+    } else {
+        Kind::Unknown
     }
 }
 
@@ -70,10 +162,15 @@ impl<'a> Checker<'a> {
                     },
                 }
             }
-            Expr::Subscript(s) => match self.kind(&s.value) {
-                k @ (Kind::Tensor { .. } | Kind::Host | Kind::Number) => k,
-                _ => Kind::Unknown,
-            },
+            Expr::Subscript(s) => self.kind(&s.value).element(),
+            Expr::Dict(d) => container_of(
+                d.items
+                    .iter()
+                    .filter(|i| i.key.is_some())
+                    .map(|i| self.kind(&i.value)),
+            ),
+            Expr::List(l) => container_of(l.elts.iter().map(|e| self.kind(e))),
+            Expr::Tuple(t) => container_of(t.elts.iter().map(|e| self.kind(e))),
             Expr::UnaryOp(u) => self.kind(&u.operand),
             Expr::BinOp(b) => {
                 no_graph_unless(grad, combine(self.kind(&b.left), self.kind(&b.right)))
@@ -100,8 +197,25 @@ impl<'a> Checker<'a> {
         {
             return k;
         }
+        // the receiver's kind, computed once (a chain `x.f().g()…` asks each link once)
+        let recv = match func {
+            Expr::Attribute(a) => self.kind(&a.value),
+            _ => Kind::Unknown,
+        };
+        // a function of the file whose `return`s say what it gives
+        if let Some(r) = self.summary_with_receiver(func, recv)
+            && matches!(
+                r.whole,
+                Kind::Tensor { .. } | Kind::Container { .. } | Kind::Host | Kind::Number
+            )
+        {
+            return if grad {
+                r.whole
+            } else {
+                r.whole.without_graph()
+            };
+        }
         if let Expr::Attribute(a) = func {
-            let recv = self.kind(&a.value);
             let m = a.attr.as_str();
             match recv {
                 Kind::Tensor { .. } | Kind::Param => {
@@ -158,6 +272,96 @@ impl<'a> Checker<'a> {
             return Kind::Model;
         }
         Kind::Unknown
+    }
+
+    /// The summary of the function that `func` calls: a module-level function of this
+    /// file by its name (not shadowed by a local or an import), a method of the
+    /// enclosing class called on `self`; else, once the other files of the tree are
+    /// known ([`crate::tree::Returns`]), an imported function or a method of another
+    /// object by its name, when every function of the tree with that name agrees.
+    pub fn summary_of(&self, func: &Expr) -> Option<Cow<'_, Returns>> {
+        let recv = match func {
+            Expr::Attribute(a) => self.kind(&a.value),
+            _ => Kind::Unknown,
+        };
+        self.summary_with_receiver(func, recv)
+    }
+
+    /// [`Self::summary_of`] with the receiver's kind already known (`recv`, for
+    /// `obj.method`): a tensor's, a model's or an optimizer's own method is never a
+    /// function of the tree.
+    fn summary_with_receiver(&self, func: &Expr, recv: Kind) -> Option<Cow<'_, Returns>> {
+        match func {
+            Expr::Name(n) => {
+                let name = n.id.as_str();
+                if self.scope().env.contains_key(name) {
+                    return None;
+                }
+                if self.imports.contains_key(name) {
+                    return self.tree_summary(name).map(Cow::Owned);
+                }
+                self.summaries.get(name).map(Cow::Borrowed)
+            }
+            Expr::Attribute(a) => {
+                let m = a.attr.as_str();
+                if let Expr::Name(recv) = &*a.value
+                    && Some(recv.id.as_str()) == self.scope().self_name.as_deref()
+                    && let Some(class) = self.class_names.last()
+                    && let Some(r) = self.method_summaries.get(class).and_then(|ms| ms.get(m))
+                {
+                    return Some(Cow::Borrowed(r));
+                }
+                // never a tensor's, a model's or an optimizer's own method
+                if recv != Kind::Unknown {
+                    return None;
+                }
+                if let Some(q) = self.qualified(&a.value)
+                    && q.split('.').next() == Some("torch")
+                {
+                    return None;
+                }
+                self.tree_summary(m).map(Cow::Owned)
+            }
+            _ => None,
+        }
+    }
+
+    /// What the tree's functions named `name` return ([`crate::tree::Returns`]).
+    fn tree_summary(&self, name: &str) -> Option<Returns> {
+        use crate::tree::Returned;
+        if !crate::tree::resolvable(name) {
+            return None;
+        }
+        let whole = match self.tree?.get(name)? {
+            Returned::Graph => Kind::Tensor { graph: true },
+            Returned::HoldsGraph { all } => Kind::Container { all },
+            Returned::Other => return None,
+        };
+        Some(Returns {
+            whole,
+            elements: None,
+        })
+    }
+
+    /// The kinds of the elements of `value` when it is unpacked: a tuple or list
+    /// literal's, or those of the tuple a function of the file returns.
+    pub(super) fn element_kinds(&self, value: &Expr) -> Option<Vec<Kind>> {
+        match value {
+            Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. })
+                if !elts.iter().any(Expr::is_starred_expr) =>
+            {
+                Some(elts.iter().map(|e| self.kind(e)).collect())
+            }
+            Expr::Call(c) => {
+                let elements = self.summary_of(&c.func)?.into_owned().elements?;
+                Some(if self.grad_enabled() {
+                    elements
+                } else {
+                    elements.into_iter().map(Kind::without_graph).collect()
+                })
+            }
+            _ => None,
+        }
     }
 
     fn torch_call_kind(&self, q: &str, c: &ast::ExprCall, grad: bool) -> Option<Kind> {

@@ -3,7 +3,7 @@
 
 use foldhash::{HashMap, HashSet};
 
-use super::query::chain_texts;
+use super::query::{chain_texts, roots};
 use super::{Checker, Facts, text_of};
 use crate::parse::ast::Expr;
 
@@ -74,10 +74,62 @@ impl<'a> Checker<'a> {
     /// graphs' buffers are freed), so returning it is no excuse — it is the
     /// PyTorch FAQ's `total_loss += loss` leak ("My model reports cuda runtime
     /// error(2): out of memory", <https://pytorch.org/docs/stable/notes/faq.html>).
+    /// A dict, list or tuple counts by its elements (`{"loss": loss, "logits": out}`,
+    /// or a name bound to such a literal in this function): keeping it after `loss`
+    /// was backpropagated is the same leak (verl's per-micro-batch `model_output`).
     pub fn kept_after_backward(&self, container: &str, value: &Expr) -> bool {
-        let v = text_of(value);
         let b = &self.scope().backpropagated;
-        !v.is_empty() && b.contains(&v) && !b.contains(container)
+        if b.contains(container) {
+            return false;
+        }
+        let v = text_of(value);
+        if !v.is_empty() && b.contains(&v) {
+            return true;
+        }
+        if let Expr::Name(n) = value {
+            let name = n.id.as_str();
+            let memo = &self.scope().members_memo;
+            if let Some(known) = memo.try_borrow().ok().and_then(|m| m.get(name).copied()) {
+                return known;
+            }
+            let found = self.shares_backpropagated(value);
+            if let Ok(mut m) = memo.try_borrow_mut() {
+                m.insert(name.to_string(), found);
+            }
+            return found;
+        }
+        self.shares_backpropagated(value)
+    }
+
+    /// Whether `value` (a literal, or a name bound to one or unpacked beside a
+    /// backpropagated name in this function) holds a backpropagated value.
+    fn shares_backpropagated(&self, value: &Expr) -> bool {
+        let b = &self.scope().backpropagated;
+        let mut members = HashSet::default();
+        let mut literal = |e: &Expr| match e {
+            Expr::Dict(d) => d.items.iter().for_each(|i| roots(&i.value, &mut members)),
+            Expr::List(l) => l.elts.iter().for_each(|x| roots(x, &mut members)),
+            Expr::Tuple(t) => t.elts.iter().for_each(|x| roots(x, &mut members)),
+            _ => {}
+        };
+        match value {
+            Expr::Name(n) => {
+                for (targets, bound, _) in self.scope().facts.assigns() {
+                    if !targets.iter().any(|t| t == n.id.as_str()) {
+                        continue;
+                    }
+                    if targets.len() == 1 {
+                        literal(bound);
+                    } else if targets.iter().any(|t| b.contains(t)) {
+                        // `loss, logging_output = criterion(...)` … `loss.backward()`: one
+                        // call's results share its graph (fairseq#2255's logging dict)
+                        return true;
+                    }
+                }
+            }
+            e => literal(e),
+        }
+        members.iter().any(|m| b.contains(m))
     }
 
     /// Whether the accumulator `name` is consumed as a loss in this function

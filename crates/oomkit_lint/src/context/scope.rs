@@ -59,6 +59,16 @@ pub struct Scope<'a> {
     pub(super) loss_memo: RefCell<HashMap<String, bool>>,
     /// Built on the first [`Checker::consumed_as_loss`](super::Checker::consumed_as_loss) question.
     pub(super) loss_index: RefCell<Option<LossIndex>>,
+    /// Names found to hold (or share a call with) a backpropagated value, per name:
+    /// [`Checker::kept_after_backward`](super::Checker::kept_after_backward) asks once.
+    pub(super) members_memo: RefCell<HashMap<String, bool>>,
+    /// The key of this function's summary (`train_step`, `Trainer.train_step`): a
+    /// module-level function or a method of a module-level class.
+    pub(super) summary_key: Option<String>,
+    /// What its `return`s so far give.
+    pub(super) returns: Option<super::kind::Returns>,
+    /// Whether the body yields (a generator: its calls return a generator).
+    pub(super) yields: bool,
 }
 
 /// A loop currently being visited.
@@ -105,6 +115,11 @@ pub(super) fn is_data_loop(iter: Option<&Expr>, target: Option<&Expr>, source: &
     let (Some(iter), Some(target)) = (iter, target) else {
         return true; // `while`
     };
+    // a loop over values written in the code (`for batch_size in [7, None]`) is a loop
+    // over settings, not over data
+    if matches!(iter, Expr::List(_) | Expr::Tuple(_) | Expr::Set(_)) {
+        return false;
+    }
     let text = |e: &Expr| {
         source
             .get(e.range().start().to_usize()..e.range().end().to_usize())
@@ -139,6 +154,10 @@ impl<'a> Scope<'a> {
             loops: Vec::new(),
             loss_memo: RefCell::new(HashMap::new()),
             loss_index: RefCell::new(None),
+            members_memo: RefCell::new(HashMap::new()),
+            summary_key: None,
+            returns: None,
+            yields: false,
         }
         .with_trains()
     }
@@ -156,6 +175,23 @@ impl<'a> Scope<'a> {
             ) {
                 trains = true;
             }
+        }
+        // `loss = losses` … `loss.backward()`: `losses` is the same tensor
+        for _ in 0..4 {
+            let mut more = Vec::new();
+            for (targets, value, aug) in self.facts.assigns() {
+                if let Expr::Name(v) = value
+                    && !aug
+                    && !backpropagated.contains(v.id.as_str())
+                    && targets.iter().any(|t| backpropagated.contains(t))
+                {
+                    more.push(v.id.to_string());
+                }
+            }
+            if more.is_empty() {
+                break;
+            }
+            backpropagated.extend(more);
         }
         self.trains = trains;
         self.backpropagated = backpropagated;

@@ -6,7 +6,7 @@ use foldhash::{HashSet, HashSetExt};
 use std::rc::Rc;
 
 use super::bindings::submodules;
-use super::kind::combine;
+use super::kind::{Returns, combine};
 use super::query::root_name;
 use super::scope::is_data_loop;
 use super::{
@@ -45,9 +45,11 @@ impl<'a> Checker<'a> {
                 }
                 let has_bases = c.arguments.as_ref().is_some_and(|a| !a.args.is_empty());
                 self.classes.push((has_bases, submodules(&c.body)));
+                self.class_names.push(c.name.to_string());
                 // a class body is its own namespace; its methods get their own scopes
                 self.visit_body(&c.body);
                 self.classes.pop();
+                self.class_names.pop();
             }
             Stmt::For(s) => {
                 self.visit_expr(&s.iter);
@@ -123,6 +125,11 @@ impl<'a> Checker<'a> {
                     }
                 }
                 let prepared = self.prepared_kinds(&a.value);
+                let elements = if a.targets.iter().any(|t| matches!(t, Expr::Tuple(_))) {
+                    self.element_kinds(&a.value)
+                } else {
+                    None
+                };
                 for t in &a.targets {
                     if !matches!(t, Expr::Name(_) | Expr::Tuple(_) | Expr::List(_)) {
                         self.visit_expr(t);
@@ -135,6 +142,14 @@ impl<'a> Checker<'a> {
                         }
                         (Some(kinds), Expr::Name(_)) if kinds.len() == 1 => {
                             self.bind(t, kinds.first().copied().unwrap_or(Kind::Unknown));
+                        }
+                        // `loss, logs = x, y`, or the tuple a function of the file returns
+                        (_, Expr::Tuple(tt))
+                            if elements.as_ref().is_some_and(|e| e.len() == tt.elts.len()) =>
+                        {
+                            for (e, k) in tt.elts.iter().zip(elements.iter().flatten()) {
+                                self.bind(e, *k);
+                            }
                         }
                         // `loss, metrics = loss_fn(...)`: the loss carries the graph; the
                         // other results of a loss function are usually detached metrics
@@ -194,13 +209,47 @@ impl<'a> Checker<'a> {
                     s.no_grad = s.no_grad.saturating_add(1);
                 }
             }
+            Stmt::Return(r) => {
+                visitor::walk_stmt(self, stmt);
+                if self.scope().summary_key.is_some() {
+                    let returned = r.value.as_deref().map_or(
+                        Returns {
+                            whole: Kind::Unknown,
+                            elements: None,
+                        },
+                        |v| self.returns_of(v),
+                    );
+                    let s = self.scope_mut();
+                    s.returns = Some(match s.returns.take() {
+                        Some(before) => before.either(returned),
+                        None => returned,
+                    });
+                }
+            }
             _ => visitor::walk_stmt(self, stmt),
+        }
+    }
+
+    /// What `return value` gives, element by element for a tuple literal.
+    fn returns_of(&self, value: &Expr) -> Returns {
+        let elements = match value {
+            Expr::Tuple(t) if !t.elts.iter().any(Expr::is_starred_expr) => {
+                Some(t.elts.iter().map(|e| self.kind(e)).collect())
+            }
+            _ => None,
+        };
+        Returns {
+            whole: self.kind(value),
+            elements,
         }
     }
 
     fn visit_expr_inner(&mut self, expr: &'a Expr) {
         if let Expr::Call(c) = expr {
             rules::on_call(self, c);
+        }
+        if matches!(expr, Expr::Yield(_) | Expr::YieldFrom(_)) {
+            self.scope_mut().yields = true;
         }
         if let Expr::Attribute(_) = expr
             && !self.handled.contains(&expr.range())
@@ -263,15 +312,52 @@ impl<'a> Checker<'a> {
         }
         if in_class == Some(true) && f.name.as_str() == "forward" {
             scope.is_forward = true;
+            let retained = retained_names(&scope.facts);
             for p in f.parameters.iter_non_variadic_params().skip(1) {
-                scope.env.insert(p.parameter.name.to_string(), Kind::Param);
+                let name = p.parameter.name.to_string();
+                // `x.retain_grad()` (or on the attribute `x` is stored in) only works on
+                // a tensor inside a graph: that input carries one
+                let kind = if retained.contains(&name) {
+                    Kind::Tensor { graph: true }
+                } else {
+                    Kind::Param
+                };
+                scope.env.insert(name, kind);
             }
+        }
+        // a summary for module-level functions and the methods of module-level classes
+        if self.outer.is_empty() {
+            scope.summary_key = Some(match self.class_names.as_slice() {
+                [] => f.name.to_string(),
+                [class] => format!("{class}.{}", f.name.as_str()),
+                _ => String::new(),
+            })
+            .filter(|k| !k.is_empty());
         }
         let outer = std::mem::replace(&mut self.current, scope);
         self.outer.push(outer);
         self.visit_body(&f.body);
+        let key = self.scope_mut().summary_key.take();
+        let returns = self.scope_mut().returns.take();
+        let backprops = !self.scope().backpropagated.is_empty();
+        let generator = self.scope().yields;
         if let Some(outer) = self.outer.pop() {
             self.current = outer;
+        }
+        // a generator's calls return a generator, not what it yields
+        if let (Some(key), Some(returns)) = (key, returns)
+            && !generator
+        {
+            if backprops {
+                self.backprop_functions.insert(key.clone());
+            }
+            if let Some(class) = self.class_names.last() {
+                self.method_summaries
+                    .entry(class.clone())
+                    .or_default()
+                    .insert(f.name.to_string(), returns.clone());
+            }
+            self.summaries.insert(key, returns);
         }
     }
 }
@@ -342,6 +428,32 @@ impl<'a> Checker<'a> {
             self.scope_mut().roots.pop();
         }
     }
+}
+
+/// The names `.retain_grad()` is called on in a body, directly or through the attribute
+/// or name they were assigned to (`self.input = x` … `self.input.retain_grad()`).
+fn retained_names(facts: &Facts<'_>) -> HashSet<String> {
+    let mut out = HashSet::new();
+    for site in facts.calls() {
+        if let Expr::Attribute(a) = &*site.call.func
+            && a.attr.as_str() == "retain_grad"
+        {
+            let receiver = text_of(&a.value);
+            if receiver.is_empty() {
+                continue;
+            }
+            for (targets, value, aug) in facts.assigns() {
+                if !aug
+                    && let Expr::Name(n) = value
+                    && targets.contains(&receiver)
+                {
+                    out.insert(n.id.to_string());
+                }
+            }
+            out.insert(receiver);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

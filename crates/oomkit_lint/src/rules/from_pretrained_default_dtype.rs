@@ -22,7 +22,8 @@ rule_doc! {
     ///   frozen (`m.requires_grad_(False)`, `for p in m.parameters(): p.requires_grad =
     ///   False`, `...from_pretrained(...).eval()`), or is loaded under `no_grad`;
     /// - or the file trains nothing (no `backward`, optimizer or `*Trainer`): inference
-    ///   or generation.
+    ///   or generation — not a load that a model class wraps as its submodule
+    ///   (`self.transformer = …` in `__init__`), trained wherever the class is used.
     ///
     /// Full fine-tuning keeps float32 master weights on purpose (AMP, FSDP and DeepSpeed
     /// mixed precision), so a trained model is never flagged. Never reported when the
@@ -144,7 +145,17 @@ fn frozen_evidence(ch: &Checker<'_>, call: &ast::ExprCall) -> Option<&'static st
     if file.peft && !file.sharded {
         return Some("they are the frozen base of a PEFT/LoRA model");
     }
-    if !file.trains {
+    // a model class that wraps the load as a submodule (`self.transformer = …` in
+    // `__init__`) is trained wherever it is used, not in the file that defines it
+    // (pytorch-ignite's `examples/transformers/model.py`)
+    let submodule = ch.scope().name == "__init__"
+        && file
+            .bound_to
+            .get(&call.range())
+            .into_iter()
+            .flatten()
+            .any(|t| t.starts_with("self."));
+    if !file.trains && !submodule {
         return Some("nothing in this file trains them");
     }
     None

@@ -17,7 +17,9 @@ rule_doc! {
     /// `gen`, `G`, `g_model`), not detached; and the first optimizer step after the
     /// call, in source order, is the discriminator's (`optimizerD.step()`,
     /// `opt_d.step()`, `d_optimizer.step()`…). The generator's own step passes the same
-    /// output on purpose and steps the generator's optimizer: not flagged.
+    /// output on purpose and steps the generator's optimizer: not flagged; nor a fake
+    /// made again under `no_grad` before the discriminator's call (the fix of
+    /// kan-bayashi/ParallelWaveGAN#132).
     ///
     /// ## Why it costs memory
     /// Without `.detach()`, the discriminator's loss reaches back through the generator:
@@ -130,6 +132,20 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         targets.iter().any(|t| t == arg.id.as_str()) && ch.snippet(value.range()).contains("detach")
     });
     if !from_generator || detached {
+        return;
+    }
+    // its latest binding was made with gradients off (`with torch.no_grad(): fake =
+    // netG(z)`, ParallelWaveGAN's fix in kan-bayashi/ParallelWaveGAN#132), or holds no graph
+    if ch.scope().bound_without_grad.contains(arg.id.as_str())
+        || matches!(
+            call.arguments.args.first().map(|a| ch.kind(a)),
+            Some(
+                crate::context::Kind::Host
+                    | crate::context::Kind::Number
+                    | crate::context::Kind::Tensor { graph: false }
+            )
+        )
+    {
         return;
     }
     // the discriminator's step: the first optimizer step after the call is D's

@@ -27,6 +27,10 @@ rule_doc! {
     ///   `enable_grad`), after `model.eval()` or in a function named like an inference
     ///   routine.
     ///
+    /// The call may also be a method of the same class that runs the model put in eval
+    /// mode (`self.module_.eval()`, then `self.infer(x)` whose body calls
+    /// `self.module_(x)`) and never turns gradients off itself: skorch's
+    /// `validation_step` before skorch-dev/skorch#219.
     ///
     /// Not flagged where gradients are off around the function after all: a decorator
     /// defined in the same file whose body turns them off (a wrapper with
@@ -103,6 +107,54 @@ fn inference_named(name: &str) -> bool {
             .any(|w| INFERENCE_WORDS.contains(&w))
 }
 
+/// Whether `func` is `self.method` of the enclosing class whose body calls one of the
+/// models in eval mode (`self.module_(x)`, `self.module_.forward(x)`) and never turns
+/// gradients off itself.
+fn runs_eval_model(ch: &Checker<'_>, func: &Expr, eval_models: &[String]) -> Option<String> {
+    let me = ch.scope().self_name.as_deref()?;
+    let Expr::Attribute(a) = func else {
+        return None;
+    };
+    if !matches!(&*a.value, Expr::Name(n) if n.id.as_str() == me) || eval_models.is_empty() {
+        return None;
+    }
+    let at = func.range();
+    let method = ch.module().body.iter().find_map(|s| match s {
+        ast::Stmt::ClassDef(c) if c.range().contains_range(at) => {
+            c.body.iter().find_map(|m| match m {
+                ast::Stmt::FunctionDef(f) if f.name.as_str() == a.attr.as_str() => Some(f),
+                _ => None,
+            })
+        }
+        _ => None,
+    })?;
+    let param = method
+        .parameters
+        .posonlyargs
+        .iter()
+        .chain(method.parameters.args.iter())
+        .next()?;
+    let own = param.parameter.name.as_str();
+    let text = ch.text(method.range());
+    if text.contains("no_grad") || text.contains("inference_mode") || text.contains("set_grad_enabled")
+    {
+        return None;
+    }
+    let facts = crate::context::BodyFacts::of(&method.body);
+    facts.all_calls().find_map(|c| {
+        let callee = match &*c.func {
+            Expr::Attribute(f) if f.attr.as_str() == "forward" => text_of(&f.value),
+            f => text_of(f),
+        };
+        // the same attribute through the method's own `self`
+        let rest = callee.strip_prefix(own)?;
+        eval_models
+            .iter()
+            .find(|m| m.strip_prefix(me) == Some(rest))
+            .cloned()
+    })
+}
+
 /// Runs on every call.
 pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if !ch.enabled(Rule::InferenceWithoutNoGrad) {
@@ -138,7 +190,15 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     if callee.is_empty() {
         return;
     }
-    let after_eval = scope.eval_models.contains(&callee);
+    // `self.infer(x)` whose body runs the model put in eval mode here (`self.module_`):
+    // the helper's forward records the graph (skorch's `validation_step` before
+    // skorch-dev/skorch#219)
+    let through_helper = if scope.eval_models.contains(&callee) {
+        None
+    } else {
+        runs_eval_model(ch, &call.func, &scope.eval_models)
+    };
+    let after_eval = scope.eval_models.contains(&callee) || through_helper.is_some();
     // methods and private helpers are called by frameworks that may disable grad
     let named = scope.self_name.is_none()
         && !scope.name.starts_with('_')
@@ -178,7 +238,9 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
             return;
         }
     }
-    let why = if after_eval {
+    let why = if let Some(model) = &through_helper {
+        format!("(it runs `{model}`) after `{model}.eval()`")
+    } else if after_eval {
         format!("after `{callee}.eval()`")
     } else {
         format!("in `{}`", scope.name)

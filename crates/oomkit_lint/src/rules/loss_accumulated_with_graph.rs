@@ -26,7 +26,13 @@ rule_doc! {
     /// `self.training_step(...)` (a method of a class of the file, called on `self`) or
     /// `train_step(...)` (a module-level function) — called with gradients on, whose body
     /// backpropagates the very name it returns (`loss.backward()` … `return loss`), as
-    /// transformers' `Trainer` did before huggingface/transformers#6999.
+    /// transformers' `Trainer` did before huggingface/transformers#6999 — or any function
+    /// whose summary returns a graph in this file, or, by its name, a training step of
+    /// another module of the linted tree that backpropagates and returns a graph
+    /// (`trainer.train_step(...)`, bubbliiiing/faster-rcnn-pytorch#35).
+    /// A total started by its first value (`total = loss if total is None else total +
+    /// loss`, RUCAIBox/RecBole#307) accumulates the same way, and a name assigned to the
+    /// backpropagated one (`loss = losses`) is backpropagated too.
     ///
     /// ## Why it costs memory
     /// Adding a graph-carrying tensor to a running total chains every step's graph onto the
@@ -156,11 +162,21 @@ pub(crate) fn check_assign(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
     let [target @ Expr::Name(_)] = &*a.targets else {
         return;
     };
-    let Expr::BinOp(b) = &*a.value else { return };
+    let name = text_of(target);
+    // `total = x if total is None else total + x`: the first step starts the sum
+    // (RecBole's `Trainer._train_epoch` before RUCAIBox/RecBole#307)
+    let sum = match &*a.value {
+        Expr::BinOp(b) => Some(b),
+        Expr::If(i) => [&*i.orelse, &*i.body].into_iter().find_map(|e| match e {
+            Expr::BinOp(b) if text_of(&b.left) == name || text_of(&b.right) == name => Some(b),
+            _ => None,
+        }),
+        _ => None,
+    };
+    let Some(b) = sum else { return };
     if !matches!(b.op, ast::Operator::Add) {
         return;
     }
-    let name = text_of(target);
     let other = if text_of(&b.left) == name {
         &b.right
     } else if text_of(&b.right) == name {

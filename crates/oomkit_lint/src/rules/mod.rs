@@ -193,11 +193,11 @@ rules! {
     },
     DdpWithoutSetDevice => ddp_without_set_device {
         code: "OOM207", name: "ddp-without-set-device", remedy: None,
-        category: Memory, preview: true, fixable: false, tensorflow: false,
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
     GraphKeptByMeter => pub(crate) graph_kept_by_meter {
         code: "OOM113", name: "graph-kept-by-meter", remedy: Some(RemedyId::ReleaseReferences),
-        category: Memory, preview: true, fixable: false, tensorflow: false,
+        category: Memory, preview: false, fixable: false, tensorflow: false,
     },
     OutputsKeptOnGpu => outputs_kept_on_gpu {
         code: "OOM114", name: "outputs-kept-on-gpu", remedy: Some(RemedyId::ReleaseReferences),
@@ -205,11 +205,15 @@ rules! {
     },
     ObjectRecreatedInLoop => object_recreated_in_loop {
         code: "OOM115", name: "object-recreated-in-loop", remedy: None,
-        category: Memory, preview: true, fixable: false, tensorflow: true,
+        category: Memory, preview: false, fixable: false, tensorflow: true,
     },
     GeneratorOutputNotDetached => generator_output_not_detached {
         code: "OOM116", name: "generator-output-not-detached", remedy: Some(RemedyId::ReleaseReferences),
-        category: Memory, preview: true, fixable: false, tensorflow: false,
+        category: Memory, preview: false, fixable: false, tensorflow: false,
+    },
+    GradientTapeUnused => gradient_tape_unused {
+        code: "OOM117", name: "gradient-tape-unused", remedy: None,
+        category: Memory, preview: true, fixable: false, tensorflow: true,
     },
 }
 
@@ -240,7 +244,7 @@ const RULES_IN_ENUM_ORDER: () = {
         assert!(rule as usize == i, "RULES is out of enum order");
         i += 1;
     }
-    assert!(RULES.len() == Rule::GeneratorOutputNotDetached as usize + 1);
+    assert!(RULES.len() == Rule::GradientTapeUnused as usize + 1);
 };
 const _: () = RULES_IN_ENUM_ORDER;
 
@@ -369,6 +373,7 @@ pub(crate) fn on_stmt<'a>(ch: &mut Checker<'a>, stmt: &'a Stmt) {
             hook_stores_activation::check(ch, f);
             object_recreated_in_loop::check_function(ch, f);
         }
+        Stmt::With(w) => gradient_tape_unused::check(ch, w),
         _ => {}
     }
 }

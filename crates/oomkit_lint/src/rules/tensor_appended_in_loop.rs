@@ -23,7 +23,13 @@ rule_doc! {
     /// function which trains nothing only returns (`all_logits.append(out.logits)` …
     /// `return all_logits`): every graph then leaves the function with the list. The
     /// fix offered fits the value: `.item()` for a loss, `.detach().cpu()` for a batch
-    /// of outputs (`.item()` raises on more than one element). Lightning's
+    /// of outputs (`.item()` raises on more than one element), each tensor of a dict. A
+    /// dict, list or tuple that holds such a tensor counts as one (`store.append({"loss":
+    /// loss, "log_probs": lp})`, verl-project/verl#7874), and so does the second result
+    /// of a call whose first result is backpropagated (`loss, logging_output =
+    /// criterion(...)`, when the criterion's summary shows a graph in its logging dict:
+    /// facebookresearch/fairseq#2255): kept after that backward, it cannot be meant for
+    /// a later one. Lightning's
     /// `training_step` runs once per batch, so `self.outputs.append(logits)` there (a list
     /// on the module, emptied at the epoch's end) and a returned dict's tensors other
     /// than `"loss"` in a class with `training_epoch_end` (Lightning keeps every step's
@@ -66,6 +72,9 @@ pub(crate) struct TensorAppendedInLoop {
     /// The value is a scalar (a loss), so `.item()` works; otherwise (logits,
     /// outputs) only `.detach()`/`.cpu()` do.
     pub scalar: bool,
+    /// The value is a dict, list or tuple holding such tensors: each one needs
+    /// detaching.
+    pub holds: bool,
     /// Kept by a Lightning step method for the epoch (`self.outputs.append(preds)` in
     /// `training_step`, or returned to `*_epoch_end`), not by a loop of this file.
     pub per_epoch: bool,
@@ -81,17 +90,27 @@ impl Violation for TensorAppendedInLoop {
                 "`{c}` keeps `{v}` and its autograd graph alive from every step until the epoch ends"
             );
         }
+        let kept = if self.holds {
+            format!("the tensors in `{v}` and their autograd graph")
+        } else {
+            format!("`{v}` and its autograd graph")
+        };
         if self.returned {
             format!(
-                "`{c}` keeps `{v}` and its autograd graph alive for every iteration of the loop, and the function returns it: every graph outlives the loop"
+                "`{c}` keeps {kept} alive for every iteration of the loop, and the function returns it: every graph outlives the loop"
             )
         } else {
-            format!("`{c}` keeps `{v}` and its autograd graph alive for every iteration of the loop")
+            format!("`{c}` keeps {kept} alive for every iteration of the loop")
         }
     }
 
     fn fix_title(&self) -> String {
         let r = &self.receiver;
+        if self.holds {
+            return format!(
+                "Store detached tensors in `{r}` (`.item()` for a loss, `.detach().cpu()` for outputs) instead"
+            );
+        }
         if self.scalar {
             format!("Store `{r}.item()` (or `{r}.detach()`) instead")
         } else {
@@ -138,6 +157,7 @@ fn report(
     let v = ch.snippet(value.range()).to_string();
     let r = ch.receiver_snippet(value);
     let scalar = is_scalar(ch, value);
+    let holds = matches!(ch.kind(value), crate::context::Kind::Container { .. });
     ch.report(
         stmt_range,
         TensorAppendedInLoop {
@@ -146,6 +166,7 @@ fn report(
             receiver: r,
             returned,
             scalar,
+            holds,
             per_epoch: false,
         },
     );
@@ -183,6 +204,7 @@ fn check_step_method_append(ch: &mut Checker<'_>, call: &ast::ExprCall, containe
             receiver: r,
             returned: false,
             scalar,
+            holds: false,
             per_epoch: true,
         },
     );
@@ -230,6 +252,7 @@ pub(crate) fn check_step_return(ch: &mut Checker<'_>, ret: &ast::StmtReturn) {
                 receiver: r,
                 returned: false,
                 scalar,
+                holds: false,
                 per_epoch: true,
             },
         );
@@ -257,7 +280,7 @@ pub(crate) fn check_call(ch: &mut Checker<'_>, call: &ast::ExprCall) {
         check_step_method_append(ch, call, &a.value, value);
         return;
     }
-    if ch.kind(value).has_graph()
+    if ch.kind(value).holds_graph()
         && let Some(returned) = in_loop_and_kept(ch, &a.value, value)
     {
         report(ch, call.range(), &a.value, value, returned);
@@ -271,7 +294,7 @@ pub(crate) fn check_aug_assign(ch: &mut Checker<'_>, a: &ast::StmtAugAssign) {
     }
     let Expr::List(l) = &*a.value else { return };
     if let [v] = &*l.elts
-        && ch.kind(v).has_graph()
+        && ch.kind(v).holds_graph()
         && let Some(returned) = in_loop_and_kept(ch, &a.target, v)
     {
         report(ch, a.range(), &a.target, v, returned);
@@ -294,7 +317,7 @@ pub(crate) fn check_subscript_store(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
     let container = text_of(&s.value);
     if key_is_step
         && !crate::context::mentions(&a.value, &container)
-        && ch.kind(&a.value).has_graph()
+        && ch.kind(&a.value).holds_graph()
         && let Some(returned) = in_loop_and_kept(ch, &s.value, &a.value)
     {
         report(ch, a.range(), &s.value, &a.value, returned);

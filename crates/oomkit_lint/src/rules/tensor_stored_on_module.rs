@@ -14,7 +14,10 @@ rule_doc! {
     /// ## Evidence it needs
     /// In `forward` of a class with base classes, the stored value carries a graph (from a
     /// submodule, a torch op or a tensor method on the inputs, outside `no_grad`, without
-    /// `.detach()`); attributes named like caches or states are excepted.
+    /// `.detach()`); attributes named like caches or states are excepted. An input on
+    /// which `.retain_grad()` is called (directly or through the attribute it is stored
+    /// in) carries a graph — `retain_grad` only works inside one (growingnet/gromo#135) —
+    /// and the attribute it is retained in is kept for its gradient, on purpose.
     ///
     /// ## Why it costs memory
     /// The module outlives the step: the stored tensor keeps its activations and its whole
@@ -83,6 +86,15 @@ pub(crate) fn check(ch: &mut Checker<'_>, a: &ast::StmtAssign) {
         return;
     }
     if !ch.kind(&a.value).has_graph() {
+        return;
+    }
+    // `self.input = x` … `self.input.retain_grad()`: kept for its gradient, on purpose
+    let stored = format!("{self_name}.{}", target.attr.as_str());
+    let retained = ch.scope().facts.calls().any(|site| {
+        matches!(&*site.call.func, Expr::Attribute(r)
+            if r.attr.as_str() == "retain_grad" && crate::context::text_of(&r.value) == stored)
+    });
+    if retained {
         return;
     }
     let t = ch.snippet(target.range()).to_string();

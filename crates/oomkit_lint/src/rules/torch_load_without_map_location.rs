@@ -14,7 +14,8 @@ rule_doc! {
     /// One of:
     /// - the file runs one process per GPU (`torch.distributed`, `init_process_group`,
     ///   DDP/FSDP, `Accelerator`, DeepSpeed, `local_rank`) and the load is not inside an
-    ///   `if` on the rank (`if rank == 0:`, `if accelerator.is_main_process:`): every rank
+    ///   `if` on the rank (`if rank == 0:`, `if accelerator.is_main_process:`) nor in a
+    ///   pytest `test_*` function (pytest runs it in one process): every rank
     ///   loads a full copy onto the GPU the checkpoint was saved from, usually GPU 0;
     /// - the result is bound to a name (`ckpt = torch.load(path)`) in a function (or
     ///   script) that trains, and the name is never released (`del ckpt`, `ckpt = None`):
@@ -151,7 +152,11 @@ pub(crate) fn check(ch: &mut Checker<'_>, call: &ast::ExprCall) {
     {
         return;
     }
+    // a pytest test function runs in pytest's own single process (distributed tests
+    // spawn workers that run other functions): not on every rank
+    let pytest_test = ch.scope().name.starts_with("test_");
     let why = if file.distributed
+        && !pytest_test
         && !file.rank_guarded(call.range())
         && !file.single_process(call.range())
     {

@@ -42,13 +42,22 @@ pub struct Hook {
 }
 
 impl Hook {
-    /// Writes the script to a fresh temporary folder.
-    pub fn install() -> Result<Hook, Error> {
+    /// Writes the script to a fresh private temporary folder (mode 0700).
+    /// `extra` is another capability's Python (`oomkit leaks`'), written
+    /// before [`SITECUSTOMIZE`] in the same file: when it defines
+    /// `_oomkit_extra_on_torch(torch)`, the hook calls it in the main process
+    /// right after `import torch`, so it shares the chaining of the shadowed
+    /// `sitecustomize`, the main-process test and the import watch.
+    pub fn install(extra: Option<&str>) -> Result<Hook, Error> {
         let dir = tempfile::Builder::new()
             .prefix("oomkit-hook-")
             .tempdir()
             .map_err(Error::Hook)?;
-        std::fs::write(dir.path().join("sitecustomize.py"), SITECUSTOMIZE).map_err(Error::Hook)?;
+        let script = match extra {
+            Some(e) => format!("{e}\n{SITECUSTOMIZE}"),
+            None => SITECUSTOMIZE.to_owned(),
+        };
+        std::fs::write(dir.path().join("sitecustomize.py"), script).map_err(Error::Hook)?;
         Ok(Hook { dir })
     }
 
@@ -164,7 +173,7 @@ mod tests {
 
     #[test]
     fn puts_the_hook_first_on_pythonpath() {
-        let h = Hook::install().unwrap();
+        let h = Hook::install(None).unwrap();
         assert!(h.path("sitecustomize.py").is_file());
         let env = h.env(&[(PEAK_ENV, OsString::from("/x/peak"))]);
         let (k, v) = env.first().unwrap();
@@ -219,7 +228,7 @@ mod tests {
 
     #[test]
     fn reads_a_peak_file_and_ignores_garbage() {
-        let h = Hook::install().unwrap();
+        let h = Hook::install(None).unwrap();
         std::fs::write(h.path("peak"), "123456\n").unwrap();
         assert_eq!(read_peak(&h.path("peak")), Some(123_456));
         std::fs::write(h.path("bad"), "n/a").unwrap();

@@ -1,4 +1,4 @@
-# The project's fix, restated here (see ../train.py).
+# The project's fix, restated here (see ../train.py), with its later `set_device` fix.
 import os
 
 import torch
@@ -21,5 +21,8 @@ class Trainer:
 
 
 if __name__ == "__main__":
+    # the project's later fix of another memory problem (each process's context on GPU 0,
+    # OOM207): pytorch/examples#1142 sets the device in every DDP example
+    torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
     dist.init_process_group(backend="nccl")
     trainer = Trainer(torch.nn.Linear(20, 1), "snapshot.pt")
