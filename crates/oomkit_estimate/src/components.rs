@@ -246,7 +246,12 @@ fn adafactor_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     };
     let elems: u64 = if s.method == Method::Full {
         let mats = sum_linears(&|_, a, b, n| (a + b) * n);
-        let vectors = cfg.params() - cfg.block_linear_params() - cfg.vocab * cfg.hidden;
+        // Saturating: a narrower embedding (OPT-350m's 512 wide, projected
+        // to 1024) makes vocab × hidden more than the embedding holds.
+        let vectors = cfg
+            .params()
+            .saturating_sub(cfg.block_linear_params())
+            .saturating_sub(cfg.vocab * cfg.hidden);
         mats + cfg.vocab + cfg.hidden + vectors.min(cfg.layers * 8 * cfg.hidden)
     } else {
         sum_linears(&|name, a, b, n| {
