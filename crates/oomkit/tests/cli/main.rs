@@ -11,6 +11,7 @@ mod estimate_preflight;
 mod estimate_preflight2;
 mod estimate_sharded;
 mod estimate_sharded_qlora;
+mod estimate_v3;
 mod explain;
 mod explain_readings;
 mod explain_v3;
