@@ -77,6 +77,7 @@ class Log:
         self.run = 0  # restart counter
         self.steps_per_epoch = 25000
         self.kv_metrics_every = 0
+        self.progress_only = False
 
     # ---------- output ----------
     def add(self, lines):
@@ -349,6 +350,8 @@ class Log:
             weights=(46, 16, 3, 7, 6, 1.2, 1.5, 1.0, 1.8, 1.0, 0.004),
             k=n,
         )
+        if self.progress_only:
+            kinds = [2] * n
         every = self.kv_metrics_every
         for k in kinds:
             if every and r.random() * every < 1:
@@ -565,6 +568,11 @@ def main():
         "(`... GPU KV cache usage: 41.2%%, ...`), as an RL run with vLLM rollouts does; "
         "it holds the anchor phrase `KV cache` (default 0: never)",
     )
+    ap.add_argument(
+        "--progress-only", action="store_true",
+        help="stress variant: every ordinary line is a tqdm bar with metrics redrawn with `\\r` "
+        "(a fine-tuning run's console captured to a file); the OOMs, restarts and configs stay",
+    )
     args = ap.parse_args()
 
     target = int(args.size_mb * (1 << 20))
@@ -576,6 +584,7 @@ def main():
     with open(tmp, "wb") as f:
         log = Log(f, args.seed)
         log.kv_metrics_every = args.kv_metrics_every
+        log.progress_only = args.progress_only
         log.startup()
         next_oom = 0
         while log.bytes < target or next_oom < len(OOMS):
@@ -604,6 +613,7 @@ def main():
         "generator": "bench/explain/gen_log.py",
         "seed": args.seed,
         "kv_metrics_every": args.kv_metrics_every,
+        "progress_only": args.progress_only,
         "size_mb_requested": args.size_mb,
         "bytes": log.bytes,
         "lines": log.lines,

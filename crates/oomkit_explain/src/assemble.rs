@@ -254,8 +254,14 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
     let beams = int_hint(region, &BEAMS);
     let quantized = QUANTIZED.iter().any(|n| region.contains(n));
     let quant = quant_hint(region, model.as_deref());
+    let launcher = launcher_hint(region);
     for f in &mut out {
         let d = &mut f.sig.fields.details;
+        if let Some(l) = &launcher
+            && !f.ranks.is_empty()
+        {
+            detail::add(d, detail::Detail::Launcher(l.clone()));
+        }
         if let Some(g) = &growth {
             detail::add(d, detail::Detail::Growth(g.clone()));
         }
@@ -300,6 +306,69 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
         f.gpu = gpu_in_log.clone().or_else(|| gpu_from_total(&f.sig));
     }
     out
+}
+
+/// What the launcher printed about the ranks that failed, kept apart from
+/// the ranks' own lines: DeepSpeed's `launch.py` (`[ERROR]
+/// [launch.py:325:sigkill_handler] ['…', '--local_rank=1', …] exits with
+/// return code = 1`, deepspeedai/DeepSpeedExamples#380), torchelastic's
+/// `ChildFailedError` summary with its root cause (`rank : 2 (local_rank:
+/// 2)`, `exitcode : 1`; torch/distributed/elastic/multiprocessing/errors,
+/// hiyouga/LlamaFactory#6827) and the ranks it sent SIGTERM.
+fn launcher_hint(region: &str) -> Option<String> {
+    // Small patterns applied to a window after a fixed phrase: a bounded
+    // repetition over the whole region would cost more to compile than the
+    // scan of a large log.
+    static DS_RANK: LazyLock<Option<Regex>> =
+        LazyLock::new(|| Regex::new(r"'--local_rank=(\d{1,5})'").ok());
+    static DS_CODE: LazyLock<Option<Regex>> =
+        LazyLock::new(|| Regex::new(r"^exits with return code = (-?\d{1,4})").ok());
+    static ROOT: LazyLock<Option<Regex>> = LazyLock::new(|| {
+        Regex::new(r"rank ?: (\d{1,5}) \(local_rank: \d{1,5}\) exitcode ?: (-?\d{1,4})").ok()
+    });
+    const EXITS: &str = "exits with return code = ";
+    if let Some(at) = region.find(EXITS) {
+        let line_start = region
+            .get(..at)
+            .and_then(|b| b.rfind("sigkill_handler]"))
+            .unwrap_or(at);
+        let rank = region
+            .get(line_start..at)
+            .and_then(|w| DS_RANK.as_ref()?.captures_iter(w).last())
+            .and_then(|c| c.get(1))
+            .map(|m| m.as_str().to_string());
+        let code = region
+            .get(at..)
+            .and_then(|w| DS_CODE.as_ref()?.captures(w))
+            .and_then(|c| c.get(1))
+            .map(|m| m.as_str().to_string());
+        if let (Some(rank), Some(code)) = (rank, code) {
+            return Some(format!(
+                "deepspeed launcher: local rank {rank} exited with return code {code}; the other ranks were killed"
+            ));
+        }
+    }
+    if region.contains("ChildFailedError") {
+        let sigterms = region.matches("closing signal SIGTERM").count();
+        let mut s = "torchrun (torchelastic): ChildFailedError".to_string();
+        let root = region
+            .find("Root Cause (first observed failure)")
+            .and_then(|at| region.get(at..))
+            .map(|w| crate::detect::prefix(w, 600))
+            .and_then(|w| ROOT.as_ref()?.captures(w));
+        if let Some(c) = root {
+            s.push_str(&format!(
+                ", first failure rank {} (exit code {})",
+                c.get(1).map_or("", |m| m.as_str()),
+                c.get(2).map_or("", |m| m.as_str())
+            ));
+        }
+        if sigterms > 0 {
+            s.push_str(&format!(", {sigterms} other rank(s) sent SIGTERM"));
+        }
+        return Some(s);
+    }
+    None
 }
 
 fn app_hint(region: &str) -> Option<App> {
@@ -621,6 +690,47 @@ fn same_error(a: &Finding, b: &Finding) -> bool {
         && (x.processes.is_empty() || y.processes.is_empty() || x.processes == y.processes)
 }
 
+/// Whether `b` is another rank of the job that raised `a`: both carry
+/// rank prefixes, of different ranks, and state the same error with the
+/// same request on a GPU of the same size, with as many processes listed
+/// (another process on one rank's GPU is a different diagnosis). Each rank
+/// has its own GPU, so
+/// the device and the free figures may differ (DeepSpeed and torchrun
+/// print every rank's traceback, one after the other).
+fn same_job(a: &Finding, b: &Finding) -> bool {
+    let (x, y) = (&a.sig.fields, &b.sig.fields);
+    !a.ranks.is_empty()
+        && !b.ranks.is_empty()
+        && !b.ranks.iter().any(|r| a.ranks.contains(r))
+        && a.sig.format == b.sig.format
+        && a.sig.status == b.sig.status
+        && a.sig.framework == b.sig.framework
+        && a.sig.backend == b.sig.backend
+        && x.requested.is_some()
+        && x.requested == y.requested
+        && x.total == y.total
+        // A rank whose GPU another process shares is a case of its own.
+        && x.processes.len() == y.processes.len()
+}
+
+/// At most this many ranks' figures are listed on one event (every rank
+/// is still counted in `ranks`).
+const MAX_RANK_COPIES: usize = 16;
+
+/// `rank 1: GPU 1, 464.56 MiB free` for a rank's copy.
+fn rank_copy(f: &Finding) -> Option<detail::Detail> {
+    let rank = f.ranks.first()?;
+    let x = &f.sig.fields;
+    let mut s = format!("rank {rank}");
+    if let Some(d) = x.device {
+        s.push_str(&format!(": GPU {d}"));
+    }
+    if let Some(free) = x.free {
+        s.push_str(&format!(", {free} free"));
+    }
+    Some(detail::Detail::RankCopy(s))
+}
+
 /// How many recent distinct errors a near copy is compared with.
 const NEAR_WINDOW: usize = 64;
 
@@ -654,16 +764,51 @@ pub fn fold(all: Vec<Finding>) -> Vec<Finding> {
                 .filter(near)
                 .find(|&i| out.get(i).is_some_and(|o| same_error(o, &f)))
         });
-        if let Some(e) = found.and_then(|i| out.get_mut(i)) {
+        let found = found.map(|i| (i, false)).or_else(|| {
+            let from = out.len().saturating_sub(NEAR_WINDOW);
+            (from..out.len())
+                .rev()
+                .filter(near)
+                .find(|&i| out.get(i).is_some_and(|o| same_job(o, &f)))
+                .map(|i| (i, true))
+        });
+        if let Some((e, other_rank)) = found.and_then(|(i, o)| Some((out.get_mut(i)?, o))) {
             e.last_line = e.last_line.max(f.last_line);
             e.repeats = e.repeats.saturating_add(f.repeats);
+            if other_rank {
+                // Another rank's GPU: its figures are its own, listed
+                // beside the first rank's, not merged into them.
+                if let Some(own) = rank_copy(e)
+                    && !e
+                        .sig
+                        .fields
+                        .details
+                        .iter()
+                        .any(|d| matches!(d, detail::Detail::RankCopy(_)))
+                {
+                    detail::add(&mut e.sig.fields.details, own);
+                }
+                let copies = e
+                    .sig
+                    .fields
+                    .details
+                    .iter()
+                    .filter(|d| matches!(d, detail::Detail::RankCopy(_)))
+                    .count();
+                if copies < MAX_RANK_COPIES
+                    && let Some(copy) = rank_copy(&f)
+                {
+                    detail::add(&mut e.sig.fields.details, copy);
+                }
+            } else {
+                // A fuller copy fills what a truncated one missed.
+                merge_fields(&mut e.sig.fields, &f.sig.fields, false);
+            }
             for r in f.ranks {
                 if !e.ranks.contains(&r) {
                     e.ranks.push(r);
                 }
             }
-            // A fuller copy fills what a truncated one missed.
-            merge_fields(&mut e.sig.fields, &f.sig.fields, false);
             continue;
         }
         if out.len() >= crate::MAX_EVENTS {

@@ -207,6 +207,12 @@ details! {
     A1111System(String) = "a1111_system",
     /// The kernel OOM killer's victim.
     KilledPid(u64) = "killed_pid",
+    /// Another rank of the same job that failed the same way, folded into
+    /// this event: its rank, GPU and free memory (`rank 1: GPU 1, 464.56 MiB free`).
+    RankCopy(String) = "rank_copy",
+    /// What the launcher printed about the failed ranks (DeepSpeed's
+    /// `exits with return code`, torchelastic's `ChildFailedError` summary).
+    Launcher(String) = "launcher",
     /// A joined nvidia-smi reading of this GPU.
     NvidiaSmi(String) = "nvidia_smi",
     /// A joined nvidia-smi reading's processes (when the own one is unknown).
@@ -237,7 +243,11 @@ pub type CountDetail = fn(u64) -> Detail;
 impl Detail {
     /// Whether both are the same fact (same variant), whatever the values.
     pub fn same_fact(&self, other: &Detail) -> bool {
-        std::mem::discriminant(self) == std::mem::discriminant(other)
+        match (self, other) {
+            // Each rank's copy is a fact of its own.
+            (Detail::RankCopy(a), Detail::RankCopy(b)) => a == b,
+            _ => std::mem::discriminant(self) == std::mem::discriminant(other),
+        }
     }
 }
 

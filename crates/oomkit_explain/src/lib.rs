@@ -111,9 +111,14 @@ impl Explainer {
             let raw = match (region.errors, region.hits) {
                 (false, Some((first, last))) => {
                     let start = first.saturating_sub(READING_CONTEXT);
-                    let end = last
-                        .saturating_add(READING_CONTEXT + 1)
-                        .min(region.lines.len());
+                    // A `-q` report is read to its end (its processes come
+                    // ~150 lines below the FB section that is the hit).
+                    let end = if region.long {
+                        region.lines.len()
+                    } else {
+                        last.saturating_add(READING_CONTEXT + 1)
+                            .min(region.lines.len())
+                    };
                     region.lines.get(start..end).unwrap_or(&region.lines)
                 }
                 _ => region.lines.as_slice(),

@@ -273,7 +273,7 @@ fn reading(out: &mut String, r: &Reading, source: &str) {
         let util = g
             .utilization_pct
             .map_or(String::new(), |p| format!(", {p}% busy"));
-        rows.push((format!("GPU {}{name}", g.index), format!("{mem}{util}")));
+        rows.push((format!("{}{name}", r.gpu_ref(g)), format!("{mem}{util}")));
         for p in &g.processes {
             rows.push((
                 format!(

@@ -23,6 +23,7 @@
 use oomkit_core::read_ahead::ReadAhead;
 use std::collections::VecDeque;
 use std::io::{self, Read};
+use std::sync::mpsc;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 
@@ -66,7 +67,6 @@ use AnchorKind::{Error as E, Reading as R};
 pub const ANCHORS: &[(&str, AnchorKind)] = &[
     ("ut of mem", E),
     ("MemoryError", E),
-    ("OUT_OF_MEMORY", E),
     ("Tried to allocate", E),
     ("total capac", E),
     ("reserved by PyTorch", E),
@@ -118,6 +118,15 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
     ("FB Memory", R),
     ("--query-", R),
     ("_bytes.all.", R),
+    // The driver line of the table's header and of `-q` (a GB10 table has
+    // no `MiB |` cell: it prints `Not Supported`); the memory fields
+    // of a query CSV's header, which is recognised without its command (a
+    // compute-apps header needs its command or a GPU query beside it).
+    ("Driver Version", R),
+    ("memory.used", R),
+    ("memory.total", R),
+    ("memory.free", R),
+    ("memory.reserved", R),
 ];
 
 /// The first stage of the search: short phrases such that every anchor
@@ -125,7 +134,13 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
 /// it is searched for the anchors themselves, so a core may be more common
 /// than its anchors: a false hit costs one short search of one line. Most
 /// cores are an anchor itself; a few stand for several ("algorithm" for
-/// both cuDNN phrases, "B |" for both table cells, "OutOf" for the
+/// both cuDNN phrases, "B |" for both table cells, "ut of " for both "out
+/// of memory" phrases; "mory." (a query header's `memory.used`, …) took
+/// the place of `OUT_OF_MEMORY`, whose messages all say "failed to
+/// allocate" too, and "Driver Version" (the table's and `-q`'s header) the
+/// place of the second "out of memory" phrase: core lists with a frequent
+/// core ("Memory": 27 k of the benchmark log's 2 M lines) or another first
+/// bytes at that place cost up to +50 % of the search; "OutOf" for the
 /// Vulkan, Metal and TensorRT errors, "_STATUS_" for cuBLAS and cuDNN), so
 /// the list of anchors can grow.
 ///
@@ -159,7 +174,7 @@ pub const CORES: &[&str] = &[
     "cache blocks",
     "ailed to alloc",
     "can NOT allocate",
-    "OUT_OF_MEMORY",
+    "mory.",
     "t allocate memory",
     "Dst tensor is not initialized",
     "max seq len",
@@ -167,18 +182,22 @@ pub const CORES: &[&str] = &[
     "nable to allocate",
     "RESOURCE_EXHAUSTED",
     "ot enough memory",
-    "ut of mem",
+    "ut of ",
     "B |",
     "illegal memory access",
-    "ut of GPU mem",
+    "Driver Version",
     "Allocation on device",
 ];
 
 /// Phrases that announce a long allocator dump whose summary comes at the end.
+/// `nvidia-smi -q` too: a GPU's block is ~250 lines (driver 580), its
+/// processes ~150 lines below its FB section, and the report is read whole.
 const DUMP_ANCHORS: &[&str] = &[
     "Current allocation summary follows",
     "BFCAllocator dump",
     "BufferAssignment OOM Debugging",
+    "NVSMI LOG",
+    "FB Memory Usage",
 ];
 
 /// One piece of input: a whole line, or a cut of an overlong one.
@@ -202,6 +221,9 @@ pub struct Region {
     pub readings: bool,
     /// Indices in `lines` of the first and the last piece with an anchor hit.
     pub hits: Option<(usize, usize)>,
+    /// A long report was announced (an allocator dump, `nvidia-smi -q`):
+    /// the lines after the last hit belong to it and are to be read.
+    pub long: bool,
 }
 
 /// Streams a reader and calls `on_region` for each region, in order.
@@ -253,9 +275,12 @@ impl Scanner {
         mut on_region: impl FnMut(Region),
     ) -> io::Result<u64> {
         std::thread::scope(|scope| {
-            // Page-aligned chunks, recycled (oomkit_core::read_ahead).
+            // Page-aligned chunks, recycled (oomkit_core::read_ahead); the
+            // reading thread also counts each chunk's line ends.
+            let (tx, counts) = mpsc::channel::<(usize, Vec<u32>)>();
+            let reader = Counting { inner: reader, tx };
             let mut ahead = ReadAhead::spawn(scope, reader, u64::MAX, 0, CHUNK);
-            self.scan_chunks(&mut ahead, &mut on_region)
+            self.scan_chunks(&mut ahead, &counts, &mut on_region)
         })
     }
 
@@ -264,6 +289,7 @@ impl Scanner {
     fn scan_chunks(
         &self,
         ahead: &mut ReadAhead,
+        counts: &mpsc::Receiver<(usize, Vec<u32>)>,
         on_region: &mut impl FnMut(Region),
     ) -> io::Result<u64> {
         let mut st = State {
@@ -280,6 +306,13 @@ impl Scanner {
             let chunk = msg?;
             total = total.saturating_add(chunk.len as u64);
             let data = chunk.data();
+            // The reading thread's counts of this chunk's line ends (each
+            // chunk is one read, so the counts arrive in chunk order).
+            let counted = counts
+                .try_recv()
+                .ok()
+                .filter(|(len, _)| *len == data.len())
+                .map(|(_, subs)| LineCounts::new(data, subs));
             // Complete lines end at the last newline; the rest waits for more data.
             if let Some(last_nl) = memchr::memrchr(b'\n', data) {
                 let (lines, tail) = data.split_at(last_nl + 1);
@@ -290,10 +323,10 @@ impl Scanner {
                     let (head, after) = rest.split_at(first_nl + 1);
                     carry.extend_from_slice(head);
                     let joined = std::mem::take(&mut carry);
-                    self.process(&joined, &mut st, on_region);
+                    self.process(&joined, &mut st, on_region, None);
                     rest = after;
                 }
-                self.process(rest, &mut st, on_region);
+                self.process(rest, &mut st, on_region, counted.as_ref());
                 carry.clear();
                 carry.extend_from_slice(tail);
             } else {
@@ -305,7 +338,7 @@ impl Scanner {
         if !carry.is_empty() {
             carry.push(b'\n');
             let last = std::mem::take(&mut carry);
-            self.process(&last, &mut st, on_region);
+            self.process(&last, &mut st, on_region, None);
         }
         if let Some(r) = st.region.take() {
             on_region(r);
@@ -321,12 +354,19 @@ impl Scanner {
             let mut block: Vec<u8> = carry.drain(..piece).collect();
             carry.drain(..skip);
             block.push(CUT);
-            self.process(&block, st, on_region);
+            self.process(&block, st, on_region, None);
         }
     }
 
-    /// Handles a block of complete pieces (it ends with `\n` or [`CUT`]).
-    fn process(&self, block: &[u8], st: &mut State, on_region: &mut impl FnMut(Region)) {
+    /// Handles a block of complete pieces (it ends with `\n` or [`CUT`]);
+    /// `lines` holds the reading thread's counts of the chunk it lies in.
+    fn process(
+        &self,
+        block: &[u8],
+        st: &mut State,
+        on_region: &mut impl FnMut(Region),
+        lines: Option<&LineCounts>,
+    ) {
         let owned;
         let block = if has_long_line(block) {
             owned = cut_long_lines(block);
@@ -347,11 +387,11 @@ impl Scanner {
             }
             // Outside a region: jump to the next piece with an anchor.
             let Some(start) = self.next_anchor_piece(rest) else {
-                remember_tail(rest, st);
+                remember_tail(rest, st, lines);
                 return;
             };
             let (skipped, _) = rest.split_at(start);
-            remember_tail(skipped, st);
+            remember_tail(skipped, st, lines);
             // Context before the hit takes at most a quarter of the region,
             // so pieces of overlong lines leave room for the message.
             let mut before: Vec<RawLine> = st.recent.drain(..).collect();
@@ -362,12 +402,16 @@ impl Scanner {
                 drop += 1;
             }
             before.drain(..drop.min(before.len()));
+            // A long report announced just above the hit (`-q`'s banner two
+            // lines above its driver line) is read to its end too.
+            let long = before.iter().any(|l| self.dump.is_match(&l.bytes));
             st.region_bytes = bytes;
             st.region = Some(Region {
                 lines: before,
+                long,
                 ..Region::default()
             });
-            st.after_left = AFTER;
+            st.after_left = if long { AFTER_DUMP } else { AFTER };
             pos = pos.saturating_add(skipped.len());
         }
     }
@@ -418,6 +462,9 @@ impl Scanner {
         }
         if self.dump.is_match(piece) {
             st.after_left = AFTER_DUMP;
+            if let Some(r) = st.region.as_mut() {
+                r.long = true;
+            }
         }
         if let Some(r) = st.region.as_mut() {
             r.lines.push(RawLine {
@@ -436,6 +483,84 @@ impl Scanner {
             }
             st.recent.clear();
         }
+    }
+}
+
+/// Line ends in `bytes`.
+fn count_newlines(bytes: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', bytes).count() as u64
+}
+
+/// Bytes per count the reading thread sends: a stretch of a chunk is
+/// counted from these, and only its two partial ends byte by byte.
+const SUB: usize = 16 << 10;
+
+/// A reader that counts the line ends of every read on the thread that
+/// reads (`ReadAhead`'s), per [`SUB`] bytes, so the scanning thread does
+/// not pass over the bytes a second time: it sends `(bytes read, counts)`.
+/// The two threads then share the work: one copies and counts, the other
+/// searches.
+struct Counting<R> {
+    inner: R,
+    tx: mpsc::Sender<(usize, Vec<u32>)>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        if n > 0 {
+            let subs = buf
+                .get(..n)
+                .unwrap_or_default()
+                .chunks(SUB)
+                .map(|c| u32::try_from(count_newlines(c)).unwrap_or(u32::MAX))
+                .collect();
+            // The scanner may be gone (an error ended it): nothing to tell.
+            let _ = self.tx.send((n, subs));
+        }
+        Ok(n)
+    }
+}
+
+/// A chunk's line ends per [`SUB`] bytes, counted on the reading thread.
+struct LineCounts {
+    /// Address of the chunk's first byte (only compared, never read).
+    start: usize,
+    len: usize,
+    subs: Vec<u32>,
+}
+
+impl LineCounts {
+    fn new(data: &[u8], subs: Vec<u32>) -> LineCounts {
+        LineCounts {
+            start: data.as_ptr() as usize,
+            len: data.len(),
+            subs,
+        }
+    }
+
+    /// Line ends in `part`: whole [`SUB`] stretches from the counts, the
+    /// ends byte by byte; a slice outside the chunk (a copy) is counted.
+    fn count(&self, part: &[u8]) -> u64 {
+        let Some(off) = (part.as_ptr() as usize).checked_sub(self.start) else {
+            return count_newlines(part);
+        };
+        let end = off.saturating_add(part.len());
+        if end > self.len {
+            return count_newlines(part);
+        }
+        let first = off.div_ceil(SUB);
+        let last = end / SUB;
+        if first >= last {
+            return count_newlines(part);
+        }
+        let head = part.get(..first * SUB - off).unwrap_or_default();
+        let tail = part.get(last * SUB - off..).unwrap_or_default();
+        let middle: u64 = self
+            .subs
+            .get(first..last)
+            .map_or(0, |s| s.iter().map(|&c| u64::from(c)).sum());
+        count_newlines(head) + middle + count_newlines(tail)
     }
 }
 
@@ -524,13 +649,14 @@ fn cut_long_lines(block: &[u8]) -> Vec<u8> {
     out
 }
 
-/// Counts the line ends of `block` (complete pieces) and keeps its last
-/// `BEFORE` pieces in `recent`, numbered.
-fn remember_tail(block: &[u8], st: &mut State) {
+/// Counts the line ends of `block` (complete pieces; from the reading
+/// thread's counts where it has them) and keeps its last `BEFORE` pieces in
+/// `recent`, numbered.
+fn remember_tail(block: &[u8], st: &mut State, lines: Option<&LineCounts>) {
     if block.is_empty() {
         return;
     }
-    let newlines = memchr::memchr_iter(b'\n', block).count() as u64;
+    let newlines = lines.map_or_else(|| count_newlines(block), |l| l.count(block));
     let end_line = st.next_line.saturating_add(newlines);
     // Walk back over at most BEFORE pieces; the common case touches only the block's end.
     let mut pieces: Vec<RawLine> = Vec::with_capacity(BEFORE);
@@ -606,6 +732,37 @@ mod tests {
             "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"
         );
         assert_eq!(lines.len(), BEFORE + AFTER);
+    }
+
+    #[test]
+    fn line_counts_from_the_reading_thread_match_a_direct_count() {
+        let data: Vec<u8> = (0..200_000u32)
+            .map(|i| {
+                if i % 7 == 0 || i % 97 == 3 {
+                    b'\n'
+                } else {
+                    b'x'
+                }
+            })
+            .collect();
+        let subs = data
+            .chunks(SUB)
+            .map(|c| u32::try_from(count_newlines(c)).unwrap())
+            .collect();
+        let counts = LineCounts::new(&data, subs);
+        for (a, b) in [
+            (0, 200_000),
+            (5, 17),
+            (1000, 70_000),
+            (16_384, 32_768),
+            (16_383, 49_153),
+            (199_999, 200_000),
+        ] {
+            let part = &data[a..b];
+            assert_eq!(counts.count(part), count_newlines(part), "{a}..{b}");
+        }
+        let copy = data[10..50_000].to_vec();
+        assert_eq!(counts.count(&copy), count_newlines(&copy));
     }
 
     #[test]

@@ -513,6 +513,16 @@ pub fn detect(doc: &Doc) -> Vec<Signal> {
             .find(|n| n.line_idx > h.line_idx || (!n.tight && !h.tight && n.start >= h.end))
             .map(|n| n.line_idx);
         let mut stop_line = next_line.unwrap_or(doc.lines.len());
+        // A rank's message ends where a line of another rank, or of the
+        // launcher (no rank prefix), begins: PyTorch prefixes every line a
+        // rank prints with `[rankN]:`, so an unprefixed SIGTERM notice or
+        // ChildFailedError summary is not part of it.
+        if let Some(rank) = doc.lines.get(h.line_idx).and_then(|l| l.rank)
+            && let Some(other) = (h.line_idx + 1..stop_line)
+                .find(|&i| doc.lines.get(i).is_some_and(|l| l.rank != Some(rank)))
+        {
+            stop_line = other;
+        }
         // A short message ends where the next log record starts; dump readers
         // (BFC, XLA) read on to their summary.
         if h.det.max_span <= SHORT_SPAN

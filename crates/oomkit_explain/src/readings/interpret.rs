@@ -43,10 +43,10 @@ fn percent(part: u64, whole: u64) -> u64 {
     u64::try_from(u128::from(part) * 100 / u128::from(whole)).unwrap_or(u64::MAX)
 }
 
-fn gpu_label(g: &GpuReading) -> String {
+fn gpu_label(r: &Reading, g: &GpuReading) -> String {
     match &g.name {
-        Some(n) => format!("GPU {} ({n})", g.index),
-        None => format!("GPU {}", g.index),
+        Some(n) => format!("{} ({n})", r.gpu_ref(g)),
+        None => r.gpu_ref(g),
     }
 }
 
@@ -74,7 +74,8 @@ fn smi(r: &mut Reading) {
     let mut findings = Vec::new();
     let mut plan: Plan = Vec::new();
     for g in &r.gpus {
-        let label = gpu_label(g);
+        let label = gpu_label(r, g);
+        let at = r.gpu_ref(g);
         if let (Some(u), Some(t)) = (g.memory_used_bytes, g.memory_total_bytes) {
             let free = g.memory_free_bytes().unwrap_or(0);
             let busy = g
@@ -112,7 +113,7 @@ fn smi(r: &mut Reading) {
             } else {
                 String::new()
             };
-            findings.push(format!("on GPU {}: {}{more}", g.index, held.join(", ")));
+            findings.push(format!("on {at}: {}{more}", held.join(", ")));
         }
         let unattributed = if r.process_list {
             g.unattributed_bytes()
@@ -124,21 +125,18 @@ fn smi(r: &mut Reading) {
             let notable = u >= NOTABLE.get() || at_least(u, total, 10);
             if notable && g.processes.is_empty() {
                 findings.push(format!(
-                    "no process is listed on GPU {} yet {} is in use: its processes are in another container or PID namespace (nvidia-smi inside a container lists none), or exited while the driver still held their memory (check `lsof /dev/nvidia*`)",
-                    g.index,
+                    "no process is listed on {at} yet {} is in use: its processes are in another container or PID namespace (nvidia-smi inside a container lists none), or exited while the driver still held their memory (check `lsof /dev/nvidia*`)",
                     b(u)
                 ));
             } else if notable {
                 findings.push(format!(
-                    "{} used on GPU {} belongs to no listed process: processes in other containers or PID namespaces, a process that exited while its memory was still held, or graphics contexts",
-                    b(u),
-                    g.index
+                    "{} used on {at} belongs to no listed process: processes in other containers or PID namespaces, a process that exited while its memory was still held, or graphics contexts",
+                    b(u)
                 ));
             } else if u > 0 {
                 findings.push(format!(
-                    "the {} of GPU {} not in the process list is the driver's and the contexts' own (normal)",
-                    b(u),
-                    g.index
+                    "the {} of {at} not in the process list is the driver's and the contexts' own (normal)",
+                    b(u)
                 ));
             }
         }
@@ -151,25 +149,43 @@ fn smi(r: &mut Reading) {
                     .filter_map(|p| p.used_bytes.map(|v| format!("{} ({})", p.pid, b(v))))
                     .collect();
                 let why = if who.is_empty() {
-                    format!(
-                        "GPU {} is nearly full with memory no listed process accounts for",
-                        g.index
-                    )
+                    format!("{at} is nearly full with memory no listed process accounts for")
                 } else {
-                    format!(
-                        "GPU {} is nearly full and shared: PID {}",
-                        g.index,
-                        who.join(", ")
-                    )
+                    format!("{at} is nearly full and shared: PID {}", who.join(", "))
                 };
                 plan.push((RemedyId::FreeOtherProcesses, Some(why), None));
             }
         }
     }
-    if r.index_assumed {
+    let unknown: Vec<String> = r
+        .gpus
+        .iter()
+        .filter(|g| g.memory_used_bytes.is_none() || g.memory_total_bytes.is_none())
+        .map(|g| gpu_label(r, g))
+        .collect();
+    if !unknown.is_empty() {
+        findings.push(format!(
+            "{}: memory not reported (`Not Supported`/`N/A`): a unified-memory GPU (GB10, Jetson) has no memory of its own and uses the host's RAM, which `free -h` shows; nvidia-smi cannot say how full it is",
+            unknown.join(", ")
+        ));
+    }
+    if r.listed {
         findings.push(
-            "the GPU's `GPU 0000:…` line is too far above its FB Memory Usage section to be read here, so the index is taken as 0; `nvidia-smi -q -d MEMORY` prints them together".to_string(),
+            "this output prints no GPU index (no `index` column, `-i` with several GPUs, or part of a `-q` report), so its GPUs are numbered as listed, not by index; add `index` to `--query-gpu` to see which GPU is which".to_string(),
         );
+    }
+    if r.duplicate_rows > 0 {
+        findings.push(format!(
+            "{} process row{} repeated (the same PID on the same GPU, as WSL and a process in both the compute and the graphics list print it) counted once",
+            r.duplicate_rows,
+            if r.duplicate_rows == 1 { "" } else { "s" }
+        ));
+    }
+    if r.samples > 1 {
+        findings.push(format!(
+            "{} samples (`nvidia-smi -l`): the last one is shown",
+            r.samples
+        ));
     }
     let full: Vec<&GpuReading> = r.gpus.iter().filter(|g| is_full(g)).collect();
     let roomy = r.gpus.iter().find(|g| {
@@ -178,18 +194,23 @@ fn smi(r: &mut Reading) {
             .is_some_and(|(u, t)| !at_least(u, t, 50))
     });
     if let (Some(f), Some(free)) = (full.first(), roomy) {
+        let run_there = if r.listed {
+            "run there (its index is not in this output: `nvidia-smi --query-gpu=index,name,memory.used --format=csv` shows it)".to_string()
+        } else {
+            format!("run there (CUDA_VISIBLE_DEVICES={})", free.index)
+        };
         findings.push(format!(
-            "GPU {} is nearly full while GPU {} has {} free: run there (CUDA_VISIBLE_DEVICES={}) or spread the model across both",
-            f.index,
-            free.index,
+            "{} is nearly full while {} has {} free: {run_there} or spread the model across both",
+            r.gpu_ref(f),
+            r.gpu_ref(free),
             b(free.memory_free_bytes().unwrap_or(0)),
-            free.index
         ));
         plan.push((
             RemedyId::ModelParallel,
             Some(format!(
-                "GPU {} has room the full GPU {} lacks",
-                free.index, f.index
+                "{} has room the full {} lacks",
+                r.gpu_ref(free),
+                r.gpu_ref(f)
             )),
             None,
         ));
@@ -217,7 +238,7 @@ fn smi(r: &mut Reading) {
                 .map_or("an unreported amount".to_string(), |v| b(v).to_string())
         ));
     }
-    if full.is_empty() && !r.gpus.is_empty() {
+    if full.is_empty() && !r.gpus.is_empty() && unknown.is_empty() {
         findings.push(
             "no GPU here is near full: if an OOM happened, the memory peaked between readings or was freed when the process died; watch the run (`oomkit monitor`, `nvidia-smi -l 1`)".to_string(),
         );
@@ -354,10 +375,11 @@ fn torch(r: &mut Reading) {
 }
 
 /// The GPU of a reading that device `device` means: the one with that
-/// index, or, when the device is not named, the reading's only GPU.
-fn gpu_for(device: Option<u32>, gpus: &[GpuReading]) -> Option<&GpuReading> {
-    match (device, gpus) {
-        (Some(d), gs) => gs.iter().find(|g| g.index == d),
+/// index, or, when the device is not named, the reading's only GPU. A
+/// reading without printed indices names no device.
+fn gpu_for(device: Option<u32>, r: &Reading) -> Option<&GpuReading> {
+    match (device, r.gpus.as_slice()) {
+        (Some(d), gs) if !r.listed => gs.iter().find(|g| g.index == d),
         (None, [g]) => Some(g),
         _ => None,
     }
@@ -381,21 +403,21 @@ pub fn relate(readings: &mut [Reading]) {
             .iter()
             .filter(|r| r.source.is_smi())
             .filter_map(|r| {
-                let g = gpu_for(device, &r.gpus)?;
+                let g = gpu_for(device, r)?;
                 let own = g
                     .processes
                     .iter()
                     .filter_map(|p| Some((p, p.used_bytes?)))
                     .filter(|(_, used)| *used >= res)
                     .min_by_key(|(_, used)| *used)?;
-                Some((r.line, g.index, own))
+                Some((r.line, r.gpu_ref(g), own))
             })
             .min_by_key(|(line, _, _)| line.abs_diff(t.line));
         if let Some((line, gpu, (p, used))) = found {
             notes.push((
                 i,
                 format!(
-                    "nvidia-smi (line {line}) shows PID {} holding {} on GPU {gpu}, {} more than PyTorch reserved: the CUDA context, cuBLAS/cuDNN workspaces, NCCL and other libraries outside the allocator",
+                    "nvidia-smi (line {line}) shows PID {} holding {} on {gpu}, {} more than PyTorch reserved: the CUDA context, cuBLAS/cuDNN workspaces, NCCL and other libraries outside the allocator",
                     p.pid,
                     b(used),
                     b(used.saturating_sub(res))
@@ -422,7 +444,7 @@ pub fn combine(f: &mut Finding, readings: &[Reading]) {
     let device = f.sig.fields.device;
     let line = f.line;
     let near = |r: &&Reading| r.line.abs_diff(line);
-    let gpu_of = |r: &Reading| gpu_for(device, &r.gpus).cloned();
+    let gpu_of = |r: &Reading| gpu_for(device, r).cloned();
     let smi = readings
         .iter()
         .filter(|r| r.source.is_smi() && gpu_of(r).is_some())
@@ -442,8 +464,8 @@ pub fn combine(f: &mut Finding, readings: &[Reading]) {
         }
         if let (Some(u), Some(t)) = (g.memory_used_bytes, g.memory_total_bytes) {
             f.sig.fields.details.push(Detail::NvidiaSmi(format!(
-                "GPU {}: {} of {} used (line {})",
-                g.index,
+                "{}: {} of {} used (line {})",
+                r.gpu_ref(&g),
                 b(u),
                 b(t),
                 r.line

@@ -158,10 +158,17 @@ pub struct Reading {
     pub unplaced: Vec<Unplaced>,
     /// MIG devices (nvidia-smi's table).
     pub mig: Vec<MigDevice>,
-    /// `nvidia-smi -q` only: the GPU's `GPU 0000:…` line was too far above
-    /// its FB section to be read, so its index is taken as 0 (said in the
-    /// findings).
-    pub index_assumed: bool,
+    /// The output does not print GPU indices (a query without an `index`
+    /// column, `-i 2,3`, a `-q` of some of the GPUs): each GPU's `index` is
+    /// then its position in the listing (0-based), never offered as the
+    /// driver's index (the JSON says `"index": null`, the text "as listed").
+    pub listed: bool,
+    /// Process rows the output printed more than once (WSL; a process in
+    /// both the compute and the graphics list), counted once.
+    pub duplicate_rows: usize,
+    /// `nvidia-smi -l`/`--loop` output: how many samples the paste holds
+    /// (the last one is the reading); 0 or 1 for a single sample.
+    pub samples: usize,
     /// Driver version as printed.
     pub driver_version: Option<String>,
     /// CUDA version the driver supports, as printed.
@@ -183,7 +190,9 @@ impl Reading {
             process_list: false,
             unplaced: Vec::new(),
             mig: Vec::new(),
-            index_assumed: false,
+            listed: false,
+            duplicate_rows: 0,
+            samples: 0,
             driver_version: None,
             cuda_version: None,
             torch: TorchCounters::default(),
@@ -194,9 +203,14 @@ impl Reading {
 
     /// Every process with the GPU it is on (`None`: not placed).
     pub fn processes(&self) -> impl Iterator<Item = (Option<u32>, &ProcessReading)> {
+        let listed = self.listed;
         self.gpus
             .iter()
-            .flat_map(|g| g.processes.iter().map(move |p| (Some(g.index), p)))
+            .flat_map(move |g| {
+                g.processes
+                    .iter()
+                    .map(move |p| ((!listed).then_some(g.index), p))
+            })
             .chain(self.unplaced.iter().map(|u| (None, &u.process)))
     }
 
@@ -204,14 +218,44 @@ impl Reading {
         self.gpus.iter().map(|g| g.processes.len()).sum::<usize>() + self.unplaced.len()
     }
 
+    /// How a GPU of this reading is named: `GPU 3`, or `GPU #2 as listed`
+    /// when the output printed no index.
+    pub fn gpu_ref(&self, g: &GpuReading) -> String {
+        if self.listed {
+            format!("GPU #{} as listed", u64::from(g.index).saturating_add(1))
+        } else {
+            format!("GPU {}", g.index)
+        }
+    }
+
+    /// Counts a process row once: a second row of the same PID on the same
+    /// GPU is a repeat (the larger figure is kept).
+    fn push_once(&mut self, gpu: usize, p: ProcessReading) {
+        let Some(g) = self.gpus.get_mut(gpu) else {
+            return;
+        };
+        if let Some(q) = g.processes.iter_mut().find(|q| q.pid == p.pid) {
+            self.duplicate_rows = self.duplicate_rows.saturating_add(1);
+            if p.used_bytes > q.used_bytes {
+                q.used_bytes = p.used_bytes;
+            }
+            if q.command.is_none() {
+                q.command = p.command;
+            }
+        } else if g.processes.len() < MAX_PROCESSES {
+            g.processes.push(p);
+        }
+    }
+
     /// Adds a process to GPU `gpu` (created when the output lists processes
-    /// of a GPU it has no row for), within [`MAX_PROCESSES`].
+    /// of a GPU it has no row for), within [`MAX_PROCESSES`]; a repeated row
+    /// is counted once.
     fn add_process(&mut self, gpu: u32, p: ProcessReading) {
         if self.process_count() >= MAX_PROCESSES {
             return;
         }
-        if let Some(g) = self.gpus.iter_mut().find(|g| g.index == gpu) {
-            g.processes.push(p);
+        if let Some(i) = self.gpus.iter().position(|g| g.index == gpu) {
+            self.push_once(i, p);
         } else if self.gpus.len() < MAX_GPUS {
             self.gpus.push(GpuReading {
                 index: gpu,
@@ -228,7 +272,10 @@ impl Serialize for Reading {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         #[derive(Serialize)]
         struct Gpu<'a> {
-            index: u32,
+            index: Option<u32>,
+            /// 1-based position in the listing, when no index was printed.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            position: Option<u64>,
             name: &'a Option<String>,
             #[serde(skip_serializing_if = "Option::is_none")]
             uuid: &'a Option<String>,
@@ -268,6 +315,10 @@ impl Serialize for Reading {
             driver_version: &'a Option<String>,
             #[serde(skip_serializing_if = "Option::is_none")]
             cuda_version: &'a Option<String>,
+            #[serde(skip_serializing_if = "is_zero")]
+            duplicate_rows: usize,
+            #[serde(skip_serializing_if = "is_zero")]
+            samples: usize,
             #[serde(flatten, skip_serializing_if = "Option::is_none")]
             torch: Option<&'a TorchCounters>,
             findings: &'a [String],
@@ -278,7 +329,8 @@ impl Serialize for Reading {
             self.gpus
                 .iter()
                 .map(|g| Gpu {
-                    index: g.index,
+                    index: (!self.listed).then_some(g.index),
+                    position: self.listed.then(|| u64::from(g.index).saturating_add(1)),
                     name: &g.name,
                     uuid: &g.uuid,
                     memory_used_bytes: g.memory_used_bytes,
@@ -295,7 +347,7 @@ impl Serialize for Reading {
         let processes = smi.then(|| {
             let placed = self.gpus.iter().flat_map(|g| {
                 g.processes.iter().map(move |p| Process {
-                    gpu: Some(g.index),
+                    gpu: (!self.listed).then_some(g.index),
                     gpu_uuid: None,
                     pid: p.pid,
                     name: &p.command,
@@ -319,6 +371,8 @@ impl Serialize for Reading {
             mig_devices: &self.mig,
             driver_version: &self.driver_version,
             cuda_version: &self.cuda_version,
+            duplicate_rows: self.duplicate_rows,
+            samples: if self.samples > 1 { self.samples } else { 0 },
             torch: (!smi).then_some(&self.torch),
             findings: &self.findings,
             fixes: &self.fixes,
@@ -327,12 +381,18 @@ impl Serialize for Reading {
     }
 }
 
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
 /// Reads every reading in a region, in input order.
 pub fn read(doc: &Doc) -> Vec<Reading> {
     let text = doc.spaced.as_str();
     let mut out = Vec::new();
-    if text.contains("MiB") {
+    if text.contains("MiB") || text.contains("Memory-Usage") {
         out.extend(smi_table::read(doc));
+    }
+    if text.contains("FB Memory Usage") {
         out.extend(smi_q::read(doc));
     }
     if text.contains("--query-") || text.contains(", ") {

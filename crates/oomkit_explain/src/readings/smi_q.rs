@@ -20,9 +20,16 @@
 //!             Used GPU Memory               : 17000 MiB
 //! ```
 //!
-//! The report names GPUs by bus id, in nvidia-smi's own order, which is the
-//! order of its indices: the n-th block is GPU n (unless `-i` picked one,
-//! which the report does not show). A report without an FB section is not a
+//! The report names GPUs by bus id, never by index. Its blocks come in
+//! nvidia-smi's index order, so when the report holds as many blocks as its
+//! `Attached GPUs` line counts, the n-th block is GPU n; otherwise (`-i`
+//! picked some, the paste starts inside a block) the GPUs are "as listed"
+//! ([`Reading::listed`]). Every section is read where it is printed, with
+//! the names of drivers up to 580 (`Gpu`/`GPU` utilisation, `Power Draw`,
+//! `Instantaneous Power Draw`, `Average Power Draw`; the Confidential
+//! Compute and BAR1 sections' `Total`/`Used` are not the framebuffer's).
+//! A unified-memory GPU (GB10) prints `N/A` for its FB memory: the GPU is
+//! kept with unknown memory. A report without an FB section is not a
 //! memory reading.
 
 use std::sync::LazyLock;
@@ -57,12 +64,20 @@ pub fn read(doc: &Doc) -> Vec<Reading> {
     let mut pending: Option<ProcessReading> = None;
     let mut driver: Option<String> = None;
     let mut cuda: Option<String> = None;
+    let mut attached: Option<usize> = None;
+    // Whether the current reading has an FB section (with figures or `N/A`).
+    let mut fb = false;
     let finish = |cur: &mut Option<Reading>,
                   pending: &mut Option<ProcessReading>,
-                  out: &mut Vec<Reading>| {
+                  out: &mut Vec<Reading>,
+                  attached: Option<usize>,
+                  fb: bool| {
         if let Some(mut r) = cur.take() {
             flush(&mut r, pending);
-            if r.gpus.iter().any(|g| g.memory_total_bytes.is_some()) {
+            if attached != Some(r.gpus.len()) {
+                r.listed = true;
+            }
+            if fb {
                 out.push(r);
             }
         }
@@ -70,9 +85,11 @@ pub fn read(doc: &Doc) -> Vec<Reading> {
     for l in &doc.lines {
         let t = l.text.trim();
         if t.contains("NVSMI LOG") {
-            finish(&mut cur, &mut pending, &mut out);
+            finish(&mut cur, &mut pending, &mut out, attached, fb);
             driver = None;
             cuda = None;
+            attached = None;
+            fb = false;
             continue;
         }
         if GPU_BLOCK.is_match(t) {
@@ -103,7 +120,7 @@ pub fn read(doc: &Doc) -> Vec<Reading> {
                     r.cuda_version.clone_from(&cuda);
                     r
                 });
-                r.index_assumed = true;
+                r.listed = true;
                 r.gpus.push(GpuReading::default());
             }
             section = match t {
@@ -126,6 +143,7 @@ pub fn read(doc: &Doc) -> Vec<Reading> {
         match key {
             "Driver Version" => driver = Some(value.to_string()),
             "CUDA Version" => cuda = Some(value.to_string()),
+            "Attached GPUs" => attached = value.parse().ok(),
             _ => {}
         }
         let Some(r) = cur.as_mut() else { continue };
@@ -161,19 +179,30 @@ pub fn read(doc: &Doc) -> Vec<Reading> {
             continue;
         }
         let Some(g) = r.gpus.last_mut() else { continue };
+        if section == Section::Fb && matches!(key, "Total" | "Used") {
+            fb = true;
+        }
         match (section, key) {
             (_, "Product Name") => g.name = name(value),
             (_, "GPU UUID") => g.uuid = name(value),
             (Section::Fb, "Total") => g.memory_total_bytes = mib_value(value),
             (Section::Fb, "Reserved") => g.memory_reserved_bytes = mib_value(value),
             (Section::Fb, "Used") => g.memory_used_bytes = mib_value(value),
-            (Section::Utilization, "Gpu") => g.utilization_pct = leading_u32(value),
+            // Drivers up to 560 print `Gpu`, 570 and later `GPU`.
+            (Section::Utilization, "Gpu" | "GPU") => g.utilization_pct = leading_u32(value),
             (Section::Temperature, "GPU Current Temp") => g.temperature_c = leading_u32(value),
-            (Section::Power, "Power Draw" | "Average Power Draw") => g.power_w = leading_f64(value),
+            // The draw nvidia-smi's table shows: `Power Draw` before 535,
+            // `Instantaneous Power Draw` since; the average only without either.
+            (Section::Power, "Power Draw" | "Instantaneous Power Draw") => {
+                g.power_w = leading_f64(value).or(g.power_w);
+            }
+            (Section::Power, "Average Power Draw") if g.power_w.is_none() => {
+                g.power_w = leading_f64(value);
+            }
             _ => {}
         }
     }
-    finish(&mut cur, &mut pending, &mut out);
+    finish(&mut cur, &mut pending, &mut out, attached, fb);
     out
 }
 
@@ -183,14 +212,12 @@ fn flush_opt(cur: &mut Option<Reading>, pending: &mut Option<ProcessReading>) {
     }
 }
 
-/// Puts the process being read on the current GPU.
+/// Puts the process being read on the current GPU (a repeated row once).
 fn flush(r: &mut Reading, pending: &mut Option<ProcessReading>) {
     if let Some(p) = pending.take() {
         r.process_list = true;
-        if let Some(g) = r.gpus.last_mut()
-            && g.processes.len() < super::MAX_PROCESSES
-        {
-            g.processes.push(p);
+        if let Some(last) = r.gpus.len().checked_sub(1) {
+            r.push_once(last, p);
         }
     }
 }
@@ -268,7 +295,7 @@ GPU 00000000:02:00.0
     fn an_fb_section_far_below_its_gpu_line_reads_as_gpu_0() {
         let t = "    Fan Speed : 30 %\n    FB Memory Usage\n        Total : 24564 MiB\n        Reserved : 346 MiB\n        Used : 100 MiB\n        Free : 24117 MiB\n";
         let r = &read(&doc(t))[0];
-        assert!(r.index_assumed);
+        assert!(r.listed);
         assert_eq!(r.gpus[0].index, 0);
         assert_eq!(r.gpus[0].memory_used_bytes, Some(100 << 20));
     }

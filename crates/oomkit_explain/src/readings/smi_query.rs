@@ -11,10 +11,24 @@
 //! 1234, python, 1200 MiB
 //! ```
 //!
-//! The field list comes from the header, or from the command line when
-//! `noheader` left none (so a `noheader` CSV is read only with its command).
-//! Without an `index` column a GPU query's rows are in nvidia-smi's index
-//! order (row n is GPU n; with `-i N`/`--id=N`, the one row is GPU N).
+//! The field list comes from the header — in any order, any subset, with
+//! or without units (`nounits`) — or from the command line when `noheader`
+//! left none. A header is recognised alone, without its command, when every
+//! cell is a field name and one of them is a memory field (`memory.used`,
+//! `used_gpu_memory`, …). Rows without either are only numbers and names:
+//! which column is used and which total cannot be told, so they are not read.
+//!
+//! GPU numbers are never invented: with an `index` column each row says its
+//! own; with the command line pasted and no `-i`, rows are in nvidia-smi's
+//! index order (row n is GPU n), and with `-i N` the one row is GPU N; in
+//! every other case (no command, `-i 2,3`, `-i` by UUID) the rows are "as
+//! listed" ([`Reading::listed`]). Output of `-l`/`--loop` (the same GPUs
+//! again, each sample with its `timestamp`, or an index seen twice) is read
+//! as samples, and the last one is the reading. A `[N/A]` or
+//! `[Not Supported]` figure (a unified-memory GB10, XuehaiPan/nvitop#208)
+//! keeps the row with that figure unknown. A process row repeated (same PID
+//! on the same GPU) is counted once.
+//!
 //! Compute-app rows name their GPU only by `gpu_uuid` (or bus id); they are
 //! placed on the GPU of a query in the same paste with that UUID, or on the
 //! only GPU of that query, and otherwise left unplaced.
@@ -32,7 +46,8 @@ use crate::normalize::Doc;
 static COMMAND: Lazy = LazyLock::new(|| {
     regex(r"--query-(gpu|compute-apps)[= ]([A-Za-z0-9_.,]+)(?:.*?--format[= ]([a-z,]+))?")
 });
-static DEVICE: Lazy = LazyLock::new(|| regex(r"(?:^|\s)(?:-i|--id)[= ]?(\d{1,3})(?:\s|$)"));
+/// `-i 3`, `--id=3`, `-i 2,3`, `-i GPU-…`: the value as printed.
+static DEVICE: Lazy = LazyLock::new(|| regex(r"(?:^|\s)(?:-i|--id)[= ]?([^\s-]\S*)"));
 static FIELD: Lazy =
     LazyLock::new(|| regex(r"^([a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*)(?: \[[^\]]{1,12}\])?$"));
 
@@ -42,24 +57,93 @@ enum Kind {
     Apps,
 }
 
+/// How the rows of a GPU query are numbered when there is no `index` column.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Order {
+    /// The command is pasted without `-i`: row n is GPU n.
+    All,
+    /// `-i N`: the one row is GPU N.
+    One(u32),
+    /// Nothing says which GPUs these are.
+    Listed,
+}
+
 /// A table being read.
 struct Table {
     kind: Kind,
     fields: Vec<String>,
-    /// `-i N` on the command line.
-    device: Option<u32>,
+    order: Order,
     reading: Reading,
     rows: usize,
+    /// Rows of the current sample (`-l` output repeats the GPUs).
+    sample_rows: usize,
+    /// The current sample's timestamp, to the second.
+    sample_at: Option<String>,
 }
 
-/// Field names nvidia-smi knows, in either kind of query (enough to tell a
-/// header from ordinary text that happens to contain commas).
+impl Table {
+    fn new(kind: Kind, fields: Vec<String>, order: Order, line: u64) -> Table {
+        let mut reading = Reading::new(Source::SmiQuery, line);
+        reading.listed =
+            kind == Kind::Gpu && order == Order::Listed && !fields.iter().any(|f| f == "index");
+        Table {
+            kind,
+            fields,
+            order,
+            reading,
+            rows: 0,
+            sample_rows: 0,
+            sample_at: None,
+        }
+    }
+}
+
+/// The order a command line gives (`None` for no command).
+fn order_of(command: &str) -> Order {
+    match DEVICE.captures(command).and_then(|c| c.get(1)) {
+        None => Order::All,
+        Some(v) => v.as_str().parse::<u32>().map_or(Order::Listed, Order::One),
+    }
+}
+
+/// A field that makes a header a memory reading (and not ordinary text
+/// that happens to hold commas).
+fn memory_field(f: &str) -> bool {
+    f.starts_with("memory.") || matches!(f, "used_memory" | "used_gpu_memory")
+}
+
+/// Field names nvidia-smi knows, in either kind of query (`nvidia-smi
+/// --help-query-gpu`, `--help-query-compute-apps`): a header may hold any
+/// of them beside its memory fields.
 fn known(f: &str) -> bool {
-    f.starts_with("memory.")
-        || f.starts_with("utilization.")
-        || f.starts_with("temperature.")
-        || f.starts_with("power.")
-        || f.starts_with("pci.")
+    const PREFIXES: &[&str] = &[
+        "memory.",
+        "utilization.",
+        "temperature.",
+        "power.",
+        "pci.",
+        "clocks.",
+        "clocks_throttle_reasons.",
+        "clocks_event_reasons.",
+        "fan.",
+        "ecc.",
+        "enforced.",
+        "encoder.",
+        "fbc.",
+        "mig.",
+        "retired_pages.",
+        "remapped_rows.",
+        "driver_model.",
+        "inforom.",
+        "gom.",
+        "accounting.",
+        "compute_",
+        "display_",
+        "reset_status.",
+        "protected_memory.",
+        "module.",
+    ];
+    PREFIXES.iter().any(|p| f.starts_with(p))
         || matches!(
             f,
             "index"
@@ -77,6 +161,10 @@ fn known(f: &str) -> bool {
                 | "timestamp"
                 | "serial"
                 | "pstate"
+                | "persistence_mode"
+                | "vbios_version"
+                | "compute_cap"
+                | "addressing_mode"
         )
 }
 
@@ -100,7 +188,8 @@ fn header(line: &str) -> Option<Vec<String>> {
         let c = FIELD.captures(cell.trim())?;
         out.push(c.get(1)?.as_str().to_string());
     }
-    (out.len() >= 2 && out.iter().all(|f| known(f))).then_some(out)
+    (out.len() >= 2 && out.iter().all(|f| known(f)) && out.iter().any(|f| memory_field(f)))
+        .then_some(out)
 }
 
 /// Every query table in the region.
@@ -108,7 +197,7 @@ pub fn read(doc: &Doc) -> Vec<Reading> {
     let mut out: Vec<Reading> = Vec::new();
     let mut table: Option<Table> = None;
     // A command whose header (or first row, for `noheader`) is expected next.
-    let mut command: Option<(Kind, Option<u32>, u64)> = None;
+    let mut command: Option<(Kind, Order, u64)> = None;
     for l in &doc.lines {
         let t = l.text.trim();
         if let Some(c) = COMMAND.captures(t) {
@@ -128,37 +217,22 @@ pub fn read(doc: &Doc) -> Vec<Reading> {
             let noheader = c
                 .get(3)
                 .is_some_and(|m| m.as_str().split(',').any(|o| o == "noheader"));
-            let device = DEVICE
-                .captures(t)
-                .and_then(|d| d.get(1))
-                .and_then(|m| m.as_str().parse().ok());
+            let order = order_of(t);
             if noheader {
-                table = Some(Table {
-                    kind,
-                    fields,
-                    device,
-                    reading: Reading::new(Source::SmiQuery, l.line),
-                    rows: 0,
-                });
+                table = Some(Table::new(kind, fields, order, l.line));
             } else {
-                command = Some((kind, device, l.line));
+                command = Some((kind, order, l.line));
             }
             continue;
         }
         if let Some(fields) = header(t) {
             close(&mut table, &mut out);
-            let (kind, device, line) = match command.take() {
-                Some((k, d, at)) => (Some(k), d, at),
-                None => (kind_of(&fields), None, l.line),
+            let (kind, order, line) = match command.take() {
+                Some((k, o, at)) => (Some(k), o, at),
+                None => (kind_of(&fields), Order::Listed, l.line),
             };
             if let Some(kind) = kind {
-                table = Some(Table {
-                    kind,
-                    fields,
-                    device,
-                    reading: Reading::new(Source::SmiQuery, line),
-                    rows: 0,
-                });
+                table = Some(Table::new(kind, fields, order, line));
             }
             continue;
         }
@@ -196,16 +270,35 @@ fn row(tb: &mut Table, cells: &[&str]) {
     let any = |fs: &[&str]| fs.iter().find_map(|f| get(f));
     match tb.kind {
         Kind::Gpu => {
+            let printed = get("index").and_then(|v| v.parse::<u32>().ok());
+            // `-l` output: a new timestamp (to the second), or a GPU the
+            // current sample already has, starts the next sample.
+            let at = get("timestamp").map(|v| v.rsplit_once('.').map_or(v, |(s, _)| s));
+            let new_time = at.is_some_and(|a| tb.sample_at.as_deref().is_some_and(|s| s != a));
+            let seen = printed.is_some_and(|i| tb.reading.gpus.iter().any(|g| g.index == i))
+                || get("uuid")
+                    .is_some_and(|u| tb.reading.gpus.iter().any(|g| g.uuid.as_deref() == Some(u)));
+            if tb.sample_rows > 0 && (new_time || seen) {
+                tb.reading.gpus.clear();
+                tb.sample_rows = 0;
+                tb.reading.samples = tb.reading.samples.saturating_add(1).max(2);
+            }
+            if let Some(a) = at {
+                tb.sample_at = Some(a.to_string());
+            }
             if tb.reading.gpus.len() >= MAX_GPUS {
                 return;
             }
-            let by_order = tb
-                .device
-                .filter(|_| tb.rows == 0)
-                .unwrap_or_else(|| u32::try_from(tb.rows).unwrap_or(u32::MAX));
-            let index = get("index")
-                .and_then(|v| v.parse::<u32>().ok())
-                .unwrap_or(by_order);
+            let position = u32::try_from(tb.sample_rows).unwrap_or(u32::MAX);
+            let index = match (printed, tb.order) {
+                (Some(i), _) => i,
+                (None, Order::One(n)) if tb.sample_rows == 0 => n,
+                (None, Order::One(_)) => {
+                    tb.reading.listed = true;
+                    position
+                }
+                (None, _) => position,
+            };
             let g = GpuReading {
                 index,
                 name: any(&["name", "gpu_name"]).and_then(name),
@@ -221,6 +314,7 @@ fn row(tb: &mut Table, cells: &[&str]) {
             };
             tb.reading.gpus.push(g);
             tb.rows += 1;
+            tb.sample_rows += 1;
         }
         Kind::Apps => {
             tb.reading.process_list = true;
@@ -230,16 +324,28 @@ fn row(tb: &mut Table, cells: &[&str]) {
             let Some(pid) = get("pid").and_then(|v| v.parse::<u32>().ok()) else {
                 return;
             };
+            let gpu = any(&["gpu_uuid", "gpu_bus_id"]).and_then(name);
+            let used = any(&["used_memory", "used_gpu_memory"]).and_then(mib_value);
+            tb.rows += 1;
+            if let Some(u) = tb
+                .reading
+                .unplaced
+                .iter_mut()
+                .find(|u| u.process.pid == pid && u.gpu == gpu)
+            {
+                tb.reading.duplicate_rows = tb.reading.duplicate_rows.saturating_add(1);
+                u.process.used_bytes = u.process.used_bytes.max(used);
+                return;
+            }
             tb.reading.unplaced.push(Unplaced {
-                gpu: get("gpu_uuid").and_then(name),
+                gpu,
                 process: ProcessReading {
                     pid,
                     command: any(&["process_name", "name"]).and_then(name),
-                    used_bytes: any(&["used_memory", "used_gpu_memory"]).and_then(mib_value),
+                    used_bytes: used,
                     ..ProcessReading::default()
                 },
             });
-            tb.rows += 1;
         }
     }
 }
@@ -273,11 +379,17 @@ fn place(out: &mut Vec<Reading>) {
             }
         });
     }
+    let dups: usize = out
+        .iter()
+        .filter(|r| r.gpus.is_empty() && r.unplaced.is_empty())
+        .map(|r| r.duplicate_rows)
+        .sum();
     out.retain(|r| !r.gpus.is_empty() || !r.unplaced.is_empty());
     if let Some(r) = out.iter_mut().find(|r| !r.gpus.is_empty()) {
         if !moved.is_empty() {
             r.process_list = true;
         }
+        r.duplicate_rows = r.duplicate_rows.saturating_add(dups);
         for (i, p) in moved {
             r.add_process(i, p);
         }

@@ -36,10 +36,12 @@ static GPU_ROW: Lazy = LazyLock::new(|| {
     )
 });
 
-/// `| N/A   32C    P0    61W / 400W |   4MiB / 81920MiB |   0%   Default |`
+/// `| N/A   32C    P0    61W / 400W |   4MiB / 81920MiB |   0%   Default |`;
+/// a unified-memory GPU (GB10, driver 580) prints `Not Supported` in the
+/// memory cell (snowflakedb/ArcticTraining#345), read as unknown memory.
 static STATS_ROW: Lazy = LazyLock::new(|| {
     regex(
-        r"(\d{1,3}%|N/A|ERR!) (\d{1,3}C|N/A|ERR!) (P\d{1,2}|N/A|ERR!) ([^|]{0,40}?) ?\| ?(\d{1,9}) ?MiB ?/ ?(\d{1,9}) ?MiB ?\| ?(\d{1,3} ?%|N/A|ERR!)?",
+        r"(\d{1,3}%|N/A|ERR!) (\d{1,3}C|N/A|ERR!) (P\d{1,2}|N/A|ERR!) ([^|]{0,40}?) ?\| ?(?:(\d{1,9}) ?MiB ?/ ?(\d{1,9}) ?MiB|Not Supported|N/A|\[N/A\]) ?\| ?(\d{1,3} ?%|N/A|ERR!)?",
     )
 });
 
