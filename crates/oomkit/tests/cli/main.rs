@@ -18,6 +18,7 @@ mod explain_v3;
 mod explain_v3b;
 mod install;
 mod leaks;
+mod leaks_tf;
 mod lint;
 mod lint_summaries;
 mod lint_v3;
