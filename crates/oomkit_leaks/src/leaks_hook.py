@@ -428,6 +428,72 @@ class _OomkitFile:
         self.co_filename = name
 
 
+def _oomkit_children(leaks, obj, path, framework_types, module_type):
+    """What the holder walks follow from `obj`, as (child, path) pairs:
+    container items (at most _OOMKIT_WALK_ITEMS each), a user function's
+    closure cells and defaults, a bound method's object and function, and the
+    attributes of objects of user classes (their class attributes too) or of
+    `framework_types` (torch's modules and optimizers), a `module_type`'s
+    parameters, buffers and submodules named as its attributes."""
+    import collections
+    import types
+
+    if isinstance(obj, dict):
+        for i, (k, v) in enumerate(obj.items()):
+            if i >= _OOMKIT_WALK_ITEMS:
+                break
+            yield v, path + (("key", k),)
+    elif isinstance(obj, (list, tuple, collections.deque)):
+        for i, v in enumerate(obj):
+            if i >= _OOMKIT_WALK_ITEMS:
+                break
+            yield v, path + (("item", i),)
+    elif isinstance(obj, (set, frozenset)):
+        for i, v in enumerate(obj):
+            if i >= _OOMKIT_WALK_ITEMS:
+                break
+            yield v, path + (("item", None),)
+    elif isinstance(obj, types.FunctionType):
+        if not leaks.is_user(obj.__code__):
+            return
+        for cname, cell in zip(obj.__code__.co_freevars, obj.__closure__ or ()):
+            try:
+                yield cell.cell_contents, path + (("closure", cname),)
+            except ValueError:
+                pass
+        for v in obj.__defaults__ or ():
+            yield v, path + (("default", None),)
+    elif isinstance(obj, types.MethodType):
+        yield obj.__self__, path
+        yield obj.__func__, path
+    else:
+        cls = type(obj)
+        user = leaks.is_user(_OomkitFile(getattr(
+            __import__("sys").modules.get(cls.__module__), "__file__", None) or "<x>"))
+        if not (user or isinstance(obj, framework_types)):
+            return
+        if user:
+            # Class attributes (`buffer = []` in the class body), named
+            # through the instance.
+            try:
+                for k, v in vars(cls).items():
+                    if not k.startswith("__") and not callable(v) and not isinstance(v, (property, staticmethod, classmethod)):
+                        yield v, path + (("attr", k),)
+            except Exception:
+                pass
+        attrs = getattr(obj, "__dict__", None)
+        if not isinstance(attrs, dict):
+            return
+        for i, (k, v) in enumerate(attrs.items()):
+            if i >= _OOMKIT_WALK_ITEMS:
+                break
+            if isinstance(obj, module_type) and k in ("_parameters", "_buffers", "_modules") and isinstance(v, dict):
+                for k2, v2 in v.items():
+                    yield v2, path + (("attr", k2),)
+                continue
+            yield v, path + (("attr", k),)
+
+
 class _OomkitWalk:
     """Breadth-first from named roots to the tensors whose storages (or whose
     autograd graphs' saved tensors) are the targets; the first path to reach
@@ -490,60 +556,8 @@ class _OomkitWalk:
                 continue
             d = depth + 1
             try:
-                if isinstance(obj, dict):
-                    for i, (k, v) in enumerate(obj.items()):
-                        if i >= _OOMKIT_WALK_ITEMS:
-                            break
-                        q.append((v, path + (("key", k),), origin, d))
-                elif isinstance(obj, (list, tuple, collections.deque)):
-                    for i, v in enumerate(obj):
-                        if i >= _OOMKIT_WALK_ITEMS:
-                            break
-                        q.append((v, path + (("item", i),), origin, d))
-                elif isinstance(obj, (set, frozenset)):
-                    for i, v in enumerate(obj):
-                        if i >= _OOMKIT_WALK_ITEMS:
-                            break
-                        q.append((v, path + (("item", None),), origin, d))
-                elif isinstance(obj, types.FunctionType):
-                    if not self.leaks.is_user(obj.__code__):
-                        continue
-                    for cname, cell in zip(obj.__code__.co_freevars, obj.__closure__ or ()):
-                        try:
-                            q.append((cell.cell_contents, path + (("closure", cname),), origin, d))
-                        except ValueError:
-                            pass
-                    for v in obj.__defaults__ or ():
-                        q.append((v, path + (("default", None),), origin, d))
-                elif isinstance(obj, types.MethodType):
-                    q.append((obj.__self__, path, origin, d))
-                    q.append((obj.__func__, path, origin, d))
-                else:
-                    cls = type(obj)
-                    user = self.leaks.is_user(_OomkitFile(getattr(
-                        __import__("sys").modules.get(cls.__module__), "__file__", None) or "<x>"))
-                    if not (user or isinstance(obj, Module) or isinstance(obj, Optimizer)):
-                        continue
-                    if user:
-                        # Class attributes (`buffer = []` in the class body),
-                        # named through the instance.
-                        try:
-                            for k, v in vars(cls).items():
-                                if not k.startswith("__") and not callable(v) and not isinstance(v, (property, staticmethod, classmethod)):
-                                    q.append((v, path + (("attr", k),), origin, d))
-                        except Exception:
-                            pass
-                    attrs = getattr(obj, "__dict__", None)
-                    if not isinstance(attrs, dict):
-                        continue
-                    for i, (k, v) in enumerate(attrs.items()):
-                        if i >= _OOMKIT_WALK_ITEMS:
-                            break
-                        if isinstance(obj, Module) and k in ("_parameters", "_buffers", "_modules") and isinstance(v, dict):
-                            for k2, v2 in v.items():
-                                q.append((v2, path + (("attr", k2),), origin, d))
-                            continue
-                        q.append((v, path + (("attr", k),), origin, d))
+                for child, child_path in _oomkit_children(self.leaks, obj, path, (Module, Optimizer), Module):
+                    q.append((child, child_path, origin, d))
             except Exception:
                 continue
 
@@ -1231,52 +1245,8 @@ class _OomkitTFWalk:
                 continue
             d = depth + 1
             try:
-                if isinstance(obj, dict):
-                    for i, (k, v) in enumerate(obj.items()):
-                        if i >= _OOMKIT_WALK_ITEMS:
-                            break
-                        q.append((v, path + (("key", k),), origin, d))
-                elif isinstance(obj, (list, tuple, collections.deque)):
-                    for i, v in enumerate(obj):
-                        if i >= _OOMKIT_WALK_ITEMS:
-                            break
-                        q.append((v, path + (("item", i),), origin, d))
-                elif isinstance(obj, (set, frozenset)):
-                    for i, v in enumerate(obj):
-                        if i >= _OOMKIT_WALK_ITEMS:
-                            break
-                        q.append((v, path + (("item", None),), origin, d))
-                elif isinstance(obj, types.FunctionType):
-                    if not self.leaks.is_user(obj.__code__):
-                        continue
-                    for cname, cell in zip(obj.__code__.co_freevars, obj.__closure__ or ()):
-                        try:
-                            q.append((cell.cell_contents, path + (("closure", cname),), origin, d))
-                        except ValueError:
-                            pass
-                    for v in obj.__defaults__ or ():
-                        q.append((v, path + (("default", None),), origin, d))
-                elif isinstance(obj, types.MethodType):
-                    q.append((obj.__self__, path, origin, d))
-                else:
-                    cls = type(obj)
-                    user = self.leaks.is_user(_OomkitFile(getattr(
-                        __import__("sys").modules.get(cls.__module__), "__file__", None) or "<x>"))
-                    if not user:
-                        continue
-                    try:
-                        for k, v in vars(cls).items():
-                            if not k.startswith("__") and not callable(v) and not isinstance(v, (property, staticmethod, classmethod)):
-                                q.append((v, path + (("attr", k),), origin, d))
-                    except Exception:
-                        pass
-                    attrs = getattr(obj, "__dict__", None)
-                    if not isinstance(attrs, dict):
-                        continue
-                    for i, (k, v) in enumerate(attrs.items()):
-                        if i >= _OOMKIT_WALK_ITEMS:
-                            break
-                        q.append((v, path + (("attr", k),), origin, d))
+                for child, child_path in _oomkit_children(self.leaks, obj, path, (), ()):
+                    q.append((child, child_path, origin, d))
             except Exception:
                 continue
 
