@@ -23,6 +23,7 @@
 use oomkit_core::read_ahead::ReadAhead;
 use std::collections::VecDeque;
 use std::io::{self, Read};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use aho_corasick::{AhoCorasick, MatchKind};
@@ -269,13 +270,15 @@ impl Scanner {
     /// scans: on a large log, copying the file out of the page cache took as
     /// long as the search itself, and the two now overlap. Nothing is copied
     /// twice: a filled buffer is handed over and handed back empty. The
-    /// reading thread also counts each chunk's line ends and searches its
-    /// first third for [`CORES`], so the search is shared too.
+    /// reading thread also counts each chunk's line ends and, while the
+    /// scanning thread has a chunk waiting, searches the first half of it
+    /// for [`CORES`], so the search is shared too.
     pub fn scan<R: Read + Send>(
         &self,
         reader: R,
         mut on_region: impl FnMut(Region),
     ) -> io::Result<u64> {
+        let queued = AtomicUsize::new(0);
         std::thread::scope(|scope| {
             // Page-aligned chunks, recycled (oomkit_core::read_ahead); the
             // reading thread also counts each chunk's line ends.
@@ -284,9 +287,10 @@ impl Scanner {
                 inner: reader,
                 tx,
                 cores: &self.cores,
+                queued: &queued,
             };
             let mut ahead = ReadAhead::spawn(scope, reader, u64::MAX, 0, CHUNK);
-            self.scan_chunks(&mut ahead, &counts, &mut on_region)
+            self.scan_chunks(&mut ahead, &counts, &queued, &mut on_region)
         })
     }
 
@@ -296,6 +300,7 @@ impl Scanner {
         &self,
         ahead: &mut ReadAhead,
         counts: &mpsc::Receiver<Counted>,
+        queued: &AtomicUsize,
         on_region: &mut impl FnMut(Region),
     ) -> io::Result<u64> {
         let mut st = State {
@@ -310,6 +315,8 @@ impl Scanner {
         let mut total = 0u64;
         while let Some(msg) = ahead.next_chunk() {
             let chunk = msg?;
+            // Saturating: a chunk the reader has not counted (none) stays 0.
+            let _ = queued.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| q.checked_sub(1));
             total = total.saturating_add(chunk.len as u64);
             let data = chunk.data();
             // The reading thread's counts of this chunk's line ends (each
@@ -510,10 +517,12 @@ fn count_newlines(bytes: &[u8]) -> u64 {
 const SUB: usize = 16 << 10;
 
 /// The share of each read that the reading thread searches for [`CORES`]
-/// (to the first line end past `n * SHARE_NUM / SHARE_DEN`); the scanning
-/// thread searches the rest. See bench/README.md for how it was chosen.
+/// (to the first line end past `n * SHARE_NUM / SHARE_DEN`) when it does
+/// (see [`Counting`]); the scanning thread searches the rest. A third and a
+/// half were measured (bench/README.md): with the search done only while the
+/// scanning thread has a chunk waiting, a half.
 const SHARE_NUM: usize = 1;
-const SHARE_DEN: usize = 3;
+const SHARE_DEN: usize = 2;
 
 /// Core hits one read may hand over; past that the scanning thread
 /// searches that read itself (memory stays bounded on a log full of hits).
@@ -541,6 +550,8 @@ struct Counting<'a, R> {
     inner: R,
     tx: mpsc::Sender<Counted>,
     cores: &'a AhoCorasick,
+    /// Reads not yet taken by the scanning thread.
+    queued: &'a AtomicUsize,
 }
 
 impl<R: Read> Read for Counting<'_, R> {
@@ -552,7 +563,15 @@ impl<R: Read> Read for Counting<'_, R> {
                 .chunks(SUB)
                 .map(|c| u32::try_from(count_newlines(c)).unwrap_or(u32::MAX))
                 .collect();
-            let (until, cores) = search_share(self.cores, data);
+            // Search only while the scanning thread has a chunk waiting: when
+            // it is waiting for this one (reading is the slower half, as on a
+            // log of progress bars), searching here would only delay it.
+            let (until, cores) = if self.queued.load(Ordering::Relaxed) > 0 {
+                search_share(self.cores, data)
+            } else {
+                (0, Vec::new())
+            };
+            self.queued.fetch_add(1, Ordering::Relaxed);
             // The scanner may be gone (an error ended it): nothing to tell.
             let _ = self.tx.send(Counted {
                 len: n,
