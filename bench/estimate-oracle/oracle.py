@@ -29,12 +29,15 @@ like the CUDA default.
 Usage: python bench/estimate-oracle/oracle.py [--oomkit target/release/oomkit]
        [--only SUBSTRING] [--json OUT.json]
 Needs: torch, transformers, peft (pip; the CUDA wheel works on a CPU-only
-machine). Results are cached in bench/data/oracle-cache.json (keyed by the
-setup and the installed torch/transformers versions).
+machine). Results are cached in bench/data/oracle-cache.json (or $ORACLE_CACHE; keyed
+by the setup and the installed torch/transformers versions).
+Generation under transformers 4.35 (a tuple KV cache): `--legacy --python PY` with a
+Python whose transformers is 4.35.2.
 """
 
 import argparse
 import json
+import os
 import pathlib
 import statistics
 import subprocess
@@ -42,7 +45,7 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODELS = ROOT / "crates" / "oomkit_estimate" / "models"
-CACHE = ROOT / "bench" / "data" / "oracle-cache.json"
+CACHE = pathlib.Path(os.environ.get("ORACLE_CACHE", ROOT / "bench" / "data" / "oracle-cache.json"))
 # Bumped whenever the child program changes what it measures (invalidates the cache).
 ORACLE_REVISION = 2
 
@@ -50,7 +53,7 @@ ORACLE_REVISION = 2
 def S(model, task="train", b=1, s=512, **kw):
     d = dict(model=model, task=task, batch=b, seq=s, ckpt=False, precision="bf16",
              method="full", attention="sdpa", optimizer="adamw", new_tokens=0,
-             lora_rank=16, lora_targets="q,v")
+             lora_rank=16, lora_targets="q,v", sac=None, stack=None)
     d.update(kw)
     return d
 
@@ -104,6 +107,40 @@ GRID = [
     S("Qwen/Qwen2.5-1.5B", b=2, s=2048, precision="mixed-bf16"),
     # Gemma 3: two rotary sets and an explicit SDPA sliding-window mask in the prompt pass.
     S("google/gemma-3-1b-it", task="infer", b=4, s=4096, new_tokens=32),
+    # Eager attention in training beside SDPA on the same setups (GPT-2 and BERT
+    # are left out: their attention dropout saves a 2-byte mask on the CPU where
+    # CUDA saves a 1-byte one, see the README).
+    S("Qwen/Qwen2.5-0.5B", b=2, s=2048, attention="eager"),
+    S("meta-llama/Llama-3.2-1B", b=2, s=2048, attention="eager", ckpt=True),
+    # Selective activation checkpointing: torchtitan's op policy, every k-th layer.
+    # Selective rows and the phi-1_5/transformers 4.35 rows are held out of calibration:
+    # the formulas were written from the frameworks' source before they ran and
+    # nothing was tuned on them (pythia and OPT were used to fix eager and ReLU).
+    S("meta-llama/Llama-3.2-1B", b=2, s=2048, sac="op", holdout=True),
+    S("meta-llama/Llama-3.2-1B", b=2, s=2048, sac="2", holdout=True),
+    S("Qwen/Qwen2.5-1.5B", b=2, s=2048, sac="op", holdout=True),
+    S("Qwen/Qwen2.5-1.5B", b=2, s=2048, sac="3", holdout=True),
+    S("meta-llama/Llama-3.2-3B", b=1, s=4096, sac="op", attention="eager", holdout=True),
+    S("Qwen/Qwen3-1.7B", b=2, s=2048, sac="op", method="lora", lora_targets="all-linear",
+      holdout=True),
+    # LayerNorm architectures whose eager code upcasts the softmax to fp32 (GPT-NeoX, OPT, Phi).
+    S("EleutherAI/pythia-410m", b=4, s=1024, attention="eager"),
+    S("facebook/opt-1.3b", b=2, s=1024, attention="eager"),
+    S("microsoft/phi-1_5", b=2, s=1024, attention="eager", holdout=True),
+]
+
+# Generation under transformers 4.35 (tuple KV cache): run with a Python whose
+# transformers is 4.35 (--python, --only legacy).
+LEGACY = [
+    # (Llama 3.x configs' rope_scaling postdates 4.35: SmolLM2 is the Llama architecture.)
+    S("HuggingFaceTB/SmolLM2-1.7B", task="infer", b=8, s=1024, new_tokens=32, attention="eager",
+      stack="transformers@4.35", holdout=True),
+    S("mistralai/Mistral-7B-v0.1", task="infer", b=4, s=2048, new_tokens=16, attention="eager",
+      stack="transformers@4.35", holdout=True),
+    # Not held out: its first run (-9.0 %) found the prompt cache holding c_attn's
+    # queries (stack.rs first_step_previous_cache_bytes).
+    S("gpt2", task="infer", b=16, s=512, new_tokens=64, attention="eager",
+      stack="transformers@4.35"),
 ]
 
 # FSDP2 (`fully_shard` per decoder layer and on the root, as accelerate and
@@ -199,6 +236,48 @@ with FakeTensorMode():
                                                  target_modules=targets, lora_dropout=0.0))
         torch.nn.Module.to = to
         torch.set_default_dtype(store)
+    if st.get("sac"):
+        # Selective activation checkpointing as torchtitan and torchtune apply
+        # it to each decoder layer (torchtitan distributed/activation_checkpoint.py
+        # SelectiveAC._wrap_block; torchtune training/activations.py).
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import (
+            checkpoint_wrapper)
+        from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+        from torch._functorch.partitioners import get_default_op_list
+        base = model.base_model.model if st["method"] == "lora" else model
+        layers = base.model.layers
+        if st["sac"] == "op":
+            save = {op.default for op in get_default_op_list().compute_intensive_ops}
+            save |= {torch.ops.aten._scaled_dot_product_cudnn_attention.default,
+                     torch.ops.aten._scaled_dot_product_attention_math.default,
+                     torch.ops.aten.linear.default, torch.ops.aten.max.default,
+                     # CUDA's flash SDPA op is in the list; the CPU kernel stands for it.
+                     torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default}
+            mm_ops = (torch.ops.aten.mm.default, torch.ops.aten.linear.default)
+
+            def policy():
+                meta = {"forward": 0, "recompute": 0}
+
+                def p(ctx, func, *args, **kwargs):
+                    mode = "recompute" if ctx.is_recompute else "forward"
+                    if func in mm_ops:
+                        meta[mode] += 1
+                    if func in save and not (func in mm_ops and meta[mode] % 2 == 0):
+                        return CheckpointPolicy.MUST_SAVE
+                    return CheckpointPolicy.PREFER_RECOMPUTE
+                return p
+
+            for i in range(len(layers)):
+                layers[i] = checkpoint_wrapper(
+                    layers[i], context_fn=lambda: create_selective_checkpoint_contexts(policy()),
+                    preserve_rng_state=False)
+        else:
+            k = int(st["sac"])
+            for i in range(len(layers)):
+                if (i + 1) % k == 0:
+                    layers[i] = checkpoint_wrapper(layers[i], preserve_rng_state=False)
+        if st["method"] == "lora":
+            model.enable_input_require_grads()
     mt = MemTracker()
     if st["task"] == "train":
         if st["ckpt"]:
@@ -242,6 +321,45 @@ with FakeTensorMode():
                     mt.reset_mod_stats()
                     out = model(input_ids=nxt, past_key_values=cache, use_cache=True)
                 del out, cache
+    peak = mt.get_tracker_snapshot("peak")
+cats = {}
+for dev, c in peak.items():
+    if c.get("Total", 0) > cats.get("Total", 0):
+        cats = {str(k).split(".")[-1]: int(v) for k, v in c.items()}
+print(json.dumps(cats))
+"""
+
+
+# transformers 4.35: no DynamicCache, no attention-implementation switch (eager),
+# `torch_dtype=`; generate's greedy loop keeps `outputs` (the previous cache and
+# the prompt's logits) bound while the next forward runs.
+LEGACY_CHILD = r"""
+import json, sys, torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools.mem_tracker import MemTracker
+from transformers import AutoConfig, AutoModelForCausalLM
+st = json.loads(sys.argv[1]); cfg_path = sys.argv[2]
+cfg = AutoConfig.from_pretrained(cfg_path)
+store = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(st["precision"], torch.float32)
+torch.set_default_dtype(store)
+b, s = st["batch"], st["seq"]
+with FakeTensorMode():
+    model = AutoModelForCausalLM.from_config(cfg, torch_dtype=store)
+    model.eval()
+    mt = MemTracker()
+    mt.track_external(model)
+    with mt, torch.no_grad():
+        ids = torch.randint(0, cfg.vocab_size, (b, s))
+        mask = torch.ones(b, s, dtype=torch.long)
+        outputs = model(input_ids=ids, attention_mask=mask, use_cache=True)
+        mt.reset_mod_stats()
+        for _ in range(st["new_tokens"]):
+            mt.reset_mod_stats()
+            nxt = outputs.logits[:, -1, :].argmax(-1)[:, None]
+            mask = torch.cat([mask, torch.ones(b, 1, dtype=torch.long)], dim=-1)
+            outputs = model(input_ids=nxt, attention_mask=mask,
+                            past_key_values=outputs.past_key_values, use_cache=True)
+        del outputs
     peak = mt.get_tracker_snapshot("peak")
 cats = {}
 for dev, c in peak.items():
@@ -326,6 +444,8 @@ FSDP_REVISION = 2
 
 
 def key(st, versions):
+    # `holdout` marks a row kept out of calibration; it does not change the run.
+    st = {k: v for k, v in st.items() if k != "holdout"}
     if st.get("offload"):
         return json.dumps([st, versions, ORACLE_REVISION, FSDP_REVISION], sort_keys=True)
     return json.dumps([st, versions, ORACLE_REVISION], sort_keys=True)
@@ -333,7 +453,8 @@ def key(st, versions):
 
 def oracle(st, python):
     cfg = MODELS / (st["model_file"])
-    p = subprocess.run([python, "-c", CHILD_FSDP if st.get("fsdp") else CHILD, json.dumps(st), str(cfg)],
+    child = LEGACY_CHILD if st.get("stack") else CHILD_FSDP if st.get("fsdp") else CHILD
+    p = subprocess.run([python, "-c", child, json.dumps(st), str(cfg)],
                        capture_output=True, text=True, timeout=3600)
     if p.returncode != 0:
         last = (p.stderr.strip().splitlines() or ["?"])[-1]
@@ -353,6 +474,8 @@ def estimate(binary, st):
             args += ["--lora-rank", str(st["lora_rank"]), "--lora-targets", st["lora_targets"]]
         if st["ckpt"]:
             args.append("--grad-checkpointing")
+        if st.get("sac"):
+            args += ["--checkpointing", "selective", "--ac-option", st["sac"]]
         if st.get("trainer"):  # bench/gpu's Trainer setups
             args.append("--trainer")
         if st.get("fsdp"):
@@ -361,6 +484,8 @@ def estimate(binary, st):
                 args += ["--offload", "params"]
     else:
         args += ["--new-tokens", str(st["new_tokens"])]
+    if st.get("stack"):
+        args += ["--stack", st["stack"]]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
     return json.loads(out)
 
@@ -376,11 +501,12 @@ def label(st):
     if st["task"] == "train":
         x += f" {st['method']}" + (f" r{st['lora_rank']} {st['lora_targets']}" if st["method"] == "lora" else "")
         x += f" {st['optimizer']}" + (" ckpt" if st["ckpt"] else "")
+        x += f" sac-{st['sac']}" if st.get("sac") else ""
     else:
         x += f" +{st['new_tokens']} new"
     if st.get("fsdp"):
         x += f" fsdp{st['fsdp']}x{st['world']}" + (" offload" if st.get("offload") else "")
-    return x + f" {st['attention']}"
+    return x + f" {st['attention']}" + (f" {st['stack']}" if st.get("stack") else "")
 
 
 def main():
@@ -391,6 +517,10 @@ def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--cached-only", action="store_true",
                     help="skip setups the cache does not hold (no torch run)")
+    ap.add_argument("--legacy", action="store_true",
+                    help="the transformers 4.35 generation grid (LEGACY); --python must have 4.35")
+    ap.add_argument("--append", action="store_true",
+                    help="with --rows: add to the rows already in the file (replacing same ids)")
     ap.add_argument("--rows", default="",
                     help="write the oracle peaks as test rows (crates/oomkit_estimate/tests/oracle.json)")
     ap.add_argument("--sharded", action="store_true",
@@ -400,14 +530,15 @@ def main():
                          "(crates/oomkit_estimate/tests/accuracy_sharded.json)")
     a = ap.parse_args()
     versions = subprocess.run(
-        [a.python, "-c", "import torch, transformers, peft; print(torch.__version__, transformers.__version__, peft.__version__)"],
+        [a.python, "-c", "import torch, transformers\ntry:\n import peft; p = peft.__version__\nexcept ImportError:\n p = 'no peft'\nprint(torch.__version__, transformers.__version__, p)"],
         check=True, capture_output=True, text=True).stdout.strip()
+    grid = LEGACY if a.legacy else GRID
     cache = json.loads(CACHE.read_text()) if CACHE.exists() else {}
     rows, errs = [], []
     print(f"oracle: {versions}\n")
     print("| model | setup | batch × seq | oracle | estimate | error |")
     print("|---|---|---|---|---|---|")
-    for st in (FSDP_GRID if a.sharded else GRID):
+    for st in (FSDP_GRID if a.sharded else grid):
         if a.only and a.only not in json.dumps(st):
             continue
         st = dict(st, model_file=model_file(a.oomkit, st["model"]))
@@ -444,18 +575,28 @@ def main():
         for r in rows:
             st = r["setup"]
             setup = {k: st[k] for k in ("task", "precision", "batch", "seq", "attention")}
+            if st.get("stack"):
+                setup["stack"] = st["stack"]
             if st["task"] == "train":
                 setup.update(method=st["method"], optimizer=st["optimizer"],
                              grad_checkpointing=st["ckpt"])
+                if st.get("sac"):
+                    setup["selective_ac"] = st["sac"]
                 if st["method"] == "lora":
                     setup.update(lora_rank=st["lora_rank"], lora_targets=st["lora_targets"])
             else:
                 setup["new_tokens"] = st["new_tokens"]
+            extra = {"holdout": True} if st.get("holdout") else {}
             out.append(dict(
                 id=f"O-{st['model'].split('/')[-1]}-{label(st).replace(' ', '-')}-{st['batch']}x{st['seq']}",
+                **extra,
                 source=f"CPU oracle (bench/estimate-oracle/oracle.py): MemTracker peak on fake tensors, {versions}",
                 model=st["model"], setup=setup, metric="allocated", kind=st["task"],
                 grade="O", measured_bytes=r["oracle"]["Total"]))
+        if a.append and pathlib.Path(a.rows).exists():
+            ids = {r["id"] for r in out}
+            old = json.loads(pathlib.Path(a.rows).read_text())["rows"]
+            out = [r for r in old if r["id"] not in ids] + out
         pathlib.Path(a.rows).write_text(json.dumps(
             {"note": "Written by bench/estimate-oracle/oracle.py --rows; regenerate, do not edit.",
              "rows": out}, indent=1) + "\n")

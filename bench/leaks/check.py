@@ -117,6 +117,8 @@ def gallery_table(args, cwd):
         os.path.join(args.gallery, f)
         for f in os.listdir(args.gallery)
         if f.endswith(".py") and (not args.only or any(o in f for o in args.only))
+        # tf_*.py are the TensorFlow/Keras scripts; the others need torch.
+        and f.startswith("tf_") == (args.framework == "tensorflow")
     )
     rows, details, records = [], [], []
     for script in scripts:
@@ -192,6 +194,8 @@ def main():
     ap.add_argument("--overhead-steps", type=int, default=10)
     ap.add_argument("--budget", type=float, default=3.0, help="overhead: the most `leaks`/plain wall ratio")
     ap.add_argument("--no-overhead", action="store_true")
+    ap.add_argument("--framework", choices=["torch", "tensorflow"], default="torch",
+                    help="what the venv has: tf_*.py scripts run only with tensorflow, the others only with torch")
     ap.add_argument("--json-out", help="write every run's record (with stdout/stderr) here")
     args = ap.parse_args()
     cwd = os.getcwd()
@@ -206,7 +210,7 @@ def main():
 
     over_fail = False
     result = {"gallery": records}
-    if not args.no_overhead:
+    if not args.no_overhead and args.framework == "torch":
         best, leaks_exit, report, loop = overhead(args, cwd)
         plain, leaks, imp = best["plain"], best["oomkit leaks"], best["import torch"]
         ratio, cpu_ratio = leaks[0] / plain[0], leaks[1] / plain[1]

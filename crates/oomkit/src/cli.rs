@@ -422,6 +422,29 @@ pub struct EstimateArgs {
         alias = "gradient-checkpointing"
     )]
     pub grad_checkpointing: bool,
+    /// Activation checkpointing: none, full (what --grad-checkpointing means) or
+    /// selective (torchtitan's and torchtune's; the policy is --ac-option).
+    #[arg(long, value_enum, alias = "ac-mode", alias = "ac_mode")]
+    pub checkpointing: Option<oomkit_estimate::selective::Checkpointing>,
+    /// With --checkpointing selective: `op` (torchtitan's op-level policy: matmul and
+    /// attention outputs saved, every second matmul recomputed; the default) or a number
+    /// k (every k-th layer checkpointed: torchtune's `ac_option`).
+    #[arg(long, alias = "ac_option", value_name = "op|K", value_parser = parse_ac_option)]
+    pub ac_option: Option<oomkit_estimate::selective::SelectiveAc>,
+    /// torchtune's activation offloading (`enable_activation_offloading`): saved
+    /// activations move to the CPU; needs checkpointing.
+    #[arg(
+        long,
+        alias = "enable_activation_offloading",
+        alias = "enable-activation-offloading"
+    )]
+    pub activation_offloading: bool,
+    /// The transformers release the model runs on, where memory differs:
+    /// `transformers@4.35` (before 4.36 generation rebuilds the KV cache each step;
+    /// before 5 weights load in fp32 unless --precision is given). Default: the current
+    /// release.
+    #[arg(long, value_name = "transformers[@VERSION]", value_parser = parse_stack)]
+    pub stack: Option<oomkit_estimate::stack::Stack>,
     /// The training loop is HF Trainer's, which drops the model output (and
     /// its logits) before backward; without it the loop is taken to hold
     /// `out = model(**batch)` through backward and the optimizer step.
@@ -619,6 +642,10 @@ impl EstimateArgs {
             seq: self.seq,
             new_tokens: self.new_tokens,
             grad_checkpointing: self.grad_checkpointing,
+            checkpointing: self.checkpointing,
+            ac_option: self.ac_option,
+            activation_offloading: self.activation_offloading,
+            stack: self.stack,
             trainer: self.trainer,
             kbit_upcast: self.kbit_upcast,
             grad_accum: self.grad_accum,
@@ -768,6 +795,16 @@ pub enum ColorChoice {
 }
 
 /// `11.8`, `12`, `12.4.1` → (major, minor).
+fn parse_ac_option(v: &str) -> Result<oomkit_estimate::selective::SelectiveAc, String> {
+    oomkit_estimate::selective::SelectiveAc::parse(v)
+        .ok_or_else(|| format!("{v:?} is not `op` or a number of layers such as 2"))
+}
+
+fn parse_stack(v: &str) -> Result<oomkit_estimate::stack::Stack, String> {
+    oomkit_estimate::stack::Stack::parse(v)
+        .ok_or_else(|| format!("{v:?} is not a stack such as transformers or transformers@4.35"))
+}
+
 /// `on`/`off` (also `true`/`false`, as a DeepSpeed JSON writes them).
 fn parse_on_off(v: &str) -> Result<bool, String> {
     match v.to_ascii_lowercase().as_str() {

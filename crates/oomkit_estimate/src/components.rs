@@ -246,7 +246,12 @@ fn adafactor_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     };
     let elems: u64 = if s.method == Method::Full {
         let mats = sum_linears(&|_, a, b, n| (a + b) * n);
-        let vectors = cfg.params() - cfg.block_linear_params() - cfg.vocab * cfg.hidden;
+        // Saturating: a narrower embedding (OPT-350m's 512 wide, projected
+        // to 1024) makes vocab × hidden more than the embedding holds.
+        let vectors = cfg
+            .params()
+            .saturating_sub(cfg.block_linear_params())
+            .saturating_sub(cfg.vocab * cfg.hidden);
         mats + cfg.vocab + cfg.hidden + vectors.min(cfg.layers * 8 * cfg.hidden)
     } else {
         sum_linears(&|name, a, b, n| {
@@ -303,7 +308,17 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
     // before `o_proj` copies. A fused q/k/v projection with rotary keeps its
     // whole output alive through v ([`ModelConfig::fused_qkv_rope`]).
     let heads_width = cfg.heads * cfg.head_dim;
-    let fused = if cfg.fused_qkv_rope { q + kv } else { 0 };
+    // Under eager attention with more than one sample, v (a strided chunk of
+    // the fused output) cannot be reshaped for the probabilities·V matmul
+    // as a view: the matmul saves a copy of v and the fused output is freed
+    // (checked with saved-tensor hooks on GPT-NeoX, transformers 5.24: at
+    // batch 1 the fused output is saved through v, at batch 4 q, k and a
+    // copy of v are).
+    let fused = if cfg.fused_qkv_rope && !(s.attention == Attention::Eager && s.batch > 1) {
+        q + kv
+    } else {
+        0
+    };
     // The inputs the q/k/v (and gate/up) projections save: one tensor, or
     // one cast per projection that trains ([`per_linear_casts`]).
     let casts = |names: &[&str]| -> u64 {
@@ -349,6 +364,9 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
             3 * f + down
         } else if cfg.composite_gelu {
             4 * f + down
+        } else if cfg.relu_mlp {
+            // ReLU's output: what its backward reads and fc2's input.
+            f
         } else {
             f + down + if full || down > 0 { f } else { 0 }
         }
@@ -383,6 +401,17 @@ fn layer_norm(cfg: &ModelConfig) -> bool {
 fn fp32_stream(cfg: &ModelConfig, s: &Setup) -> bool {
     let mixed = matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16);
     s.precision.act_bytes() == 4 || (mixed && (layer_norm(cfg) || s.zero == 0)) || s.kbit_upcast
+}
+
+/// Bytes per element of the residual stream: fp32 on an fp32 stream (fp32
+/// training, autocast without ZeRO/FSDP or on a LayerNorm model, PEFT's
+/// k-bit upcast), else the activation dtype's.
+pub fn stream_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if fp32_stream(cfg, s) {
+        4
+    } else {
+        s.precision.act_bytes()
+    }
 }
 
 /// Autocast casts an fp32 input to 16 bits per op, without caching (its
@@ -434,16 +463,25 @@ pub fn layer_norm_token_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     cfg.norms_per_layer * per + qk
 }
 
-/// Bytes eager attention saves per score element: the softmax output (fp32
-/// under autocast, in fp32 training, and in Llama-family code that calls
-/// `softmax(dtype=float32)`), with attention dropout its 1-byte mask and
-/// output, the cast back to β that the probabilities·V matmul saves, and
-/// soft-capping's `tanh` output (Gemma-2; checked against the CPU oracle's
-/// saved tensors: 2 + 4 + 2 B per score).
+/// Bytes eager attention saves per score element. transformers 5.24's
+/// `eager_attention_forward` (`modeling_llama.py` and its copies) computes
+/// `matmul(q, kᵀ) * scaling + mask`, `softmax(…, dtype=float32).to(q.dtype)`,
+/// `dropout`, `matmul(probs, v)`; PyTorch's autograd (`derivatives.yaml`)
+/// saves `_softmax`'s output (its backward reads `result`),
+/// `native_dropout`'s 1-byte mask (CUDA's fused kernel) and both operands
+/// of `bmm`; scaling by a number, adding the mask and the casts save
+/// nothing. So: the softmax output (fp32 under autocast, in fp32 training,
+/// and in code that calls `softmax(dtype=float32)`:
+/// [`ModelConfig::eager_softmax_fp32`], which covers GPT-NeoX, Phi, OPT and
+/// the other LayerNorm models that do; they were counted at the activation
+/// dtype's 2 B), with attention dropout its 1-byte mask and output, the
+/// cast back to β that the probabilities·V matmul saves, and soft-capping's
+/// `tanh` output (Gemma-2; checked against the CPU oracle's saved tensors:
+/// 2 + 4 + 2 B per score). 6 B per score for Llama-family code in bf16.
 pub fn eager_score_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let beta = s.precision.act_bytes();
     let mixed = matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16);
-    let sm = if mixed || beta == 4 || !layer_norm(cfg) {
+    let sm = if mixed || beta == 4 || cfg.eager_softmax_fp32() {
         4
     } else {
         beta
@@ -471,11 +509,13 @@ pub fn autocast_weight_copies_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     // copies included: only the head's copy is saved, and the recomputed
     // layer's own copies come with [`recompute_bytes`] (checked against the
     // CPU oracle: Qwen2.5-0.5B mixed-bf16 with checkpointing).
-    let blocks = if s.grad_checkpointing {
-        0
-    } else {
-        cfg.block_linear_params()
-    };
+    // Under selective checkpointing only the layers saving everything keep
+    // theirs ([`crate::selective::layers_saving_casts`]).
+    let layers = cfg.layers.max(1);
+    let saving =
+        crate::selective::layers_saving_casts(s.selective_ac, s.grad_checkpointing, layers);
+    let blocks =
+        sat(u128::from(cfg.block_linear_params()) * u128::from(saving) / u128::from(layers));
     (blocks + head) * 2
 }
 
@@ -486,7 +526,7 @@ pub fn autocast_weight_copies_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// mixed precision, under ZeRO/FSDP, and without checkpointing (then the
 /// copies are saved anyway and counted in [`autocast_weight_copies_bytes`]).
 pub fn autocast_cache_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    if !s.grad_checkpointing
+    if !s.recomputes()
         || !matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16)
         || s.zero >= 1
     {
@@ -632,10 +672,19 @@ pub fn stage_activations_wide(cfg: &ModelConfig, s: &Setup, micro_batches: u64) 
     let layers = stage_layers(cfg, s);
     let saved = if s.grad_checkpointing {
         w(layers) * t * w(cfg.hidden * stream)
+    } else if let Some(sac) = s.selective_ac {
+        crate::selective::stage_saved_wide(cfg, s, sac, layers)
     } else {
         cfg.sum_layers(0, layers, |i| {
             layer_activation_wide(cfg, s, i, s.batch, s.seq)
         })
+    };
+    // Activation offloading moves the saved tensors to the CPU but for its
+    // forward stash ([`crate::selective::offloaded_wide`]).
+    let saved = if s.activation_offloading {
+        crate::selective::offloaded_wide(cfg, s, saved)
+    } else {
+        saved
     };
     (saved + edges).saturating_mul(w(micro_batches)) / w(s.tp.max(1)) + w(copies)
 }
@@ -647,6 +696,10 @@ pub fn stage_activations_wide(cfg: &ModelConfig, s: &Setup, micro_batches: u64) 
 /// oracle, whose checkpointed peaks sit at the loss backward). Zero without
 /// checkpointing.
 pub fn recompute_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if let Some(sac) = s.selective_ac.filter(|_| !s.grad_checkpointing) {
+        let layer = crate::selective::recompute_wide(cfg, s, sac, stage_layers(cfg, s));
+        return sat(layer / u128::from(s.tp.max(1)));
+    }
     if !s.grad_checkpointing {
         return 0;
     }
@@ -877,13 +930,14 @@ pub fn prefill_transient_wide(cfg: &ModelConfig, s: &Setup) -> u128 {
     let kv = w(cfg.kv_heads * cfg.head_dim);
     let mut attn = t * (2 * q + 2 * kv) * beta;
     if s.attention == Attention::Eager {
-        // The scores in β, and the softmax: Llama-family code calls
-        // `softmax(dtype=float32)`, which upcasts first (a 4-byte copy) and
-        // writes a 4-byte output while the β scores are still referenced;
-        // LayerNorm-era code takes the softmax in β. `repeat_kv` copies k and
+        // The scores in β, and the softmax: code that calls
+        // `softmax(dtype=float32)` ([`ModelConfig::eager_softmax_fp32`])
+        // upcasts first (a 4-byte copy) and writes a 4-byte output while the
+        // β scores are still referenced; GPT-2, BERT and Falcon take the
+        // softmax in β. `repeat_kv` copies k and
         // v to every query head under GQA (checked against the CPU oracle:
         // Gemma-2-9B prefill of 4096 tokens).
-        let per_score = if beta == 4 || !layer_norm(cfg) {
+        let per_score = if beta == 4 || cfg.eager_softmax_fp32() {
             beta + if beta == 4 { 0 } else { 4 } + 4
         } else {
             2 * beta

@@ -50,6 +50,14 @@ knobs! {
     Optimizer = "optimizer", "the optimizer";
     /// Activation checkpointing.
     GradCheckpointing = "grad-checkpointing", "gradient checkpointing";
+    /// Activation checkpointing's mode (none, full, selective).
+    Checkpointing = "checkpointing", "the checkpointing mode";
+    /// Selective checkpointing's policy (op, or every k-th layer).
+    AcOption = "ac-option", "the selective checkpointing option";
+    /// torchtune's activation offloading.
+    ActivationOffloading = "activation-offloading", "activation offloading";
+    /// The software stack (transformers release).
+    Stack = "stack", "the stack";
     /// HF Trainer's loop.
     Trainer = "trainer", "HF Trainer's loop";
     /// PEFT's `prepare_model_for_kbit_training`.

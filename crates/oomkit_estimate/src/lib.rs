@@ -25,9 +25,11 @@ pub mod options;
 pub mod preflight;
 pub mod render;
 pub mod resolve;
+pub mod selective;
 pub mod serve;
 pub mod setup;
 pub mod sharding;
+pub mod stack;
 pub mod versions;
 
 use oomkit_core::Bytes;
@@ -210,7 +212,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                 fwd.name = "forward";
                 v.push(fwd);
             }
-            if s.grad_checkpointing {
+            if s.recomputes() {
                 // Later in backward: one layer recomputed, the loss gone (only
                 // the held head output remains).
                 v.push(backward(
@@ -292,7 +294,8 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                 ),
                 prompt(
                     c::head_input_bytes(cfg, s),
-                    c::inference_logits_bytes(cfg, s),
+                    stack::prompt_logits_bytes(cfg, s)
+                        .unwrap_or_else(|| c::inference_logits_bytes(cfg, s)),
                 ),
             ];
             if s.new_tokens > 0 {
@@ -303,13 +306,34 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                         logits_bytes: Bytes(c::inference_logits_bytes(cfg, s)),
                         kv_cache_bytes: Bytes(kv(total)),
                         temporaries_bytes: Bytes(
-                            c::cache_growth_bytes(cfg, s, total) / c::kv_tp_divisor(cfg, s.tp)
+                            stack::decode_cache_temporaries(cfg, s, total)
+                                / c::kv_tp_divisor(cfg, s.tp)
                                 + c::dequant_bytes(cfg, s),
                         ),
                         ..Components::default()
                     },
                     extra_reserved: c::cache_growth_slack_bytes(cfg, s, total)
                         / c::kv_tp_divisor(cfg, s.tp),
+                });
+            }
+            if let Some(held) = stack::held_prompt_logits_bytes(cfg, s) {
+                // The first step of a tuple cache: the prompt's cache, its
+                // one-token-longer rebuild and the prompt's logits.
+                let first = s.seq.saturating_add(1);
+                v.push(Phase {
+                    name: "decode",
+                    parts: Components {
+                        weights_bytes: Bytes(weights),
+                        logits_bytes: Bytes(held),
+                        kv_cache_bytes: Bytes(kv(first)),
+                        temporaries_bytes: Bytes(
+                            stack::first_step_previous_cache_bytes(cfg, s)
+                                / c::kv_tp_divisor(cfg, s.tp)
+                                + c::dequant_bytes(cfg, s),
+                        ),
+                        ..Components::default()
+                    },
+                    extra_reserved: 0,
                 });
             }
             v

@@ -75,6 +75,13 @@ pub struct ModelConfig {
     /// and inference holds four at once (transformers `activations.py`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub composite_gelu: bool,
+    /// The MLP's activation is ReLU (OPT: `activation_function: "relu"`):
+    /// autograd's `threshold_backward` reads ReLU's output, which is also the
+    /// second linear's input, so one f-wide tensor is saved where GELU saves
+    /// its input as well (checked with saved-tensor hooks on OPT-1.3b,
+    /// transformers 5.24: fc1's output is freed).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub relu_mlp: bool,
     /// Linear layers carry biases.
     pub bias: bool,
     /// Learned absolute position (and token-type) embedding rows.
@@ -399,7 +406,7 @@ impl ModelConfig {
             }
             _ => act != "gelu" && act != "gelu_new" || mt.is_gemma(),
         };
-        let bias = matches!(mt, Arch::Gpt2 | Arch::Bert | Arch::Roberta | Arch::Phi | Arch::GptNeox | Arch::Gptj | Arch::Bloom)
+        let bias = matches!(mt, Arch::Gpt2 | Arch::GptBigcode | Arch::Bert | Arch::Roberta | Arch::Phi | Arch::GptNeox | Arch::Gptj | Arch::Bloom)
             // OPTConfig: `enable_bias` defaults to true.
             || (*mt == Arch::Opt && flag("enable_bias") != Some(false))
             || (*mt == Arch::Falcon && flag("bias") == Some(true))
@@ -411,9 +418,15 @@ impl ModelConfig {
             // Starcoder2Config: use_bias defaults to true (q/k/v/o and c_fc/c_proj).
             || (*mt == Arch::Starcoder2 && flag("use_bias") != Some(false))
             || (*mt == Arch::Qwen && v.get("no_bias").and_then(Value::as_bool) == Some(false));
+        // The config class's own `tie_word_embeddings` default: true unless
+        // the class says otherwise (Llama-style configs default to false).
+        // GPTBigCodeConfig declares `tie_word_embeddings: bool = True`
+        // (transformers 5.24 `configuration_gpt_bigcode.py`): StarCoder's
+        // config.json states no key and its head is the embedding.
         let tied_default = matches!(
             mt,
             Arch::Gpt2
+                | Arch::GptBigcode
                 | Arch::Bert
                 | Arch::Roberta
                 | Arch::Gemma
@@ -431,7 +444,9 @@ impl ModelConfig {
             .and_then(Value::as_bool)
             .unwrap_or(tied_default);
         let position_rows = match mt {
-            Arch::Gpt2 => int(&v, &["n_positions"]).unwrap_or(1024),
+            // GPTBigCodeModel: `wpe = nn.Embedding(max_position_embeddings, …)`,
+            // `n_positions` in its config (default 1024).
+            Arch::Gpt2 | Arch::GptBigcode => int(&v, &["n_positions"]).unwrap_or(1024),
             // OPTLearnedPositionalEmbedding: max_position_embeddings + 2 rows
             // (positions start at offset 2).
             Arch::Opt => int(&v, &["max_position_embeddings"])
@@ -574,6 +589,7 @@ impl ModelConfig {
             tied_embeddings,
             glu,
             composite_gelu: !glu && act == "gelu_new",
+            relu_mlp: !glu && act == "relu",
             bias,
             position_rows,
             embed_proj,
@@ -774,6 +790,7 @@ impl ModelConfig {
             fp32_norm_scale: false,
             fused_qkv_rope: false,
             composite_gelu: false,
+            relu_mlp: false,
             rope_sets: 1,
             rope_dims: hidden / heads.max(1),
             sliding_window: None,
@@ -844,6 +861,22 @@ impl ModelConfig {
             self.outer_norms * self.norm_width()
         };
         emb + head + head_bias + projections + self.position_rows * self.hidden + final_norm
+    }
+
+    /// Does eager attention take its softmax in fp32 (a 4-byte saved
+    /// output and a cast back for the probabilities·V matmul)? transformers
+    /// 5.24's `eager_attention_forward` calls `softmax(…, dtype=torch.float32)
+    /// .to(query.dtype)` for the Llama family and also for the LayerNorm
+    /// architectures GPT-NeoX, Phi, OPT, StableLM, GPT-BigCode, StarCoder2
+    /// and Cohere; GPT-J and MPT upcast the scores first (`.float()`), BLOOM
+    /// with `dtype=torch.float32`. GPT-2, BERT, RoBERTa (`softmax(attn_weights,
+    /// dim=-1)`) and Falcon (`dtype=hidden_states.dtype`) stay in the
+    /// activation dtype.
+    pub fn eager_softmax_fp32(&self) -> bool {
+        !matches!(
+            self.model_type,
+            Arch::Gpt2 | Arch::Bert | Arch::Roberta | Arch::Falcon
+        )
     }
 
     /// LayerNorm (weight and bias) rather than RMSNorm.
@@ -942,22 +975,28 @@ impl ModelConfig {
         out
     }
 
+    /// Does the block linear `name` ([`Self::layer_linears`]) carry a bias?
+    /// Qwen2 (modeling_qwen2.py) has biases on q/k/v only; GPT-J
+    /// (modeling_gptj.py) on its MLP's fc_in/fc_out only; other biased
+    /// architectures on every linear.
+    pub fn linear_has_bias(&self, name: &str) -> bool {
+        self.bias
+            && match self.model_type {
+                Arch::Qwen2 | Arch::Qwen2Moe | Arch::Stablelm => {
+                    matches!(name, "q_proj" | "k_proj" | "v_proj")
+                }
+                Arch::Gptj => matches!(name, "up_proj" | "down_proj"),
+                _ => true,
+            }
+    }
+
     /// All parameters of layer `i`: its linears, their biases and the norms.
     pub fn layer_params(&self, i: u64) -> u64 {
         let lin = self.layer_linears(i);
         let weights: u64 = lin.iter().map(|(_, a, b, n)| a * b * n).sum();
-        // Qwen2 (modeling_qwen2.py) has biases on q/k/v only; GPT-J
-        // (modeling_gptj.py) on its MLP's fc_in/fc_out only.
-        let has_bias = |name: &str| match self.model_type {
-            Arch::Qwen2 | Arch::Qwen2Moe | Arch::Stablelm => {
-                matches!(name, "q_proj" | "k_proj" | "v_proj")
-            }
-            Arch::Gptj => matches!(name, "up_proj" | "down_proj"),
-            _ => true,
-        };
         let biases: u64 = if self.bias {
             lin.iter()
-                .filter(|(name, ..)| has_bias(name))
+                .filter(|(name, ..)| self.linear_has_bias(name))
                 .map(|(_, _, b, n)| b * n)
                 .sum()
         } else {
@@ -1239,6 +1278,26 @@ mod tests {
         for (id, want) in cases {
             assert_eq!(p(id), *want, "{id}");
         }
+    }
+
+    /// A `gpt_bigcode` config without `tie_word_embeddings` (StarCoder's
+    /// published config.json: 40 layers, 6144 wide, 24576 inner, 49152
+    /// tokens, 8192 positions, multi-query) is tied, as GPTBigCodeConfig's
+    /// default says: 15.52B parameters (the model card's 15.5B; learned
+    /// positions and biased linears as GPTBigCodeModel builds them), not the
+    /// untied 15.77B it was read as.
+    #[test]
+    fn gpt_bigcode_ties_by_default() {
+        let json = r#"{"model_type": "gpt_bigcode", "n_embd": 6144, "n_head": 48,
+            "n_inner": 24576, "n_layer": 40, "n_positions": 8192, "vocab_size": 49152,
+            "multi_query": true, "activation_function": "gelu_pytorch_tanh"}"#;
+        let c = ModelConfig::from_hf_json("starcoder", json).expect("starcoder");
+        assert!(c.tied_embeddings);
+        let p = c.params() as f64;
+        assert!((p - 15.517e9).abs() / 15.517e9 < 0.001, "{p}");
+        let untied = json.replacen('{', r#"{"tie_word_embeddings": false, "#, 1);
+        let u = ModelConfig::from_hf_json("untied", &untied).expect("untied");
+        assert_eq!(u.params() - c.params(), 49152 * 6144);
     }
 
     /// Qwen2-MoE's one shared expert has its own size and a 1-output gate

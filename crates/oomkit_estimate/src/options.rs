@@ -218,6 +218,15 @@ pub struct Options {
     pub new_tokens: Option<u64>,
     /// Activation checkpointing.
     pub grad_checkpointing: bool,
+    /// Activation checkpointing's mode (`--checkpointing`; full is
+    /// `grad_checkpointing`'s too).
+    pub checkpointing: Option<crate::selective::Checkpointing>,
+    /// Selective checkpointing's policy (`op` or every k-th layer).
+    pub ac_option: Option<crate::selective::SelectiveAc>,
+    /// torchtune's activation offloading.
+    pub activation_offloading: bool,
+    /// The software stack (transformers release).
+    pub stack: Option<crate::stack::Stack>,
     /// HF Trainer's loop (drops the output before backward).
     pub trainer: bool,
     /// PEFT's `prepare_model_for_kbit_training`.
@@ -320,6 +329,10 @@ impl Default for Options {
             seq: DEFAULT_SEQ,
             new_tokens: None,
             grad_checkpointing: false,
+            checkpointing: None,
+            ac_option: None,
+            activation_offloading: false,
+            stack: None,
             trainer: false,
             kbit_upcast: false,
             grad_accum: None,
@@ -411,6 +424,10 @@ impl Options {
             .with(Knob::Quant, self.quant.is_some())
             .with(Knob::Optimizer, self.optimizer.is_some())
             .with(Knob::GradCheckpointing, self.grad_checkpointing)
+            .with(Knob::Checkpointing, self.checkpointing.is_some())
+            .with(Knob::AcOption, self.ac_option.is_some())
+            .with(Knob::ActivationOffloading, self.activation_offloading)
+            .with(Knob::Stack, self.stack.is_some())
             .with(Knob::Trainer, self.trainer)
             .with(Knob::KbitUpcast, self.kbit_upcast)
             .with(Knob::GradAccum, self.grad_accum.is_some())
@@ -575,6 +592,14 @@ impl Options {
     /// the whole model trains; the KV cache follows the activations.
     pub fn setup(&self, cfg: &ModelConfig) -> Result<Setup, SetupError> {
         let d = Setup::default();
+        // `--stack transformers@X.Y` is a transformers pin; else a pin read
+        // from the environment or a lock file names the stack.
+        let versions = crate::stack::with_stack_pin(&self.versions, self.stack);
+        let stack = self
+            .stack
+            .or_else(|| crate::stack::from_versions(&versions))
+            .unwrap_or(d.stack);
+        let (grad_checkpointing, selective_ac) = self.checkpointing_mode()?;
         let task = self.task.task();
         if self.autocast.is_some() && task != Task::Train {
             return Err(SetupError::Conflict(
@@ -583,7 +608,10 @@ impl Options {
         }
         let precision = self.precision.unwrap_or_else(|| {
             if task == Task::Train && self.engine() == Engine::Hf {
-                versions::train_precision(cfg, &self.versions, self.autocast).0
+                versions::train_precision(cfg, &versions, self.autocast).0
+            } else if self.stack.is_some_and(crate::stack::Stack::fp32_default) {
+                // transformers before 5 loads fp32 unless given a dtype.
+                Precision::Fp32
             } else {
                 d.precision
             }
@@ -604,7 +632,10 @@ impl Options {
             batch: self.batch,
             seq: self.seq,
             new_tokens: self.new_tokens.unwrap_or(d.new_tokens),
-            grad_checkpointing: self.grad_checkpointing,
+            grad_checkpointing,
+            selective_ac,
+            activation_offloading: self.activation_offloading,
+            stack,
             drops_output: self.trainer,
             kbit_upcast: self.kbit_upcast,
             grad_accum: self.grad_accum.unwrap_or(d.grad_accum),
@@ -631,6 +662,37 @@ impl Options {
         let s = s.validate()?;
         s.check_model(cfg)?;
         Ok(s)
+    }
+
+    /// Full checkpointing and the selective policy from `--grad-checkpointing`,
+    /// `--checkpointing` and `--ac-option` (default policy: torchtitan's
+    /// `op`).
+    fn checkpointing_mode(
+        &self,
+    ) -> Result<(bool, Option<crate::selective::SelectiveAc>), SetupError> {
+        use crate::selective::{Checkpointing as C, SelectiveAc};
+        let mode = match (self.checkpointing, self.grad_checkpointing) {
+            (Some(C::None | C::Selective), true) => {
+                return Err(SetupError::Conflict(
+                    "⟨grad-checkpointing⟩ is full checkpointing: drop it, or use ⟨checkpointing⟩ full".into(),
+                ));
+            }
+            (Some(m), _) => m,
+            (None, true) => C::Full,
+            (None, false) => C::None,
+        };
+        if self.ac_option.is_some() && mode != C::Selective {
+            return Err(SetupError::NotApplicable {
+                knob: Knob::AcOption,
+                applies_to: "⟨checkpointing⟩ selective",
+                instead: "add ⟨checkpointing⟩ selective, or drop it",
+            });
+        }
+        Ok(match mode {
+            C::None => (false, None),
+            C::Full => (true, None),
+            C::Selective => (false, Some(self.ac_option.unwrap_or(SelectiveAc::Op))),
+        })
     }
 
     /// The image setup for pipeline `m`, defaults from the pipeline,

@@ -131,8 +131,13 @@ pub struct Report {
     pub sites_seen: u64,
     /// The hook's own failures.
     pub hook_errors: Vec<String>,
-    /// `(python, torch)` versions.
+    /// `(python, torch)` versions (`(python, tensorflow)` for TensorFlow).
     pub versions: Option<(String, String)>,
+    /// `pytorch`, or `tensorflow` for the coarse TensorFlow/Keras grain.
+    pub framework: String,
+    /// `sites` (PyTorch: bytes per creation site) or `holders` (TensorFlow:
+    /// bytes per named holder at each step, no creation sites).
+    pub grain: String,
     /// The hook ended the program after the requested steps.
     pub completed: bool,
 }
@@ -146,6 +151,15 @@ pub fn analyse(trace: &Trace) -> Report {
         sites_seen: u64::try_from(trace.sites.len()).unwrap_or(u64::MAX),
         hook_errors: trace.errors.clone(),
         versions: trace.versions.clone(),
+        framework: trace
+            .framework
+            .clone()
+            .unwrap_or_else(|| "pytorch".to_owned()),
+        grain: if trace.framework.is_some() {
+            "holders".to_owned()
+        } else {
+            "sites".to_owned()
+        },
         completed: trace.ended_after.is_some(),
         ..Report::default()
     };
@@ -237,6 +251,11 @@ pub fn analyse(trace: &Trace) -> Report {
             .map(|g| g.into_leak(steps, cuda))
             .collect(),
     );
+    if trace.framework.is_some() {
+        for l in &mut report.leaks {
+            coarse(l);
+        }
+    }
     report.leaks.sort_by(|a, b| {
         (b.bytes_per_step, b.nodes_per_step).cmp(&(a.bytes_per_step, a.nodes_per_step))
     });
@@ -424,6 +443,9 @@ fn kind_of(g: &Group, cuda: bool) -> Kind {
     if g.graph_grew || h.is_some_and(|h| h.via == "graph" || h.grad_fn) {
         return Kind::Graph;
     }
+    if h.is_some_and(|h| h.host) {
+        return Kind::Host;
+    }
     let to_host = h
         .and_then(|h| h.store.as_ref())
         .is_some_and(|s| moves_to_host(&s.code));
@@ -445,6 +467,41 @@ fn moves_to_host(code: &str) -> bool {
     ]
     .iter()
     .any(|p| code.contains(p))
+}
+
+/// TensorFlow's coarse grain: each "site" is the holder itself (no creation
+/// site is known), the PyTorch lint rules do not apply, and the fix is
+/// TensorFlow's.
+fn coarse(l: &mut Leak) {
+    l.sites.clear();
+    l.lint = None;
+    let scalar = l.holder.as_ref().is_some_and(|h| h.numel == 1);
+    let store = l.holder.as_ref().and_then(|h| h.store.as_ref());
+    let text = match l.kind {
+        Kind::Params => {
+            "build or load models and variables once, before the loop (and reuse them), or drop each one after use"
+        }
+        Kind::Host => {
+            "reduce each step's arrays to what you need (a running sum, metrics as numbers) or keep a bounded `collections.deque(maxlen=k)`"
+        }
+        _ if scalar => "store a Python number (`float(x)`) instead of the tensor",
+        _ => {
+            "keep only what you need (a running sum, a metric, a bounded `collections.deque(maxlen=k)`) instead of every step's tensors"
+        }
+    };
+    let code = match l.kind {
+        Kind::Tensors | Kind::Graph if scalar => store.and_then(|s| {
+            rewrite(&s.code, &|e: &str| {
+                let e = e.trim();
+                (!e.is_empty()).then(|| format!("float({e})"))
+            })
+        }),
+        _ => None,
+    };
+    l.fix = Fix {
+        text: text.to_owned(),
+        code,
+    };
 }
 
 /// A holder known only by its census key `scope|file|function|text`.
@@ -623,6 +680,48 @@ mod tests {
         assert_eq!(l.fix.code.as_deref(), Some("losses.append(loss.item())"));
         assert_eq!(l.lint, Some("OOM101"));
         assert_eq!(l.sites[0].line, 21);
+    }
+
+    #[test]
+    fn tensorflow_holders_are_coarse_with_tensorflow_fixes_and_no_lint() {
+        let run = |holder: &str| {
+            let mut lines = vec![
+                r#"{"hook":1,"python":"3.11","framework":"tensorflow","grain":"holders","tensorflow":"2.21.0"}"#.to_owned(),
+                r#"{"site":3,"file":"fit.py","line":0,"function":"__main__|kept"}"#.to_owned(),
+                r#"{"site":9,"file":"fit.py","line":0,"function":"__main__|model"}"#.to_owned(),
+            ];
+            lines.extend(boundaries(3, 4, 10));
+            lines.push(format!(r#"{{"candidate":3,"bytes":36,"holder":{holder}}}"#));
+            analyse(&trace(
+                &lines.iter().map(String::as_str).collect::<Vec<_>>(),
+            ))
+        };
+        let r = run(
+            r#"{"text":"kept","scope":"global","file":"fit.py","function":"__main__","key":"global|fit.py|__main__|kept","via":"held","tensors":9,"numel":1,"store":{"file":"fit.py","line":16,"code":"kept.append(loss)"}}"#,
+        );
+        assert_eq!(
+            (r.framework.as_str(), r.grain.as_str()),
+            ("tensorflow", "holders")
+        );
+        assert_eq!(r.versions, Some(("3.11".into(), "2.21.0".into())));
+        let l = &r.leaks[0];
+        assert_eq!((l.kind, l.line, l.lint), (Kind::Tensors, 16, None));
+        assert!(l.sites.is_empty());
+        assert_eq!(l.fix.code.as_deref(), Some("kept.append(float(loss))"));
+        let r = run(
+            r#"{"text":"preds","key":"k","host":true,"numel":64,"store":{"file":"fit.py","line":20,"code":"preds.append(p)"}}"#,
+        );
+        assert_eq!(
+            (r.leaks[0].kind, r.leaks[0].fix.code.as_deref()),
+            (Kind::Host, None)
+        );
+        let r = run(r#"{"text":"models","key":"k","param":true,"host":true,"numel":256}"#);
+        assert_eq!(r.leaks[0].kind, Kind::Params);
+        let torch = analyse(&trace(&[r#"{"hook":1,"python":"3.11","torch":"2.5"}"#]));
+        assert_eq!(
+            (torch.framework.as_str(), torch.grain.as_str()),
+            ("pytorch", "sites")
+        );
     }
 
     #[test]

@@ -364,7 +364,8 @@ class _OomkitLeaks:
             f = sys._getframe(0)
             while f is not None:
                 # A module's own frame: its names are its globals, found below.
-                if self.is_user(f.f_code) and id(f) not in seen_frames and f.f_code.co_flags & 1:
+                if (self.is_user(f.f_code) and id(f) not in seen_frames and f.f_code.co_flags & 1
+                        and f is not getattr(self, "skip_frame", None)):
                     seen_frames.add(id(f))
                     code = f.f_code
                     where = (code.co_filename, code.co_firstlineno, getattr(code, "co_qualname", code.co_name))
@@ -854,6 +855,12 @@ def _oomkit_leaks_install(torch):
     except ValueError:
         steps = 10
     marker = env.get("OOMKIT_LEAKS_MARKER") or None
+    earlier = globals().get("_oomkit_leaks_state")
+    if earlier is not None:
+        # TensorFlow came first: the finer PyTorch grain takes over, its
+        # first boundary starts the record's series again.
+        earlier.off = True
+        earlier.done = True
     leaks = _OomkitLeaks(torch, path, max(steps, 2), marker)
     global _oomkit_leaks_state
     _oomkit_leaks_state = leaks
@@ -982,6 +989,498 @@ def _oomkit_extra_on_torch(torch):
         state = globals().get("_oomkit_leaks_state")
         if state is not None:
             state.fail("install")
+
+
+
+# ---- TensorFlow/Keras: the coarse grain ----
+#
+# With OOMKIT_LEAKS_FILE set and torch not imported, `import tensorflow` (or
+# `import keras`) starts a coarser hook: TensorFlow runs its ops in C++ and
+# inside tf.function graphs, where no Python hook sees a tensor being made, so
+# there are no creation sites. Steps come from a Keras Callback added to
+# Model.fit/evaluate/predict (on_*_batch_end runs in Python per batch even when
+# train_step is a tf.function), from optimizer.apply_gradients called eagerly
+# (custom loops), or from --marker. At each boundary the same walk from the
+# program's named holders (globals, the variables of its frames, containers,
+# attributes of its objects, closures) counts, per holder, the bytes of the
+# tensors, variables, Keras layers/models (their weights) and numpy arrays it
+# reaches — from shape × dtype size, never reading a value — and each holder
+# is one "site" of the record, so the same classification finds the holder
+# whose bytes grow.
+
+class _OomkitTFLeaks(_OomkitLeaks):
+    def __init__(self, tf, path, steps, marker):
+        import sys
+        import os
+
+        self.torch = None
+        self.tf = tf
+        self.keras = None
+        self.path = path
+        self.steps = steps
+        self.marker = marker
+        self.pid = os.getpid()
+        self.sites = []
+        self.site_index = {}
+        self.site_written = 0
+        self.user_cache = {}
+        self.step = 0
+        self.boundary_count = 0
+        self.source = None
+        self.history = []
+        self.graph_history = []
+        self.young_history = []
+        self.flags = 0
+        self.off = False
+        self.pending_marker = False
+        self.module_files = {}
+        self.busy = False
+        self.done = False
+        self.holder_info = {}
+        self.exclude = self._excluded_prefixes(tf)
+        self.out = open(path, "a", encoding="utf-8")
+        self._write({"hook": 1, "pid": self.pid, "steps": steps, "marker": marker,
+                     "python": sys.version.split()[0], "framework": "tensorflow",
+                     "grain": "holders",
+                     "tensorflow": str(getattr(tf, "__version__", "?"))})
+
+    def add_excluded(self, mod):
+        import os
+
+        f = getattr(mod, "__file__", None)
+        if f:
+            d = os.path.dirname(os.path.abspath(f)).rstrip(os.sep) + os.sep
+            if d not in self.exclude:
+                self.exclude = self.exclude + (d,)
+                self.user_cache = {}
+
+    def holder_site(self, h):
+        o = h["origin"]
+        key = (o[1], 0, "%s|%s" % (o[3], h["text"]))
+        idx = self.site_index.get(key)
+        if idx is None:
+            if len(self.sites) >= _OOMKIT_MAX_SITES:
+                return None
+            idx = len(self.sites)
+            self.sites.append(key)
+            self.site_index[key] = idx
+        return idx
+
+    def boundary(self, source):
+        if self.off or self.done or self.busy:
+            return
+        if self.marker and source != "marker":
+            return
+        rank = _OOMKIT_PRIORITY.get(source, 0)
+        current = _OOMKIT_PRIORITY.get(self.source, 0)
+        if rank < current:
+            return
+        self.busy = True
+        try:
+            if rank > current:
+                self.source = source
+                self.boundary_count = 0
+                self.history = []
+                self.young_history = []
+            self.boundary_count += 1
+            b = self.boundary_count
+            walk = _OomkitTFWalk(self)
+            walk.run(self.roots(True))
+            alive = {}
+            for h in walk.holders:
+                if h["bytes"] <= 0:
+                    continue
+                sid = self.holder_site(h)
+                if sid is None:
+                    continue
+                alive[sid] = alive.get(sid, 0) + h["bytes"]
+                self.holder_info[sid] = h
+            self.step = b
+            self._write_sites()
+            self.history.append(alive)
+            self.young_history.append({})
+            self._write({"boundary": b, "source": source,
+                         "alive": {str(k): v for k, v in alive.items()}, "young": {},
+                         "tracked_bytes": sum(alive.values()), "graphs": {}})
+        except Exception:
+            self.fail("boundary")
+            return
+        finally:
+            self.busy = False
+        if b >= self.steps:
+            self.finish(final=True)
+
+    def analyse(self, final):
+        for sid in self.candidates():
+            h = self.holder_info.get(sid)
+            if h is None:
+                continue
+            _, name, attr = _oomkit_path_text(h["path"])
+            o = h["origin"]
+            store = _oomkit_store_line(self, o, name, attr, h["path"])
+            self._write({"candidate": sid, "bytes": h["bytes"], "unheld_bytes": 0,
+                         "create_graph": False, "loader": False, "devices": [],
+                         "holder": {"text": h["text"], "scope": o[0], "file": o[1], "function": o[3],
+                                    "key": "%s|%s|%s|%s" % (o[0], o[1], o[3], h["text"]),
+                                    "via": "held", "bytes": h["bytes"], "tensors": h["tensors"],
+                                    "numel": h["numel"], "param": h["param"], "host": h["host"],
+                                    "store": store}})
+
+
+class _OomkitTFWalk:
+    """Breadth-first from named roots; the first path that reaches a tensor,
+    variable, Keras layer or numpy array names its holder."""
+
+    def __init__(self, leaks):
+        self.leaks = leaks
+        self.holders = []
+        self.holder_ids = {}
+        self.seen = set()
+
+    def _types(self):
+        import sys
+
+        tf = self.leaks.tf
+        tensors, variables, layers = [], [], []
+        for name in ("Tensor",):
+            t = getattr(tf, name, None)
+            if isinstance(t, type):
+                tensors.append(t)
+        t = getattr(tf, "Variable", None)
+        if isinstance(t, type):
+            variables.append(t)
+        keras = sys.modules.get("keras") or self.leaks.keras
+        if keras is not None:
+            self.leaks.keras = keras
+            t = getattr(keras, "Variable", None)
+            if isinstance(t, type):
+                variables.append(t)
+            t = getattr(getattr(keras, "layers", None), "Layer", None)
+            if isinstance(t, type):
+                layers.append(t)
+        return tuple(tensors), tuple(variables), tuple(layers)
+
+    def hold(self, path, origin, nbytes, numel, param=False, host=False):
+        text = _oomkit_path_text(path)[0]
+        key = (text, origin)
+        hid = self.holder_ids.get(key)
+        if hid is None:
+            hid = len(self.holders)
+            self.holder_ids[key] = hid
+            self.holders.append({"path": path, "text": text, "origin": origin, "bytes": 0,
+                                 "tensors": 0, "numel": 0, "param": False, "host": False})
+        h = self.holders[hid]
+        h["bytes"] += nbytes
+        h["tensors"] += 1
+        h["numel"] = max(h["numel"], numel)
+        h["param"] |= param
+        h["host"] |= host
+
+    def run(self, roots):
+        import collections
+        import time
+        import types
+
+        tensors, variables, layers = self._types()
+        skip_types = (type, types.ModuleType, str, bytes, int, float, bool, type(None), complex)
+        q = collections.deque()
+        for origin, name, value in roots:
+            q.append((value, (name,), origin, 0))
+        deadline = time.monotonic() + _OOMKIT_WALK_SECONDS
+        visited = 0
+        while q:
+            obj, path, origin, depth = q.popleft()
+            if isinstance(obj, skip_types):
+                continue
+            oid = id(obj)
+            if oid in self.seen:
+                continue
+            self.seen.add(oid)
+            visited += 1
+            if visited > _OOMKIT_WALK_NODES or (visited & 1023) == 0 and time.monotonic() > deadline:
+                break
+            try:
+                if variables and isinstance(obj, variables):
+                    n, e = _oomkit_tf_size(obj)
+                    self.hold(path, origin, n, e, param=True)
+                    continue
+                if tensors and isinstance(obj, tensors):
+                    n, e = _oomkit_tf_size(obj)
+                    self.hold(path, origin, n, e)
+                    continue
+                if layers and isinstance(obj, layers):
+                    total, most = 0, 0
+                    for w in list(getattr(obj, "weights", None) or ())[:_OOMKIT_WALK_ITEMS]:
+                        if id(w) in self.seen:
+                            continue
+                        self.seen.add(id(w))
+                        n, e = _oomkit_tf_size(w)
+                        total += n
+                        most = max(most, e)
+                    self.hold(path, origin, total, most, param=True)
+                    continue
+                if type(obj).__name__ == "ndarray":
+                    base = getattr(obj, "base", None)
+                    if base is None or id(base) not in self.seen:
+                        self.hold(path, origin, int(getattr(obj, "nbytes", 0)),
+                                  int(getattr(obj, "size", 0)), host=True)
+                    continue
+            except Exception:
+                continue
+            if depth >= _OOMKIT_WALK_DEPTH:
+                continue
+            d = depth + 1
+            try:
+                if isinstance(obj, dict):
+                    for i, (k, v) in enumerate(obj.items()):
+                        if i >= _OOMKIT_WALK_ITEMS:
+                            break
+                        q.append((v, path + (("key", k),), origin, d))
+                elif isinstance(obj, (list, tuple, collections.deque)):
+                    for i, v in enumerate(obj):
+                        if i >= _OOMKIT_WALK_ITEMS:
+                            break
+                        q.append((v, path + (("item", i),), origin, d))
+                elif isinstance(obj, (set, frozenset)):
+                    for i, v in enumerate(obj):
+                        if i >= _OOMKIT_WALK_ITEMS:
+                            break
+                        q.append((v, path + (("item", None),), origin, d))
+                elif isinstance(obj, types.FunctionType):
+                    if not self.leaks.is_user(obj.__code__):
+                        continue
+                    for cname, cell in zip(obj.__code__.co_freevars, obj.__closure__ or ()):
+                        try:
+                            q.append((cell.cell_contents, path + (("closure", cname),), origin, d))
+                        except ValueError:
+                            pass
+                    for v in obj.__defaults__ or ():
+                        q.append((v, path + (("default", None),), origin, d))
+                elif isinstance(obj, types.MethodType):
+                    q.append((obj.__self__, path, origin, d))
+                else:
+                    cls = type(obj)
+                    user = self.leaks.is_user(_OomkitFile(getattr(
+                        __import__("sys").modules.get(cls.__module__), "__file__", None) or "<x>"))
+                    if not user:
+                        continue
+                    try:
+                        for k, v in vars(cls).items():
+                            if not k.startswith("__") and not callable(v) and not isinstance(v, (property, staticmethod, classmethod)):
+                                q.append((v, path + (("attr", k),), origin, d))
+                    except Exception:
+                        pass
+                    attrs = getattr(obj, "__dict__", None)
+                    if not isinstance(attrs, dict):
+                        continue
+                    for i, (k, v) in enumerate(attrs.items()):
+                        if i >= _OOMKIT_WALK_ITEMS:
+                            break
+                        q.append((v, path + (("attr", k),), origin, d))
+            except Exception:
+                continue
+
+
+def _oomkit_tf_size(obj):
+    """(bytes, elements) of a tensor or variable from its shape and dtype;
+    never reads its value (0 for an unknown dimension or dtype)."""
+    n = 1
+    try:
+        dims = list(obj.shape)
+    except Exception:
+        return 0, 0
+    for d in dims:
+        d = getattr(d, "value", d)
+        if d is None:
+            return 0, 0
+        n *= int(d)
+    dtype = getattr(obj, "dtype", None)
+    size = getattr(dtype, "size", None)
+    if not isinstance(size, int):
+        try:
+            import numpy
+
+            size = numpy.dtype(str(getattr(dtype, "name", dtype))).itemsize
+        except Exception:
+            size = 0
+    return n * size, n
+
+
+def _oomkit_tf_install(tf):
+    import os
+    import sys
+
+    if globals().get("_oomkit_leaks_state") is not None or "torch" in sys.modules:
+        return
+    env = os.environ
+    path = env.get("OOMKIT_LEAKS_FILE")
+    if not path:
+        return
+    try:
+        steps = int(env.get("OOMKIT_LEAKS_STEPS", "10"))
+    except ValueError:
+        steps = 10
+    marker = env.get("OOMKIT_LEAKS_MARKER") or None
+    leaks = _OomkitTFLeaks(tf, path, max(steps, 2), marker)
+    global _oomkit_leaks_state
+    _oomkit_leaks_state = leaks
+    try:
+        os.register_at_fork(after_in_child=lambda: setattr(leaks, "off", True))
+    except Exception:
+        pass
+    if marker:
+        module, _, name = marker.partition(":")
+        short = name.rsplit(".", 1)[-1]
+
+        def profile(frame, event, arg):
+            if event != "call" or frame.f_code.co_name != short:
+                return
+            qual = getattr(frame.f_code, "co_qualname", short)
+            if (qual != name and short != name) or frame.f_globals.get("__name__") != module:
+                return
+            # Python writes this callback's view of `frame`'s variables back
+            # into it afterwards: the walk leaves that frame alone.
+            leaks.skip_frame = frame
+            try:
+                leaks.boundary("marker")
+            finally:
+                leaks.skip_frame = None
+
+        try:
+            sys.setprofile(profile)
+        except Exception:
+            leaks.fail("marker")
+    import atexit
+
+    atexit.register(lambda: leaks.finish(final=False))
+    keras = sys.modules.get("keras")
+    # A `keras` still being imported (it imports tensorflow) is wrapped when
+    # its own import ends.
+    if keras is not None and hasattr(keras, "callbacks") and hasattr(keras, "optimizers"):
+        _oomkit_tf_keras(keras)
+
+
+def _oomkit_tf_keras(keras):
+    """Adds the step callback to Model.fit/evaluate/predict and counts eager
+    optimizer.apply_gradients calls."""
+    import functools
+
+    leaks = globals().get("_oomkit_leaks_state")
+    if not isinstance(leaks, _OomkitTFLeaks) or getattr(keras, "_oomkit_leaks_wrapped", False):
+        return
+    try:
+        keras._oomkit_leaks_wrapped = True
+        leaks.keras = keras
+        leaks.add_excluded(keras)
+        base = keras.callbacks.Callback
+
+        class _OomkitStepCallback(base):
+            def on_train_batch_end(self, batch, logs=None):
+                leaks.boundary("keras")
+
+            def on_test_batch_end(self, batch, logs=None):
+                leaks.boundary("keras")
+
+            def on_predict_batch_end(self, batch, logs=None):
+                leaks.boundary("keras")
+
+        def wrap(fn, position):
+            @functools.wraps(fn)
+            def inner(self, *args, **kwargs):
+                if leaks.off or leaks.done:
+                    return fn(self, *args, **kwargs)
+                if len(args) > position:
+                    args = list(args)
+                    args[position] = list(args[position] or []) + [_OomkitStepCallback()]
+                else:
+                    kwargs["callbacks"] = list(kwargs.get("callbacks") or []) + [_OomkitStepCallback()]
+                return fn(self, *args, **kwargs)
+            return inner
+
+        model = keras.Model
+        # The callbacks argument's position after self: fit(x, y, batch_size,
+        # epochs, verbose, callbacks), evaluate(x, y, batch_size, verbose,
+        # sample_weight, steps, callbacks), predict(x, batch_size, verbose,
+        # steps, callbacks) (keras/src/trainers/trainer.py, Keras 3).
+        for name, position in (("fit", 5), ("evaluate", 6), ("predict", 4)):
+            fn = getattr(model, name, None)
+            if fn is not None:
+                setattr(model, name, wrap(fn, position))
+    except Exception:
+        leaks.fail("keras callbacks")
+    try:
+        opt = keras.optimizers.Optimizer
+        original = opt.apply_gradients
+        tf = leaks.tf
+
+        @functools.wraps(original)
+        def apply_gradients(self, *args, **kwargs):
+            out = original(self, *args, **kwargs)
+            try:
+                eager = tf.executing_eagerly()
+            except Exception:
+                eager = False
+            if eager:
+                leaks.boundary("optimizer")
+            return out
+
+        opt.apply_gradients = apply_gradients
+    except Exception:
+        leaks.fail("optimizer hook")
+
+
+class _OomkitTFFinder:
+    """Runs the coarse hook right after `import tensorflow` / `import keras`."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name not in ("tensorflow", "keras") or getattr(self, "busy", False):
+            return None
+        import importlib.util
+
+        self.busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy = False
+        loader = getattr(spec, "loader", None)
+        if loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        original = loader.exec_module
+
+        def exec_module(module):
+            original(module)
+            try:
+                if name == "tensorflow":
+                    _oomkit_tf_install(module)
+                else:
+                    import sys
+
+                    tfm = sys.modules.get("tensorflow")
+                    if tfm is not None:
+                        _oomkit_tf_install(tfm)
+                    _oomkit_tf_keras(module)
+            except Exception:
+                state = globals().get("_oomkit_leaks_state")
+                if state is not None:
+                    state.fail("install")
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _oomkit_tf_start():
+    import os
+    import sys
+
+    if not os.environ.get("OOMKIT_LEAKS_FILE"):
+        return
+    sys.meta_path.insert(0, _OomkitTFFinder())
+
+
+try:
+    _oomkit_tf_start()
+except Exception:
+    pass
 
 
 # ---- oomkit run/probe hook follows ----

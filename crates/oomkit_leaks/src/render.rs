@@ -26,6 +26,12 @@ fn clock_text(r: &Report) -> String {
 pub fn human(r: &Report, command: &str) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "leaks after {} of `{command}`", clock_text(r));
+    if r.grain == "holders" {
+        let _ = writeln!(
+            out,
+            "TensorFlow, coarse grain: bytes of tensors, variables, Keras models and numpy arrays per named holder at each step (no creation sites, nothing inside tf.function)"
+        );
+    }
     if r.leaks.is_empty() {
         let _ = writeln!(
             out,
@@ -40,9 +46,14 @@ pub fn human(r: &Report, command: &str) -> String {
     if r.plateaus > 0 {
         let _ = writeln!(
             out,
-            "{}{} creation site(s) grew and then stopped (warm-up, caches, bounded windows): not leaks",
+            "{}{} {} grew and then stopped (warm-up, caches, bounded windows): not leaks",
             if n > 0 { "\n" } else { "" },
-            r.plateaus
+            r.plateaus,
+            if r.grain == "holders" {
+                "named holder(s)"
+            } else {
+                "creation site(s)"
+            }
         );
     }
     for e in &r.hook_errors {
@@ -139,6 +150,14 @@ pub fn json(r: &Report, command: &str) -> Value {
         "plateaus": r.plateaus,
         "sites_seen": r.sites_seen,
         "hook_errors": r.hook_errors,
-        "versions": r.versions.as_ref().map(|(p, t)| json!({"python": p, "torch": t})),
+        "framework": r.framework,
+        "grain": r.grain,
+        "versions": r.versions.as_ref().map(|(p, t)| {
+            if r.framework == "tensorflow" {
+                json!({"python": p, "tensorflow": t})
+            } else {
+                json!({"python": p, "torch": t})
+            }
+        }),
     })
 }

@@ -4,6 +4,9 @@
 //!
 //! Lines, by their first key:
 //! - `{"hook":1,"pid":…,"steps":…,"marker":…,"python":…,"torch":…}` — started;
+//!   TensorFlow's coarse grain writes `"framework":"tensorflow","grain":"holders",
+//!   "tensorflow":…` instead of `torch`, and each of its sites is a named holder
+//!   (`file` the file that names it, `line` 0, `function` `function|holder`);
 //! - `{"site":N,"file":…,"line":…,"function":…}` — creation site `N`;
 //! - `{"boundary":B,"source":…,"alive":{"N":bytes…},"graphs":{"key":nodes…}}`
 //!   — at step boundary `B` (1 after a change of clock: the earlier ones are
@@ -110,6 +113,8 @@ pub struct Holder {
     /// A parameter's `.grad` carries an autograd graph (accumulated by
     /// `backward(create_graph=True)`).
     pub grad_graph: bool,
+    /// Numpy arrays (host memory) reached (TensorFlow's coarse grain).
+    pub host: bool,
     /// The store line, when found.
     pub store: Option<Store>,
 }
@@ -139,8 +144,11 @@ pub struct Candidate {
 pub struct Trace {
     /// The hook started (`import torch` happened in the main process).
     pub started: bool,
-    /// Python and PyTorch versions, as the hook saw them.
+    /// Python and framework (PyTorch or TensorFlow) versions, as the hook saw them.
     pub versions: Option<(String, String)>,
+    /// `tensorflow` when the coarse TensorFlow/Keras hook ran (bytes per
+    /// named holder, no creation sites); `None` for PyTorch.
+    pub framework: Option<String>,
     /// Sites by id.
     pub sites: BTreeMap<u64, Site>,
     /// Boundaries of the last clock, in order.
@@ -182,7 +190,16 @@ impl Trace {
         if m.contains_key("hook") {
             self.started = true;
             let s = |k: &str| m.get(k).and_then(Value::as_str).unwrap_or("?").to_owned();
-            self.versions = Some((s("python"), s("torch")));
+            let framework = m
+                .get("framework")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            let version = match framework.as_deref() {
+                Some("tensorflow") => s("tensorflow"),
+                _ => s("torch"),
+            };
+            self.versions = Some((s("python"), version));
+            self.framework = framework;
         } else if let Some(id) = m.get("site").and_then(Value::as_u64) {
             if self.sites.len() < MAX_SITES
                 && let Ok(site) = serde_json::from_value::<Site>(v)

@@ -84,10 +84,10 @@ pub fn run(args: LeaksArgs, color: ColorChoice) -> anyhow::Result<u8> {
     let minimum = usize::try_from(oomkit_leaks::MIN_STEPS).unwrap_or(4);
     if seen < minimum {
         let why = if !trace.started {
-            "it never imported torch in its main process (oomkit leaks follows PyTorch programs)"
+            "it never imported torch or tensorflow in its main process (oomkit leaks follows PyTorch programs, and TensorFlow/Keras ones at a coarser grain)"
                 .to_owned()
         } else if seen == 0 {
-            "no step was seen: no optimizer step, no batch drawn from a DataLoader, no call of --marker".to_owned()
+            "no step was seen: no optimizer step, no batch drawn from a DataLoader, no Keras batch, no call of --marker".to_owned()
         } else {
             format!(
                 "only {seen} step(s) were seen, too few to tell growth from warm-up (at least {minimum}): give the program more steps or use --marker"

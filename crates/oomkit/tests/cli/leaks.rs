@@ -122,7 +122,7 @@ fn a_program_that_fails_before_its_first_step_is_exit_2_with_its_explanation() {
     cli(&["leaks", "--", python(), "-c", "print(1)"])
         .run()
         .code(2)
-        .stderr_has("it never imported torch in its main process");
+        .stderr_has("it never imported torch or tensorflow in its main process");
     cli(&["leaks", "--", "/nonexistent/oomkit-no-such-program"])
         .run()
         .code(127);

@@ -747,9 +747,19 @@ fn torchtune(tree: &Value, path: &str) -> Result<Derived, PreflightError> {
     {
         t.put_canon("optim", &o, "optimizer._component_", src());
     }
-    if tree.get("enable_activation_offloading").and_then(as_bool) == Some(true) {
-        dd.ignore(
-            "enable_activation_offloading (activation offloading is not modelled)".to_string(),
+    // Selective activation checkpointing (full_finetune_distributed.py:
+    // `ac_mode`/`ac_option`) and activation offloading.
+    for (key, canon) in [("ac_mode", "ac_mode"), ("ac_option", "ac_option")] {
+        if let Some(v) = tree.get(key).and_then(scalar) {
+            t.put_canon(canon, &v, key, src());
+        }
+    }
+    if let Some(o) = tree.get("enable_activation_offloading").and_then(as_bool) {
+        t.put_canon(
+            "activation_offloading",
+            if o { "true" } else { "false" },
+            "enable_activation_offloading",
+            src(),
         );
     }
     if tree

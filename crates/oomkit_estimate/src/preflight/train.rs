@@ -757,6 +757,19 @@ impl Train {
     }
 
     fn checkpointing(&self, fw: Framework, d: &mut Derived) {
+        if let Some((true, v)) = self.flag("activation_offloading") {
+            d.set(
+                "activation-offloading",
+                None,
+                &v.key,
+                &v.shown,
+                v.src.clone(),
+            );
+        }
+        if let Some(mode) = self.get("ac_mode") {
+            self.ac_mode(mode, d);
+            return;
+        }
         match self.flag("gradient_checkpointing") {
             Some((on, v)) => {
                 if on {
@@ -777,6 +790,78 @@ impl Train {
                 Framework::Axolotl => d.assumed.push(format!("gradient checkpointing off (gradient_checkpointing false, default, {})", d::AXOLOTL_CONFIG)),
                 Framework::Torchtune => d.assumed.push(format!("activation checkpointing off (enable_activation_checkpointing False, default, {})", d::TORCHTUNE_RECIPE)),
             },
+        }
+    }
+
+    /// torchtune's `ac_mode`, as `full_finetune_distributed.py` (torchtune
+    /// main of 2026-04, `_setup_model`) reads it: only when
+    /// `enable_activation_checkpointing` is off does it apply
+    /// `apply_selective_activation_checkpointing(model, ac_mode, ac_option)`
+    /// (`training/activations.py`: `full` every layer, `selective` every
+    /// `ac_option`-th layer, an integer); with both set, neither runs.
+    fn ac_mode(&self, mode: &Val, d: &mut Derived) {
+        if let Some((true, v)) = self.flag("gradient_checkpointing") {
+            d.unset("grad-checkpointing");
+            d.assumed.push(format!(
+                "no activation checkpointing: {} {} with {} {} applies neither (full_finetune_distributed.py)",
+                v.key, v.shown, mode.key, mode.shown
+            ));
+            return;
+        }
+        match mode.v.trim() {
+            "full" => d.set(
+                "checkpointing",
+                Some("full".into()),
+                &mode.key,
+                &mode.shown,
+                mode.src.clone(),
+            ),
+            "selective" => {
+                d.set(
+                    "checkpointing",
+                    Some("selective".into()),
+                    &mode.key,
+                    &mode.shown,
+                    mode.src.clone(),
+                );
+                match self.get("ac_option") {
+                    Some(o) if o.v.trim().parse::<u64>().is_ok() => d.set(
+                        "ac-option",
+                        Some(o.v.trim().to_string()),
+                        &o.key,
+                        &o.shown,
+                        o.src.clone(),
+                    ),
+                    Some(o) => {
+                        d.ignore(format!("{} {}", o.key, o.shown));
+                        d.assumed.push(format!("{} {} is not a number of layers, which torchtune's selective mode needs: every layer checkpointed assumed", o.key, o.shown));
+                        d.set(
+                            "ac-option",
+                            Some("1".into()),
+                            &o.key,
+                            &o.shown,
+                            o.src.clone(),
+                        );
+                    }
+                    None => {
+                        d.assumed.push(format!("{} selective without ac_option: the recipe fails on it (`int(None)`); every layer checkpointed assumed", mode.key));
+                        d.set(
+                            "ac-option",
+                            Some("1".into()),
+                            &mode.key,
+                            &mode.shown,
+                            Source::Assumed,
+                        );
+                    }
+                }
+            }
+            _ => {
+                d.ignore(format!("{} {}", mode.key, mode.shown));
+                d.assumed.push(format!(
+                    "activation checkpointing off ({} {})",
+                    mode.key, mode.shown
+                ));
+            }
         }
     }
 

@@ -258,6 +258,14 @@ pub struct Setup {
     pub new_tokens: u64,
     /// HF gradient checkpointing (per layer).
     pub grad_checkpointing: bool,
+    /// Selective activation checkpointing (torchtitan's op-level policy or
+    /// every k-th layer: [`crate::selective`]); `None` when off.
+    pub selective_ac: Option<crate::selective::SelectiveAc>,
+    /// torchtune's activation offloading: saved tensors move to the CPU
+    /// (needs checkpointing, full or selective).
+    pub activation_offloading: bool,
+    /// The software stack whose generation sets the memory ([`crate::stack`]).
+    pub stack: crate::stack::Stack,
     /// The training loop drops the model output before backward (HF
     /// `Trainer`, torchtune's `del logits`); otherwise it is held through
     /// backward and the optimizer step (`out = model(**batch)`).
@@ -318,6 +326,9 @@ impl Default for Setup {
             seq: DEFAULT_SEQ,
             new_tokens: 0,
             grad_checkpointing: false,
+            selective_ac: None,
+            activation_offloading: false,
+            stack: crate::stack::Stack::Current,
             drops_output: false,
             kbit_upcast: false,
             grad_accum: 1,
@@ -421,6 +432,9 @@ impl Default for Given {
 pub const TRAINING_KNOBS: &[Knob] = &[
     Knob::Optimizer,
     Knob::GradCheckpointing,
+    Knob::Checkpointing,
+    Knob::AcOption,
+    Knob::ActivationOffloading,
     Knob::Trainer,
     Knob::GradAccum,
     Knob::LoraRank,
@@ -509,6 +523,12 @@ impl Given {
 }
 
 impl Setup {
+    /// Whether backward recomputes activations (full or selective
+    /// checkpointing).
+    pub fn recomputes(&self) -> bool {
+        self.grad_checkpointing || self.selective_ac.is_some()
+    }
+
     /// Whether the optimizer keeps any state.
     pub fn optimizer_bytes_nonzero(&self) -> bool {
         self.optimizer != Optimizer::Sgd

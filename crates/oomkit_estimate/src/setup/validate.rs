@@ -214,6 +214,13 @@ impl Setup {
                 "drop it, or add ⟨engine⟩ vllm ⟨task⟩ serve to estimate vLLM's pool",
             ));
         }
+        if g.has(Knob::Stack) && g.engine != crate::options::Engine::Hf {
+            return Err(na(
+                Knob::Stack,
+                "Hugging Face transformers (⟨engine⟩ hf)",
+                "drop it for this engine",
+            ));
+        }
         if g.has(Knob::KvDtype) && self.task == Task::Train {
             return Err(na(
                 Knob::KvDtype,
@@ -416,6 +423,18 @@ impl Setup {
         if self.offload == Offload::Params && self.zero < 3 {
             return Err(SetupError::Invalid(
                 "⟨offload⟩ params needs parameter sharding: ⟨zero⟩ 3 or ⟨fsdp⟩".into(),
+            ));
+        }
+        if self.selective_ac.is_some() && self.grad_checkpointing {
+            return Err(SetupError::Conflict(
+                "selective checkpointing (⟨checkpointing⟩ selective) and full checkpointing (⟨grad-checkpointing⟩) are two modes: give one".into(),
+            ));
+        }
+        if self.activation_offloading && !self.recomputes() {
+            // torchtune's recipes refuse it: "enable_activation_offloading
+            // should only be True when enable_activation_checkpointing is True".
+            return Err(SetupError::Invalid(
+                "⟨activation-offloading⟩ needs activation checkpointing (⟨checkpointing⟩ full or selective), as torchtune requires".into(),
             ));
         }
         if self.method == Method::Qlora && matches!(self.quant, Quant::None) {
