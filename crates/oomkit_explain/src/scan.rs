@@ -23,6 +23,7 @@
 use oomkit_core::read_ahead::ReadAhead;
 use std::collections::VecDeque;
 use std::io::{self, Read};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
 use aho_corasick::{AhoCorasick, MatchKind};
@@ -268,19 +269,28 @@ impl Scanner {
     /// A second thread reads ahead into recycled chunk buffers while this one
     /// scans: on a large log, copying the file out of the page cache took as
     /// long as the search itself, and the two now overlap. Nothing is copied
-    /// twice: a filled buffer is handed over and handed back empty.
+    /// twice: a filled buffer is handed over and handed back empty. The
+    /// reading thread also counts each chunk's line ends and, while the
+    /// scanning thread has a chunk waiting, searches the first half of it
+    /// for [`CORES`], so the search is shared too.
     pub fn scan<R: Read + Send>(
         &self,
         reader: R,
         mut on_region: impl FnMut(Region),
     ) -> io::Result<u64> {
+        let queued = AtomicUsize::new(0);
         std::thread::scope(|scope| {
             // Page-aligned chunks, recycled (oomkit_core::read_ahead); the
             // reading thread also counts each chunk's line ends.
-            let (tx, counts) = mpsc::channel::<(usize, Vec<u32>)>();
-            let reader = Counting { inner: reader, tx };
+            let (tx, counts) = mpsc::channel::<Counted>();
+            let reader = Counting {
+                inner: reader,
+                tx,
+                cores: &self.cores,
+                queued: &queued,
+            };
             let mut ahead = ReadAhead::spawn(scope, reader, u64::MAX, 0, CHUNK);
-            self.scan_chunks(&mut ahead, &counts, &mut on_region)
+            self.scan_chunks(&mut ahead, &counts, &queued, &mut on_region)
         })
     }
 
@@ -289,7 +299,8 @@ impl Scanner {
     fn scan_chunks(
         &self,
         ahead: &mut ReadAhead,
-        counts: &mpsc::Receiver<(usize, Vec<u32>)>,
+        counts: &mpsc::Receiver<Counted>,
+        queued: &AtomicUsize,
         on_region: &mut impl FnMut(Region),
     ) -> io::Result<u64> {
         let mut st = State {
@@ -304,6 +315,8 @@ impl Scanner {
         let mut total = 0u64;
         while let Some(msg) = ahead.next_chunk() {
             let chunk = msg?;
+            // Saturating: a chunk the reader has not counted (none) stays 0.
+            let _ = queued.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |q| q.checked_sub(1));
             total = total.saturating_add(chunk.len as u64);
             let data = chunk.data();
             // The reading thread's counts of this chunk's line ends (each
@@ -311,8 +324,8 @@ impl Scanner {
             let counted = counts
                 .try_recv()
                 .ok()
-                .filter(|(len, _)| *len == data.len())
-                .map(|(_, subs)| LineCounts::new(data, subs));
+                .filter(|c| c.len == data.len())
+                .map(|c| LineCounts::new(data, c.subs).with_cores(c.until, c.cores));
             // Complete lines end at the last newline; the rest waits for more data.
             if let Some(last_nl) = memchr::memrchr(b'\n', data) {
                 let (lines, tail) = data.split_at(last_nl + 1);
@@ -386,7 +399,7 @@ impl Scanner {
                 continue;
             }
             // Outside a region: jump to the next piece with an anchor.
-            let Some(start) = self.next_anchor_piece(rest) else {
+            let Some(start) = self.next_anchor_piece(rest, lines) else {
                 remember_tail(rest, st, lines);
                 return;
             };
@@ -418,11 +431,19 @@ impl Scanner {
 
     /// Start of the first piece of `block` that holds an anchor: a core
     /// hit, confirmed by the anchors on its piece alone.
-    fn next_anchor_piece(&self, block: &[u8]) -> Option<usize> {
+    /// The reading thread's core hits (`lines`) stand in for the search
+    /// over the part of the chunk it searched.
+    fn next_anchor_piece(&self, block: &[u8], lines: Option<&LineCounts>) -> Option<usize> {
         let mut from = 0;
         loop {
-            let m = self.cores.find(block.get(from..)?)?;
-            let at = from.saturating_add(m.start());
+            let at = match lines.and_then(|l| l.next_core(block, from)) {
+                Some(Found::At(at)) => at,
+                Some(Found::From(searched)) => {
+                    let from = from.max(searched);
+                    from.saturating_add(self.cores.find(block.get(from..)?)?.start())
+                }
+                None => from.saturating_add(self.cores.find(block.get(from..)?)?.start()),
+            };
             let start = piece_start(block, at);
             let rest = block.get(start..)?;
             let len = piece_end(rest).unwrap_or(rest.len());
@@ -495,31 +516,105 @@ fn count_newlines(bytes: &[u8]) -> u64 {
 /// counted from these, and only its two partial ends byte by byte.
 const SUB: usize = 16 << 10;
 
-/// A reader that counts the line ends of every read on the thread that
-/// reads (`ReadAhead`'s), per [`SUB`] bytes, so the scanning thread does
-/// not pass over the bytes a second time: it sends `(bytes read, counts)`.
-/// The two threads then share the work: one copies and counts, the other
-/// searches.
-struct Counting<R> {
-    inner: R,
-    tx: mpsc::Sender<(usize, Vec<u32>)>,
+/// The share of each read that the reading thread searches for [`CORES`]
+/// (to the first line end past `n * SHARE_NUM / SHARE_DEN`) when it does
+/// (see [`Counting`]); the scanning thread searches the rest. A third and a
+/// half were measured (bench/README.md): with the search done only while the
+/// scanning thread has a chunk waiting, a half.
+const SHARE_NUM: usize = 1;
+const SHARE_DEN: usize = 2;
+
+/// Core hits one read may hand over; past that the scanning thread
+/// searches that read itself (memory stays bounded on a log full of hits).
+const MAX_CORE_HITS: usize = 4096;
+
+/// What the reading thread found in one read.
+struct Counted {
+    /// Bytes read.
+    len: usize,
+    /// Line ends per [`SUB`] bytes.
+    subs: Vec<u32>,
+    /// The first `until` bytes were searched for [`CORES`] (0: none).
+    until: usize,
+    /// Start of every core hit in `..until`, leftmost-first, non-overlapping.
+    cores: Vec<u32>,
 }
 
-impl<R: Read> Read for Counting<R> {
+/// A reader that counts the line ends of every read on the thread that
+/// reads (`ReadAhead`'s), per [`SUB`] bytes, and searches the first part of
+/// it for [`CORES`], so the scanning thread does not pass over those bytes
+/// a second time: it sends a [`Counted`]. The two threads then share the
+/// work: one copies, counts and searches a share, the other searches the
+/// rest and parses.
+struct Counting<'a, R> {
+    inner: R,
+    tx: mpsc::Sender<Counted>,
+    cores: &'a AhoCorasick,
+    /// Reads not yet taken by the scanning thread.
+    queued: &'a AtomicUsize,
+}
+
+impl<R: Read> Read for Counting<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         if n > 0 {
-            let subs = buf
-                .get(..n)
-                .unwrap_or_default()
+            let data = buf.get(..n).unwrap_or_default();
+            let subs = data
                 .chunks(SUB)
                 .map(|c| u32::try_from(count_newlines(c)).unwrap_or(u32::MAX))
                 .collect();
+            // Search only while the scanning thread has a chunk waiting: when
+            // it is waiting for this one (reading is the slower half, as on a
+            // log of progress bars), searching here would only delay it.
+            let (until, cores) = if self.queued.load(Ordering::Relaxed) > 0 {
+                search_share(self.cores, data)
+            } else {
+                (0, Vec::new())
+            };
+            self.queued.fetch_add(1, Ordering::Relaxed);
             // The scanner may be gone (an error ended it): nothing to tell.
-            let _ = self.tx.send((n, subs));
+            let _ = self.tx.send(Counted {
+                len: n,
+                subs,
+                until,
+                cores,
+            });
         }
         Ok(n)
     }
+}
+
+/// Searches `data` for cores up to just past the line end at its share
+/// (no core spans a line end, so none is cut there): `(until, hits)`, or
+/// `(0, [])` when there is no such line end or too many hits.
+fn search_share(cores: &AhoCorasick, data: &[u8]) -> (usize, Vec<u32>) {
+    let mid = data.len() / SHARE_DEN * SHARE_NUM;
+    let Some(until) = data
+        .get(mid..)
+        .and_then(|d| memchr::memchr(b'\n', d))
+        .map(|i| mid.saturating_add(i).saturating_add(1))
+    else {
+        return (0, Vec::new());
+    };
+    if u32::try_from(until).is_err() {
+        return (0, Vec::new());
+    }
+    let mut hits = Vec::new();
+    for m in cores.find_iter(data.get(..until).unwrap_or_default()) {
+        if hits.len() >= MAX_CORE_HITS {
+            return (0, Vec::new());
+        }
+        hits.push(u32::try_from(m.start()).unwrap_or(u32::MAX));
+    }
+    (until, hits)
+}
+
+/// Where the next core hit of a block is, from the reading thread's search.
+enum Found {
+    /// At this offset of the block.
+    At(usize),
+    /// None in the searched part: search the block from this offset.
+    From(usize),
 }
 
 /// A chunk's line ends per [`SUB`] bytes, counted on the reading thread.
@@ -528,6 +623,9 @@ struct LineCounts {
     start: usize,
     len: usize,
     subs: Vec<u32>,
+    /// The reading thread searched `..until` for cores and found `cores`.
+    until: usize,
+    cores: Vec<u32>,
 }
 
 impl LineCounts {
@@ -536,6 +634,35 @@ impl LineCounts {
             start: data.as_ptr() as usize,
             len: data.len(),
             subs,
+            until: 0,
+            cores: Vec::new(),
+        }
+    }
+
+    fn with_cores(mut self, until: usize, cores: Vec<u32>) -> LineCounts {
+        self.until = until.min(self.len);
+        self.cores = cores;
+        self
+    }
+
+    /// The first core hit at or after `block[from..]` that the reading
+    /// thread's search covers; `None` when `block` is not in the chunk or
+    /// starts past the searched part.
+    fn next_core(&self, block: &[u8], from: usize) -> Option<Found> {
+        let off = (block.as_ptr() as usize).checked_sub(self.start)?;
+        let end = off.checked_add(block.len())?;
+        if end > self.len {
+            return None;
+        }
+        let lo = off.checked_add(from)?;
+        if lo >= self.until {
+            return None;
+        }
+        let i = self.cores.partition_point(|&c| (c as usize) < lo);
+        match self.cores.get(i).map(|&c| c as usize) {
+            Some(c) if c < end => Some(Found::At(c - off)),
+            Some(_) => Some(Found::From(block.len())),
+            None => Some(Found::From(self.until.saturating_sub(off))),
         }
     }
 
@@ -763,6 +890,62 @@ mod tests {
         }
         let copy = data[10..50_000].to_vec();
         assert_eq!(counts.count(&copy), count_newlines(&copy));
+    }
+
+    #[test]
+    fn core_hits_from_the_reading_thread_find_the_same_pieces() {
+        // Lines with a core but no anchor ("ut of " alone), with an anchor,
+        // and ordinary ones, on both sides of the reading thread's share.
+        let mut data = Vec::new();
+        for i in 0..6000u32 {
+            let line = match i % 37 {
+                0 => format!("{i} ran out of patience, out of time\n"),
+                5 if i % 3 == 0 => format!("{i} CUDA out of memory. Tried to allocate 2.00 GiB\n"),
+                9 => format!("{i} |  18432MiB / 24564MiB |\n"),
+                _ => format!("{i} step loss 0.5 |#####     | 50%\n"),
+            };
+            data.extend_from_slice(line.as_bytes());
+        }
+        let scanner = Scanner::new();
+        let (until, hits) = search_share(&scanner.cores, &data);
+        assert!(until > 0 && until < data.len() && !hits.is_empty());
+        let subs = data
+            .chunks(SUB)
+            .map(|c| u32::try_from(count_newlines(c)).unwrap())
+            .collect();
+        let counts = LineCounts::new(&data, subs).with_cores(until, hits);
+        // Every block that starts at a line start, in the chunk and in a copy.
+        let starts: Vec<usize> = std::iter::once(0)
+            .chain(memchr::memchr_iter(b'\n', &data).map(|i| i + 1))
+            .filter(|&i| i < data.len())
+            .step_by(7)
+            .collect();
+        for &a in &starts {
+            let block = &data[a..];
+            let direct = scanner.next_anchor_piece(block, None);
+            assert_eq!(
+                scanner.next_anchor_piece(block, Some(&counts)),
+                direct,
+                "{a}"
+            );
+            let copy = block.to_vec();
+            assert_eq!(
+                scanner.next_anchor_piece(&copy, Some(&counts)),
+                direct,
+                "{a}"
+            );
+            let end = (a + 3000).min(data.len());
+            let end = a + memchr::memrchr(b'\n', &data[a..end]).map_or(end - a, |i| i + 1);
+            let part = &data[a..end];
+            assert_eq!(
+                scanner.next_anchor_piece(part, Some(&counts)),
+                scanner.next_anchor_piece(part, None),
+                "{a}..{end}"
+            );
+        }
+        // Too many hits: the reading thread hands none over.
+        let dense = "ut of ".repeat(MAX_CORE_HITS + 1) + "\n";
+        assert_eq!(search_share(&scanner.cores, dense.as_bytes()).0, 0);
     }
 
     #[test]
