@@ -204,18 +204,28 @@ class _OomkitLeaks:
         records[key] = [site, self.step, n, self.flags, weakref.ref(storage, forget), device]
 
     # -- step boundaries --------------------------------------------------
-    def boundary(self, source):
+    def clock(self, source):
+        """None when a boundary from `source` does not count (off, done, inside
+        one already, not the marker when there is one, or a lower-priority
+        clock than the one in use); else whether `source` is a better clock
+        than the one so far (everything before it was setup)."""
         if self.off or self.done or self.busy:
-            return
+            return None
         if self.marker and source != "marker":
-            return
+            return None
         rank = _OOMKIT_PRIORITY.get(source, 0)
         current = _OOMKIT_PRIORITY.get(self.source, 0)
         if rank < current:
+            return None
+        return rank > current
+
+    def boundary(self, source):
+        better = self.clock(source)
+        if better is None:
             return
         self.busy = True
         try:
-            if rank > current:
+            if better:
                 # A better clock: everything so far is setup (step 0).
                 self.source = source
                 self.boundary_count = 0
@@ -1081,17 +1091,12 @@ class _OomkitTFLeaks(_OomkitLeaks):
         return idx
 
     def boundary(self, source):
-        if self.off or self.done or self.busy:
-            return
-        if self.marker and source != "marker":
-            return
-        rank = _OOMKIT_PRIORITY.get(source, 0)
-        current = _OOMKIT_PRIORITY.get(self.source, 0)
-        if rank < current:
+        better = self.clock(source)
+        if better is None:
             return
         self.busy = True
         try:
-            if rank > current:
+            if better:
                 self.source = source
                 self.boundary_count = 0
                 self.history = []
