@@ -12,7 +12,9 @@
 # rustup can download it; where it cannot (this project's machines reach
 # crates.io, PyPI and Debian only), std is built from source
 # (`-Zbuild-std`, with RUSTC_BOOTSTRAP=1) from the `rust-src` package of the
-# same rustc version, taken from Debian (trixie-backports carries 1.95.0).
+# same rustc version, taken from Debian (trixie-backports carries 1.95.0) and
+# put where `rustup component add rust-src` would put it (the toolchain's
+# lib/rustlib/src/rust), once.
 # Needs PyPI and Debian's mirror the first time; a debug build per target.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
