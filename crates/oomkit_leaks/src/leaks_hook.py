@@ -34,10 +34,16 @@ _OOMKIT_PRIORITY = {"dataloader": 1, "keras": 1, "optimizer": 2, "marker": 3}
 
 class _OomkitLeaks:
     def __init__(self, torch, path, steps, marker):
+        self.torch = torch
+        self._start(torch, path, steps, marker,
+                    {"torch": str(getattr(torch, "__version__", "?"))})
+
+    def _start(self, lib, path, steps, marker, header):
+        """The state both grains share; opens the record and writes its
+        header (`header` adds the framework's own keys)."""
         import sys
         import os
 
-        self.torch = torch
         self.path = path
         self.steps = steps
         self.marker = marker
@@ -60,11 +66,10 @@ class _OomkitLeaks:
         self.busy = False
         self.done = False
         self.graph_calls = []
-        self.exclude = self._excluded_prefixes(torch)
+        self.exclude = self._excluded_prefixes(lib)
         self.out = open(path, "a", encoding="utf-8")
         self._write({"hook": 1, "pid": self.pid, "steps": steps, "marker": marker,
-                     "python": sys.version.split()[0],
-                     "torch": str(getattr(torch, "__version__", "?"))})
+                     "python": sys.version.split()[0], **header})
 
     # -- plumbing -------------------------------------------------------
     def _write(self, obj):
@@ -1034,38 +1039,12 @@ def _oomkit_extra_on_torch(torch):
 
 class _OomkitTFLeaks(_OomkitLeaks):
     def __init__(self, tf, path, steps, marker):
-        import sys
-        import os
-
         self.torch = None
         self.tf = tf
         self.keras = None
-        self.path = path
-        self.steps = steps
-        self.marker = marker
-        self.pid = os.getpid()
-        self.sites = []
-        self.site_index = {}
-        self.site_written = 0
-        self.user_cache = {}
-        self.step = 0
-        self.boundary_count = 0
-        self.source = None
-        self.history = []
-        self.graph_history = []
-        self.young_history = []
-        self.flags = 0
-        self.off = False
-        self.pending_marker = False
-        self.module_files = {}
-        self.busy = False
-        self.done = False
         self.holder_info = {}
-        self.exclude = self._excluded_prefixes(tf)
-        self.out = open(path, "a", encoding="utf-8")
-        self._write({"hook": 1, "pid": self.pid, "steps": steps, "marker": marker,
-                     "python": sys.version.split()[0], "framework": "tensorflow",
-                     "grain": "holders",
+        self._start(tf, path, steps, marker,
+                    {"framework": "tensorflow", "grain": "holders",
                      "tensorflow": str(getattr(tf, "__version__", "?"))})
 
     def add_excluded(self, mod):
