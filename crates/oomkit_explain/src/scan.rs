@@ -156,38 +156,38 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
 /// order came from a search over bucket assignments that counted Teddy's
 /// candidates on that log; reorder after adding a core, and measure.
 pub const CORES: &[&str] = &[
-    "FB Memory",
-    "INTERNAL ASSERT FAILED",
-    "_STATUS_",
-    "already allocated",
-    "MemoryError",
-    "reserved by PyTorch",
-    "OOM when",
-    "enforce allocating",
-    "--query-",
-    "Tried to allocate",
-    "algorithm",
-    "unhandled cuda error",
-    "allocate pinned",
-    "total capac",
-    "esource exhausted",
-    "_bytes.all.",
-    "cache blocks",
-    "ailed to alloc",
-    "can NOT allocate",
-    "mory.",
-    "t allocate memory",
-    "Dst tensor is not initialized",
+    "B |",
     "max seq len",
+    "already allocated",
+    "esource exhausted",
+    "unhandled cuda error",
+    "Dst tensor is not initialized",
+    "can NOT allocate",
+    "_bytes.all.",
+    "--query-",
+    "reserved by PyTorch",
+    "algorithm",
+    "enforce allocating",
+    "MemoryError",
+    "ut of ",
+    "Tried to allocate",
+    "_STATUS_",
+    "illegal memory access",
+    "mory.",
+    "FB Memory",
+    "allocate pinned",
+    "t allocate memory",
     "OutOf",
+    "Driver Version",
+    "total capac",
     "nable to allocate",
     "RESOURCE_EXHAUSTED",
     "ot enough memory",
-    "ut of ",
-    "B |",
-    "illegal memory access",
-    "Driver Version",
+    "ailed to alloc",
     "Allocation on device",
+    "OOM when",
+    "cache blocks",
+    "INTERNAL ASSERT FAILED",
 ];
 
 /// Phrases that announce a long allocator dump whose summary comes at the end.
@@ -532,7 +532,7 @@ const MAX_CORE_HITS: usize = 4096;
 struct Counted {
     /// Bytes read.
     len: usize,
-    /// Line ends per [`SUB`] bytes.
+    /// Line ends per [`SUB`] bytes (empty: not counted, the scanning thread counts).
     subs: Vec<u32>,
     /// The first `until` bytes were searched for [`CORES`] (0: none).
     until: usize,
@@ -559,17 +559,20 @@ impl<R: Read> Read for Counting<'_, R> {
         let n = self.inner.read(buf)?;
         if n > 0 {
             let data = buf.get(..n).unwrap_or_default();
-            let subs = data
-                .chunks(SUB)
-                .map(|c| u32::try_from(count_newlines(c)).unwrap_or(u32::MAX))
-                .collect();
-            // Search only while the scanning thread has a chunk waiting: when
-            // it is waiting for this one (reading is the slower half, as on a
-            // log of progress bars), searching here would only delay it.
-            let (until, cores) = if self.queued.load(Ordering::Relaxed) > 0 {
-                search_share(self.cores, data)
+            // Count and search only while the scanning thread has a chunk
+            // waiting: when it is waiting for this one (reading is the slower
+            // half, as on a log of progress bars once the search is fast),
+            // work done here would only delay it, and it counts the line
+            // ends itself (`LineCounts::count` without counts).
+            let (subs, until, cores) = if self.queued.load(Ordering::Relaxed) > 0 {
+                let subs = data
+                    .chunks(SUB)
+                    .map(|c| u32::try_from(count_newlines(c)).unwrap_or(u32::MAX))
+                    .collect();
+                let (until, cores) = search_share(self.cores, data);
+                (subs, until, cores)
             } else {
-                (0, Vec::new())
+                (Vec::new(), 0, Vec::new())
             };
             self.queued.fetch_add(1, Ordering::Relaxed);
             // The scanner may be gone (an error ended it): nothing to tell.
@@ -667,8 +670,12 @@ impl LineCounts {
     }
 
     /// Line ends in `part`: whole [`SUB`] stretches from the counts, the
-    /// ends byte by byte; a slice outside the chunk (a copy) is counted.
+    /// ends byte by byte; a slice outside the chunk (a copy), or a chunk the
+    /// reading thread did not count, is counted here.
     fn count(&self, part: &[u8]) -> u64 {
+        if self.subs.len() != self.len.div_ceil(SUB) {
+            return count_newlines(part);
+        }
         let Some(off) = (part.as_ptr() as usize).checked_sub(self.start) else {
             return count_newlines(part);
         };
@@ -890,6 +897,12 @@ mod tests {
         }
         let copy = data[10..50_000].to_vec();
         assert_eq!(counts.count(&copy), count_newlines(&copy));
+        // A chunk the reading thread did not count is counted directly.
+        let uncounted = LineCounts::new(&data, Vec::new());
+        assert_eq!(
+            uncounted.count(&data[5..70_000]),
+            count_newlines(&data[5..70_000])
+        );
     }
 
     #[test]
