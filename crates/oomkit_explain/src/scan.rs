@@ -148,13 +148,17 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
 /// At most 32, and in this order, because the search is aho-corasick's Teddy:
 /// above 32 phrases it takes its "fat" form at half the speed, and it gives
 /// phrases to its 8 buckets round-robin in list order (phrase `i` in bucket
-/// `7 - i % 8`), then confirms a candidate against every phrase of the
-/// bucket whose fingerprint (first three bytes, nibble by nibble) matched.
-/// Phrases with similar first bytes share a bucket here (`i`, `i + 8`, …),
-/// which cut the candidates, and the search's instructions on the benchmark
-/// log, by half (202 M → 96 M instructions on 64 MiB; bench/README.md). The
-/// order came from a search over bucket assignments that counted Teddy's
-/// candidates on that log; reorder after adding a core, and measure.
+/// `7 - i % 8`), then verifies every input position whose first three bytes
+/// pass a bucket's fingerprint (per byte, a set of low and a set of high
+/// nibbles, matched independently). Those candidates, not real hits, are
+/// the search's cost: about 10 ns each against ~0.05 ns per byte of plain
+/// scanning. The order below is the one with the fewest candidates found
+/// by `cargo run --release -p oomkit_explain --example core_order -- FILES`
+/// on the benchmark's two logs (bench/README.md): per 1000 bytes, 13.2 →
+/// 0.001 on the progress-bar log and 29.6 → 6.0 on the mixed one, and on
+/// text it was not tuned on 56 → 25 (PyTorch's Python sources), 60 → 26
+/// (Keras') and 52 → 21 (this machine's dpkg/apt logs). Rerun it after
+/// adding a core.
 pub const CORES: &[&str] = &[
     "B |",
     "max seq len",
