@@ -22,44 +22,15 @@
 
 use std::io::Read;
 
-use oomkit_explain::scan::CORES;
-
-type Masks = [[u8; 256]; 3];
-
-/// Bucket masks per first-three-bytes position, as Teddy builds them.
-fn masks(order: &[&str]) -> Masks {
-    let mut lo = [[0u8; 16]; 3];
-    let mut hi = [[0u8; 16]; 3];
-    for (i, phrase) in order.iter().enumerate() {
-        let bucket = 1u8 << (7 - i % 8);
-        for (j, &b) in phrase.as_bytes().iter().take(3).enumerate() {
-            lo[j][usize::from(b & 15)] |= bucket;
-            hi[j][usize::from(b >> 4)] |= bucket;
-        }
-    }
-    let mut m = [[0u8; 256]; 3];
-    for j in 0..3 {
-        for (x, slot) in m[j].iter_mut().enumerate() {
-            *slot = lo[j][x & 15] & hi[j][x >> 4];
-        }
-    }
-    m
-}
+use oomkit_explain::scan::{CORES, teddy_candidates};
 
 /// Candidates per 1000 bytes of `data`.
-fn rate(m: &Masks, data: &[u8]) -> f64 {
-    let n = data
-        .windows(3)
-        .filter(|w| {
-            m[0][usize::from(w[0])] & m[1][usize::from(w[1])] & m[2][usize::from(w[2])] != 0
-        })
-        .count();
-    n as f64 * 1000.0 / data.len().max(1) as f64
+fn rate(order: &[&str], data: &[u8]) -> f64 {
+    teddy_candidates(order, data) as f64 * 1000.0 / data.len().max(1) as f64
 }
 
 fn rates(order: &[&str], files: &[Vec<u8>]) -> Vec<f64> {
-    let m = masks(order);
-    files.iter().map(|d| rate(&m, d)).collect()
+    files.iter().map(|d| rate(order, d)).collect()
 }
 
 fn score(r: &[f64]) -> f64 {
