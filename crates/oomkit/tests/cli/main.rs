@@ -12,6 +12,7 @@ mod estimate_preflight2;
 mod estimate_sharded;
 mod estimate_sharded_qlora;
 mod estimate_v3;
+mod estimate_zero_measured;
 mod explain;
 mod explain_readings;
 mod explain_v3;
