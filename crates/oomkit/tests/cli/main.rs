@@ -6,6 +6,7 @@ mod docs;
 mod escape;
 mod estimate;
 mod estimate_hub;
+mod estimate_litgpt;
 mod estimate_llamacpp;
 mod estimate_preflight;
 mod estimate_preflight2;
