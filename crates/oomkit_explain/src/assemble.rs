@@ -320,11 +320,14 @@ fn launcher_hint(region: &str) -> Option<String> {
     // repetition over the whole region would cost more to compile than the
     // scan of a large log.
     static DS_RANK: LazyLock<Option<Regex>> =
-        LazyLock::new(|| Regex::new(r"'--local_rank=(\d{1,5})'").ok());
+        LazyLock::new(|| crate::pattern::compile(r"'--local_rank=(\d{1,5})'").ok());
     static DS_CODE: LazyLock<Option<Regex>> =
-        LazyLock::new(|| Regex::new(r"^exits with return code = (-?\d{1,4})").ok());
+        LazyLock::new(|| crate::pattern::compile(r"^exits with return code = (-?\d{1,4})").ok());
     static ROOT: LazyLock<Option<Regex>> = LazyLock::new(|| {
-        Regex::new(r"rank ?: (\d{1,5}) \(local_rank: \d{1,5}\) exitcode ?: (-?\d{1,4})").ok()
+        crate::pattern::compile(
+            r"rank ?: (\d{1,5}) \(local_rank: \d{1,5}\) exitcode ?: (-?\d{1,4})",
+        )
+        .ok()
     });
     const EXITS: &str = "exits with return code = ";
     if let Some(at) = region.find(EXITS) {
@@ -429,14 +432,14 @@ fn growth_hint(region: &str) -> Option<String> {
 
 /// The batch size a traceback frame or command line shows.
 static BATCH: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(
+    crate::pattern::compile(
         r"\b(?:per_device_(?:train|eval)_batch_size|batch_size|batch-size)\s*[=: ]\s*(\d{1,6})\b",
     )
     .ok()
 });
 /// `num_beams=N` in a `generate` call.
 static BEAMS: LazyLock<Option<Regex>> =
-    LazyLock::new(|| Regex::new(r"\bnum_beams\s*=\s*(\d{1,4})\b").ok());
+    LazyLock::new(|| crate::pattern::compile(r"\bnum_beams\s*=\s*(\d{1,4})\b").ok());
 /// A model loaded quantized by bitsandbytes.
 const QUANTIZED: &[&str] = &[
     "load_in_4bit=True",
@@ -454,19 +457,25 @@ fn int_hint(region: &str, re: &LazyLock<Option<Regex>>) -> Option<u64> {
 /// an `LLM(model="…")` call, llama.cpp's loader (`… from /path/x.gguf`),
 /// or the command line (`-m`, `--model`, `vllm serve`).
 fn model_hint(region: &str) -> Option<String> {
-    static RES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
+    // Unbounded, with the longest name checked below: a bounded repetition
+    // of a Unicode class compiles one automaton per repeat (crate::pattern).
+    static RES: LazyLock<Vec<(Regex, usize)>> = LazyLock::new(|| {
         [
-            r#"\bmodel=['"]([^'"\s]{1,200})['"]"#,
-            r"\bfrom (\S{1,300}\.gguf)\b",
-            r"(?:^|\s)(?:-m|--model) (\S{1,300})",
-            r"\bvllm serve (\S{1,200})",
+            (r#"\bmodel=['"]([^'"\s]+)['"]"#, 200),
+            (r"\bfrom (\S+\.gguf)\b", 300),
+            (r"(?:^|\s)(?:-m|--model) (\S+)", 300),
+            (r"\bvllm serve (\S+)", 200),
         ]
         .iter()
-        .filter_map(|p| Regex::new(p).ok())
+        .filter_map(|&(p, max)| Some((crate::pattern::compile(p).ok()?, max)))
         .collect()
     });
     RES.iter()
-        .find_map(|re| re.captures(region)?.get(1))
+        .find_map(|(re, max)| {
+            re.captures_iter(region)
+                .filter_map(|c| c.get(1))
+                .find(|m| m.as_str().chars().count() <= *max)
+        })
         .map(|m| m.as_str().to_string())
 }
 
@@ -474,10 +483,13 @@ fn model_hint(region: &str) -> Option<String> {
 /// (read as `Q4_K_M`), else the tag in the model's file name.
 fn quant_hint(region: &str, model: Option<&str>) -> Option<String> {
     static FTYPE: LazyLock<Option<Regex>> = LazyLock::new(|| {
-        Regex::new(r"(?:file type|model ftype)\s*=\s*([A-Z0-9_]+)(?: - (Small|Medium|Large))?").ok()
+        crate::pattern::compile(
+            r"(?:file type|model ftype)\s*=\s*([A-Z0-9_]+)(?: - (Small|Medium|Large))?",
+        )
+        .ok()
     });
     static TAG: LazyLock<Option<Regex>> = LazyLock::new(|| {
-        Regex::new(r"(?i)(?:^|[-_.])(IQ[1-4]_[A-Z]{1,3}|Q[2-8]_K(?:_[SML])?|Q[4-8]_[01]|BF16|F16|F32)\.gguf").ok()
+        crate::pattern::compile(r"(?i)(?:^|[-_.])(IQ[1-4]_[A-Z]{1,3}|Q[2-8]_K(?:_[SML])?|Q[4-8]_[01]|BF16|F16|F32)\.gguf").ok()
     });
     if let Some(c) = FTYPE.as_ref().and_then(|re| re.captures(region))
         && let Some(t) = c.get(1)

@@ -38,6 +38,7 @@ mod diagnose;
 mod event;
 pub mod formats;
 pub mod normalize;
+pub mod pattern;
 pub mod readings;
 pub mod render;
 pub mod scan;

@@ -71,8 +71,10 @@ impl Doc {
 }
 
 static ANSI: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]")
-        .expect("valid ANSI regex")
+    crate::pattern::compile(
+        r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]",
+    )
+    .expect("valid ANSI regex")
 });
 
 /// Line prefixes stripped repeatedly (a docker-compose line can carry a
@@ -101,12 +103,12 @@ static PREFIXES: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         r"^#+\s",
     ]
     .iter()
-    .map(|p| Regex::new(p).expect("valid prefix regex"))
+    .map(|p| crate::pattern::compile(p).expect("valid prefix regex"))
     .collect()
 });
 
 static RANK: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\s*\[(?:rank|RANK|Rank)\s?(\d+)\]:?\s?").expect("valid rank regex")
+    crate::pattern::compile(r"^\s*\[(?:rank|RANK|Rank)\s?(\d+)\]:?\s?").expect("valid rank regex")
 });
 
 /// Cleans raw region lines.

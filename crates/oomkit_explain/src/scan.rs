@@ -148,46 +148,50 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
 /// At most 32, and in this order, because the search is aho-corasick's Teddy:
 /// above 32 phrases it takes its "fat" form at half the speed, and it gives
 /// phrases to its 8 buckets round-robin in list order (phrase `i` in bucket
-/// `7 - i % 8`), then confirms a candidate against every phrase of the
-/// bucket whose fingerprint (first three bytes, nibble by nibble) matched.
-/// Phrases with similar first bytes share a bucket here (`i`, `i + 8`, …),
-/// which cut the candidates, and the search's instructions on the benchmark
-/// log, by half (202 M → 96 M instructions on 64 MiB; bench/README.md). The
-/// order came from a search over bucket assignments that counted Teddy's
-/// candidates on that log; reorder after adding a core, and measure.
+/// `7 - i % 8`), then verifies every input position whose first three bytes
+/// pass a bucket's fingerprint (per byte, a set of low and a set of high
+/// nibbles, matched independently). Those candidates, not real hits, are
+/// the search's cost: about 10 ns each against ~0.05 ns per byte of plain
+/// scanning. The order below is the one with the fewest candidates found
+/// by `cargo run --release -p oomkit_explain --example core_order -- FILES`
+/// on the benchmark's two logs (bench/README.md): per 1000 bytes, 13.2 →
+/// 0.001 on the progress-bar log and 29.6 → 6.0 on the mixed one, and on
+/// text it was not tuned on 56 → 25 (PyTorch's Python sources), 60 → 26
+/// (Keras') and 52 → 21 (this machine's dpkg/apt logs). Rerun it after
+/// adding a core.
 pub const CORES: &[&str] = &[
-    "FB Memory",
-    "INTERNAL ASSERT FAILED",
-    "_STATUS_",
-    "already allocated",
-    "MemoryError",
-    "reserved by PyTorch",
-    "OOM when",
-    "enforce allocating",
-    "--query-",
-    "Tried to allocate",
-    "algorithm",
-    "unhandled cuda error",
-    "allocate pinned",
-    "total capac",
-    "esource exhausted",
-    "_bytes.all.",
-    "cache blocks",
-    "ailed to alloc",
-    "can NOT allocate",
-    "mory.",
-    "t allocate memory",
-    "Dst tensor is not initialized",
+    "B |",
     "max seq len",
+    "already allocated",
+    "esource exhausted",
+    "unhandled cuda error",
+    "Dst tensor is not initialized",
+    "can NOT allocate",
+    "_bytes.all.",
+    "--query-",
+    "reserved by PyTorch",
+    "algorithm",
+    "enforce allocating",
+    "MemoryError",
+    "ut of ",
+    "Tried to allocate",
+    "_STATUS_",
+    "illegal memory access",
+    "mory.",
+    "FB Memory",
+    "allocate pinned",
+    "t allocate memory",
     "OutOf",
+    "Driver Version",
+    "total capac",
     "nable to allocate",
     "RESOURCE_EXHAUSTED",
     "ot enough memory",
-    "ut of ",
-    "B |",
-    "illegal memory access",
-    "Driver Version",
+    "ailed to alloc",
     "Allocation on device",
+    "OOM when",
+    "cache blocks",
+    "INTERNAL ASSERT FAILED",
 ];
 
 /// Phrases that announce a long allocator dump whose summary comes at the end.
@@ -532,7 +536,7 @@ const MAX_CORE_HITS: usize = 4096;
 struct Counted {
     /// Bytes read.
     len: usize,
-    /// Line ends per [`SUB`] bytes.
+    /// Line ends per [`SUB`] bytes (empty: not counted, the scanning thread counts).
     subs: Vec<u32>,
     /// The first `until` bytes were searched for [`CORES`] (0: none).
     until: usize,
@@ -559,17 +563,20 @@ impl<R: Read> Read for Counting<'_, R> {
         let n = self.inner.read(buf)?;
         if n > 0 {
             let data = buf.get(..n).unwrap_or_default();
-            let subs = data
-                .chunks(SUB)
-                .map(|c| u32::try_from(count_newlines(c)).unwrap_or(u32::MAX))
-                .collect();
-            // Search only while the scanning thread has a chunk waiting: when
-            // it is waiting for this one (reading is the slower half, as on a
-            // log of progress bars), searching here would only delay it.
-            let (until, cores) = if self.queued.load(Ordering::Relaxed) > 0 {
-                search_share(self.cores, data)
+            // Count and search only while the scanning thread has a chunk
+            // waiting: when it is waiting for this one (reading is the slower
+            // half, as on a log of progress bars once the search is fast),
+            // work done here would only delay it, and it counts the line
+            // ends itself (`LineCounts::count` without counts).
+            let (subs, until, cores) = if self.queued.load(Ordering::Relaxed) > 0 {
+                let subs = data
+                    .chunks(SUB)
+                    .map(|c| u32::try_from(count_newlines(c)).unwrap_or(u32::MAX))
+                    .collect();
+                let (until, cores) = search_share(self.cores, data);
+                (subs, until, cores)
             } else {
-                (0, Vec::new())
+                (Vec::new(), 0, Vec::new())
             };
             self.queued.fetch_add(1, Ordering::Relaxed);
             // The scanner may be gone (an error ended it): nothing to tell.
@@ -667,8 +674,12 @@ impl LineCounts {
     }
 
     /// Line ends in `part`: whole [`SUB`] stretches from the counts, the
-    /// ends byte by byte; a slice outside the chunk (a copy) is counted.
+    /// ends byte by byte; a slice outside the chunk (a copy), or a chunk the
+    /// reading thread did not count, is counted here.
     fn count(&self, part: &[u8]) -> u64 {
+        if self.subs.len() != self.len.div_ceil(SUB) {
+            return count_newlines(part);
+        }
         let Some(off) = (part.as_ptr() as usize).checked_sub(self.start) else {
             return count_newlines(part);
         };
@@ -689,6 +700,40 @@ impl LineCounts {
             .map_or(0, |s| s.iter().map(|&c| u64::from(c)).sum());
         count_newlines(head) + middle + count_newlines(tail)
     }
+}
+
+/// Positions of `data` whose first three bytes pass a Teddy bucket's
+/// fingerprint when the phrases are given in `order` (phrase `i` in bucket
+/// `7 - i % 8`; per byte, a bucket's set of low nibbles and its set of high
+/// nibbles): the candidates Teddy verifies, which is what its search costs
+/// (see [`CORES`]). Used to choose `CORES`' order
+/// (`examples/core_order.rs`) and by a test that keeps it good.
+pub fn teddy_candidates(order: &[&str], data: &[u8]) -> usize {
+    let mut lo = [[0u8; 16]; 3];
+    let mut hi = [[0u8; 16]; 3];
+    for (i, phrase) in order.iter().enumerate() {
+        let bucket = 1u8 << (7 - i % 8);
+        for ((b, l), h) in phrase.bytes().take(3).zip(lo.iter_mut()).zip(hi.iter_mut()) {
+            if let (Some(l), Some(h)) = (
+                l.get_mut(usize::from(b & 15)),
+                h.get_mut(usize::from(b >> 4)),
+            ) {
+                *l |= bucket;
+                *h |= bucket;
+            }
+        }
+    }
+    let pass = |j: usize, b: u8| -> u8 {
+        let l = lo.get(j).and_then(|m| m.get(usize::from(b & 15))).copied();
+        let h = hi.get(j).and_then(|m| m.get(usize::from(b >> 4))).copied();
+        l.unwrap_or(0) & h.unwrap_or(0)
+    };
+    data.windows(3)
+        .filter(|w| match *w {
+            [a, b, c] => pass(0, *a) & pass(1, *b) & pass(2, *c) != 0,
+            _ => false,
+        })
+        .count()
 }
 
 fn automaton(patterns: &[&str]) -> AhoCorasick {
@@ -890,6 +935,12 @@ mod tests {
         }
         let copy = data[10..50_000].to_vec();
         assert_eq!(counts.count(&copy), count_newlines(&copy));
+        // A chunk the reading thread did not count is counted directly.
+        let uncounted = LineCounts::new(&data, Vec::new());
+        assert_eq!(
+            uncounted.count(&data[5..70_000]),
+            count_newlines(&data[5..70_000])
+        );
     }
 
     #[test]
@@ -946,6 +997,35 @@ mod tests {
         // Too many hits: the reading thread hands none over.
         let dense = "ut of ".repeat(MAX_CORE_HITS + 1) + "\n";
         assert_eq!(search_share(&scanner.cores, dense.as_bytes()).0, 0);
+    }
+
+    #[test]
+    fn the_core_order_keeps_teddy_candidates_rare_on_ordinary_lines() {
+        // Lines of the kinds that fill training logs (the benchmark's
+        // generator prints them); with the order `core_order` chose, a
+        // progress bar makes no candidate at all (the order before made 13
+        // per 1000 bytes of progress bars).
+        let bars = "Epoch 0:  11%|\u{2588}\u{258f}        | 115/1000 [00:03<00:25, 34.55it/s, loss=4.332]\r".repeat(200);
+        assert_eq!(teddy_candidates(CORES, bars.as_bytes()), 0);
+        let mixed =
+            "2025-06-03 10:00:01,234 - INFO - trainer - epoch 1 step 120 loss 2.3411 lr 1.2e-05\n\
+                     node-07:41878:41878 [5] NCCL INFO cudaDriverVersion 12040\n\
+                     [rank3]: memory_allocated=12.3GB max_memory_allocated=14.1GB\n\
+                     {'eval_loss': 1.873, 'eval_runtime': 12.5, 'epoch': 0.42}\n"
+                .repeat(50);
+        let rate = |order: &[&str]| teddy_candidates(order, mixed.as_bytes()) * 1000 / mixed.len();
+        // On these lines, a third of what the same cores make in sorted
+        // order (26 against 92 per 1000 bytes when this was written).
+        let mut sorted = CORES.to_vec();
+        sorted.sort_unstable();
+        assert!(
+            rate(CORES) * 3 <= rate(&sorted),
+            "{} per 1000 bytes against {} sorted: rerun examples/core_order.rs",
+            rate(CORES),
+            rate(&sorted)
+        );
+        // The count is Teddy's: a phrase's own first bytes are a candidate.
+        assert_eq!(teddy_candidates(&["out"], b"xx out xx"), 1);
     }
 
     #[test]

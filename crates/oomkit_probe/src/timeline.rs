@@ -28,7 +28,7 @@ pub const MAX_LINE: usize = 64 * 1024;
 /// unit. Lines of OOM messages themselves are skipped (their numbers are the
 /// explanation's, not a sample).
 static FIGURE: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(&format!(
+    oomkit_explain::pattern::compile(&format!(
         r"(?i:\b((?:gpu|cuda|vram)?[ _-]?(?:max[ _-]?)?(?:mem(?:ory)?|vram|alloc(?:ated)?|reserved)(?:[ _-]?(?:allocated|reserved|used|usage|alloc))?))\b\s*[:=]?\s*({})",
         oomkit_core::bytes::SIZE_PATTERN
     ))

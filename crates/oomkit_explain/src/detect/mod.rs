@@ -353,7 +353,7 @@ pub fn re(template: &str) -> Regex {
         .replace(' ', r"\s*")
         .replace("{SIZE}", &size)
         .replace("{N}", r"(\d+)");
-    Regex::new(&pat).unwrap_or_else(|e| panic!("bad detector regex {template:?}: {e}"))
+    crate::pattern::compile(&pat).unwrap_or_else(|e| panic!("bad detector regex {template:?}: {e}"))
 }
 
 /// A compiled template, built on first use.
@@ -408,13 +408,15 @@ const SHORT_SPAN: usize = 2000;
 static RECORD_START: LazyLock<Regex> = LazyLock::new(|| {
     // … or where a pasted table (nvidia-smi, memory_summary, crate::readings)
     // or a shell or Python prompt begins.
-    Regex::new(r#"^(?:(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|Traceback \(most recent call last\)|File "|During handling of the above|The above exception was the direct cause|[IWEF]\d{4} \d|Memory summary:|[|+][=-]{20}|\$ |>>> )"#)
+    crate::pattern::compile(r#"^(?:(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL)\b|Traceback \(most recent call last\)|File "|During handling of the above|The above exception was the direct cause|[IWEF]\d{4} \d|Memory summary:|[|+][=-]{20}|\$ |>>> )"#)
         .expect("valid")
 });
 
 static CODE_CONTEXT: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?:\braise\b|\bif\b[^:]*["']$|\bin str\(|\bexcept\b.*["']$|\bprint\(["']$)"#)
-        .expect("valid")
+    crate::pattern::compile(
+        r#"(?:\braise\b|\bif\b[^:]*["']$|\bin str\(|\bexcept\b.*["']$|\bprint\(["']$)"#,
+    )
+    .expect("valid")
 });
 
 /// Runs every detector over a doc. Headlines found in the tight view only
@@ -624,10 +626,12 @@ fn is_code(before_on_line: &str) -> bool {
 /// traceback frame (`File "…", line N, in f` on the line before): Python
 /// prints the statement that raised, so it states the error.
 fn raised_in_frame(doc: &Doc, line_idx: usize, before_on_line: &str) -> bool {
-    static RAISE: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r#"^\s*raise \w+(?:\.\w+)*\(\s*["']$"#).expect("valid"));
-    static FRAME: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r#"File "[^"]+", line \d+, in \S+\s*$"#).expect("valid"));
+    static RAISE: LazyLock<Regex> = LazyLock::new(|| {
+        crate::pattern::compile(r#"^\s*raise \w+(?:\.\w+)*\(\s*["']$"#).expect("valid")
+    });
+    static FRAME: LazyLock<Regex> = LazyLock::new(|| {
+        crate::pattern::compile(r#"File "[^"]+", line \d+, in \S+\s*$"#).expect("valid")
+    });
     if !RAISE.is_match(before_on_line) {
         return false;
     }
@@ -714,7 +718,8 @@ fn fixed_width_wrap(doc: &Doc, from: usize, to: usize) -> bool {
 }
 
 static ERROR_WORD: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)(error|exception|fatal|failed|failure|critical|oom)\W*$").expect("valid")
+    crate::pattern::compile(r"(?i)(error|exception|fatal|failed|failure|critical|oom)\W*$")
+        .expect("valid")
 });
 
 /// Whether a phrase without numbers stands where an error message stands,

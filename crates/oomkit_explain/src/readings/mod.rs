@@ -420,7 +420,7 @@ fn line_at(doc: &Doc, off: usize) -> u64 {
 
 /// Compiles one of this module's patterns (all are literals, tested).
 fn regex(p: &str) -> Regex {
-    Regex::new(p).unwrap_or_else(|e| panic!("bad reading regex {p:?}: {e}"))
+    crate::pattern::compile(p).unwrap_or_else(|e| panic!("bad reading regex {p:?}: {e}"))
 }
 
 type Lazy = LazyLock<Regex>;
