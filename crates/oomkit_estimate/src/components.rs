@@ -849,8 +849,8 @@ fn loss_bytes(s: &Setup) -> u64 {
     }
 }
 
-/// LitGPT's fine-tuning loop runs the head and the loss in chunks of this
-/// many tokens (`model(input_ids, lm_head_chunk_size=128)`,
+/// LitGPT's LoRA loop runs the head and the loss in chunks of this many
+/// tokens (`model(input_ids, lm_head_chunk_size=128)`,
 /// `litgpt/finetune/lora.py`; `chunked_cross_entropy`'s `chunk_size=128`).
 pub const LITGPT_CHUNK: u64 = 128;
 
@@ -860,9 +860,12 @@ pub const LITGPT_CHUNK: u64 = 128;
 /// columns per rank under tensor parallelism, as [`training_logits_bytes`];
 /// checked against the CPU oracle, in bf16 and in fp32 training).
 pub fn loss_backward_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    // LitGPT's chunks are each a graph of their own: the backward frees one
-    // chunk's temporaries before the next.
-    let tokens = if s.stack.litgpt() {
+    // LitGPT's LoRA loop chunks the head too: each chunk is a graph of its
+    // own and the backward frees one chunk's temporaries before the next.
+    // Its full fine-tuning (`litgpt/finetune/full.py`) runs the head whole
+    // and chunks only the loss: `split`'s backward gathers every chunk's
+    // gradient and concatenates them, two whole copies.
+    let tokens = if s.stack.litgpt() && s.method != Method::Full {
         s.seq.min(LITGPT_CHUNK)
     } else {
         s.seq

@@ -22,10 +22,11 @@
 //!   Without `--precision`, such a stack is estimated in fp32.
 //! - **LitGPT** (`litgpt`, Lightning-AI/litgpt 0.5.13; the same code since
 //!   lit-gpt of October 2023) runs its own model code, not transformers':
-//!   its fine-tuning loop calls `model(input_ids, lm_head_chunk_size=128)`
-//!   and `chunked_cross_entropy` (`litgpt/finetune/lora.py`, `litgpt/utils.py`),
-//!   so the head writes 128-token chunks in the activation dtype and the loss
-//!   never upcasts them to fp32 ([`crate::components::training_logits_bytes`]);
+//!   its LoRA loop calls `model(input_ids, lm_head_chunk_size=128)` and
+//!   `chunked_cross_entropy` (`litgpt/finetune/lora.py`, `litgpt/utils.py`),
+//!   so the head writes 128-token chunks in the activation dtype (full
+//!   fine-tuning, `finetune/full.py`, writes them whole) and the loss never
+//!   upcasts them to fp32 ([`crate::components::training_logits_bytes`]);
 //!   its MLPs call the fused `F.gelu(x, approximate="tanh")` where
 //!   transformers' `gelu_new` is composite (`GptNeoxMLP.forward`,
 //!   `litgpt/model.py`); its LoRA (`litgpt/lora.py`, `LoRALinear`,
