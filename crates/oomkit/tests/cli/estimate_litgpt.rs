@@ -92,6 +92,10 @@ fn litgpt_refuses_what_it_does_not_model() {
             ),
             (&[], "--stack litgpt models LitGPT's fine-tuning"),
             (
+                &["--task", "train", "--trainer"],
+                "--trainer is Hugging Face's training loop",
+            ),
+            (
                 &["--task", "train", "--zero", "3", "--gpus", "2"],
                 "--stack litgpt is modelled without sharding",
             ),

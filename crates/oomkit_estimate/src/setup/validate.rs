@@ -457,6 +457,11 @@ impl Setup {
                     "⟨stack⟩ litgpt with a quantized base (LitGPT's --quantize bnb.*) is not modelled: drop ⟨method⟩ qlora/⟨quant⟩, or estimate the transformers stack".into(),
                 ));
             }
+            if self.drops_output {
+                return Err(SetupError::Conflict(
+                    "⟨trainer⟩ is Hugging Face's training loop; ⟨stack⟩ litgpt runs LitGPT's, which holds the logits through backward: give one".into(),
+                ));
+            }
             if self.zero > 0 || self.tp > 1 || self.pp > 1 {
                 return Err(SetupError::Conflict(
                     "⟨stack⟩ litgpt is modelled without sharding or model parallelism: drop ⟨zero⟩/⟨fsdp⟩/⟨tp⟩/⟨pp⟩".into(),
