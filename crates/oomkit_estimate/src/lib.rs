@@ -222,6 +222,32 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                     0,
                 ));
             }
+            if let Some((buffers, head_grad)) = sh.head_backward {
+                // DeepSpeed: the head's backward after the loss's: every
+                // activation, the held output, the 16-bit gradient of the
+                // logits and the head's gradient.
+                let mut b = backward(
+                    c::training_activations_bytes(cfg, s),
+                    c::held_logits_bytes(cfg, s),
+                    0,
+                );
+                let dlogits = c::held_logits_bytes(
+                    cfg,
+                    &Setup {
+                        drops_output: false,
+                        ..s.clone()
+                    },
+                );
+                b.parts.gradients_bytes = Bytes(if s.grad_accum > 1 { grads } else { buffers });
+                b.parts.temporaries_bytes = Bytes(
+                    b.parts
+                        .temporaries_bytes
+                        .get()
+                        .saturating_add(dlogits)
+                        .saturating_add(head_grad),
+                );
+                v.push(b);
+            }
             if let Some((gathered, grad_tmp)) = sh.block_backward {
                 // FSDP: the last block's backward (after recomputing its
                 // forward under checkpointing), its unit and the next one
@@ -245,7 +271,7 @@ pub fn estimate(cfg: &ModelConfig, s: &Setup) -> Result<Estimate, SetupError> {
                 name: "optimizer-step",
                 parts: Components {
                     weights_bytes: Bytes(weights),
-                    gradients_bytes: Bytes(grads),
+                    gradients_bytes: Bytes(sh.step_grads.unwrap_or(grads)),
                     optimizer_bytes: Bytes(opt),
                     logits_bytes: Bytes(c::held_logits_bytes(cfg, s)),
                     temporaries_bytes: Bytes(step_tmp),

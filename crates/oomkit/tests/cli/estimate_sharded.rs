@@ -74,12 +74,37 @@ fn zero3_buffers_follow_deepspeeds_keys() {
 }
 
 /// ZeRO-2's double buffer with `--overlap-comm on`, and no buffer without
-/// contiguous gradients.
+/// contiguous gradients. The buckets exist from the head's backward to the
+/// end of backward: without checkpointing that is where the peak sits.
 #[test]
 fn zero2_overlap_comm_doubles_the_bucket() {
-    let off = train(&["--zero", "2"]);
-    let on = train(&["--zero", "2", "--overlap-comm", "on"]);
-    let none = train(&["--zero", "2", "--contiguous-gradients", "off"]);
+    let no_ckpt = |extra: &[&str]| {
+        let mut args = vec![
+            "estimate",
+            MODEL,
+            "--task",
+            "train",
+            "--precision",
+            "mixed-bf16",
+            "--batch",
+            "1",
+            "--seq",
+            "2048",
+            "--gpus",
+            "8",
+            "--zero",
+            "2",
+            "--format",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        let j = cli(&args).run().code(0).json();
+        assert_eq!(j["peak_phase"], "backward", "{j}");
+        j
+    };
+    let off = no_ckpt(&[]);
+    let on = no_ckpt(&["--overlap-comm", "on"]);
+    let none = no_ckpt(&["--contiguous-gradients", "off"]);
     assert_eq!(
         bytes(&on, "peak_allocated_bytes") - bytes(&off, "peak_allocated_bytes"),
         1_000_000_000

@@ -14,6 +14,7 @@ mod estimate_sharded;
 mod estimate_sharded_qlora;
 mod estimate_v3;
 mod estimate_zero_measured;
+mod estimate_zero_oracle;
 mod explain;
 mod explain_readings;
 mod explain_v3;

@@ -105,6 +105,8 @@ pub fn states(cfg: &ModelConfig, s: &Setup) -> Sharded {
         step,
         gathered: root,
         unreduced_grad: head_grad,
+        head_backward: None,
+        step_grads: None,
         block_backward: Some((
             // The root, the block and the prefetched block (FSDP2: its
             // all-gather output until `foreach_all_gather_copy_out` makes it

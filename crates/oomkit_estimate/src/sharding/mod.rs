@@ -322,6 +322,15 @@ pub struct Sharded {
     /// A full-size gradient that exists before it is reduced and sharded
     /// (the LM head's, at the start of backward).
     pub unreduced_grad: u64,
+    /// DeepSpeed: the LM head's backward, right after the loss's: (gradient
+    /// buffers alive by then, the head's unreduced gradient). Its gradient
+    /// is made there, after the loss's temporaries are freed, next to the
+    /// 16-bit gradient of the logits; ZeRO-1/2 allocate their gradient
+    /// partition and reduce buckets at this first reduction.
+    pub head_backward: Option<(u64, u64)>,
+    /// Gradients alive in the optimizer step when fewer than `grads`
+    /// (ZeRO-1 frees the gradients outside its partition first).
+    pub step_grads: Option<u64>,
     /// FSDP: the backward of the last block, where the units it needs are
     /// gathered: (gathered parameters, gradient temporaries).
     pub block_backward: Option<(u64, u64)>,

@@ -101,14 +101,38 @@ pub fn states(cfg: &ModelConfig, s: &Setup) -> Sharded {
     } else {
         g
     };
-    let partition = if s.zero >= 2 { g } else { 0 };
+    // Stage 2 reduces each gradient during backward; stage 1 at the end of
+    // it (`reduce_gradients`), or during it with `overlap_comm`
+    // (`process_gradients`). The gradient partition (`grads_in_partition`)
+    // and the buckets are allocated at the first reduction
+    // (`copy_grads_in_partition`, `setup_buckets`) and released at the end
+    // of every backward (`_release_ipg_buffers`; the partition lives on in
+    // `averaged_gradients` until the step frees it): none is alive yet
+    // when the loss's backward runs (checked against DeepSpeed 0.19.8 on
+    // its CPU accelerator, bench/estimate-oracle/deepspeed_oracle.py).
+    let in_backward = if s.zero >= 2 || overlap {
+        (if s.zero >= 2 { g } else { 0 }).saturating_add(buckets)
+    } else {
+        0
+    };
+    // Stage 2's step without offload (`DeepSpeedZeroOptimizer.step`):
+    // `flatten(self.averaged_gradients[i])` copies the 16-bit partition,
+    // then `.to(fp32)` makes the fp32 gradient while both are alive; the
+    // buckets are gone. Stage 1 is counted with its whole gradients (the
+    // end of its backward) and the fp32 partition, as before.
+    let (step, step_grads) = if s.zero >= 2 && s.offload == Offload::None {
+        (step.saturating_add(g), Some(g))
+    } else {
+        (step, None)
+    };
     Sharded {
         weights: w,
         grads: g.saturating_add(buckets),
-        live_grads: partition.saturating_add(buckets),
+        live_grads: 0,
         optimizer: o,
         step,
-        unreduced_grad: head_grad(cfg, s),
+        head_backward: Some((in_backward, head_grad(cfg, s))),
+        step_grads,
         ..Sharded::default()
     }
 }
@@ -164,7 +188,9 @@ fn stage3(cfg: &ModelConfig, s: &Setup) -> Sharded {
         optimizer,
         step,
         gathered: gathered_at_backward(cfg, s).saturating_mul(gb) / tp,
-        unreduced_grad: head_grad(cfg, s),
+        // The head's gradient is made after the loss's temporaries are
+        // freed (checked against DeepSpeed 0.19.8 on its CPU accelerator).
+        head_backward: Some((flat, head_grad(cfg, s))),
         ..Sharded::default()
     }
 }
@@ -260,7 +286,7 @@ mod tests {
     use super::*;
     use crate::catalogue;
     use crate::setup::{Precision, Task};
-    use crate::sharding::Count;
+    use crate::sharding::{Count, defaults};
 
     fn z3(gpus: u64) -> Setup {
         Setup {
@@ -325,6 +351,37 @@ mod tests {
             },
         );
         assert!(off.weights < 10 << 20);
+    }
+
+    #[test]
+    fn stage2_buffers_come_at_the_first_reduction_and_the_step_flattens() {
+        let Ok(cfg) = catalogue::find("Qwen/Qwen2.5-0.5B") else {
+            return;
+        };
+        let s = Setup { zero: 2, ..z3(2) };
+        let sh = states(&cfg, &s);
+        let p = cfg.params();
+        let part = p * 2 / 2;
+        // Nothing at the loss; the partition and the bucket from the head's
+        // backward on, with the head's whole gradient.
+        assert_eq!(sh.live_grads, 0);
+        let bucket = defaults::REDUCE_BUCKET * 2;
+        assert_eq!(
+            sh.head_backward,
+            Some((part + bucket, cfg.vocab * cfg.hidden * 2))
+        );
+        // The step: the partition, its flattened copy and the fp32 copy.
+        assert_eq!(sh.step_grads, Some(part));
+        assert_eq!(sh.step, p * 4 / 2 + part);
+        // Optimizer offload: the step runs on the CPU, nothing flattened here.
+        let off = states(
+            &cfg,
+            &Setup {
+                offload: Offload::Optimizer,
+                ..s
+            },
+        );
+        assert_eq!((off.step, off.step_grads), (0, None));
     }
 
     #[test]
