@@ -77,6 +77,9 @@ GRID = [
     S("HuggingFaceTB/SmolLM2-135M", 2, world=4),
     S("Qwen/Qwen2.5-0.5B", 2, b=2, s=512, ckpt=True, overlap_comm=True),
     S("Qwen/Qwen3-0.6B", 3, b=1, s=1024),
+    # An untied head (GPT-NeoX).
+    S("EleutherAI/pythia-160m", 2, b=2, s=512),
+    S("EleutherAI/pythia-160m", 3, b=2, s=512),
 ]
 
 
@@ -289,6 +292,9 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--rows", default="", help="replace the DeepSpeed oracle rows (ids OD-…) of "
                     "this table (crates/oomkit_estimate/tests/accuracy_sharded.json)")
+    ap.add_argument("--before", default="", help="another oomkit binary, printed beside")
+    ap.add_argument("--verbose", action="store_true",
+                    help="print the check at init and the per-phase peaks")
     a = ap.parse_args()
     ver = versions(a.python)
     cache = json.loads(CACHE.read_text()) if CACHE.exists() else {}
@@ -314,8 +320,16 @@ def main():
         got = est["peak_allocated_bytes"]
         err = (got - measured) / measured * 100
         results.append((st, name, measured, got, err, ranks))
-        print(f"| {name} | {gib(measured)} | {gib(got)} | {err:+.1f} % | "
-              f"init {gib(ranks[0]['after_init'])} held {ranks[0]['held']} |", flush=True)
+        before = ""
+        if a.before:
+            b = estimate(a.before, st, run["zero_optimization"])["peak_allocated_bytes"]
+            before = f"{gib(b)} ({(b - measured) / measured * 100:+.1f} %) | "
+        print(f"| {name} | {'calibration' if st['calibration'] else 'check'} | {gib(measured)} | "
+              f"{before}{gib(got)} ({err:+.1f} %) |", flush=True)
+        if a.verbose:
+            print(f"    init: {ranks[0]['after_init']} bytes counted, engine buffers "
+                  f"{ranks[0]['held']}; per-rank peaks {[r['peaks'] for r in ranks]}; "
+                  f"phases {ranks[0].get('phases')}", flush=True)
     if a.rows:
         write_rows(pathlib.Path(a.rows), results, ver)
 
