@@ -94,8 +94,9 @@ fn accuracy_files() -> Vec<(String, String)> {
 
 /// Every `tests/accuracy*.json`: `accuracy.json` and the ZeRO/FSDP rows of
 /// `accuracy_sharded.json` (DeepSpeed, FSDP1/2, with and without CPU
-/// offload: published measurements and the FSDP2 CPU oracle,
-/// `bench/estimate-oracle/oracle.py --sharded`).
+/// offload: published measurements, the FSDP2 CPU oracle,
+/// `bench/estimate-oracle/oracle.py --sharded`, and DeepSpeed run on its CPU
+/// accelerator, `bench/estimate-oracle/deepspeed_oracle.py`).
 #[test]
 fn accuracy_table() {
     for (name, text) in accuracy_files() {

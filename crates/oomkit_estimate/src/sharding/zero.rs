@@ -269,7 +269,14 @@ pub fn gathered_at_backward(cfg: &ModelConfig, s: &Setup) -> u64 {
         }
         .min(layers);
         retained += whole * per_layer;
-        if whole < layers {
+        if whole >= layers {
+            // Every block is kept, and so is the input embedding (an untied
+            // one is a module of its own) when all that follows it is
+            // within the distance: the whole model stays gathered.
+            if kept(head + layers * per_layer) {
+                retained = u128::from(cfg.params());
+            }
+        } else {
             // The next block, module by module from its last.
             let mut after = head + whole * per_layer;
             for m in modules.iter().rev() {
@@ -326,6 +333,17 @@ mod tests {
         // Distance 0 releases everything but the head being fetched.
         s.sharding.max_reuse_distance = 0;
         assert_eq!(gathered_at_backward(&cfg, &s), 128_256 * 4096 + 50_000_000);
+    }
+
+    #[test]
+    fn a_small_untied_model_stays_gathered_whole() {
+        let Ok(cfg) = catalogue::find("EleutherAI/pythia-160m") else {
+            return;
+        };
+        // 162M elements: every module, the untied input embedding included,
+        // is reused within 1e9 elements.
+        assert!(!cfg.tied_embeddings);
+        assert_eq!(gathered_at_backward(&cfg, &z3(2)), cfg.params());
     }
 
     #[test]
