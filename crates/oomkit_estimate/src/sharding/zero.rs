@@ -14,7 +14,8 @@
 //!   (`single_partition_of_fp32_groups[i].grad`).
 //! - **The LM head's gradient** is made in the head's backward, after the
 //!   loss's fp32 temporaries are freed, next to the 16-bit gradient of the
-//!   logits (a phase of its own, all stages). These three were found with
+//!   logits (a phase of its own, all stages). These, stage 2's flattened
+//!   step copy and the gathered input embedding were found with
 //!   DeepSpeed 0.19.8 running on its CPU accelerator
 //!   (`bench/estimate-oracle/deepspeed_oracle.py`; eight of its twelve rows
 //!   within 0.1 %, all within 3.3 %).
