@@ -13,6 +13,7 @@ mod estimate_sharded;
 mod estimate_sharded_qlora;
 mod estimate_v3;
 mod explain;
+mod explain_field;
 mod explain_readings;
 mod explain_v3;
 mod explain_v3b;

@@ -241,7 +241,27 @@ fn ggml_backend(name: &str) -> Option<Backend> {
     }
 }
 
+/// llama.cpp's context setup (src/llama-context.cpp) answers a failed
+/// compute-buffer reservation with pipeline parallelism by trying once more
+/// without it (`sched_reserve: compute buffer allocation failed, retrying
+/// without pipeline parallelism`), and goes on when that fits
+/// (ggml-org/llama.cpp#26297). A failure after the retry line is still one.
+fn ggml_recovered(s: &Span<'_>) -> bool {
+    s.region.contains("retrying without pipeline parallelism")
+        && s.region.captures(&GGML_RETRY_FAILED).is_none()
+}
+static GGML_RETRY_FAILED: Lazy = LazyLock::new(|| {
+    re(
+        r"(?s)retrying without pipeline parallelism.*?(?:failed to allocate|out of memory|failed with status)",
+    )
+});
+
 fn ggml_context(sig: &mut Signal, s: &Span<'_>) {
+    if ggml_recovered(s) {
+        sig.status = Status::NotOom(
+            "llama.cpp could not reserve its compute buffers with pipeline parallelism, retried without it and went on: the model loaded",
+        );
+    }
     let sizes: [(SizeDetail, &Lazy); 3] = [
         (Detail::KvBuffer, &KV_SIZE),
         (Detail::ModelBuffer, &MODEL_SIZE),
