@@ -439,11 +439,13 @@ pub struct EstimateArgs {
         alias = "enable-activation-offloading"
     )]
     pub activation_offloading: bool,
-    /// The transformers release the model runs on, where memory differs:
+    /// The model code the setup runs on, where memory differs:
     /// `transformers@4.35` (before 4.36 generation rebuilds the KV cache each step;
-    /// before 5 weights load in fp32 unless --precision is given). Default: the current
-    /// release.
-    #[arg(long, value_name = "transformers[@VERSION]", value_parser = parse_stack)]
+    /// before 5 weights load in fp32 unless --precision is given), or `litgpt`
+    /// (LitGPT's own model and fine-tuning loop: chunked head and cross-entropy in
+    /// 16 bits, fused GELU, its LoRA, and bitsandbytes on every linear, the head's
+    /// included). Default: the current transformers release.
+    #[arg(long, value_name = "transformers[@VERSION]|litgpt", value_parser = parse_stack)]
     pub stack: Option<oomkit_estimate::stack::Stack>,
     /// The training loop is HF Trainer's, which drops the model output (and
     /// its logits) before backward; without it the loop is taken to hold
@@ -801,8 +803,9 @@ fn parse_ac_option(v: &str) -> Result<oomkit_estimate::selective::SelectiveAc, S
 }
 
 fn parse_stack(v: &str) -> Result<oomkit_estimate::stack::Stack, String> {
-    oomkit_estimate::stack::Stack::parse(v)
-        .ok_or_else(|| format!("{v:?} is not a stack such as transformers or transformers@4.35"))
+    oomkit_estimate::stack::Stack::parse(v).ok_or_else(|| {
+        format!("{v:?} is not a stack such as transformers, transformers@4.35 or litgpt")
+    })
 }
 
 /// `on`/`off` (also `true`/`false`, as a DeepSpeed JSON writes them).

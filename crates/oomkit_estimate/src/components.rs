@@ -74,14 +74,15 @@ pub fn vllm_weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// The weights with every block linear, MoE experts included, in the
 /// chosen format.
 fn quantized_weights_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    let p = cfg.params();
+    let untied = litgpt_untied_head_params(cfg, s);
+    let p = cfg.params().saturating_add(untied);
     let base = if let Some(ck) = cfg.checkpoint.as_ref().filter(|_| s.quant == Quant::None) {
         // Exact sizes from the safetensors headers: stored bytes for a
         // pre-quantized checkpoint, else every element at the precision.
         if ck.prequantized() {
             ck.bytes
         } else {
-            ck.elements * s.precision.param_bytes()
+            ck.elements.saturating_add(untied) * s.precision.param_bytes()
         }
     } else if s.quant == Quant::None {
         p * s.precision.param_bytes()
@@ -265,6 +266,14 @@ fn adafactor_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     elems * 4
 }
 
+/// Does the MLP run transformers' composite `gelu_new`
+/// ([`ModelConfig::composite_gelu`])? LitGPT's `GptNeoxMLP.forward`
+/// (`litgpt/model.py`) calls the fused `F.gelu(x, approximate="tanh")`,
+/// which saves only its input.
+fn composite_gelu(cfg: &ModelConfig, s: &Setup) -> bool {
+    cfg.composite_gelu && !s.stack.litgpt()
+}
+
 /// Does the base linear `name` save its input for backward? Only when its
 /// weight gets a gradient (full training): a frozen linear's backward needs
 /// only its weight. A LoRA adapter on it saves its own fp32 copy of the
@@ -314,7 +323,19 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
     // (checked with saved-tensor hooks on GPT-NeoX, transformers 5.24: at
     // batch 1 the fused output is saved through v, at batch 4 q, k and a
     // copy of v are).
-    let fused = if cfg.fused_qkv_rope && !(s.attention == Attention::Eager && s.batch > 1) {
+    let fused = if s.stack.litgpt() && s.attention != Attention::Eager {
+        // LitGPT (`CausalSelfAttention.forward`, `litgpt/model.py` 0.5.13)
+        // splits q, k and v from one fused output: under GQA
+        // `repeat_interleave` copies k and v to every query head and the
+        // kernel saves those copies (2q, not 2·kv; the fused output is
+        // freed); otherwise v stays a view of the fused output, which the
+        // kernel's saved v keeps alive.
+        if cfg.kv_heads < cfg.heads {
+            2 * q.saturating_sub(kv)
+        } else {
+            q + kv
+        }
+    } else if cfg.fused_qkv_rope && !(s.attention == Attention::Eager && s.batch > 1) {
         q + kv
     } else {
         0
@@ -362,7 +383,7 @@ pub fn layer_token_elems(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
         let down = if trains(s, "down_proj") { f } else { 0 };
         if cfg.glu {
             3 * f + down
-        } else if cfg.composite_gelu {
+        } else if composite_gelu(cfg, s) {
             4 * f + down
         } else if cfg.relu_mlp {
             // ReLU's output: what its backward reads and fc2's input.
@@ -547,7 +568,13 @@ pub fn autocast_cache_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// at 26.90 GiB in a plain loop and 21.87 GiB under `Trainer`; the logits
 /// the Trainer drops explain 1.16 GiB of the 5.03, these copies the rest.
 pub fn lora_input_copies_bytes(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
-    if s.method == Method::Full || s.task != Task::Train || s.precision.act_bytes() == 4 {
+    if s.method == Method::Full || s.task != Task::Train {
+        return 0;
+    }
+    if s.stack.litgpt() {
+        return litgpt_lora_saved_bytes(cfg, s, layer);
+    }
+    if s.precision.act_bytes() == 4 {
         return 0;
     }
     let autocast =
@@ -580,6 +607,33 @@ pub fn lora_input_copies_bytes(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 
         return shared + copies + ranks;
     }
     adapted.iter().map(|(_, input)| elem * input).sum::<u64>() + ranks
+}
+
+/// Per token under LitGPT's LoRA (`litgpt/lora.py`): the adapters keep the
+/// model's dtype (no fp32 copy); each adapted module applies `lora_dropout`
+/// (0.05, `litgpt/finetune/lora.py`) to its input, saving the 1-byte mask,
+/// and `lora_A` saves the dropped-out input (β); `lora_B` saves the
+/// rank-wide output of `lora_A`. q, k and v are one fused linear
+/// (`LoRAQKVLinear`): one input for all three, `r` columns each enabled.
+fn litgpt_lora_saved_bytes(cfg: &ModelConfig, s: &Setup, layer: u64) -> u64 {
+    let beta = s.precision.act_bytes();
+    let mut qkv: Option<(u64, u64)> = None;
+    let mut total = 0u64;
+    for (name, input, ..) in cfg.layer_linears(layer) {
+        if !s.lora_targets.matches(name) {
+            continue;
+        }
+        if matches!(name, "q_proj" | "k_proj" | "v_proj") {
+            let e = qkv.get_or_insert((input, 0));
+            e.1 += 1;
+        } else {
+            total = total.saturating_add((beta + 1) * input + beta * s.lora_rank);
+        }
+    }
+    if let Some((input, n)) = qkv {
+        total = total.saturating_add((beta + 1) * input + beta * s.lora_rank * n);
+    }
+    total
 }
 
 /// Bytes of one layer's saved activations for `b` samples of `s` tokens:
@@ -779,8 +833,26 @@ pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
     let tv = s.batch * s.seq * head_width(cfg).div_ceil(s.tp.max(1));
     let beta = head_bytes(s);
     let held = if s.drops_output { 0 } else { beta };
-    tv * (held + LOSS_BYTES + softcap_copies(cfg) * beta)
+    tv * (held + loss_bytes(s) + softcap_copies(cfg) * beta)
 }
+
+/// Bytes per logit element the loss saves: [`LOSS_BYTES`], or under LitGPT
+/// without autocast the activation dtype: `chunked_cross_entropy`
+/// (`litgpt/utils.py`) calls `cross_entropy` on the 16-bit head chunks,
+/// whose log-softmax output is 16-bit (autocast, `bf16-mixed`, would run it
+/// in fp32).
+fn loss_bytes(s: &Setup) -> u64 {
+    if s.stack.litgpt() && !matches!(s.precision, Precision::MixedFp16 | Precision::MixedBf16) {
+        head_bytes(s)
+    } else {
+        LOSS_BYTES
+    }
+}
+
+/// LitGPT's LoRA loop runs the head and the loss in chunks of this many
+/// tokens (`model(input_ids, lm_head_chunk_size=128)`,
+/// `litgpt/finetune/lora.py`; `chunked_cross_entropy`'s `chunk_size=128`).
+pub const LITGPT_CHUNK: u64 = 128;
 
 /// The first backward steps through the loss (§3.6): log-softmax's backward
 /// allocates the gradient of its input while the gradient of its output and
@@ -788,7 +860,17 @@ pub fn training_logits_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
 /// columns per rank under tensor parallelism, as [`training_logits_bytes`];
 /// checked against the CPU oracle, in bf16 and in fp32 training).
 pub fn loss_backward_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
-    2 * s.batch * s.seq * head_width(cfg).div_ceil(s.tp.max(1)) * LOSS_BYTES
+    // LitGPT's LoRA loop chunks the head too: each chunk is a graph of its
+    // own and the backward frees one chunk's temporaries before the next.
+    // Its full fine-tuning (`litgpt/finetune/full.py`) runs the head whole
+    // and chunks only the loss: `split`'s backward gathers every chunk's
+    // gradient and concatenates them, two whole copies.
+    let tokens = if s.stack.litgpt() && s.method != Method::Full {
+        s.seq.min(LITGPT_CHUNK)
+    } else {
+        s.seq
+    };
+    2 * s.batch * tokens * head_width(cfg).div_ceil(s.tp.max(1)) * loss_bytes(s)
 }
 
 /// Optimizer-step temporaries (§3.7): torch's foreach AdamW/Lion/SGD
@@ -836,6 +918,21 @@ pub fn dequant_bytes(cfg: &ModelConfig, s: &Setup) -> u64 {
         .map(|(_, a, b, _)| a * b * 2)
         .max()
         .unwrap_or(0)
+}
+
+/// Parameters LitGPT holds beyond [`ModelConfig::params`]: it never ties
+/// the LM head to the embedding (`GPT.__init__`, `litgpt/model.py`: its own
+/// `lm_head`; `scripts/convert_hf_checkpoint.py` copies a tied embedding
+/// into it, `state_dict["lm_head.weight"] = state_dict["transformer.wte.weight"]`;
+/// its fine-tuning scripts refuse `tie_embeddings`), so
+/// a tied model keeps a second vocabulary × width matrix. Zero for other
+/// stacks and untied models.
+pub fn litgpt_untied_head_params(cfg: &ModelConfig, s: &Setup) -> u64 {
+    if s.stack.litgpt() && cfg.tied_embeddings && !cfg.encoder {
+        crate::sharding::head_params(cfg)
+    } else {
+        0
+    }
 }
 
 /// Bytes per KV-cache element.
@@ -951,8 +1048,8 @@ pub fn prefill_transient_wide(cfg: &ModelConfig, s: &Setup) -> u128 {
         Some(m) => m.intermediate * m.active.max(1) + m.shared_intermediate * m.shared,
         None => cfg.intermediate,
     };
-    let live = if cfg.glu || cfg.composite_gelu {
-        3 + u128::from(cfg.composite_gelu)
+    let live = if cfg.glu || composite_gelu(cfg, s) {
+        3 + u128::from(composite_gelu(cfg, s))
     } else {
         2
     };

@@ -607,7 +607,10 @@ impl Options {
             ));
         }
         let precision = self.precision.unwrap_or_else(|| {
-            if task == Task::Train && self.engine() == Engine::Hf {
+            if stack.litgpt() {
+                // LitGPT's fine-tuning configs: `precision: bf16-true`.
+                Precision::Bf16
+            } else if task == Task::Train && self.engine() == Engine::Hf {
                 versions::train_precision(cfg, &versions, self.autocast).0
             } else if self.stack.is_some_and(crate::stack::Stack::fp32_default) {
                 // transformers before 5 loads fp32 unless given a dtype.

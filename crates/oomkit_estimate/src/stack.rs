@@ -20,6 +20,20 @@
 //!   `modeling_utils.py`); transformers 5 defaults to `dtype="auto"`, the
 //!   checkpoint's own dtype (5.24 `PreTrainedModel.from_pretrained`).
 //!   Without `--precision`, such a stack is estimated in fp32.
+//! - **LitGPT** (`litgpt`, Lightning-AI/litgpt 0.5.13; the same code since
+//!   lit-gpt of October 2023) runs its own model code, not transformers':
+//!   its LoRA loop calls `model(input_ids, lm_head_chunk_size=128)` and
+//!   `chunked_cross_entropy` (`litgpt/finetune/lora.py`, `litgpt/utils.py`),
+//!   so the head writes 128-token chunks in the activation dtype (full
+//!   fine-tuning, `finetune/full.py`, writes them whole) and the loss never
+//!   upcasts them to fp32 ([`crate::components::training_logits_bytes`]);
+//!   its MLPs call the fused `F.gelu(x, approximate="tanh")` where
+//!   transformers' `gelu_new` is composite (`GptNeoxMLP.forward`,
+//!   `litgpt/model.py`); its LoRA (`litgpt/lora.py`, `LoRALinear`,
+//!   `LoRAQKVLinear`) keeps 16-bit adapters on a fused q/k/v linear with
+//!   `lora_dropout` 0.05; and `--quantize bnb.*` (Lightning's
+//!   `BitsandbytesPrecision`) replaces every `nn.Linear`, the LM head's
+//!   included, which LitGPT never ties to the embedding.
 
 use std::fmt;
 
@@ -38,12 +52,18 @@ pub enum Stack {
     /// The default: the current transformers (5.x).
     #[default]
     Current,
+    /// LitGPT's own model code and fine-tuning loop.
+    LitGpt,
 }
 
 impl Stack {
-    /// `transformers` (the current release) or `transformers@MAJOR.MINOR[.PATCH]`.
+    /// `transformers` (the current release), `transformers@MAJOR.MINOR[.PATCH]`
+    /// or `litgpt`.
     pub fn parse(s: &str) -> Option<Stack> {
         let s = s.trim();
+        if s.eq_ignore_ascii_case("litgpt") {
+            return Some(Stack::LitGpt);
+        }
         let (name, version) = match s.split_once('@') {
             Some((n, v)) => (n, Some(v)),
             None => (s, None),
@@ -70,8 +90,13 @@ impl Stack {
     fn version(self) -> Option<(u64, u64)> {
         match self {
             Stack::Transformers(v) => Some(v),
-            Stack::Current => None,
+            Stack::Current | Stack::LitGpt => None,
         }
+    }
+
+    /// LitGPT's model code and fine-tuning loop.
+    pub fn litgpt(self) -> bool {
+        self == Stack::LitGpt
     }
 
     /// Decoding keeps the cache as a tuple rebuilt each step (before 4.36).
@@ -87,9 +112,10 @@ impl Stack {
 
 impl fmt::Display for Stack {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.version() {
-            Some((a, b)) => write!(f, "transformers@{a}.{b}"),
-            None => f.write_str("transformers"),
+        match self {
+            Stack::Transformers((a, b)) => write!(f, "transformers@{a}.{b}"),
+            Stack::Current => f.write_str("transformers"),
+            Stack::LitGpt => f.write_str("litgpt"),
         }
     }
 }
@@ -105,7 +131,7 @@ impl<'de> Deserialize<'de> for Stack {
         let s = String::deserialize(de)?;
         Stack::parse(&s).ok_or_else(|| {
             serde::de::Error::custom(format!(
-                "stack {s:?}: expected transformers or transformers@MAJOR.MINOR"
+                "stack {s:?}: expected transformers, transformers@MAJOR.MINOR or litgpt"
             ))
         })
     }
@@ -223,8 +249,12 @@ mod tests {
             Stack::parse("Transformers@4.36"),
             Some(Stack::Transformers((4, 36)))
         );
+        assert_eq!(Stack::parse(" LitGPT "), Some(Stack::LitGpt));
+        assert_eq!(Stack::LitGpt.to_string(), "litgpt");
+        assert!(!Stack::LitGpt.tuple_cache() && !Stack::LitGpt.fp32_default());
         for bad in [
-            "litgpt",
+            "litgpt@0.5",
+            "lit-gpt",
             "transformers@4",
             "transformers@x.1",
             "transformers@4.35.2.1",

@@ -206,6 +206,14 @@ pub const TRANSFORMERS_ATTN: &str = "transformers src/transformers/modeling_util
 /// PEFT's `LoraConfig`: `r=8`; `q_proj`/`v_proj` for Llama-style models
 /// (`TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING`).
 pub const PEFT_LORA: &str = "peft src/peft/tuners/lora/config.py";
+/// LitGPT's LoRA fine-tuning script: `lora_r=8`, `lora_query`/`lora_value`
+/// on, `lora_dropout=0.05`, `torch.optim.AdamW` (bitsandbytes' paged AdamW
+/// under `--quantize`), no activation checkpointing.
+pub const LITGPT_LORA: &str = "litgpt litgpt/finetune/lora.py";
+/// LitGPT's fine-tuning configs set `precision: bf16-true`.
+pub const LITGPT_CONFIGS: &str = "litgpt config_hub/finetune/*/lora.yaml";
+/// LitGPT's attention calls torch's `scaled_dot_product_attention`.
+pub const LITGPT_MODEL: &str = "litgpt litgpt/model.py";
 
 /// How `from_pretrained` loads weights when no dtype is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -397,7 +405,15 @@ impl crate::Options {
             source: Source::Default { cite },
             version: None,
         };
-        if self.precision.is_none() {
+        let litgpt = setup.stack.litgpt();
+        if self.precision.is_none() && litgpt {
+            out.push(default(
+                "precision",
+                crate::components::precision_name(setup.precision).to_string(),
+                "LitGPT's bf16-true: weights, adapters and optimizer states in bf16",
+                LITGPT_CONFIGS,
+            ));
+        } else if self.precision.is_none() {
             if train {
                 out.push(train_precision(cfg, &self.versions, self.autocast).1);
             } else {
@@ -431,7 +447,14 @@ impl crate::Options {
                 ));
             }
             if matches!(setup.method, Method::Lora | Method::Qlora) {
-                if self.lora_rank.is_none() {
+                if self.lora_rank.is_none() && litgpt {
+                    out.push(default(
+                        "lora-rank",
+                        setup.lora_rank.to_string(),
+                        "lora_r",
+                        LITGPT_LORA,
+                    ));
+                } else if self.lora_rank.is_none() {
                     out.push(default(
                         "lora-rank",
                         setup.lora_rank.to_string(),
@@ -439,7 +462,14 @@ impl crate::Options {
                         PEFT_LORA,
                     ));
                 }
-                if self.lora_targets.is_none() {
+                if self.lora_targets.is_none() && litgpt {
+                    out.push(default(
+                        "lora-targets",
+                        "q,v".into(),
+                        "lora_query and lora_value on the fused q/k/v linear, lora_dropout 0.05",
+                        LITGPT_LORA,
+                    ));
+                } else if self.lora_targets.is_none() {
                     out.push(default(
                         "lora-targets",
                         "q,v".into(),
@@ -448,7 +478,14 @@ impl crate::Options {
                     ));
                 }
             }
-            if self.optimizer.is_none() {
+            if self.optimizer.is_none() && litgpt {
+                out.push(default(
+                    "optimizer",
+                    "adamw".into(),
+                    "torch.optim.AdamW, two states per trained weight",
+                    LITGPT_LORA,
+                ));
+            } else if self.optimizer.is_none() {
                 out.push(default(
                     "optimizer",
                     "adamw".into(),
@@ -456,7 +493,7 @@ impl crate::Options {
                     TRANSFORMERS_ARGS,
                 ));
             }
-            if !self.grad_checkpointing && !setup.grad_checkpointing {
+            if !self.grad_checkpointing && !setup.grad_checkpointing && !litgpt {
                 out.push(default(
                     "grad-checkpointing",
                     "off".into(),
@@ -464,7 +501,7 @@ impl crate::Options {
                     TRANSFORMERS_ARGS,
                 ));
             }
-            if !self.trainer {
+            if !self.trainer && !litgpt {
                 out.push(oomkit(
                     "trainer",
                     "off".into(),
@@ -472,7 +509,14 @@ impl crate::Options {
                 ));
             }
         }
-        if self.attention == crate::setup::Attention::Sdpa {
+        if self.attention == crate::setup::Attention::Sdpa && litgpt {
+            out.push(default(
+                "attention",
+                "sdpa".into(),
+                "LitGPT's CausalSelfAttention calls torch's scaled_dot_product_attention",
+                LITGPT_MODEL,
+            ));
+        } else if self.attention == crate::setup::Attention::Sdpa {
             out.push(default(
                 "attention",
                 "sdpa".into(),

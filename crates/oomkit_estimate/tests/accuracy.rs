@@ -2,7 +2,8 @@
 //! - `tests/accuracy*.json` (every file so named): measured rows with their
 //!   source and metric — `accuracy.json` those of
 //!   `docs/reference/memory-estimation.md` §5 and the published rows added
-//!   since, `accuracy_sharded.json` ZeRO and FSDP;
+//!   since, `accuracy_sharded.json` ZeRO and FSDP, `accuracy_litgpt.json`
+//!   LitGPT's published fine-tuning peaks under `--stack litgpt`;
 //! - `tests/gpu.json`: peaks measured on a real GPU (`bench/gpu/`), compared
 //!   with `peak_allocated_bytes` (grade A);
 //! - `tests/oracle.json`: the CPU oracle's peaks (PyTorch `MemTracker` on fake
@@ -16,7 +17,7 @@
 //! calibration (nobody tuned a formula on it), checked like the others and
 //! reported apart. `accuracy_by_family` prints every table's rows by setup
 //! family (single GPU, LoRA/QLoRA, ZeRO, FSDP, offload, attention kernel,
-//! selective checkpointing, generation, old transformers) with the median
+//! selective checkpointing, generation, old transformers, LitGPT) with the median
 //! and worst |error|, and fails when a family the docs report has no row.
 //! `bash bench/estimate-accuracy/run.sh` prints the tables.
 #![allow(clippy::indexing_slicing, clippy::string_slice)] // test code: a bad index is a failed test
@@ -274,8 +275,10 @@ fn families(row: &Row) -> Vec<&'static str> {
     } else if s.new_tokens > 0 && !row.metric.starts_with("vllm_") && row.kind != "kv" {
         f.push("generation");
     }
-    if s.stack != oomkit_estimate::stack::Stack::Current {
-        f.push("older transformers");
+    match s.stack {
+        oomkit_estimate::stack::Stack::Transformers(_) => f.push("older transformers"),
+        oomkit_estimate::stack::Stack::LitGpt => f.push("LitGPT model code"),
+        oomkit_estimate::stack::Stack::Current => {}
     }
     f
 }
@@ -292,6 +295,7 @@ const REQUIRED: &[&str] = &[
     "selective checkpointing",
     "generation",
     "older transformers",
+    "LitGPT model code",
 ];
 
 /// Every table's rows by setup family: rows, median and worst |error|,

@@ -476,8 +476,17 @@ def _oomkit_children(leaks, obj, path, framework_types, module_type):
                 yield cell.cell_contents, path + (("closure", cname),)
             except ValueError:
                 pass
-        for v in obj.__defaults__ or ():
-            yield v, path + (("default", None),)
+        # Mutable defaults (`def track(loss, history=[])`): created once and
+        # kept by the function. The segment carries the parameter's name and
+        # the function's place, where the store line is looked for.
+        code = obj.__code__
+        defaults = obj.__defaults__ or ()
+        first = code.co_argcount - len(defaults)
+        for i, v in enumerate(defaults):
+            pname = code.co_varnames[first + i] if 0 <= first + i < len(code.co_varnames) else None
+            yield v, path + (("default", (pname, code.co_filename, code.co_firstlineno, i)),)
+        for k, v in (obj.__kwdefaults__ or {}).items():
+            yield v, path + (("default", (k, code.co_filename, code.co_firstlineno, k)),)
     elif isinstance(obj, types.MethodType):
         yield obj.__self__, path
         yield obj.__func__, path
@@ -749,7 +758,17 @@ def _oomkit_path_text(path):
             attr = None
             last_named = text
         elif kind == "default":
-            text += ".__defaults__"
+            pname, _, _, at = v if isinstance(v, tuple) and len(v) == 4 else (None, None, None, None)
+            if isinstance(at, int):
+                text += ".__defaults__[%d]" % at
+            elif isinstance(at, str):
+                text += '.__kwdefaults__["%s"]' % at
+            else:
+                text += ".__defaults__"
+            if isinstance(pname, str):
+                # Stored through the parameter's name, in the function.
+                name = pname
+                attr = None
             last_named = text
         elif kind == "key" and isinstance(v, str) and len(v) <= 40:
             text += '["%s"]' % v
@@ -778,6 +797,11 @@ def _oomkit_store_line(leaks, origin, name, attr, path):
         if scope == "local" and first:
             scopes.append((fname, first))
         scopes.append((fname, None))
+    for seg in path or ():
+        # A function's default is stored into in that function's body.
+        if isinstance(seg, tuple) and seg[0] == "default" and isinstance(seg[1], tuple) \
+                and len(seg[1]) == 4 and seg[1][0] == name and isinstance(seg[1][1], str):
+            scopes.insert(0, (seg[1][1], seg[1][2]))
     for f in list(leaks.user_cache):
         if leaks.user_cache.get(f) and f != fname and not f.startswith("<"):
             scopes.append((f, None))

@@ -98,7 +98,7 @@ fn the_plan_is_the_users_command_with_changed_flags() {
     let mut args = vec!["estimate", "--gpu", "rtx-4090", "--"];
     args.extend(line.split_whitespace());
     cli(&args).cwd(dir()).run().code(1).stdout_has(
-        "the plan as your command (changed flags, then the whole line):\n  --optim paged_adamw_8bit, --per_device_train_batch_size 1, --gradient_accumulation_steps 4\n  torchrun --nproc_per_node 8 run_clm.py --model_name_or_path meta-llama/Llama-3.1-8B --per_device_train_batch_size 1 --bf16",
+        "the plan as your command (changed flags, then the whole line):\n  --optim paged_adamw_8bit, --per_device_train_batch_size 2, --gradient_accumulation_steps 2\n  torchrun --nproc_per_node 8 run_clm.py --model_name_or_path meta-llama/Llama-3.1-8B --per_device_train_batch_size 2 --bf16",
     );
 }
 

@@ -131,7 +131,7 @@ fn checkpointing_settings_that_cannot_hold_exit_2() {
             (&["--ac-option=-1"], "is not `op` or a number of layers"),
             (&["--checkpointing", "partial"], "invalid value 'partial'"),
             (
-                &["--stack", "litgpt"],
+                &["--stack", "litgpt@0.5"],
                 "is not a stack such as transformers",
             ),
             (

@@ -77,6 +77,21 @@ fn a_running_total_keeps_a_growing_graph() {
 }
 
 #[test]
+fn a_functions_mutable_default_is_the_holder_and_its_body_the_store_line() {
+    leaks(&[], "default")
+        .run()
+        .code(1)
+        .stdout_has("holder:  `track.__defaults__[0]`")
+        .stdout_has("stored:  helpers.py:6: history.append(loss)")
+        .stdout_has("helpers.py:6: history.append(loss.item())");
+    let j = leaks(&["--format", "json"], "default").run().code(1).json();
+    let l = &j["leaks"][0];
+    assert_eq!(l["holder"]["text"], "track.__defaults__[0]");
+    assert_eq!(l["holder"]["store"]["line"], 6);
+    assert_eq!(l["line"], 6);
+}
+
+#[test]
 fn dataloader_batches_are_the_steps_of_an_evaluation_loop() {
     leaks(&["--steps", "6"], "eval")
         .run()

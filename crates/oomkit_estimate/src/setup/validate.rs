@@ -440,6 +440,34 @@ impl Setup {
         if self.method == Method::Qlora && matches!(self.quant, Quant::None) {
             self.quant = Quant::Nf4;
         }
+        if self.stack.litgpt() {
+            // What is modelled of LitGPT: its fine-tuning loop on one GPU
+            // per process in 16-bit or fp32 weights. Its bitsandbytes path
+            // (Lightning's `BitsandbytesPrecision`) peaks 20–33 % above what
+            // its weights and saved tensors explain in LitGPT's own
+            // published tables (config_hub/finetune/README.md): refused
+            // rather than estimated low.
+            if self.task != Task::Train {
+                return Err(SetupError::Conflict(
+                    "⟨stack⟩ litgpt models LitGPT's fine-tuning (⟨task⟩ train); its generation is not modelled".into(),
+                ));
+            }
+            if !matches!(self.quant, Quant::None) {
+                return Err(SetupError::Conflict(
+                    "⟨stack⟩ litgpt with a quantized base (LitGPT's --quantize bnb.*) is not modelled: drop ⟨method⟩ qlora/⟨quant⟩, or estimate the transformers stack".into(),
+                ));
+            }
+            if self.drops_output {
+                return Err(SetupError::Conflict(
+                    "⟨trainer⟩ is Hugging Face's training loop; ⟨stack⟩ litgpt runs LitGPT's, which holds the logits through backward: give one".into(),
+                ));
+            }
+            if self.zero > 0 || self.tp > 1 || self.pp > 1 {
+                return Err(SetupError::Conflict(
+                    "⟨stack⟩ litgpt is modelled without sharding or model parallelism: drop ⟨zero⟩/⟨fsdp⟩/⟨tp⟩/⟨pp⟩".into(),
+                ));
+            }
+        }
         if self.kbit_upcast {
             if self.task != Task::Train
                 || !matches!(self.quant, Quant::Int8 | Quant::Nf4 | Quant::Nf4Dq)

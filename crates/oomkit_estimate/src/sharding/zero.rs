@@ -12,10 +12,13 @@
 //!   parameter partition (`lp_param_buffer`); in `__init__`, the IPG bucket
 //!   (`bucket.buffer = torch.empty(self.reduce_bucket_size, …)`) on the GPU
 //!   always, and the gradient partition (`grad_partitions_flat_buffer`,
-//!   16-bit) on `self.device` (the CPU under optimizer offload);
-//!   `initialize_optimizer_states` gives the fp32 partition a gradient buffer
-//!   of the largest sub-group (`gradient_buffer`, at most `sub_group_size`
-//!   elements) on the GPU unless the optimizer is offloaded. Parameters of at
+//!   16-bit) on `self.device` (the CPU under optimizer offload). The fp32
+//!   gradient buffer `initialize_optimizer_states` allocates (`gradient_buffer`,
+//!   the largest sub-group) is dropped at its end without optimizer offload
+//!   (`group.grad = None` for every fp32 group, 0.14.2 to 0.19.6): it never
+//!   meets the first backward. The step makes each sub-group's fp32 gradient
+//!   afresh (`_prepare_fp32_grad_for_sub_group`) and frees it
+//!   (`_release_sub_group`): a step temporary. Parameters of at
 //!   most `stage3_param_persistence_threshold` elements are never
 //!   partitioned (`ds_persist`): whole on every GPU.
 //! - **Gathered parameters** (`partitioned_param_coordinator.py`,
@@ -132,7 +135,6 @@ fn stage3(cfg: &ModelConfig, s: &Setup) -> Sharded {
         ..deepspeed_layout(s)
     };
     let (w_share, g_n, o_n, step_n) = c::sharded_states(cfg, &base);
-    let trainable_n = c::model_share(cfg, s.pp, s.tp, c::trainable_params(cfg, s)) / n.max(1);
     let persistent = persistent_params(cfg, persistence_threshold(cfg, s)).saturating_mul(gb) / tp;
     // bitsandbytes' 4-bit quantization state is not a parameter: ZeRO-3
     // neither partitions nor offloads it ([`c::bnb4_quant_state_bytes`]).
@@ -149,18 +151,12 @@ fn stage3(cfg: &ModelConfig, s: &Setup) -> Sharded {
     } else {
         0
     };
-    let (grads, fp32_grad_buffer, optimizer, step) = if offload_opt {
-        (0, 0, 0, 0)
+    let (grads, optimizer, step) = if offload_opt {
+        (0, 0, 0)
     } else {
-        let buffer = trainable_n.min(s.sharding.sub_group).saturating_mul(4);
-        (
-            g_n,
-            buffer,
-            o_n,
-            step_n.min(s.sharding.sub_group.saturating_mul(4)),
-        )
+        (g_n, o_n, step_n.min(s.sharding.sub_group.saturating_mul(4)))
     };
-    let flat = grads.saturating_add(fp32_grad_buffer).saturating_add(ipg);
+    let flat = grads.saturating_add(ipg);
     Sharded {
         weights,
         grads: flat,
@@ -305,10 +301,12 @@ mod tests {
         let p = cfg.params();
         // 16-bit partition plus the persistent norms.
         assert!(sh.weights >= p * 2 / 8 && sh.weights < p * 2 / 8 + (10 << 20));
-        // 16-bit gradient partition + fp32 buffer (the partition, 1.004e9
-        // elements, capped at one 1e9-element sub-group) + the 5e8-element
-        // IPG bucket.
-        assert_eq!(sh.grads, p * 2 / 8 + 1_000_000_000 * 4 + 1_000_000_000);
+        // 16-bit gradient partition + the 5e8-element IPG bucket; the fp32
+        // gradient of a sub-group (the partition, 1.004e9 elements, capped
+        // at one 1e9-element sub-group) is a step temporary only.
+        assert_eq!(sh.grads, p * 2 / 8 + 1_000_000_000);
+        assert_eq!(sh.live_grads, sh.grads);
+        assert!(sh.step >= 1_000_000_000 * 4, "{}", sh.step);
         // Optimizer offload leaves only the IPG bucket.
         let off = states(
             &cfg,
