@@ -131,3 +131,23 @@ fn rmm_pool_and_legacy_failures_are_device_ooms() {
         assert_eq!(ev[0]["backend"], "cuda", "{name}");
     }
 }
+
+#[test]
+fn sglang_start_up_check() {
+    let (code, ev) = events("sglang_kv_pool_start.log");
+    assert_eq!(code, Some(0));
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    let e = &ev[0];
+    assert_eq!(e["framework"], "sglang");
+    assert_eq!(e["cause"], "kv_cache");
+    assert_eq!(e["fixes"][0]["id"], "sglang-mem-fraction-static", "{e}");
+    // No vLLM flag for an SGLang server.
+    let text = e["fixes"].to_string();
+    assert!(!text.contains("vllm"), "{text}");
+    let out = human("sglang_kv_pool_start.log");
+    assert!(
+        out.starts_with("SGLang start-up check: no memory left for the KV cache pool"),
+        "{out}"
+    );
+    assert!(out.contains("--mem-fraction-static 0.92"), "{out}");
+}

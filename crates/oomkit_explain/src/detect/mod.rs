@@ -94,6 +94,8 @@ pub enum Kind {
     GgmlMetalOom,
     MlxMetal,
     TgiWarmup,
+    /// SGLang's start-up check: no room left for the KV cache pool.
+    SglangKvPool,
     // Others (others.rs)
     NcclOom,
     NcclUnhandled,
@@ -136,6 +138,7 @@ pub enum Chain {
     Ggml,
     GgmlHost,
     Tgi,
+    Sglang,
     Host,
     Nccl,
     Paddle,
@@ -773,7 +776,7 @@ mod table {
 
     /// Every kind; `index` is an exhaustive match, so a new `Kind` does not
     /// compile until it is listed here (and then needs a row).
-    const ALL: [Kind; 56] = [
+    const ALL: [Kind; 57] = [
         Kind::PytorchAllocator,
         Kind::PytorchAllocatorHeadless,
         Kind::Ipex4gb,
@@ -830,6 +833,7 @@ mod table {
         Kind::TorchMemorySaver,
         Kind::RmmOom,
         Kind::OrtCudaCall,
+        Kind::SglangKvPool,
     ];
 
     fn index(k: Kind) -> usize {
@@ -890,6 +894,7 @@ mod table {
             Kind::TorchMemorySaver => 53,
             Kind::RmmOom => 54,
             Kind::OrtCudaCall => 55,
+            Kind::SglangKvPool => 56,
         }
     }
 
@@ -1509,6 +1514,13 @@ mod table {
                     'O',
                 )
             },
+            // SGLang's model_runner (sgl-project/sglang#4330).
+            row(
+                "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+                Kind::SglangKvPool,
+                F::Sglang,
+                'O',
+            ),
             // onnxruntime/core/providers/cuda/cuda_call.cc CudaCall.
             Row {
                 device: Some(0),

@@ -21,6 +21,12 @@ pub(super) static DETECTORS: &[Detector] = &[
         defer_to: &[],
     },
     Detector {
+        headline: &SGLANG_KV_POOL,
+        max_span: 400,
+        parse: sglang_kv_pool,
+        defer_to: &[],
+    },
+    Detector {
         headline: &VLLM_V0_LEN,
         max_span: 400,
         parse: vllm_v0_len,
@@ -77,6 +83,17 @@ pub(super) static DETECTORS: &[Detector] = &[
 ];
 
 static VLLM_NO_BLOCKS: Lazy = LazyLock::new(|| re(r"No available memory for the cache blocks"));
+/// SGLang's start-up check that the KV cache pool holds at least one token
+/// (python/sglang/srt/model_executor/model_runner.py, `init_memory_pool`):
+/// `RuntimeError: Not enough memory. Please try to increase
+/// --mem-fraction-static.` (sgl-project/sglang#322, sgl-project/sglang#4330),
+/// in later releases `ValueError: Loaded weights leave no GPU memory for the
+/// KV cache under --mem-fraction-static=0.88.` (SemiAnalysisAI/InferenceX#2128).
+static SGLANG_KV_POOL: Lazy = LazyLock::new(|| {
+    re(
+        r"Not enough memory\. Please try to increase --mem-fraction-static|leave no GPU memory for the KV cache under --mem-fraction-static=([\d.]+)",
+    )
+});
 static VLLM_V0_LEN: Lazy = LazyLock::new(|| {
     re(
         r"The model's max seq len \({N}\) is larger than the maximum number of tokens that can be stored in KV cache \({N}\)",
@@ -132,6 +149,32 @@ fn vllm_no_blocks(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         "after loading the weights and profiling activations nothing was left for the KV cache within gpu_memory_utilization × total".into(),
     ));
     vllm_context(&mut sig, s);
+    Some(sig)
+}
+
+fn sglang_kv_pool(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        Kind::SglangKvPool,
+        Chain::Sglang,
+        Framework::Sglang,
+        "sglang-not-enough-memory",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.version_hint = Some(if m.get(1).is_some() {
+        "SGLang (2026)"
+    } else {
+        "SGLang"
+    });
+    let fraction = m.get(1).map(|g| g.as_str().to_string());
+    sig.implied = Some((
+        Cause::KvCache,
+        match fraction {
+            Some(f) => format!(
+                "the weights took all of mem_fraction_static ({f}) x the GPU's memory: nothing was left for the KV cache pool"
+            ),
+            None => "the weights took all of mem_fraction_static x the GPU's memory: nothing was left for the KV cache pool".into(),
+        },
+    ));
     Some(sig)
 }
 
