@@ -151,3 +151,27 @@ fn sglang_start_up_check() {
     );
     assert!(out.contains("--mem-fraction-static 0.92"), "{out}");
 }
+
+#[test]
+fn sglang_later_wording_and_mlx_without_its_code() {
+    let (code, ev) = events("sglang_weights_leave_no_kv_cache.log");
+    assert_eq!(code, Some(0));
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0]["framework"], "sglang");
+    assert_eq!(ev[0]["cause"], "kv_cache");
+    assert!(
+        ev[0]["evidence"].as_str().unwrap().contains("(0.85)"),
+        "{}",
+        ev[0]
+    );
+    let (code, ev) = events("mlx_metal_without_code.log");
+    assert_eq!(code, Some(0));
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!(ev[0]["framework"], "mlx");
+    assert_eq!(ev[0]["backend"], "metal");
+    let text = ev[0]["fixes"].to_string();
+    assert!(
+        !text.contains("nvidia-smi") && !text.contains("llamacpp"),
+        "{text}"
+    );
+}

@@ -91,7 +91,7 @@ static VLLM_NO_BLOCKS: Lazy = LazyLock::new(|| re(r"No available memory for the 
 /// KV cache under --mem-fraction-static=0.88.` (SemiAnalysisAI/InferenceX#2128).
 static SGLANG_KV_POOL: Lazy = LazyLock::new(|| {
     re(
-        r"Not enough memory\. Please try to increase --mem-fraction-static|leave no GPU memory for the KV cache under --mem-fraction-static=([\d.]+)",
+        r"Not enough memory\. Please try to increase --mem-fraction-static|leave no GPU memory for the KV cache under --mem-fraction-static=(\d+(?:\.\d+)?)",
     )
 });
 static VLLM_V0_LEN: Lazy = LazyLock::new(|| {
@@ -264,9 +264,13 @@ static GGML_FAILED: Lazy = LazyLock::new(|| {
 static GGML_VULKAN: Lazy =
     LazyLock::new(|| re(r"ggml_vulkan: Device memory allocation of size {N} failed"));
 /// ggml's Metal backend (Apple GPUs): a command buffer failed because the
-/// GPU ran out of memory; no size is printed.
+/// GPU ran out of memory; no size is printed. MLX builds may print the
+/// status without its code (`[METAL] Command buffer execution failed:
+/// Insufficient Memory`, jjang-ai/vmlx#58): only after that prefix.
 static GGML_METAL: Lazy = LazyLock::new(|| {
-    re(r"Insufficient Memory \(0*8:kIOGPUCommandBufferCallbackErrorOutOfMemory\)")
+    re(
+        r"Insufficient Memory \(0*8:kIOGPUCommandBufferCallbackErrorOutOfMemory\)|Command buffer execution failed: Insufficient Memory",
+    )
 });
 static GGML_PINNED: Lazy =
     LazyLock::new(|| re(r"ggml_cuda_host_malloc: failed to allocate {SIZE} of pinned memory"));
@@ -422,7 +426,7 @@ fn ggml_vulkan(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     Some(sig)
 }
 
-fn ggml_metal(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+fn ggml_metal(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     // The same Metal status text is printed by MLX (mlx/backend/metal/
     // eval.cpp check_error: `[METAL] Command buffer execution failed: `)
     // and by ggml (`ggml_metal_graph_compute: command buffer 0 failed with
@@ -432,7 +436,9 @@ fn ggml_metal(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         s,
         &["ggml", "llama_", "llama.cpp", "llama-server", "ollama"],
     );
+    let headline = m.get(0).map_or("", |g| g.as_str());
     let mlx = s.before.contains("[METAL] Command buffer execution failed")
+        || (headline.starts_with("Command buffer") && s.before.trim_end().ends_with("[METAL]"))
         || (!ggml && super::region_has(s, &["mlx", "MLX"]));
     if mlx {
         let mut sig = signal(
