@@ -1171,9 +1171,10 @@ class _OomkitTFWalk:
         t = getattr(tf, "Variable", None)
         if isinstance(t, type):
             variables.append(t)
-        keras = sys.modules.get("keras") or self.leaks.keras
-        if keras is not None:
-            self.leaks.keras = keras
+        # Keras 3 (`keras`) and Keras 2 (`tf_keras`, TensorFlow's
+        # `TF_USE_LEGACY_KERAS=1`) can both be loaded.
+        for keras in {id(k): k for k in (sys.modules.get("keras"), sys.modules.get("tf_keras"),
+                                         self.leaks.keras) if k is not None}.values():
             t = getattr(keras, "Variable", None)
             if isinstance(t, type):
                 variables.append(t)
@@ -1331,11 +1332,12 @@ def _oomkit_tf_install(tf):
     import atexit
 
     atexit.register(lambda: leaks.finish(final=False))
-    keras = sys.modules.get("keras")
-    # A `keras` still being imported (it imports tensorflow) is wrapped when
-    # its own import ends.
-    if keras is not None and hasattr(keras, "callbacks") and hasattr(keras, "optimizers"):
-        _oomkit_tf_keras(keras)
+    # Keras 3 (`keras`) or Keras 2 (`tf_keras`); one still being imported
+    # (it imports tensorflow) is wrapped when its own import ends.
+    for package in ("keras", "tf_keras"):
+        keras = sys.modules.get(package)
+        if keras is not None and hasattr(keras, "callbacks") and hasattr(keras, "optimizers"):
+            _oomkit_tf_keras(keras)
 
 
 def _oomkit_tf_keras(keras):
@@ -1379,7 +1381,8 @@ def _oomkit_tf_keras(keras):
         # The callbacks argument's position after self: fit(x, y, batch_size,
         # epochs, verbose, callbacks), evaluate(x, y, batch_size, verbose,
         # sample_weight, steps, callbacks), predict(x, batch_size, verbose,
-        # steps, callbacks) (keras/src/trainers/trainer.py, Keras 3).
+        # steps, callbacks) (keras/src/trainers/trainer.py, Keras 3; the same
+        # in Keras 2, tf_keras/src/engine/training.py).
         for name, position in (("fit", 5), ("evaluate", 6), ("predict", 4)):
             fn = getattr(model, name, None)
             if fn is not None:
@@ -1408,10 +1411,12 @@ def _oomkit_tf_keras(keras):
 
 
 class _OomkitTFFinder:
-    """Runs the coarse hook right after `import tensorflow` / `import keras`."""
+    """Runs the coarse hook right after `import tensorflow` / `import keras`
+    (or `import tf_keras`: Keras 2, also what `tf.keras` loads under
+    `TF_USE_LEGACY_KERAS=1`)."""
 
     def find_spec(self, name, path=None, target=None):
-        if name not in ("tensorflow", "keras") or getattr(self, "busy", False):
+        if name not in ("tensorflow", "keras", "tf_keras") or getattr(self, "busy", False):
             return None
         import importlib.util
 

@@ -4,6 +4,7 @@
 //! (config_hub/finetune/README.md; the rows of
 //! `crates/oomkit_estimate/tests/accuracy_litgpt.json`).
 
+use super::support::estimate_bytes as bytes;
 use super::support::{cli, exit_2_says};
 
 fn lora(model: &str, stack: &str, extra: &[&str]) -> serde_json::Value {
@@ -13,13 +14,6 @@ fn lora(model: &str, stack: &str, extra: &[&str]) -> serde_json::Value {
     ];
     args.extend_from_slice(extra);
     cli(&args).run().code(0).json()
-}
-
-fn bytes(j: &serde_json::Value, key: &str) -> u64 {
-    j[key]
-        .as_u64()
-        .or_else(|| j["components"][key].as_u64())
-        .unwrap_or_else(|| panic!("{key} in {j}"))
 }
 
 /// phi-2 LoRA (config_hub phi-2/lora.yaml: r 8 on every linear, micro-batch

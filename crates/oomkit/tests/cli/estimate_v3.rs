@@ -3,6 +3,7 @@
 //! `--stack transformers@VERSION` for older generation code, and
 //! `gpt_bigcode` configs read as tied.
 
+use super::support::estimate_bytes as bytes;
 use super::support::{cli, exit_2_says, exit_2_usage};
 
 fn train(extra: &[&str]) -> serde_json::Value {
@@ -20,13 +21,6 @@ fn train(extra: &[&str]) -> serde_json::Value {
     ];
     args.extend_from_slice(extra);
     cli(&args).run().code(0).json()
-}
-
-fn bytes(j: &serde_json::Value, key: &str) -> u64 {
-    j[key]
-        .as_u64()
-        .or_else(|| j["components"][key].as_u64())
-        .unwrap_or_else(|| panic!("{key} in {j}"))
 }
 
 /// Selective checkpointing saves less than none and more than full; every

@@ -6,6 +6,7 @@
 //! `crates/oomkit_estimate/tests/accuracy_sharded.json`).
 
 use super::support::cli;
+use super::support::estimate_bytes as bytes;
 
 /// The estimate for Llama-2-7B (LLaMA-7B's shapes) at 4096 tokens on 8 GPUs.
 fn llama7b(extra: &[&str]) -> serde_json::Value {
@@ -28,13 +29,6 @@ fn llama7b(extra: &[&str]) -> serde_json::Value {
     ];
     args.extend_from_slice(extra);
     cli(&args).run().code(0).json()
-}
-
-fn bytes(j: &serde_json::Value, key: &str) -> u64 {
-    j[key]
-        .as_u64()
-        .or_else(|| j["components"][key].as_u64())
-        .unwrap_or_else(|| panic!("{key} in {j}"))
 }
 
 const GIB: f64 = (1u64 << 30) as f64;

@@ -31,7 +31,7 @@ fn a_keras_callback_keeping_outputs_is_a_tensors_leak_at_the_coarse_grain() {
         .stdout_has("TensorFlow, coarse grain: bytes of tensors, variables, Keras models and numpy arrays per named holder")
         .stdout_has("leak 1 of 1: +512 bytes per step")
         .stdout_has("holder:  `kept` (a global of __main__)")
-        .stdout_has("stored:  train.py:23: kept.append(self.model(tf.zeros((8, 16))))")
+        .stdout_has("stored:  train.py:28: kept.append(self.model(tf.zeros((8, 16))))")
         .stdout_has("kind:    tensors — ");
     let j = leaks(&["--format", "json"], "fit-leak")
         .run()
@@ -47,7 +47,7 @@ fn a_keras_callback_keeping_outputs_is_a_tensors_leak_at_the_coarse_grain() {
     assert_eq!(all.len(), 1, "{j}");
     let l = &all[0];
     assert_eq!(l["file"], "train.py");
-    assert_eq!(l["line"], 23);
+    assert_eq!(l["line"], 28);
     assert_eq!(l["kind"], "tensors");
     assert_eq!(l["bytes_per_step"], 512, "8×16 float32 per batch");
     assert_eq!(l["holder"]["text"], "kept");
@@ -72,7 +72,7 @@ fn a_model_built_every_step_is_params_and_kept_arrays_are_host() {
     );
     let l = &j["leaks"][0];
     assert_eq!(l["kind"], "params");
-    assert_eq!(l["line"], 38);
+    assert_eq!(l["line"], 43);
     assert_eq!(l["holder"]["text"], "snapshots");
     assert_eq!(
         l["bytes_per_step"], 1024,
@@ -81,7 +81,7 @@ fn a_model_built_every_step_is_params_and_kept_arrays_are_host() {
     let j = leaks(&["--format", "json"], "host").run().code(1).json();
     let l = &j["leaks"][0];
     assert_eq!(l["kind"], "host");
-    assert_eq!(l["line"], 40);
+    assert_eq!(l["line"], 45);
     assert_eq!(l["holder"]["text"], "arrays");
 }
 
@@ -98,6 +98,35 @@ fn a_float_per_batch_is_clean_and_the_marker_counts_steps() {
     assert_eq!(j["clock"], "marker");
     assert_eq!(j["leaks"][0]["holder"]["text"], "cache");
     assert_eq!(j["leaks"][0]["bytes_per_step"], 256);
+}
+
+#[test]
+fn keras_2_is_hooked_as_keras_3_is() {
+    // `import tf_keras` (Keras 2; `tf.keras` under TF_USE_LEGACY_KERAS=1):
+    // its own Model.fit gets the step callback, its optimizer counts steps.
+    let j = leaks(&["--format", "json"], "keras2-fit-leak")
+        .run()
+        .code(1)
+        .json();
+    assert_eq!(j["clock"], "keras");
+    assert_eq!(j["steps"], 10);
+    let l = &j["leaks"][0];
+    assert_eq!(
+        (l["kind"].as_str(), l["line"].as_u64()),
+        (Some("tensors"), Some(28))
+    );
+    assert_eq!(l["holder"]["text"], "kept");
+    let j = leaks(&["--format", "json"], "keras2-params")
+        .run()
+        .code(1)
+        .json();
+    assert_eq!(j["clock"], "optimizer");
+    assert_eq!(j["leaks"][0]["kind"], "params");
+    assert_eq!(j["leaks"][0]["line"], 43);
+    leaks(&[], "keras2-fit-clean")
+        .run()
+        .code(0)
+        .stdout_has("no leak");
 }
 
 #[test]

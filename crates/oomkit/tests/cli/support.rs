@@ -332,3 +332,12 @@ pub fn exit_2_usage(base: &Cli, rows: &[(&[&str], &str)]) {
         ran.status() == Some(2) && e.starts_with("error:") && e.contains(want)
     });
 }
+
+/// A byte figure of an estimate's JSON: a top-level key, else one of its
+/// `components`.
+pub fn estimate_bytes(j: &serde_json::Value, key: &str) -> u64 {
+    j[key]
+        .as_u64()
+        .or_else(|| j["components"][key].as_u64())
+        .unwrap_or_else(|| panic!("{key} in {j}"))
+}
