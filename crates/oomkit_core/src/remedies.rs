@@ -120,6 +120,7 @@ pub enum Runtime {
     Tensorrt,
     Ctranslate2,
     Rapids,
+    Sglang,
 }
 
 /// An application on top of a framework.
@@ -304,7 +305,14 @@ remedy_ids! {
         Scope::ANY.runtimes(&[Runtime::Pytorch, Runtime::LlamaCpp, Runtime::Ctranslate2]).phases(NOT_TRAINING);
     Quantize4bit = "quantize-4bit",
         Scope::ANY
-            .runtimes(&[Runtime::Pytorch, Runtime::LlamaCpp, Runtime::Vllm, Runtime::Tgi, Runtime::Mlx])
+            .runtimes(&[
+                Runtime::Pytorch,
+                Runtime::LlamaCpp,
+                Runtime::Vllm,
+                Runtime::Tgi,
+                Runtime::Mlx,
+                Runtime::Sglang,
+            ])
             .phases(NOT_TRAINING);
     CpuOffload = "cpu-offload", Scope::ANY.runtimes(TORCH);
     RankZeroLoading = "rank-zero-loading",
@@ -313,7 +321,14 @@ remedy_ids! {
         Scope::ANY.runtimes(TORCH).devices(DISCRETE).phases(&[Phase::Training, Phase::Loading]);
     ModelParallel = "model-parallel",
         Scope::ANY
-            .runtimes(&[Runtime::Pytorch, Runtime::Nccl, Runtime::Vllm, Runtime::LlamaCpp, Runtime::Tgi])
+            .runtimes(&[
+                Runtime::Pytorch,
+                Runtime::Nccl,
+                Runtime::Vllm,
+                Runtime::LlamaCpp,
+                Runtime::Tgi,
+                Runtime::Sglang,
+            ])
             .devices(DISCRETE);
     EfficientAttention = "efficient-attention", Scope::ANY.runtimes(&[Runtime::Pytorch, Runtime::Jax]);
     // PyTorch does not support expandable segments on Windows
@@ -342,6 +357,7 @@ remedy_ids! {
     VllmKvCacheDtype = "vllm-kv-cache-dtype", Scope::ANY.apps(&[App::Vllm]);
     VllmTensorParallel = "vllm-tensor-parallel", Scope::ANY.runtimes(&[Runtime::Pytorch, Runtime::Vllm, Runtime::Tgi]).devices(DISCRETE);
     VllmEnforceEager = "vllm-enforce-eager", Scope::ANY.apps(&[App::Vllm]);
+    SglangMemFractionStatic = "sglang-mem-fraction-static", Scope::ANY.runtimes(&[Runtime::Sglang]);
     LlamacppGpuLayers = "llamacpp-gpu-layers", Scope::ANY.runtimes(&[Runtime::LlamaCpp]);
     LlamacppContext = "llamacpp-context", Scope::ANY.runtimes(&[Runtime::LlamaCpp]);
     LlamacppKvCacheQuant = "llamacpp-kv-cache-quant", Scope::ANY.runtimes(&[Runtime::LlamaCpp]);
@@ -1056,6 +1072,18 @@ pub static REMEDIES: &[Remedy] = &[
                 code: "from vllm import LLM\n\nllm = LLM(model=MODEL_ID, enforce_eager=True)",
             },
         ],
+    },
+    // ---- SGLang ----
+    Remedy {
+        id: RemedyId::SglangMemFractionStatic,
+        title: "Give SGLang's weights and KV cache pool a larger --mem-fraction-static",
+        why: "SGLang sizes its KV cache pool as what is left of mem_fraction_static x the GPU's memory once the weights are loaded (python/sglang/srt/model_executor/model_runner.py, profile_max_num_token); when the weights take all of it, no token fits and start-up stops. Raise it in small steps: the rest of the GPU holds activations and CUDA graphs, so an OOM while serving is fixed the other way, by lowering it.",
+        snippets: &[Snippet {
+            flavor: Flavor::Shell,
+            code: "python -m sglang.launch_server --model-path MODEL --mem-fraction-static 0.92
+# or spread the weights over more GPUs: --tp 2
+# an OOM while serving instead: lower it (0.8), or cap --chunked-prefill-size / --max-running-requests",
+        }],
     },
     // ---- llama.cpp / Ollama ----
     Remedy {

@@ -300,7 +300,22 @@ pub fn findings(doc: &Doc, signals: Vec<Signal>) -> Vec<Finding> {
         }
         f.phase = f.phase.or(match f.sig.framework {
             Framework::Vllm | Framework::Tgi => Some(Phase::Serving),
-            Framework::LlamaCpp => Some(Phase::Inference),
+            // ggml allocating the model's weights (`alloc_tensor_range`,
+            // `unable to allocate CUDA0 buffer` under `load_tensors`) is
+            // loading; its compute and KV buffers are inference. Not the
+            // `llama_model_load` hint: `llama_model_loader:` lines begin
+            // every llama.cpp log.
+            Framework::LlamaCpp => Some(
+                if f.sig
+                    .fields
+                    .details
+                    .contains(&detail::Detail::Buffer(detail::BufferKind::ModelWeights))
+                {
+                    Phase::Loading
+                } else {
+                    Phase::Inference
+                },
+            ),
             _ => phase,
         });
         f.gpu = gpu_in_log.clone().or_else(|| gpu_from_total(&f.sig));
@@ -563,6 +578,9 @@ fn phase_hint(region: &str) -> Option<Phase> {
                 ".backward(",
                 "backward()",
                 "torch/autograd",
+                // autograd's engine frame, `Variable._execution_engine.run_backward(`
+                // (torch/autograd/graph.py), when the paste starts there.
+                "run_backward(",
                 "optimizer.step",
                 "training_step",
                 "train_step",

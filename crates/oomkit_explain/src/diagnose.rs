@@ -549,9 +549,11 @@ fn by_app(f: &Finding) -> Vec<Flavor> {
         Framework::LuaTorch => vec![Shell],
         Framework::A1111 => vec![A1111, Shell],
         Framework::Comfyui => vec![Comfyui, Shell],
-        Framework::Mlx | Framework::Tensorrt | Framework::Ctranslate2 | Framework::Rapids => {
-            vec![Shell]
-        }
+        Framework::Mlx
+        | Framework::Tensorrt
+        | Framework::Ctranslate2
+        | Framework::Rapids
+        | Framework::Sglang => vec![Shell],
     }
 }
 
@@ -686,6 +688,12 @@ fn ladder(f: &Finding) -> Vec<RemedyId> {
             RemedyId::ReduceInputSize,
             RemedyId::FreeOtherProcesses,
             RemedyId::CupyMemoryPool,
+        ],
+        Framework::Sglang => vec![
+            RemedyId::SglangMemFractionStatic,
+            RemedyId::ModelParallel,
+            RemedyId::Quantize4bit,
+            RemedyId::FreeOtherProcesses,
         ],
         Framework::Pytorch => pytorch_ladder(f),
     }
@@ -938,6 +946,15 @@ fn fixes(f: &Finding, cause: Cause, n: &Numbers, procs: &[ProcessUse]) -> Vec<Fi
             };
             push_all(&mut plan, ids);
         }
+        Cause::KvCache if f.sig.framework == Framework::Sglang => push_all(
+            &mut plan,
+            vec![
+                RemedyId::SglangMemFractionStatic,
+                RemedyId::ModelParallel,
+                RemedyId::Quantize4bit,
+                RemedyId::FreeOtherProcesses,
+            ],
+        ),
         Cause::KvCache => {
             let suggested = suggested_len(x);
             let why = suggested.map(|s| {
@@ -1082,6 +1099,7 @@ pub(crate) fn situation(f: &Finding) -> Situation {
         Framework::Tensorrt => R::Tensorrt,
         Framework::Ctranslate2 => R::Ctranslate2,
         Framework::Rapids => R::Rapids,
+        Framework::Sglang => R::Sglang,
     };
     let device = f.sig.backend.map(|b| match b {
         Backend::Cuda => D::Cuda,

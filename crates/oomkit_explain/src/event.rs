@@ -78,6 +78,10 @@ pub enum Framework {
     /// RAPIDS (cuDF, cuML) through the RMM memory manager.
     #[serde(rename = "rapids")]
     Rapids,
+    /// The SGLang serving engine (its own start-up checks; a PyTorch
+    /// OOM inside it is `pytorch`).
+    #[serde(rename = "sglang")]
+    Sglang,
 }
 
 impl Framework {
@@ -101,6 +105,7 @@ impl Framework {
             Framework::Tensorrt => "TensorRT",
             Framework::Ctranslate2 => "CTranslate2",
             Framework::Rapids => "RAPIDS (RMM)",
+            Framework::Sglang => "SGLang",
         }
     }
 }

@@ -253,6 +253,18 @@ pub static FORMATS: &[Format] = &[
         example: "BFCArena::AllocateRawInternal(size_t, bool) Failed to allocate memory for requested buffer of size 4585490524328388608",
     },
     Format {
+        id: "onnxruntime-cuda-call",
+        framework: "onnxruntime",
+        is_oom: true,
+        example: "[ONNXRuntimeError] : 1 : FAIL : cuda_call.cc:121 onnxruntime::CudaCall CUDA failure 2: out of memory ; GPU=0 ; hostname=host ; file=cuda_stream_handle.cc ; line=175 ; expr=cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);",
+    },
+    Format {
+        id: "sglang-not-enough-memory",
+        framework: "sglang",
+        is_oom: true,
+        example: "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+    },
+    Format {
         id: "tgi-warmup-not-enough-memory",
         framework: "tgi",
         is_oom: true,

@@ -80,6 +80,10 @@ pub fn headline(e: &Event) -> String {
         }
         return s;
     }
+    // SGLang's is the same kind of check (its KV cache pool has no room).
+    if e.is_oom && e.format == "sglang-not-enough-memory" {
+        return "SGLang start-up check: no memory left for the KV cache pool".to_string();
+    }
     let what = if e.is_oom {
         match (e.framework, e.backend) {
             (

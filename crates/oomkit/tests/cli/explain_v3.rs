@@ -55,6 +55,7 @@ fn situation(e: &Value) -> Situation {
         "tensorrt" => Runtime::Tensorrt,
         "ctranslate2" => Runtime::Ctranslate2,
         "rapids" => Runtime::Rapids,
+        "sglang" => Runtime::Sglang,
         other => panic!("framework {other}"),
     };
     let device = e["backend"].as_str().map(|b| match b {

@@ -16,6 +16,7 @@ mod estimate_v3;
 mod estimate_zero_measured;
 mod estimate_zero_oracle;
 mod explain;
+mod explain_field;
 mod explain_readings;
 mod explain_v3;
 mod explain_v3b;

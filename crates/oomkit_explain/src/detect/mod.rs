@@ -94,6 +94,8 @@ pub enum Kind {
     GgmlMetalOom,
     MlxMetal,
     TgiWarmup,
+    /// SGLang's start-up check: no room left for the KV cache pool.
+    SglangKvPool,
     // Others (others.rs)
     NcclOom,
     NcclUnhandled,
@@ -101,6 +103,8 @@ pub enum Kind {
     PaddleEnforce,
     CupyOom,
     OrtBfcArena,
+    /// ONNX Runtime's CUDA provider: `CUDA failure 2: out of memory ; GPU=N`.
+    OrtCudaCall,
     ComfyuiTip,
     ComfyuiTiledVae,
     A1111Summary,
@@ -134,6 +138,7 @@ pub enum Chain {
     Ggml,
     GgmlHost,
     Tgi,
+    Sglang,
     Host,
     Nccl,
     Paddle,
@@ -771,7 +776,7 @@ mod table {
 
     /// Every kind; `index` is an exhaustive match, so a new `Kind` does not
     /// compile until it is listed here (and then needs a row).
-    const ALL: [Kind; 55] = [
+    const ALL: [Kind; 57] = [
         Kind::PytorchAllocator,
         Kind::PytorchAllocatorHeadless,
         Kind::Ipex4gb,
@@ -827,6 +832,8 @@ mod table {
         Kind::Ctranslate2Oom,
         Kind::TorchMemorySaver,
         Kind::RmmOom,
+        Kind::OrtCudaCall,
+        Kind::SglangKvPool,
     ];
 
     fn index(k: Kind) -> usize {
@@ -886,6 +893,8 @@ mod table {
             Kind::Ctranslate2Oom => 52,
             Kind::TorchMemorySaver => 53,
             Kind::RmmOom => 54,
+            Kind::OrtCudaCall => 55,
+            Kind::SglangKvPool => 56,
         }
     }
 
@@ -1502,6 +1511,23 @@ mod table {
                     "MemoryError: std::bad_alloc: out_of_memory: CUDA error (failed to allocate 33295450768 bytes) at: /x/librmm/include/rmm/mr/device/cuda_memory_resource.hpp:62: cudaErrorMemoryAllocation out of memory",
                     Kind::RmmOom,
                     F::Rapids,
+                    'O',
+                )
+            },
+            // SGLang's model_runner (sgl-project/sglang#4330).
+            row(
+                "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+                Kind::SglangKvPool,
+                F::Sglang,
+                'O',
+            ),
+            // onnxruntime/core/providers/cuda/cuda_call.cc CudaCall.
+            Row {
+                device: Some(0),
+                ..row(
+                    "[ONNXRuntimeError] : 1 : FAIL : cuda_call.cc:121 onnxruntime::CudaCall CUDA failure 2: out of memory ; GPU=0 ; hostname=host ; file=cuda_stream_handle.cc ; line=175 ; expr=cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);",
+                    Kind::OrtCudaCall,
+                    F::Onnxruntime,
                     'O',
                 )
             },

@@ -52,6 +52,12 @@ pub(super) static DETECTORS: &[Detector] = &[
         defer_to: &[],
     },
     Detector {
+        headline: &ORT_CUDA_CALL,
+        max_span: 300,
+        parse: ort_cuda_call,
+        defer_to: &[],
+    },
+    Detector {
         headline: &COMFY_TIP,
         max_span: 300,
         parse: comfy_tip,
@@ -258,6 +264,30 @@ fn ort(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     Some(sig)
 }
 
+/// ONNX Runtime's CUDA execution provider checks every CUDA call
+/// (onnxruntime/core/providers/cuda/cuda_call.cc `CudaCall`): `CUDA failure
+/// 2: out of memory ; GPU=0 ; hostname=… ; file=… ; line=… ; expr=…;`.
+/// Error 2 is cudaErrorMemoryAllocation; the failed call names no size.
+static ORT_CUDA_CALL: Lazy = LazyLock::new(|| {
+    re(
+        r"CUDA failure 2: out of memory ; GPU=(\d+)(?: ; [^;]*; file=[^;]*; line=\d+ ; expr=([^;]*);)?",
+    )
+});
+
+fn ort_cuda_call(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        Kind::OrtCudaCall,
+        Chain::Ort,
+        Framework::Onnxruntime,
+        "onnxruntime-cuda-call",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.fields.device = int_of(m, 1).and_then(|d| u32::try_from(d).ok());
+    sig.fields.op = m.get(2).map(|g| g.as_str().trim().to_string());
+    sig.version_hint = Some("ONNX Runtime, CUDA execution provider");
+    Some(sig)
+}
+
 static COMFY_TIP: Lazy = LazyLock::new(|| {
     re(
         r"This error means you ran out of memory on your GPU|Got an OOM, unloading all loaded models",
@@ -418,9 +448,25 @@ fn memory_saver(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
 /// allocation failure raised to Python as `MemoryError: std::bad_alloc:
 /// out_of_memory: CUDA error (failed to allocate N bytes) at: …
 /// cudaErrorMemoryAllocation out of memory` (cuDF, cuML).
+///
+/// Two more shapes of the same failure: a pool resource at its maximum
+/// (`std::bad_alloc: RMM failure at:…/pool_memory_resource.hpp:179:
+/// Maximum pool size exceeded`, neka-nat/cupoch#98), and RMM before 0.19
+/// (`std::bad_alloc: CUDA error at: …/rmm/mr/device/cuda_memory_resource.hpp:68:
+/// cudaErrorMemoryAllocation out of memory`, NVIDIA/cudf#6746).
 static RMM: Lazy = LazyLock::new(|| {
-    re(r"std::bad_alloc: out_of_memory: CUDA error(?: \(failed to allocate {N} bytes\))?")
+    re(
+        r"std::bad_alloc: (?:out_of_memory: CUDA error(?: \(failed to allocate {N} bytes\))?|RMM failure at: ?\S*pool_memory_resource\.hpp:\d+: Maximum pool size exceeded|CUDA error at: \S*rmm/\S+ cudaErrorMemoryAllocation out of memory)",
+    )
 });
+
+/// Whether RMM's device failure is in the text (raised as Python's `MemoryError`).
+fn rmm_failure(region: &super::RegionText<'_>) -> bool {
+    region.contains("bad_alloc: out_of_memory: CUDA error")
+        || (region.contains("bad_alloc")
+            && (region.contains("Maximum pool size exceeded")
+                || region.contains("cudaErrorMemoryAllocation")))
+}
 
 fn rmm(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     let mut sig = signal(
@@ -455,9 +501,7 @@ fn host_ram(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     // RMM raises a device allocation failure as Python's MemoryError:
     // that one is the GPU (the `rmm` detector reads it; its headline starts
     // inside this line, so this span ends before it).
-    if text.trim_start().starts_with("MemoryError")
-        && s.region.contains("bad_alloc: out_of_memory: CUDA error")
-    {
+    if text.trim_start().starts_with("MemoryError") && rmm_failure(s.region) {
         return None;
     }
     let (kind, why) = if text.contains("DefaultCPUAllocator") {

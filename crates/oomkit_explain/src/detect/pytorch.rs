@@ -293,9 +293,17 @@ fn allocator_with(word: &str, s: &Span<'_>) -> Option<Signal> {
         }
         sig.format = "pytorch-out-of-memory-bare";
     }
-    if word == "XPU" && f.requested.is_some_and(|r| r > Bytes::gib(4)) && f.free.is_none() {
+    if word == "XPU"
+        && f.requested.is_some_and(|r| r > Bytes::gib(4))
+        && (f.free.is_none()
+            || (f.limit.is_none() && f.free.zip(f.requested).is_some_and(|(free, r)| free >= r)))
+    {
         // A default limit of Intel's runtime, which can be lifted: a limit,
-        // not an impossible request.
+        // not an impossible request. Upstream torch.xpu (2.5+) prints the
+        // free memory too: when it covers the request, the device did not
+        // run out: 4.66 GiB with 5.65 GiB free in
+        // https://github.com/intel/torch-xpu-ops/issues/3011, 16 GiB with
+        // 16.07 GiB free in https://github.com/intel/torch-xpu-ops/issues/5046.
         f.limit = f.limit.or(Some(Bytes::gib(4)));
         sig.implied = Some((
             Cause::MemoryFractionLimit,

@@ -21,6 +21,12 @@ pub(super) static DETECTORS: &[Detector] = &[
         defer_to: &[],
     },
     Detector {
+        headline: &SGLANG_KV_POOL,
+        max_span: 400,
+        parse: sglang_kv_pool,
+        defer_to: &[],
+    },
+    Detector {
         headline: &VLLM_V0_LEN,
         max_span: 400,
         parse: vllm_v0_len,
@@ -77,6 +83,17 @@ pub(super) static DETECTORS: &[Detector] = &[
 ];
 
 static VLLM_NO_BLOCKS: Lazy = LazyLock::new(|| re(r"No available memory for the cache blocks"));
+/// SGLang's start-up check that the KV cache pool holds at least one token
+/// (python/sglang/srt/model_executor/model_runner.py, `init_memory_pool`):
+/// `RuntimeError: Not enough memory. Please try to increase
+/// --mem-fraction-static.` (sgl-project/sglang#322, sgl-project/sglang#4330),
+/// in later releases `ValueError: Loaded weights leave no GPU memory for the
+/// KV cache under --mem-fraction-static=0.88.` (SemiAnalysisAI/InferenceX#2128).
+static SGLANG_KV_POOL: Lazy = LazyLock::new(|| {
+    re(
+        r"Not enough memory\. Please try to increase --mem-fraction-static|leave no GPU memory for the KV cache under --mem-fraction-static=(\d+(?:\.\d+)?)",
+    )
+});
 static VLLM_V0_LEN: Lazy = LazyLock::new(|| {
     re(
         r"The model's max seq len \({N}\) is larger than the maximum number of tokens that can be stored in KV cache \({N}\)",
@@ -132,6 +149,32 @@ fn vllm_no_blocks(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         "after loading the weights and profiling activations nothing was left for the KV cache within gpu_memory_utilization × total".into(),
     ));
     vllm_context(&mut sig, s);
+    Some(sig)
+}
+
+fn sglang_kv_pool(m: &Captures<'_>, _s: &Span<'_>) -> Option<Signal> {
+    let mut sig = signal(
+        Kind::SglangKvPool,
+        Chain::Sglang,
+        Framework::Sglang,
+        "sglang-not-enough-memory",
+    );
+    sig.backend = Some(Backend::Cuda);
+    sig.version_hint = Some(if m.get(1).is_some() {
+        "SGLang (2026)"
+    } else {
+        "SGLang"
+    });
+    let fraction = m.get(1).map(|g| g.as_str().to_string());
+    sig.implied = Some((
+        Cause::KvCache,
+        match fraction {
+            Some(f) => format!(
+                "the weights took all of mem_fraction_static ({f}) x the GPU's memory: nothing was left for the KV cache pool"
+            ),
+            None => "the weights took all of mem_fraction_static x the GPU's memory: nothing was left for the KV cache pool".into(),
+        },
+    ));
     Some(sig)
 }
 
@@ -221,9 +264,13 @@ static GGML_FAILED: Lazy = LazyLock::new(|| {
 static GGML_VULKAN: Lazy =
     LazyLock::new(|| re(r"ggml_vulkan: Device memory allocation of size {N} failed"));
 /// ggml's Metal backend (Apple GPUs): a command buffer failed because the
-/// GPU ran out of memory; no size is printed.
+/// GPU ran out of memory; no size is printed. MLX builds may print the
+/// status without its code (`[METAL] Command buffer execution failed:
+/// Insufficient Memory`, jjang-ai/vmlx#58): only after that prefix.
 static GGML_METAL: Lazy = LazyLock::new(|| {
-    re(r"Insufficient Memory \(0*8:kIOGPUCommandBufferCallbackErrorOutOfMemory\)")
+    re(
+        r"Insufficient Memory \(0*8:kIOGPUCommandBufferCallbackErrorOutOfMemory\)|Command buffer execution failed: Insufficient Memory",
+    )
 });
 static GGML_PINNED: Lazy =
     LazyLock::new(|| re(r"ggml_cuda_host_malloc: failed to allocate {SIZE} of pinned memory"));
@@ -241,7 +288,27 @@ fn ggml_backend(name: &str) -> Option<Backend> {
     }
 }
 
+/// llama.cpp's context setup (src/llama-context.cpp) answers a failed
+/// compute-buffer reservation with pipeline parallelism by trying once more
+/// without it (`sched_reserve: compute buffer allocation failed, retrying
+/// without pipeline parallelism`), and goes on when that fits
+/// (ggml-org/llama.cpp#26297). A failure after the retry line is still one.
+fn ggml_recovered(s: &Span<'_>) -> bool {
+    s.region.contains("retrying without pipeline parallelism")
+        && s.region.captures(&GGML_RETRY_FAILED).is_none()
+}
+static GGML_RETRY_FAILED: Lazy = LazyLock::new(|| {
+    re(
+        r"(?s)retrying without pipeline parallelism.*?(?:failed to allocate|out of memory|failed with status)",
+    )
+});
+
 fn ggml_context(sig: &mut Signal, s: &Span<'_>) {
+    if ggml_recovered(s) {
+        sig.status = Status::NotOom(
+            "llama.cpp could not reserve its compute buffers with pipeline parallelism, retried without it and went on: the model loaded",
+        );
+    }
     let sizes: [(SizeDetail, &Lazy); 3] = [
         (Detail::KvBuffer, &KV_SIZE),
         (Detail::ModelBuffer, &MODEL_SIZE),
@@ -359,7 +426,7 @@ fn ggml_vulkan(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     Some(sig)
 }
 
-fn ggml_metal(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+fn ggml_metal(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
     // The same Metal status text is printed by MLX (mlx/backend/metal/
     // eval.cpp check_error: `[METAL] Command buffer execution failed: `)
     // and by ggml (`ggml_metal_graph_compute: command buffer 0 failed with
@@ -369,7 +436,9 @@ fn ggml_metal(_m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         s,
         &["ggml", "llama_", "llama.cpp", "llama-server", "ollama"],
     );
+    let headline = m.get(0).map_or("", |g| g.as_str());
     let mlx = s.before.contains("[METAL] Command buffer execution failed")
+        || (headline.starts_with("Command buffer") && s.before.trim_end().ends_with("[METAL]"))
         || (!ggml && super::region_has(s, &["mlx", "MLX"]));
     if mlx {
         let mut sig = signal(

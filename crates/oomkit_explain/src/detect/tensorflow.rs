@@ -97,7 +97,10 @@ pub(super) static DETECTORS: &[Detector] = &[
 
 static OOM_TENSOR: Lazy = LazyLock::new(|| {
     re(
-        r"OOM when allocating tensor (?:with|of) shape ?\[([\d, ]*)\](?: and type (\w+))?(?: on (\S+?))?(?: by allocator (\w+))?(?:\s|$|\[)",
+        // Either case: issue titles and some loggers lower-case the line
+        // (`resource exhausted: oom when allocating tensor … device:gpu:0 by
+        // allocator gpu_0_bfc`, Azure/MachineLearningNotebooks#880).
+        r"(?i)OOM when allocating tensor (?:with|of) shape ?\[([\d, ]*)\](?: and type (\w+))?(?: on (\S+?))?(?: by allocator (\w+))?(?:\s|$|\[)",
     )
 });
 static BFC: Lazy = LazyLock::new(|| {
@@ -187,7 +190,7 @@ static JAX_REQUEST: Lazy = LazyLock::new(|| {
 });
 
 // `device:GPU:1`, `GPU_1_bfc`, and TF 1.x's `/gpu:1` (tensorflow#13591).
-static DEVICE_GPU: Lazy = LazyLock::new(|| re(r"(?:device:GPU:|GPU_|/gpu:)(\d+)"));
+static DEVICE_GPU: Lazy = LazyLock::new(|| re(r"(?:device:GPU:|device:gpu:|GPU_|gpu_|/gpu:)(\d+)"));
 static NODE: Lazy =
     LazyLock::new(|| re(r"\[\[\{\{node ([^}]+)\}\}|\[\[Node: ([^ =]+)|\[Op:(\w+)\]"));
 static STAT_LIMIT: Lazy = LazyLock::new(|| re(r"\bLimit: {N}"));
