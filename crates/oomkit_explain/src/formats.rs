@@ -295,6 +295,12 @@ pub static FORMATS: &[Format] = &[
         example: "libc++abi: terminating due to uncaught exception of type std::runtime_error: [METAL] Command buffer execution failed: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
     },
     Format {
+        id: "mlx-metal-malloc-buffer-size",
+        framework: "mlx",
+        is_oom: true,
+        example: "RuntimeError: [metal::malloc] Attempting to allocate 48736917632 bytes which is greater than the maximum allowed buffer size of 30150672384 bytes.",
+    },
+    Format {
         id: "tensorrt-out-of-memory",
         framework: "tensorrt",
         is_oom: true,

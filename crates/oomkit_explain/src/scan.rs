@@ -110,6 +110,9 @@ pub const ANCHORS: &[(&str, AnchorKind)] = &[
     // (`[METAL] Command buffer execution failed: Insufficient Memory`,
     // jjang-ai/vmlx#58).
     ("Insufficient Memory", E),
+    // MLX's Metal allocator: "[metal::malloc] Attempting to allocate N
+    // bytes which is greater than the maximum allowed buffer size".
+    ("ttempting to allocate", E),
     // SGLang's start-up check in later releases: "Loaded weights leave no
     // GPU memory for the KV cache under --mem-fraction-static=0.88."
     ("for the KV cache under", E),

@@ -175,3 +175,22 @@ fn sglang_later_wording_and_mlx_without_its_code() {
         "{text}"
     );
 }
+
+#[test]
+fn mlx_metal_malloc_over_the_buffer_limit_is_impossible_and_near_2_64_an_overflow() {
+    let (code, ev) = events("mlx_metal_malloc_buffer_size.log");
+    assert_eq!(code, Some(0));
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    let e = &ev[0];
+    assert_eq!(e["format"], "mlx-metal-malloc-buffer-size");
+    assert_eq!(e["framework"], "mlx");
+    assert_eq!(e["backend"], "metal");
+    assert_eq!(e["cause"], "impossible_request", "{e}");
+    let out = human("mlx_metal_malloc_buffer_size.log");
+    assert!(
+        out.contains("larger than the largest buffer Metal allows on this Mac (24.00 GiB)"),
+        "{out}"
+    );
+    let (_, ev) = events("mlx_metal_malloc_overflow.log");
+    assert_eq!(ev[0]["cause"], "size_overflow", "{:?}", ev[0]);
+}

@@ -69,6 +69,12 @@ pub(super) static DETECTORS: &[Detector] = &[
         defer_to: &[],
     },
     Detector {
+        headline: &MLX_MALLOC,
+        max_span: 300,
+        parse: mlx_malloc,
+        defer_to: &[],
+    },
+    Detector {
         headline: &GGML_PINNED,
         max_span: 300,
         parse: ggml_pinned,
@@ -272,6 +278,16 @@ static GGML_METAL: Lazy = LazyLock::new(|| {
         r"Insufficient Memory \(0*8:kIOGPUCommandBufferCallbackErrorOutOfMemory\)|Command buffer execution failed: Insufficient Memory",
     )
 });
+/// MLX's Metal allocator refusing one buffer larger than the device's
+/// maximum buffer length (mlx/backend/metal/allocator.cpp `malloc`:
+/// "[metal::malloc] Attempting to allocate N bytes which is greater than
+/// the maximum allowed buffer size of M bytes.", ml-explore/mlx#3327):
+/// no setting raises that limit, so the request is impossible as made.
+static MLX_MALLOC: Lazy = LazyLock::new(|| {
+    re(
+        r"\[metal::malloc\] Attempting to allocate {N} bytes which is greater than the maximum allowed buffer size of {N} bytes",
+    )
+});
 static GGML_PINNED: Lazy =
     LazyLock::new(|| re(r"ggml_cuda_host_malloc: failed to allocate {SIZE} of pinned memory"));
 static KV_SIZE: Lazy = LazyLock::new(|| re(r"(CUDA|ROCm)\d+ KV buffer size = ([\d.]+ MiB)"));
@@ -423,6 +439,33 @@ fn ggml_vulkan(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
         ));
     }
     ggml_context(&mut sig, s);
+    Some(sig)
+}
+
+fn mlx_malloc(m: &Captures<'_>, s: &Span<'_>) -> Option<Signal> {
+    let requested = super::int_of(m, 1)?;
+    let max = super::int_of(m, 2)?;
+    let mut sig = signal(
+        Kind::MlxMetal,
+        Chain::Mlx,
+        Framework::Mlx,
+        "mlx-metal-malloc-buffer-size",
+    );
+    sig.backend = Some(Backend::Metal);
+    sig.fields.requested = Some(Bytes(requested));
+    sig.version_hint = Some(if super::region_has(s, &["mlx_lm", "mlx-lm"]) {
+        "MLX (mlx-lm)"
+    } else {
+        "MLX, Metal backend (Apple GPU)"
+    });
+    sig.implied = Some((
+        Cause::ImpossibleRequest,
+        format!(
+            "one buffer of {} is larger than the largest buffer Metal allows on this Mac ({}); no memory setting makes one allocation that big fit",
+            Bytes(requested),
+            Bytes(max)
+        ),
+    ));
     Some(sig)
 }
 
