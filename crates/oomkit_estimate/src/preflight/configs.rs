@@ -108,12 +108,7 @@ pub fn from_config(path: &str, files: &dyn Files) -> Result<Derived, PreflightEr
                 ),
                 Style::HfYaml,
             );
-            let mut t = Train {
-                origin: Some(Source::File {
-                    path: path.to_string(),
-                }),
-                ..Train::default()
-            };
+            let mut t = Train::from_file(path);
             t.read_hf_tree(&tree, path, &mut dd);
             t.finish(fw, &mut dd, files)?;
             dd
@@ -227,12 +222,7 @@ const AXOLOTL_INERT: &[&str] = &[
 
 fn axolotl(tree: &Value, path: &str, files: &dyn Files) -> Result<Derived, PreflightError> {
     let mut dd = Derived::new(format!("an axolotl config, {path}"), Style::Axolotl);
-    let mut t = Train {
-        origin: Some(Source::File {
-            path: path.to_string(),
-        }),
-        ..Train::default()
-    };
+    let mut t = Train::from_file(path);
     let src = || Source::File {
         path: path.to_string(),
     };
@@ -447,12 +437,7 @@ fn llamafactory(tree: &Value, path: &str, files: &dyn Files) -> Result<Derived, 
         format!("a LLaMA-Factory config, {path}"),
         Style::LlamaFactory,
     );
-    let mut t = Train {
-        origin: Some(Source::File {
-            path: path.to_string(),
-        }),
-        ..Train::default()
-    };
+    let mut t = Train::from_file(path);
     let src = || Source::File {
         path: path.to_string(),
     };
@@ -634,12 +619,7 @@ fn torchtune(tree: &Value, path: &str) -> Result<Derived, PreflightError> {
         format!("a torchtune recipe config, {path}"),
         Style::Torchtune,
     );
-    let mut t = Train {
-        origin: Some(Source::File {
-            path: path.to_string(),
-        }),
-        ..Train::default()
-    };
+    let mut t = Train::from_file(path);
     let src = || Source::File {
         path: path.to_string(),
     };

@@ -233,6 +233,16 @@ pub fn hf_switch(name: &str) -> bool {
 }
 
 impl Train {
+    /// The settings of a config file: what is read from it comes from `path`.
+    pub fn from_file(path: &str) -> Train {
+        Train {
+            origin: Some(Source::File {
+                path: path.to_string(),
+            }),
+            ..Train::default()
+        }
+    }
+
     /// Records `key` (any accepted spelling) = `value`; false when the key is
     /// not one that sets memory.
     pub fn put(&mut self, key: &str, value: &str, shown_key: &str, src: Source) -> bool {
@@ -492,24 +502,11 @@ impl Train {
             d.set("seq", Some(n.to_string()), &s.key, &s.shown, s.src.clone());
             return;
         }
+        if framework_default(fw, "seq", d) {
+            return;
+        }
         match fw {
-            Framework::Trl => {
-                d.default("seq", Some("1024".into()), "max_length", "1024", d::TRL_SFT)
-            }
-            Framework::Axolotl => d.default(
-                "seq",
-                Some("512".into()),
-                "sequence_len",
-                "512",
-                d::AXOLOTL_CONFIG,
-            ),
-            Framework::LlamaFactory => d.default(
-                "seq",
-                Some("2048".into()),
-                "cutoff_len",
-                "2048",
-                d::LLAMAFACTORY_DATA,
-            ),
+            Framework::Trl | Framework::Axolotl | Framework::LlamaFactory => {}
             Framework::Hf | Framework::Torchtune => {
                 d.set(
                     "seq",
@@ -603,26 +600,9 @@ impl Train {
                 ),
                 None => d.ignore(format!("{} {}", r.key, r.shown)),
             },
-            None => match fw {
-                Framework::Trl | Framework::Hf => {
-                    d.default("lora-rank", Some("16".into()), "lora_r", "16", d::TRL_MODEL)
-                }
-                Framework::LlamaFactory => d.default(
-                    "lora-rank",
-                    Some("8".into()),
-                    "lora_rank",
-                    "8",
-                    d::LLAMAFACTORY_FINETUNING,
-                ),
-                Framework::Axolotl => d.default(
-                    "lora-rank",
-                    Some("8".into()),
-                    "lora_r",
-                    "8 (PEFT's LoraConfig.r)",
-                    d::AXOLOTL_PEFT,
-                ),
-                Framework::Torchtune => {}
-            },
+            None => {
+                framework_default(fw, "lora-rank", d);
+            }
         }
         match self.get("lora_target_modules") {
             Some(t) => d.set(
@@ -632,22 +612,9 @@ impl Train {
                 &t.shown,
                 t.src.clone(),
             ),
-            None => match fw {
-                Framework::LlamaFactory => d.default(
-                    "lora-targets",
-                    Some("all-linear".into()),
-                    "lora_target",
-                    "all",
-                    d::LLAMAFACTORY_FINETUNING,
-                ),
-                _ => d.default(
-                    "lora-targets",
-                    Some("q,v".into()),
-                    "lora_target_modules",
-                    "None (PEFT's default for the architecture: q_proj, v_proj)",
-                    d::TRL_MODEL,
-                ),
-            },
+            None => {
+                framework_default(fw, "lora-targets", d);
+            }
         }
     }
 
@@ -918,6 +885,106 @@ impl Train {
     pub fn put_extra(&mut self, c: &'static str, value: &str, key: &str, src: Source) {
         self.put_canon(c, value, key, src);
     }
+}
+
+/// A framework's documented default for a setting its config leaves out.
+struct FrameworkDefault {
+    /// The estimate's flag it sets.
+    flag: &'static str,
+    frameworks: &'static [Framework],
+    value: &'static str,
+    /// The framework's own key, and its value as the framework prints it.
+    key: &'static str,
+    shown: &'static str,
+    /// Where the default is defined (crate::preflight::defaults).
+    cite: &'static str,
+}
+
+/// The defaults preflight applies by framework, one row per setting and
+/// framework (the first row that names the framework wins).
+const FRAMEWORK_DEFAULTS: &[FrameworkDefault] = &[
+    FrameworkDefault {
+        flag: "seq",
+        frameworks: &[Framework::Trl],
+        value: "1024",
+        key: "max_length",
+        shown: "1024",
+        cite: d::TRL_SFT,
+    },
+    FrameworkDefault {
+        flag: "seq",
+        frameworks: &[Framework::Axolotl],
+        value: "512",
+        key: "sequence_len",
+        shown: "512",
+        cite: d::AXOLOTL_CONFIG,
+    },
+    FrameworkDefault {
+        flag: "seq",
+        frameworks: &[Framework::LlamaFactory],
+        value: "2048",
+        key: "cutoff_len",
+        shown: "2048",
+        cite: d::LLAMAFACTORY_DATA,
+    },
+    FrameworkDefault {
+        flag: "lora-rank",
+        frameworks: &[Framework::Trl, Framework::Hf],
+        value: "16",
+        key: "lora_r",
+        shown: "16",
+        cite: d::TRL_MODEL,
+    },
+    FrameworkDefault {
+        flag: "lora-rank",
+        frameworks: &[Framework::LlamaFactory],
+        value: "8",
+        key: "lora_rank",
+        shown: "8",
+        cite: d::LLAMAFACTORY_FINETUNING,
+    },
+    FrameworkDefault {
+        flag: "lora-rank",
+        frameworks: &[Framework::Axolotl],
+        value: "8",
+        key: "lora_r",
+        shown: "8 (PEFT's LoraConfig.r)",
+        cite: d::AXOLOTL_PEFT,
+    },
+    FrameworkDefault {
+        flag: "lora-targets",
+        frameworks: &[Framework::LlamaFactory],
+        value: "all-linear",
+        key: "lora_target",
+        shown: "all",
+        cite: d::LLAMAFACTORY_FINETUNING,
+    },
+    FrameworkDefault {
+        flag: "lora-targets",
+        frameworks: &[
+            Framework::Hf,
+            Framework::Trl,
+            Framework::Axolotl,
+            Framework::Torchtune,
+        ],
+        value: "q,v",
+        key: "lora_target_modules",
+        shown: "None (PEFT's default for the architecture: q_proj, v_proj)",
+        cite: d::TRL_MODEL,
+    },
+];
+
+/// Applies `fw`'s default for `flag` from [`FRAMEWORK_DEFAULTS`] (unless
+/// the flag is set already); false when the framework has none.
+fn framework_default(fw: Framework, flag: &'static str, d: &mut Derived) -> bool {
+    let Some(row) = FRAMEWORK_DEFAULTS
+        .iter()
+        .find(|r| r.flag == flag && r.frameworks.contains(&fw))
+    else {
+        return false;
+    };
+    d.default(flag, Some(row.value.into()), row.key, row.shown, row.cite);
+    true
 }
 
 fn batch_key(fw: Framework) -> &'static str {
